@@ -1,0 +1,12 @@
+//! The client's half of the contract (SPEC §6), as code any client can run, natively or in Wasm.
+//!
+//! One user action is one [`PendingAction`]: a freshly minted key and the exact body bytes, kept
+//! together and saved before the first send, then sent unchanged on every retry. Retries are paced
+//! by [`RetrySchedule`] (exponential backoff with full jitter, a cap, `Retry-After` honoured) and
+//! stop at a deadline, after which the client asks for the outcome instead of paying again.
+
+mod pending;
+mod retry;
+
+pub use pending::PendingAction;
+pub use retry::{AnswerClass, NextStep, RetrySchedule, classify_status, random_unit};

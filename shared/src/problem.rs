@@ -1,0 +1,329 @@
+//! RFC 9457 `application/problem+json` bodies, with the stable `type` of every refusal.
+//!
+//! The edge and the backend answer the same situation with the same body, so a client (or a
+//! support engineer) can branch on `type` alone, wherever the request was stopped. A `type` is
+//! the path `/problems/{slug}`; the backend serves a short description there, and the README
+//! lists them all. `title` is fixed per type; `detail` says what was wrong with this request;
+//! `field` names the offending body field where there is one.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::BodyError;
+use crate::key::KeyError;
+
+/// The media type of every error body.
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// Every kind of problem the system answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProblemKind {
+    /// 401: no bearer token, or one that is expired, malformed or wrongly signed.
+    Unauthenticated,
+    /// 400: the operation requires an `Idempotency-Key` and none was sent.
+    IdempotencyKeyMissing,
+    /// 400: the `Idempotency-Key` header is malformed.
+    IdempotencyKeyMalformed,
+    /// 422: the key was already used for a different request.
+    IdempotencyKeyReused,
+    /// 409: the first attempt with this key is still running.
+    RequestInProgress,
+    /// 503: the bank's answer to the first attempt is unknown and is being looked up.
+    OutcomePending,
+    /// 400: the body is not JSON.
+    BodyNotJson,
+    /// 400: the body nests too deeply.
+    BodyTooDeep,
+    /// 413: the body is over the size limit.
+    BodyTooLarge,
+    /// 422: a body field is missing or has a wrong value.
+    InvalidField,
+    /// 402: the bank declined the debit (a final outcome, saved and replayed).
+    PaymentDeclined,
+    /// 422: the refund is more than what remains of the payment.
+    RefundExceedsPayment,
+    /// 404: no such resource for this user.
+    NotFound,
+    /// 405: the route exists but not with this method.
+    MethodNotAllowed,
+    /// 503: a dependency (the database) is unavailable; nothing was done.
+    ServiceUnavailable,
+    /// 502: the edge could not reach the backend.
+    BackendUnreachable,
+    /// 504: the backend did not answer the edge in time.
+    BackendTimeout,
+    /// 500: a bug. Details go to the logs, never to the client.
+    Internal,
+}
+
+impl ProblemKind {
+    /// Every kind, for documentation and tests.
+    pub const ALL: [ProblemKind; 18] = [
+        ProblemKind::Unauthenticated,
+        ProblemKind::IdempotencyKeyMissing,
+        ProblemKind::IdempotencyKeyMalformed,
+        ProblemKind::IdempotencyKeyReused,
+        ProblemKind::RequestInProgress,
+        ProblemKind::OutcomePending,
+        ProblemKind::BodyNotJson,
+        ProblemKind::BodyTooDeep,
+        ProblemKind::BodyTooLarge,
+        ProblemKind::InvalidField,
+        ProblemKind::PaymentDeclined,
+        ProblemKind::RefundExceedsPayment,
+        ProblemKind::NotFound,
+        ProblemKind::MethodNotAllowed,
+        ProblemKind::ServiceUnavailable,
+        ProblemKind::BackendUnreachable,
+        ProblemKind::BackendTimeout,
+        ProblemKind::Internal,
+    ];
+
+    /// The stable last segment of the `type`.
+    pub fn slug(self) -> &'static str {
+        match self {
+            ProblemKind::Unauthenticated => "unauthenticated",
+            ProblemKind::IdempotencyKeyMissing => "idempotency-key-missing",
+            ProblemKind::IdempotencyKeyMalformed => "idempotency-key-malformed",
+            ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
+            ProblemKind::RequestInProgress => "request-in-progress",
+            ProblemKind::OutcomePending => "outcome-pending",
+            ProblemKind::BodyNotJson => "body-not-json",
+            ProblemKind::BodyTooDeep => "body-too-deep",
+            ProblemKind::BodyTooLarge => "body-too-large",
+            ProblemKind::InvalidField => "invalid-field",
+            ProblemKind::PaymentDeclined => "payment-declined",
+            ProblemKind::RefundExceedsPayment => "refund-exceeds-payment",
+            ProblemKind::NotFound => "not-found",
+            ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::ServiceUnavailable => "service-unavailable",
+            ProblemKind::BackendUnreachable => "backend-unreachable",
+            ProblemKind::BackendTimeout => "backend-timeout",
+            ProblemKind::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status code.
+    pub fn status(self) -> u16 {
+        match self {
+            ProblemKind::Unauthenticated => 401,
+            ProblemKind::PaymentDeclined => 402,
+            ProblemKind::NotFound => 404,
+            ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::RequestInProgress => 409,
+            ProblemKind::BodyTooLarge => 413,
+            ProblemKind::IdempotencyKeyReused
+            | ProblemKind::InvalidField
+            | ProblemKind::RefundExceedsPayment => 422,
+            ProblemKind::IdempotencyKeyMissing
+            | ProblemKind::IdempotencyKeyMalformed
+            | ProblemKind::BodyNotJson
+            | ProblemKind::BodyTooDeep => 400,
+            ProblemKind::Internal => 500,
+            ProblemKind::BackendUnreachable => 502,
+            ProblemKind::OutcomePending | ProblemKind::ServiceUnavailable => 503,
+            ProblemKind::BackendTimeout => 504,
+        }
+    }
+
+    /// The short, fixed summary of the type.
+    pub fn title(self) -> &'static str {
+        match self {
+            ProblemKind::Unauthenticated => "A valid bearer token is required",
+            ProblemKind::IdempotencyKeyMissing => "Idempotency-Key header is missing",
+            ProblemKind::IdempotencyKeyMalformed => "Idempotency-Key header is malformed",
+            ProblemKind::IdempotencyKeyReused => {
+                "Idempotency-Key was already used for a different request"
+            }
+            ProblemKind::RequestInProgress => "A request with this Idempotency-Key is in progress",
+            ProblemKind::OutcomePending => "The outcome of this request is still being confirmed",
+            ProblemKind::BodyNotJson => "Request body is not valid JSON",
+            ProblemKind::BodyTooDeep => "Request body nests too deeply",
+            ProblemKind::BodyTooLarge => "Request body is too large",
+            ProblemKind::InvalidField => "A request field is missing or invalid",
+            ProblemKind::PaymentDeclined => "The bank declined the payment",
+            ProblemKind::RefundExceedsPayment => "Refund exceeds the refundable amount",
+            ProblemKind::NotFound => "Not found",
+            ProblemKind::MethodNotAllowed => "Method not allowed",
+            ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
+            ProblemKind::BackendUnreachable => "The payments service could not be reached",
+            ProblemKind::BackendTimeout => "The payments service did not answer in time",
+            ProblemKind::Internal => "Internal error",
+        }
+    }
+
+    /// The `type` URI reference: `/problems/{slug}`.
+    pub fn type_uri(self) -> String {
+        format!("/problems/{}", self.slug())
+    }
+
+    /// Looks a kind up by its slug.
+    pub fn from_slug(slug: &str) -> Option<ProblemKind> {
+        ProblemKind::ALL
+            .into_iter()
+            .find(|kind| kind.slug() == slug)
+    }
+}
+
+/// An RFC 9457 problem details body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    /// `/problems/{slug}`, stable.
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    /// The type's fixed summary.
+    pub title: String,
+    /// The HTTP status code, repeated for clients that lose it.
+    pub status: u16,
+    /// What was wrong with this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The body field at fault, for `invalid-field`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The wait to suggest; the HTTP layer sends it as `Retry-After`, never in the body.
+    #[serde(skip)]
+    pub retry_after: Option<Duration>,
+}
+
+impl Problem {
+    /// A problem of `kind` with a detail message.
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Problem {
+        Problem {
+            type_uri: kind.type_uri(),
+            title: kind.title().to_owned(),
+            status: kind.status(),
+            detail: Some(detail.into()),
+            field: None,
+            retry_after: None,
+        }
+    }
+
+    /// `invalid-field` naming `field`.
+    pub fn invalid_field(field: &str, detail: impl Into<String>) -> Problem {
+        Problem {
+            field: Some(field.to_owned()),
+            ..Problem::new(ProblemKind::InvalidField, detail)
+        }
+    }
+
+    /// Adds the `Retry-After` wait.
+    pub fn with_retry_after(mut self, wait: Duration) -> Problem {
+        self.retry_after = Some(wait);
+        self
+    }
+
+    /// The kind, recovered from the `type` (for clients reading a body).
+    pub fn kind(&self) -> Option<ProblemKind> {
+        self.type_uri
+            .strip_prefix("/problems/")
+            .and_then(ProblemKind::from_slug)
+    }
+
+    /// The `Retry-After` header value in whole seconds (rounded up), if any.
+    pub fn retry_after_header(&self) -> Option<String> {
+        self.retry_after
+            .map(|wait| wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+            .map(|seconds| seconds.to_string())
+    }
+
+    /// The body as JSON bytes.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a problem always serialises")
+    }
+}
+
+impl From<&KeyError> for Problem {
+    fn from(error: &KeyError) -> Problem {
+        let kind = match error {
+            KeyError::Missing => ProblemKind::IdempotencyKeyMissing,
+            _ => ProblemKind::IdempotencyKeyMalformed,
+        };
+        Problem::new(kind, error.to_string())
+    }
+}
+
+impl From<&BodyError> for Problem {
+    fn from(error: &BodyError) -> Problem {
+        let kind = match error {
+            BodyError::TooLarge { .. } => ProblemKind::BodyTooLarge,
+            BodyError::TooDeep { .. } => ProblemKind::BodyTooDeep,
+            BodyError::NotJson { .. } => ProblemKind::BodyNotJson,
+        };
+        Problem::new(kind, error.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Under wasm32 the same tests run through wasm-bindgen-test (see `.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn slugs_are_unique_and_round_trip() {
+        let slugs: HashSet<_> = ProblemKind::ALL.iter().map(|k| k.slug()).collect();
+        assert_eq!(slugs.len(), ProblemKind::ALL.len());
+        for kind in ProblemKind::ALL {
+            assert_eq!(ProblemKind::from_slug(kind.slug()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn client_errors_are_4xx_and_never_500() {
+        for kind in ProblemKind::ALL {
+            let status = kind.status();
+            assert!((400..600).contains(&status), "{kind:?}");
+            assert_eq!(status == 500, kind == ProblemKind::Internal, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn body_follows_rfc_9457_and_omits_empty_members() {
+        let problem = Problem::new(ProblemKind::RequestInProgress, "try again")
+            .with_retry_after(Duration::from_millis(1500));
+        let json: serde_json::Value =
+            serde_json::from_slice(&problem.to_json()).expect("valid json");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "/problems/request-in-progress",
+                "title": "A request with this Idempotency-Key is in progress",
+                "status": 409,
+                "detail": "try again",
+            })
+        );
+        assert_eq!(problem.retry_after_header().as_deref(), Some("2"));
+        assert_eq!(problem.kind(), Some(ProblemKind::RequestInProgress));
+    }
+
+    #[test]
+    fn key_and_body_errors_map_to_their_types() {
+        assert_eq!(
+            Problem::from(&KeyError::Missing).kind(),
+            Some(ProblemKind::IdempotencyKeyMissing)
+        );
+        assert_eq!(
+            Problem::from(&KeyError::NotUuid).kind(),
+            Some(ProblemKind::IdempotencyKeyMalformed)
+        );
+        let too_large = BodyError::TooLarge {
+            length: 2,
+            limit: 1,
+        };
+        assert_eq!(Problem::from(&too_large).status, 413);
+    }
+
+    #[test]
+    fn invalid_field_names_the_field() {
+        let problem = Problem::invalid_field("amount_paise", "must be a positive integer");
+        let json: serde_json::Value =
+            serde_json::from_slice(&problem.to_json()).expect("valid json");
+        assert_eq!(json["field"], "amount_paise");
+        assert_eq!(json["status"], 422);
+    }
+}
