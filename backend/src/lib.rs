@@ -1,2 +1,5 @@
 //! The backend: the authority over idempotency keys (the PostgreSQL claim, the bank call, save
-//! and replay, reconciliation and expiry). Built out by the backend issue; nothing runs here yet.
+//! and replay, reconciliation and expiry), and the bank simulator that plays the partner bank
+//! in development and tests.
+
+pub mod bank_simulator;
