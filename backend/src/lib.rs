@@ -1,5 +1,21 @@
 //! The backend: the authority over idempotency keys (the PostgreSQL claim, the bank call, save
 //! and replay, reconciliation and expiry), and the bank simulator that plays the partner bank
 //! in development and tests.
+//!
+//! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
+//! carried out) → [`store`] (the claim and the saved outcome) and [`bank_client`] (the debit).
+//! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`].
 
+pub mod bank_client;
 pub mod bank_simulator;
+pub mod config;
+pub mod flows;
+pub mod http;
+pub mod janitor;
+pub mod metrics;
+pub mod reconcile;
+pub mod shutdown;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod telemetry;

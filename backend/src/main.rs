@@ -1,1 +1,74 @@
-fn main() {}
+//! The backend's command line: `serve` (the default), `migrate`, and one-shot runs of the
+//! reconciler and the janitor for operators.
+
+use anyhow::Context;
+use backend::config::Settings;
+use backend::startup::{Application, build_state};
+use backend::store::PgStore;
+use backend::{janitor, reconcile, shutdown, telemetry};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "The payments backend: safe retries without double charges")]
+struct Cli {
+    #[command(flatten)]
+    settings: Settings,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API with the reconciler and janitor (the default).
+    Serve,
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// Resolve every key that is due for reconciliation now, then exit.
+    ReconcileOnce,
+    /// Delete every expired key, in batches, then exit.
+    ExpireOnce,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    let cli = Cli::parse();
+    let config = cli.settings.into_config()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = Application::build(config).await?;
+            tracing::info!(addr = %app.local_addr(), "backend listening");
+            app.run_until_stopped(shutdown::terminate_signal()).await
+        }
+        Command::Migrate => {
+            connect(&config).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::ReconcileOnce => {
+            let state = build_state(&config, connect(&config).await?)?;
+            let mut handled = 0;
+            while reconcile::try_reconcile_once(&state).await? == reconcile::Outcome::Handled {
+                handled += 1;
+            }
+            tracing::info!(handled, "reconciliation pass done");
+            Ok(())
+        }
+        Command::ExpireOnce => {
+            let state = build_state(&config, connect(&config).await?)?;
+            let deleted = janitor::expire_all(&state, janitor::EXPIRY_BATCH_SIZE).await?;
+            tracing::info!(deleted, "expired keys deleted");
+            Ok(())
+        }
+    }
+}
+
+async fn connect(config: &backend::config::Config) -> anyhow::Result<PgStore> {
+    let options = config
+        .database_url
+        .parse()
+        .context("DATABASE_URL is not a PostgreSQL URL")?;
+    let store = PgStore::connect(options, 2, config.database_acquire_timeout).await?;
+    store.migrate().await.context("applying migrations")?;
+    Ok(store)
+}

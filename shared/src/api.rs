@@ -33,6 +33,11 @@ impl Paise {
     pub fn get(self) -> u64 {
         self.0
     }
+
+    /// The amount for a signed 64-bit column.
+    pub fn as_i64(self) -> i64 {
+        i64::try_from(self.0).expect("amounts are capped at MAX_AMOUNT_PAISE")
+    }
 }
 
 impl fmt::Display for Paise {

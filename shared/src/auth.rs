@@ -22,19 +22,31 @@ type HmacSha256 = Hmac<Sha256>;
 /// The longest token accepted; a real one is about 150 bytes.
 const MAX_TOKEN_LEN: usize = 4096;
 
-/// The authenticated user: a positive integer, parsed from the token's `sub`.
+/// The authenticated user: a positive integer, parsed from the token's `sub`. At most
+/// 2^63 − 1, so it fits a signed 64-bit database column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct UserId(NonZeroU64);
 
 impl UserId {
-    /// A user id from a positive integer.
+    /// A user id from an integer in `1..=i64::MAX`.
     pub fn new(id: u64) -> Option<UserId> {
+        i64::try_from(id).ok()?;
         NonZeroU64::new(id).map(UserId)
+    }
+
+    /// A user id read back from a signed column.
+    pub fn from_i64(id: i64) -> Option<UserId> {
+        u64::try_from(id).ok().and_then(UserId::new)
     }
 
     /// The id as a number.
     pub fn get(self) -> u64 {
         self.0.get()
+    }
+
+    /// The id for a signed 64-bit column; always positive.
+    pub fn as_i64(self) -> i64 {
+        i64::try_from(self.0.get()).expect("UserId::new keeps ids within i64")
     }
 }
 
@@ -265,7 +277,7 @@ mod tests {
 
     #[test]
     fn non_numeric_or_zero_subject_is_refused() {
-        for sub in ["asha", "0", "-3"] {
+        for sub in ["asha", "0", "-3", "9223372036854775808"] {
             let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#);
             let claims = URL_SAFE_NO_PAD.encode(format!(r#"{{"sub":"{sub}","exp":{}}}"#, NOW + 9));
             let input = format!("{header}.{claims}");

@@ -10,9 +10,12 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 use uuid::Uuid;
 
+use crate::auth::UserId;
+use crate::operation::Operation;
 use crate::policy::KeyFormat;
 
 /// The longest key accepted in any format, in characters.
@@ -37,6 +40,9 @@ pub enum KeyError {
     /// The operation requires a key and none was sent.
     #[error("the Idempotency-Key header is required for this operation")]
     Missing,
+    /// The header was sent more than once.
+    #[error("the Idempotency-Key header was sent more than once")]
+    Repeated,
     /// The header was present but empty (or only white space).
     #[error("the Idempotency-Key header is empty")]
     Empty,
@@ -132,6 +138,32 @@ impl IdempotencyKey {
             KeyRepr::Uuid(uuid) => Some(*uuid),
             KeyRepr::Text(_) => None,
         }
+    }
+
+    /// The key as the 16 bytes a store keeps: a UUID key as itself; any other key as a
+    /// version-8 UUID made from the SHA-256 of its text (122 bits of the digest: a collision
+    /// within one user's keys is as unlikely as between two random v4 keys).
+    pub fn storage_uuid(&self) -> Uuid {
+        match &self.0 {
+            KeyRepr::Uuid(uuid) => *uuid,
+            KeyRepr::Text(text) => {
+                let digest = Sha256::digest(text.as_bytes());
+                let mut bytes = [0u8; 16];
+                bytes.copy_from_slice(&digest[..16]);
+                uuid::Builder::from_custom_bytes(bytes).into_uuid()
+            }
+        }
+    }
+
+    /// The bank reference for this key's operation: `pay-{user_id}-{key}` or
+    /// `refund-{user_id}-{key}`. Derived from (user, key) alone, so the bank can refuse a
+    /// repeat and reconciliation can look the outcome up without storing it.
+    pub fn bank_reference(&self, operation: Operation, user: UserId) -> String {
+        format!(
+            "{}-{user}-{}",
+            operation.bank_reference_prefix(),
+            self.storage_uuid().hyphenated()
+        )
     }
 
     /// The header value in the draft's Structured Field string form, ready to send.
@@ -345,6 +377,30 @@ mod tests {
         assert_eq!(
             uuid_v4("8e03978e-40d5-43e8-cc93-6894a57f9324"),
             Err(KeyError::WrongUuidVariant)
+        );
+    }
+
+    #[test]
+    fn storage_uuid_is_the_key_itself_for_uuid_keys_and_a_digest_otherwise() {
+        let uuid_key = uuid_v4(V4).expect("valid");
+        assert_eq!(uuid_key.storage_uuid().to_string(), V4);
+        let text_a = IdempotencyKey::parse_header(b"order-1", KeyFormat::Any).expect("valid");
+        let text_b = IdempotencyKey::parse_header(b"order-2", KeyFormat::Any).expect("valid");
+        assert_ne!(text_a.storage_uuid(), text_b.storage_uuid());
+        assert_eq!(text_a.storage_uuid().get_version_num(), 8);
+    }
+
+    #[test]
+    fn bank_reference_names_operation_user_and_key() {
+        let key = uuid_v4(V4).expect("valid");
+        let user = UserId::new(42).expect("positive");
+        assert_eq!(
+            key.bank_reference(Operation::PayBill, user),
+            format!("pay-42-{V4}")
+        );
+        assert_eq!(
+            key.bank_reference(Operation::RefundPayment, user),
+            format!("refund-42-{V4}")
         );
     }
 

@@ -139,17 +139,20 @@ impl Policy {
         self.required_for.contains(&operation)
     }
 
-    /// Reads the key header for `operation`: `Ok(None)` when the operation does not require a
-    /// key and none was sent, [`KeyError::Missing`] when it does.
-    pub fn parse_key_header(
+    /// Reads the key header for `operation` from all its values in the request: `Ok(None)`
+    /// when the operation does not require a key and none was sent, [`KeyError::Missing`] when
+    /// it does, [`KeyError::Repeated`] when the header came more than once.
+    pub fn parse_key_header<'a>(
         &self,
         operation: Operation,
-        header_value: Option<&[u8]>,
+        header_values: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<Option<IdempotencyKey>, KeyError> {
-        match header_value {
-            None if self.requires_key(operation) => Err(KeyError::Missing),
-            None => Ok(None),
-            Some(value) => IdempotencyKey::parse_header(value, self.key_format).map(Some),
+        let mut values = header_values.into_iter();
+        match (values.next(), values.next()) {
+            (None, _) if self.requires_key(operation) => Err(KeyError::Missing),
+            (None, _) => Ok(None),
+            (Some(_), Some(_)) => Err(KeyError::Repeated),
+            (Some(value), None) => IdempotencyKey::parse_header(value, self.key_format).map(Some),
         }
     }
 }
@@ -309,13 +312,28 @@ mod tests {
     fn missing_key_is_an_error_only_where_required() {
         let policy = Policy::default_policy();
         assert_eq!(
-            policy.parse_key_header(Operation::PayBill, None),
+            policy.parse_key_header(Operation::PayBill, []),
             Err(KeyError::Missing)
         );
         let relaxed = Policy::from_yaml(&with_line("required_for", "[pay_bill]")).expect("valid");
         assert_eq!(
-            relaxed.parse_key_header(Operation::RefundPayment, None),
+            relaxed.parse_key_header(Operation::RefundPayment, []),
             Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_repeated_key_header_is_refused() {
+        let key = IdempotencyKey::mint().to_string();
+        let values = [key.as_bytes(), key.as_bytes()];
+        assert_eq!(
+            Policy::default_policy().parse_key_header(Operation::PayBill, values),
+            Err(KeyError::Repeated)
+        );
+        assert!(
+            Policy::default_policy()
+                .parse_key_header(Operation::PayBill, [key.as_bytes()])
+                .is_ok()
         );
     }
 }

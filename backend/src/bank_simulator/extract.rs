@@ -1,0 +1,25 @@
+//! A JSON body extractor whose rejection is a [`SimulatorError`], so unreadable bodies are
+//! answered in the simulator's own [`crate::bank_simulator::ErrorBody`] format rather than as
+//! axum's plain text.
+
+use axum::Json;
+use axum::extract::{FromRequest, Request};
+use serde::de::DeserializeOwned;
+
+use super::error::SimulatorError;
+
+/// The request body, parsed as JSON into `T`.
+pub(crate) struct JsonBody<T>(pub(crate) T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = SimulatorError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Json(value) = Json::<T>::from_request(request, state).await?;
+        Ok(Self(value))
+    }
+}

@@ -1,0 +1,129 @@
+//! What the knobs decide for one request, drawn all at once when it arrives.
+//!
+//! [`Behaviour`] pairs the knobs with the one seeded generator. Every money-moving request
+//! draws the same four values in the same order (jitter, failure, decline, lost reply), whether
+//! or not its knobs use them, so a run is repeatable for the same knobs, seed and arrival
+//! order. The resulting [`RequestPlan`] is then carried out without touching the generator.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::knobs::Knobs;
+
+/// The knobs and the generator they seed, replaced together.
+#[derive(Debug)]
+pub(crate) struct Behaviour {
+    knobs: Knobs,
+    rng: StdRng,
+}
+
+/// The knobs' verdict for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RequestPlan {
+    /// How long to wait before deciding.
+    pub(crate) latency: Duration,
+    /// Answer 500 without doing anything.
+    pub(crate) fail: bool,
+    /// Decline the debit (ignored by refunds).
+    pub(crate) decline: bool,
+    /// Hold the reply back this long after recording the outcome.
+    pub(crate) lost_reply_delay: Option<Duration>,
+    /// Replay the recorded outcome of a repeated reference.
+    pub(crate) dedupe: bool,
+}
+
+impl Behaviour {
+    /// Starts the generator from the knobs' seed.
+    pub(crate) fn new(knobs: Knobs) -> Self {
+        let rng = StdRng::seed_from_u64(knobs.seed);
+        Self { knobs, rng }
+    }
+
+    /// The current knobs.
+    pub(crate) fn knobs(&self) -> &Knobs {
+        &self.knobs
+    }
+
+    /// Draws the plan for the next request.
+    pub(crate) fn plan_request(&mut self) -> RequestPlan {
+        let knobs = &self.knobs;
+        let jitter_ms = self.rng.random_range(0..=knobs.jitter_ms);
+        let failure_draw: f64 = self.rng.random();
+        let decline_draw: f64 = self.rng.random();
+        let lost_reply_draw: f64 = self.rng.random();
+        RequestPlan {
+            latency: Duration::from_millis(knobs.latency_ms.saturating_add(jitter_ms)),
+            fail: failure_draw < knobs.error_rate,
+            decline: decline_draw < knobs.decline_rate,
+            lost_reply_delay: (lost_reply_draw < knobs.lost_reply_rate)
+                .then(|| Duration::from_millis(knobs.lost_reply_delay_ms)),
+            dedupe: knobs.dedupe,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plans(knobs: &Knobs, count: usize) -> Vec<RequestPlan> {
+        let mut behaviour = Behaviour::new(knobs.clone());
+        (0..count).map(|_| behaviour.plan_request()).collect()
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_plans() {
+        let knobs = Knobs {
+            jitter_ms: 50,
+            decline_rate: 0.5,
+            error_rate: 0.5,
+            lost_reply_rate: 0.5,
+            ..Knobs::default()
+        };
+        assert_eq!(plans(&knobs, 100), plans(&knobs, 100));
+        let reseeded = Knobs {
+            seed: 1,
+            ..knobs.clone()
+        };
+        assert_ne!(plans(&knobs, 100), plans(&reseeded, 100));
+    }
+
+    #[test]
+    fn rates_of_zero_and_one_never_and_always_fire() {
+        let never = plans(&Knobs::default(), 100);
+        assert!(
+            never
+                .iter()
+                .all(|plan| !plan.fail && !plan.decline && plan.lost_reply_delay.is_none())
+        );
+        assert!(never.iter().all(|plan| plan.latency == Duration::ZERO));
+
+        let always = Knobs {
+            decline_rate: 1.0,
+            error_rate: 1.0,
+            lost_reply_rate: 1.0,
+            ..Knobs::default()
+        };
+        assert!(
+            plans(&always, 100)
+                .iter()
+                .all(|plan| plan.fail && plan.decline && plan.lost_reply_delay.is_some())
+        );
+    }
+
+    #[test]
+    fn latency_stays_within_fixed_plus_jitter() {
+        let knobs = Knobs {
+            latency_ms: 10,
+            jitter_ms: 5,
+            ..Knobs::default()
+        };
+        for plan in plans(&knobs, 200) {
+            assert!(
+                (Duration::from_millis(10)..=Duration::from_millis(15)).contains(&plan.latency)
+            );
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The simulated bank itself: shared state and what one debit or refund goes through.
+//!
+//! A money-moving request draws its [`RequestPlan`] on arrival, sleeps the planned latency,
+//! fails with a 500 if planned (nothing recorded), then checks and records its outcome under a
+//! single acquisition of the books' lock (so concurrent repeats of a reference execute once
+//! while dedupe is on), and finally, if the reply is planned lost, holds it back. Locks are
+//! `std` mutexes, never held across an `.await`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use time::OffsetDateTime;
+use tokio::sync::watch;
+
+use super::books::Books;
+use super::error::SimulatorError;
+use super::knobs::Knobs;
+use super::ledger::Ledger;
+use super::plan::{Behaviour, RequestPlan};
+use super::sandbox::is_always_declined;
+use super::wire::{DebitOutcome, DebitRequest, RefundOutcome, RefundRequest};
+
+/// A simulated partner bank. Cheap to clone: clones share one ledger and one set of knobs.
+#[derive(Debug, Clone)]
+pub struct BankSimulator {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    behaviour: Mutex<Behaviour>,
+    books: Mutex<Books>,
+    /// Set to `true` when a server of this simulator shuts down, so replies held back as
+    /// "lost" are released at once instead of delaying the shutdown by a minute.
+    held_replies_released: watch::Sender<bool>,
+}
+
+impl BankSimulator {
+    /// A bank with an empty ledger, behaving as `knobs` say (not validated: see
+    /// [`Knobs::validate`]).
+    pub fn new(knobs: Knobs) -> Self {
+        let shared = Shared {
+            behaviour: Mutex::new(Behaviour::new(knobs)),
+            books: Mutex::new(Books::default()),
+            held_replies_released: watch::Sender::new(false),
+        };
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// A snapshot of every executed movement.
+    pub fn ledger(&self) -> Ledger {
+        self.books().ledger()
+    }
+
+    /// The current knobs.
+    pub fn knobs(&self) -> Knobs {
+        self.behaviour().knobs().clone()
+    }
+
+    /// Replaces the knobs and re-seeds the generator from `knobs.seed`; requests arriving from
+    /// now on follow them. Not validated: see [`Knobs::validate`].
+    pub fn set_knobs(&self, knobs: Knobs) {
+        *self.behaviour() = Behaviour::new(knobs);
+    }
+
+    /// Forgets every movement and every recorded outcome (the knobs stay).
+    pub fn reset(&self) {
+        self.books().clear();
+    }
+
+    /// Carries out a `POST /debits`.
+    #[tracing::instrument(skip_all, fields(reference = %request.reference))]
+    pub(crate) async fn debit(
+        &self,
+        request: DebitRequest,
+    ) -> Result<DebitOutcome, SimulatorError> {
+        let plan = self.start_request().await?;
+        let outcome = self.decide_debit(&request, &plan);
+        tracing::info!(
+            ?outcome,
+            reply_lost = plan.lost_reply_delay.is_some(),
+            "debit decided"
+        );
+        self.hold_reply_if_lost(&plan).await;
+        Ok(outcome)
+    }
+
+    /// Carries out a `POST /refunds`.
+    #[tracing::instrument(skip_all, fields(reference = %request.reference))]
+    pub(crate) async fn refund(
+        &self,
+        request: RefundRequest,
+    ) -> Result<RefundOutcome, SimulatorError> {
+        let plan = self.start_request().await?;
+        let outcome = self.decide_refund(&request, &plan);
+        tracing::info!(
+            ?outcome,
+            reply_lost = plan.lost_reply_delay.is_some(),
+            "refund decided"
+        );
+        self.hold_reply_if_lost(&plan).await;
+        Ok(outcome)
+    }
+
+    /// The outcome recorded for a debit reference, if the bank ever decided it.
+    pub(crate) fn debit_outcome(&self, reference: &str) -> Option<DebitOutcome> {
+        self.books().debit_outcome(reference)
+    }
+
+    /// The outcome recorded for a refund reference, if the bank ever decided it.
+    pub(crate) fn refund_outcome(&self, reference: &str) -> Option<RefundOutcome> {
+        self.books().refund_outcome(reference)
+    }
+
+    /// Releases replies held back as lost, now and from now on.
+    pub(crate) fn release_held_replies(&self) {
+        self.shared.held_replies_released.send_replace(true);
+    }
+
+    /// Draws the plan, waits the latency, and fails if planned.
+    async fn start_request(&self) -> Result<RequestPlan, SimulatorError> {
+        let plan = self.behaviour().plan_request();
+        tokio::time::sleep(plan.latency).await;
+        if plan.fail {
+            tracing::info!("simulated failure");
+            return Err(SimulatorError::SimulatedFailure);
+        }
+        Ok(plan)
+    }
+
+    /// Replays or records the debit's outcome under one lock acquisition.
+    fn decide_debit(&self, request: &DebitRequest, plan: &RequestPlan) -> DebitOutcome {
+        let mut books = self.books();
+        if plan.dedupe
+            && let Some(first) = books.debit_outcome(&request.reference)
+        {
+            return first;
+        }
+        if plan.decline || is_always_declined(&request.account) {
+            books.decline_debit(request)
+        } else {
+            books.execute_debit(request, OffsetDateTime::now_utc())
+        }
+    }
+
+    /// Replays or records the refund's outcome under one lock acquisition.
+    fn decide_refund(&self, request: &RefundRequest, plan: &RequestPlan) -> RefundOutcome {
+        let mut books = self.books();
+        if plan.dedupe
+            && let Some(first) = books.refund_outcome(&request.reference)
+        {
+            return first;
+        }
+        books.execute_refund(request, OffsetDateTime::now_utc())
+    }
+
+    async fn hold_reply_if_lost(&self, plan: &RequestPlan) {
+        let Some(delay) = plan.lost_reply_delay else {
+            return;
+        };
+        let mut released = self.shared.held_replies_released.subscribe();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = released.wait_for(|released| *released) => {}
+        }
+    }
+
+    /// The books; a poisoned lock is recovered, as no code panics while holding it.
+    fn books(&self) -> MutexGuard<'_, Books> {
+        self.shared
+            .books
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The knobs and generator; a poisoned lock is recovered, as no code panics while holding it.
+    fn behaviour(&self) -> MutexGuard<'_, Behaviour> {
+        self.shared
+            .behaviour
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const SHORT: Duration = Duration::from_millis(50);
+
+    #[tokio::test]
+    async fn releasing_held_replies_answers_them_at_once() {
+        let knobs = Knobs {
+            lost_reply_rate: 1.0,
+            ..Knobs::default()
+        };
+        let bank = BankSimulator::new(knobs);
+        let request = DebitRequest {
+            reference: "r".into(),
+            amount_paise: 1,
+            account: "a@bank".into(),
+        };
+        let pending = tokio::spawn({
+            let bank = bank.clone();
+            async move { bank.debit(request).await }
+        });
+        tokio::time::sleep(SHORT).await;
+        assert_eq!(
+            bank.ledger().debits.len(),
+            1,
+            "executed before the reply is held"
+        );
+        bank.release_held_replies();
+        let outcome = tokio::time::timeout(SHORT * 10, pending)
+            .await
+            .expect("released promptly")
+            .expect("task ran")
+            .expect("debit succeeded");
+        assert!(matches!(outcome, DebitOutcome::Debited { .. }));
+    }
+}

@@ -1,0 +1,127 @@
+//! Configuration: the policy file plus environment (SPEC §3, §7). Everything a deployment
+//! changes is here; nothing else in the code is a setting.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `DATABASE_URL` | `postgres://postgres@127.0.0.1:5432/payments` | PostgreSQL |
+//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
+//! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
+//! | `AUTH_JWT_SECRET` | a development default | HS256 secret for bearer tokens |
+//! | `APP_ENV` | `production` | `development` allows the development secret |
+//! | `POLICY_FILE` | `policy.yaml` | the idempotency policy |
+//! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
+//! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
+//! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use shared::Policy;
+
+/// The development JWT secret. Clearly not a secret: the backend refuses to start with it
+/// unless `APP_ENV=development`.
+pub const DEVELOPMENT_JWT_SECRET: &str = "development-only-jwt-secret-never-use-in-production";
+
+/// Whether this is a developer's machine or a real deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunMode {
+    /// A developer's machine: the development secret is allowed.
+    Development,
+    /// A real deployment: a real secret is required.
+    Production,
+}
+
+/// The settings as read from flags and environment.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// PostgreSQL connection URL.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/payments"
+    )]
+    pub database_url: String,
+    /// The bank's base URL.
+    #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
+    pub bank_url: String,
+    /// Listen address of the API.
+    #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
+    pub listen_addr: SocketAddr,
+    /// HS256 secret for bearer tokens.
+    #[arg(long, env = "AUTH_JWT_SECRET", default_value = DEVELOPMENT_JWT_SECRET, hide_default_value = true)]
+    pub jwt_secret: String,
+    /// `development` or `production`.
+    #[arg(long, env = "APP_ENV", value_enum, default_value = "production")]
+    pub mode: RunMode,
+    /// The idempotency policy file.
+    #[arg(long, env = "POLICY_FILE", default_value = "policy.yaml")]
+    pub policy_file: PathBuf,
+    /// Bank call timeout, in milliseconds.
+    #[arg(long, env = "BANK_TIMEOUT_MS", default_value_t = 5000)]
+    pub bank_timeout_ms: u64,
+    /// Reconciler pause when idle, in milliseconds.
+    #[arg(long, env = "RECONCILE_INTERVAL_MS", default_value_t = 1000)]
+    pub reconcile_interval_ms: u64,
+    /// Janitor pause between sweeps, in seconds.
+    #[arg(long, env = "JANITOR_INTERVAL_SECONDS", default_value_t = 3600)]
+    pub janitor_interval_seconds: u64,
+}
+
+/// The validated configuration the application is built from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// PostgreSQL connection URL.
+    pub database_url: String,
+    /// The bank's base URL.
+    pub bank_url: String,
+    /// Listen address (port 0 picks a free port, as tests do).
+    pub listen_addr: SocketAddr,
+    /// HS256 secret for bearer tokens.
+    pub jwt_secret: Vec<u8>,
+    /// The idempotency policy.
+    pub policy: Policy,
+    /// Bank call timeout.
+    pub bank_timeout: Duration,
+    /// How long a request waits for a database connection before answering 503.
+    pub database_acquire_timeout: Duration,
+    /// Reconciler pause when idle.
+    pub reconcile_interval: Duration,
+    /// Janitor pause between sweeps.
+    pub janitor_interval: Duration,
+    /// Whether the background workers run inside the server process.
+    pub run_workers: bool,
+}
+
+impl Settings {
+    /// Reads the policy file and checks the settings; refuses the development secret outside
+    /// development mode.
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        if self.jwt_secret == DEVELOPMENT_JWT_SECRET && self.mode != RunMode::Development {
+            bail!(
+                "AUTH_JWT_SECRET is the development default; set a real secret, or APP_ENV=development on a developer machine"
+            );
+        }
+        if self.jwt_secret.len() < 32 {
+            bail!("AUTH_JWT_SECRET must be at least 32 bytes");
+        }
+        let policy_text = std::fs::read_to_string(&self.policy_file)
+            .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
+        let policy = Policy::from_yaml(&policy_text)
+            .with_context(|| format!("in {}", self.policy_file.display()))?;
+        Ok(Config {
+            database_url: self.database_url,
+            bank_url: self.bank_url,
+            listen_addr: self.listen_addr,
+            jwt_secret: self.jwt_secret.into_bytes(),
+            policy,
+            bank_timeout: Duration::from_millis(self.bank_timeout_ms),
+            database_acquire_timeout: Duration::from_secs(3),
+            reconcile_interval: Duration::from_millis(self.reconcile_interval_ms),
+            janitor_interval: Duration::from_secs(self.janitor_interval_seconds),
+            run_workers: true,
+        })
+    }
+}

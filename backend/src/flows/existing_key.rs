@@ -1,0 +1,116 @@
+//! What a request does when its (user, key) is already stored: the shared decision on the
+//! stored record, turned into I/O. Replays render the saved answer; a key stuck in `started`
+//! is reconciled inline (SPEC §4) instead of answering 409 for ever.
+
+use shared::decision::Attempt;
+use shared::{Decision, Problem, ProblemKind, decide};
+
+use super::answer::Answer;
+use crate::metrics::Metrics;
+use crate::reconcile::{Resolution, resolve_locked};
+use crate::state::AppState;
+use crate::store::{KeyRef, StoreError, StoredKey};
+
+/// The next step for a request whose key exists.
+pub(super) enum Step {
+    /// Answer this.
+    Answer(Answer),
+    /// The key was expired or released: try to claim it again.
+    ClaimAgain,
+}
+
+/// Decides on the stored key and carries the decision out.
+#[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+pub(super) async fn answer_existing_key(
+    state: &AppState,
+    key: KeyRef,
+    attempt: &Attempt,
+    stored: &StoredKey,
+) -> Result<Step, StoreError> {
+    let operation = stored.operation.name();
+    let decision = decide(&state.policy, attempt, Some(&stored.record), stored.read_at);
+    tracing::debug!(?decision, "existing key");
+    Ok(Step::Answer(match decision {
+        Decision::Replay => {
+            Metrics::count(&state.metrics.replays, operation);
+            replay(state, stored).await?
+        }
+        Decision::InProgress { retry_after } => {
+            Metrics::count(&state.metrics.conflicts, operation);
+            in_progress(retry_after)
+        }
+        Decision::OutcomePending { retry_after } => outcome_pending(retry_after),
+        Decision::RejectMismatch => {
+            Metrics::count(&state.metrics.mismatches, operation);
+            Answer::problem(Problem::new(
+                ProblemKind::IdempotencyKeyReused,
+                "This Idempotency-Key was already used for a different request; \
+                 send a new key for a new action.",
+            ))
+        }
+        Decision::Reconcile => return reconcile_inline(state, key).await,
+        Decision::ClaimExpired => {
+            state
+                .store
+                .release_expired(key, stored.record.created_at)
+                .await?;
+            return Ok(Step::ClaimAgain);
+        }
+        // The key vanished between the claim and the read; or decisions that only arise
+        // before a key is looked up.
+        Decision::Claim
+        | Decision::ProceedWithoutKey
+        | Decision::RejectMissingKey
+        | Decision::RejectMalformedKey(_) => return Ok(Step::ClaimAgain),
+    }))
+}
+
+async fn replay(state: &AppState, stored: &StoredKey) -> Result<Answer, StoreError> {
+    let movement = state.store.load_movement(stored).await?.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "finished key's movement {} is gone",
+            stored.resource_id
+        ))
+    })?;
+    Ok(Answer::saved(&movement)?.replayed())
+}
+
+/// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank
+/// now, under the row lock reconcilers use, and answer the true result.
+async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreError> {
+    let Some(locked) = state.store.lock_unfinished(key).await? else {
+        // A reconciler holds it (or it just finished): the client retries shortly.
+        return Ok(Step::Answer(in_progress(
+            shared::decision::IN_PROGRESS_RETRY_AFTER,
+        )));
+    };
+    Ok(match resolve_locked(state, locked).await? {
+        Resolution::Finished(movement) => Step::Answer(Answer::saved(&movement)?.replayed()),
+        Resolution::Released => Step::ClaimAgain,
+        Resolution::NotYet => Step::Answer(outcome_pending(
+            shared::decision::OUTCOME_PENDING_RETRY_AFTER,
+        )),
+    })
+}
+
+fn in_progress(retry_after: std::time::Duration) -> Answer {
+    Answer::problem(
+        Problem::new(
+            ProblemKind::RequestInProgress,
+            "The first request with this Idempotency-Key is still being processed; retry after the indicated time.",
+        )
+        .with_retry_after(retry_after),
+    )
+}
+
+/// The "outcome pending" answer: the bank's answer is unknown and is being looked up.
+pub(super) fn outcome_pending(retry_after: std::time::Duration) -> Answer {
+    Answer::problem(
+        Problem::new(
+            ProblemKind::OutcomePending,
+            "The bank has not confirmed the outcome of this request yet; it is being checked. \
+             Retry with the same Idempotency-Key and body; you will not be charged twice.",
+        )
+        .with_retry_after(retry_after),
+    )
+}

@@ -1,0 +1,124 @@
+//! `refund_payment`: claim the key (with a pending refund, checked against what remains of the
+//! payment), refund once, save, answer; or answer a repeat from what is saved.
+
+use shared::api::RefundRequest;
+use shared::{Operation, Problem, ProblemKind, UserId};
+use uuid::Uuid;
+
+use super::answer::Answer;
+use super::existing_key::{Step, answer_existing_key};
+use super::pay_bill::save_outcome;
+use super::request::{Admitted, admit};
+use crate::metrics::Metrics;
+use crate::state::AppState;
+use crate::store::{KeyRef, NewRefund, RefundClaimResult, RefundRow, StoreError};
+
+/// How many claim rounds a request makes: an expired or released key is claimed again once.
+const CLAIM_ROUNDS: usize = 3;
+
+/// Refunds part of `payment_id` for `user` once per key.
+#[tracing::instrument(skip_all, fields(user_id = %user, payment_id, key))]
+pub async fn refund_payment<'a>(
+    state: &AppState,
+    user: UserId,
+    key_header_values: impl IntoIterator<Item = &'a [u8]>,
+    payment_id: &str,
+    body: &[u8],
+) -> Answer {
+    let admitted = match admit(
+        state,
+        Operation::RefundPayment,
+        key_header_values,
+        payment_id,
+        body,
+    ) {
+        Ok(admitted) => admitted,
+        Err(problem) => return Answer::problem(problem),
+    };
+    tracing::Span::current().record("key", tracing::field::display(&admitted.key));
+    let request = match RefundRequest::from_json(&admitted.body) {
+        Ok(request) => request,
+        Err(problem) => return Answer::problem(problem),
+    };
+    let Ok(payment_id) = Uuid::try_parse(payment_id) else {
+        return payment_not_found();
+    };
+    claim_and_refund(state, user, &admitted, payment_id, &request)
+        .await
+        .unwrap_or_else(|error| Answer::store_failure(&error))
+}
+
+async fn claim_and_refund(
+    state: &AppState,
+    user: UserId,
+    admitted: &Admitted,
+    payment_id: Uuid,
+    request: &RefundRequest,
+) -> Result<Answer, StoreError> {
+    let key = KeyRef::new(user, &admitted.key);
+    let refund = NewRefund {
+        refund_id: Uuid::new_v4(),
+        payment_id,
+        amount_paise: request.amount_paise.as_i64(),
+        bank_reference: admitted.key.bank_reference(Operation::RefundPayment, user),
+    };
+    for _ in 0..CLAIM_ROUNDS {
+        let stored = match state
+            .store
+            .claim_refund(key, &admitted.attempt.fingerprint, &refund)
+            .await?
+        {
+            RefundClaimResult::Claimed {
+                refund,
+                debit_reference,
+            } => return Ok(refund_and_save(state, key, refund, &debit_reference).await),
+            RefundClaimResult::Existing(stored) => stored,
+            RefundClaimResult::PaymentNotFound => return Ok(payment_not_found()),
+            RefundClaimResult::ExceedsRemaining { remaining_paise } => {
+                return Ok(Answer::problem(Problem::new(
+                    ProblemKind::RefundExceedsPayment,
+                    format!(
+                        "The refund of {} paise exceeds the {remaining_paise} paise that remain refundable on this payment.",
+                        refund.amount_paise
+                    ),
+                )));
+            }
+        };
+        match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
+            Step::Answer(answer) => return Ok(answer),
+            Step::ClaimAgain => continue,
+        }
+    }
+    Err(StoreError::Corrupt(
+        "the key was released on every claim round".to_owned(),
+    ))
+}
+
+async fn refund_and_save(
+    state: &AppState,
+    key: KeyRef,
+    refund: RefundRow,
+    debit_reference: &str,
+) -> Answer {
+    Metrics::count(&state.metrics.claims, Operation::RefundPayment.name());
+    let outcome = state
+        .bank
+        .refund(&refund.bank_reference, debit_reference, refund.amount_paise)
+        .await;
+    save_outcome(
+        state,
+        key,
+        Operation::RefundPayment,
+        refund.refund_id,
+        outcome,
+        "refund",
+    )
+    .await
+}
+
+fn payment_not_found() -> Answer {
+    Answer::problem(Problem::new(
+        ProblemKind::NotFound,
+        "You have no succeeded payment with this id.",
+    ))
+}

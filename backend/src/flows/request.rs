@@ -1,0 +1,54 @@
+//! The checks every idempotent request passes before any database work, in a fixed order that
+//! the edge follows too: the body's size, depth and JSON syntax (413/400), then the key (400,
+//! via [`shared::decide`]), then the body's fields (422). Nothing here is saved.
+
+use shared::decision::Attempt;
+use shared::fingerprint::{CheckedBody, fingerprint};
+use shared::{Decision, IdempotencyKey, KeyError, Operation, Problem, decide};
+
+use crate::state::AppState;
+
+/// A request that passed the checks.
+pub(super) struct Admitted {
+    /// The key: the client's, or one minted here when the policy does not require a key and
+    /// none was sent (so the work is still claimed and crash-safe, just not replayable).
+    pub key: IdempotencyKey,
+    /// The attempt, for later decisions against a stored key.
+    pub attempt: Attempt,
+    /// The parsed body.
+    pub body: serde_json::Value,
+}
+
+/// Checks the body and the key of a request.
+pub(super) fn admit<'a>(
+    state: &AppState,
+    operation: Operation,
+    key_header_values: impl IntoIterator<Item = &'a [u8]>,
+    path_parameter: &str,
+    body: &[u8],
+) -> Result<Admitted, Problem> {
+    let CheckedBody { value, fingerprint } =
+        fingerprint(operation, path_parameter, body, state.body_limits)
+            .map_err(|error| Problem::from(&error))?;
+    let attempt = Attempt {
+        key: state.policy.parse_key_header(operation, key_header_values),
+        fingerprint,
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let key = match decide(&state.policy, &attempt, None, now) {
+        Decision::RejectMissingKey => return Err(Problem::from(&KeyError::Missing)),
+        Decision::RejectMalformedKey(error) => return Err(Problem::from(&error)),
+        // With no stored record the only other decision is `Claim`, whose key is present.
+        _ => attempt
+            .key
+            .clone()
+            .ok()
+            .flatten()
+            .unwrap_or_else(IdempotencyKey::mint),
+    };
+    Ok(Admitted {
+        key,
+        attempt,
+        body: value,
+    })
+}

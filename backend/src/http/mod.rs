@@ -1,0 +1,12 @@
+//! The HTTP layer: routes, authentication, and turning [`crate::flows::Answer`]s into responses.
+
+mod auth;
+mod body;
+mod docs;
+mod health;
+mod payments;
+mod problem_response;
+mod request_metrics;
+mod router;
+
+pub use router::router;

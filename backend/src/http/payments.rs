@@ -1,0 +1,145 @@
+//! The `/v1` payment routes: pay a bill, refund a payment, read a payment. Each handler reads
+//! the raw parts (user, key header values, path parameter, body) and hands them to
+//! [`crate::flows`]; only reads talk to the store directly.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use shared::api::{Paise, PaymentResponse, PaymentWithRefunds, RefundResponse};
+use shared::{Problem, ProblemKind, UserId};
+use uuid::Uuid;
+
+use super::body::read_limited;
+use super::problem_response::problem_response;
+use crate::flows::{Answer, pay_bill, refund_payment};
+use crate::state::AppState;
+use crate::store::{MovementStatus, PaymentRow, RefundRow};
+
+/// The payment routes, to be nested behind authentication.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/bills/{bill_id}/pay", post(pay_bill_handler))
+        .route("/v1/payments/{payment_id}/refunds", post(refund_handler))
+        .route("/v1/payments/{payment_id}", get(read_payment_handler))
+}
+
+async fn pay_bill_handler(
+    State(state): State<AppState>,
+    Extension(user): Extension<UserId>,
+    bill_id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Ok(Path(bill_id)) = bill_id else {
+        return problem_response(Problem::invalid_field(
+            "bill_id",
+            "bill_id is not a valid path segment",
+        ));
+    };
+    let body = match read_limited(body, state.body_limits.max_bytes).await {
+        Ok(body) => body,
+        Err(problem) => return problem_response(problem),
+    };
+    let keys = key_header_values(&state, &headers);
+    pay_bill(&state, user, keys, &bill_id, &body)
+        .await
+        .into_response()
+}
+
+async fn refund_handler(
+    State(state): State<AppState>,
+    Extension(user): Extension<UserId>,
+    payment_id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Ok(Path(payment_id)) = payment_id else {
+        return not_found();
+    };
+    let body = match read_limited(body, state.body_limits.max_bytes).await {
+        Ok(body) => body,
+        Err(problem) => return problem_response(problem),
+    };
+    let keys = key_header_values(&state, &headers);
+    refund_payment(&state, user, keys, &payment_id, &body)
+        .await
+        .into_response()
+}
+
+async fn read_payment_handler(
+    State(state): State<AppState>,
+    Extension(user): Extension<UserId>,
+    payment_id: Result<Path<Uuid>, PathRejection>,
+) -> Response {
+    let Ok(Path(payment_id)) = payment_id else {
+        return not_found();
+    };
+    match state
+        .store
+        .load_payment_with_refunds(user.as_i64(), payment_id)
+        .await
+    {
+        Ok(Some((payment, refunds))) => match render_read(&payment, &refunds) {
+            Some(body) => axum::Json(body).into_response(),
+            None => Answer::store_failure(&crate::store::StoreError::Corrupt(format!(
+                "payment {payment_id} has an amount out of range"
+            )))
+            .into_response(),
+        },
+        Ok(None) => not_found(),
+        Err(error) => Answer::store_failure(&error).into_response(),
+    }
+}
+
+/// All values of the policy's key header, as raw bytes (a repeated header is refused later).
+fn key_header_values<'h>(state: &AppState, headers: &'h HeaderMap) -> Vec<&'h [u8]> {
+    headers
+        .get_all(state.policy.header.as_str())
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect()
+}
+
+fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWithRefunds> {
+    let paise = |amount: i64| u64::try_from(amount).ok().and_then(Paise::new);
+    Some(PaymentWithRefunds {
+        payment: PaymentResponse {
+            payment_id: payment.payment_id,
+            bill_id: payment.bill_id.clone(),
+            amount_paise: paise(payment.amount_paise)?,
+            status: status_name(payment.status).to_owned(),
+            bank_reference: payment.bank_reference.clone(),
+        },
+        refunds: refunds
+            .iter()
+            .map(|refund| {
+                Some(RefundResponse {
+                    refund_id: refund.refund_id,
+                    payment_id: refund.payment_id,
+                    amount_paise: paise(refund.amount_paise)?,
+                    status: status_name(refund.status).to_owned(),
+                    bank_reference: refund.bank_reference.clone(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?,
+    })
+}
+
+fn status_name(status: MovementStatus) -> &'static str {
+    match status {
+        MovementStatus::Pending => "pending",
+        MovementStatus::Succeeded => "succeeded",
+        MovementStatus::Declined => "declined",
+    }
+}
+
+fn not_found() -> Response {
+    problem_response(Problem::new(
+        ProblemKind::NotFound,
+        "You have no payment with this id.",
+    ))
+}

@@ -1,0 +1,39 @@
+//! Turning answers and problems into HTTP responses, with the headers that matter: `Content-Type`,
+//! `Location`, `Retry-After` and `Idempotent-Replayed`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use shared::Problem;
+
+use crate::flows::Answer;
+
+/// The header that marks a replayed answer.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, self.body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        if let Some(location) = self.location.and_then(|l| HeaderValue::try_from(l).ok()) {
+            headers.insert(header::LOCATION, location);
+        }
+        if let Some(wait) = self.retry_after {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if self.replayed {
+            headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        }
+        response
+    }
+}
+
+/// A problem as a response.
+pub fn problem_response(problem: Problem) -> Response {
+    Answer::problem(problem).into_response()
+}

@@ -1,0 +1,36 @@
+//! The application as a function: [`router`] builds every route over a given state, so tests
+//! can drive it without a socket and the server binds it to one.
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use shared::{Problem, ProblemKind};
+use tower_http::trace::TraceLayer;
+
+use super::problem_response::problem_response;
+use super::{auth, docs, health, payments, request_metrics};
+use crate::state::AppState;
+
+/// Every route of the backend.
+pub fn router(state: AppState) -> Router {
+    let authenticated =
+        payments::router().route_layer(from_fn_with_state(state.clone(), auth::require_user));
+    Router::new()
+        .merge(authenticated)
+        .merge(health::router())
+        .merge(docs::router())
+        .fallback(|| async {
+            problem_response(Problem::new(ProblemKind::NotFound, "No such route."))
+        })
+        .method_not_allowed_fallback(|| async {
+            problem_response(Problem::new(
+                ProblemKind::MethodNotAllowed,
+                "This route does not accept this method.",
+            ))
+        })
+        .layer(from_fn_with_state(
+            state.clone(),
+            request_metrics::count_requests,
+        ))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,66 @@
+//! The janitor: deletes idempotency keys older than `keep_keys_for_hours` (SPEC §5, invariant 6).
+//!
+//! Only finished keys expire (an unfinished one may hide a debit); payments and refunds are
+//! kept for ever, only the key rows go. Each step deletes one bounded batch oldest-first with
+//! `SKIP LOCKED`, so a large backlog is worked off in many short statements that never hold
+//! locks long enough to block claims.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::state::AppState;
+use crate::store::StoreError;
+
+/// How many keys one step deletes at most.
+pub const EXPIRY_BATCH_SIZE: i64 = 5_000;
+
+/// The outcome of one janitor step.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// This many keys were deleted; there may be more.
+    Deleted(u64),
+    /// Nothing was expired.
+    NothingExpired,
+}
+
+/// One janitor step: deletes one batch of expired keys.
+pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Outcome, StoreError> {
+    let deleted = state
+        .store
+        .expire_batch(state.policy.keep_keys_for, batch_size)
+        .await?;
+    state.metrics.keys_expired.inc_by(deleted);
+    Ok(match deleted {
+        0 => Outcome::NothingExpired,
+        n => Outcome::Deleted(n),
+    })
+}
+
+/// Deletes every expired key, batch after batch; returns how many.
+pub async fn expire_all(state: &AppState, batch_size: i64) -> Result<u64, StoreError> {
+    let mut total = 0;
+    while let Outcome::Deleted(n) = try_expire_batch(state, batch_size).await? {
+        total += n;
+    }
+    Ok(total)
+}
+
+/// Sweeps every `interval` until `shutdown` resolves.
+pub async fn run_until_stopped(
+    state: AppState,
+    interval: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        match expire_all(&state, EXPIRY_BATCH_SIZE).await {
+            Ok(0) => {}
+            Ok(deleted) => tracing::info!(deleted, "expired idempotency keys deleted"),
+            Err(error) => tracing::warn!(%error, "janitor sweep failed"),
+        }
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}

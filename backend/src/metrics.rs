@@ -1,0 +1,174 @@
+//! Prometheus metrics, owned by the application (not a process-wide global), so several apps in
+//! one test process each count their own. Served as OpenMetrics text at `GET /metrics`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// Labels naming an operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// `pay_bill` or `refund_payment`.
+    pub operation: &'static str,
+}
+
+/// Labels of an HTTP request.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// The route template (`/v1/bills/{bill_id}/pay`), or `unmatched`.
+    pub route: String,
+    /// The method.
+    pub method: String,
+    /// The status code.
+    pub status: u16,
+}
+
+/// Labels of a bank call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BankCallLabels {
+    /// `debit`, `refund` or `look_up`.
+    pub call: &'static str,
+    /// `succeeded`, `declined`, `unknown`, `never_seen` or `failed`.
+    pub outcome: &'static str,
+}
+
+/// Labels of a final outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `pay_bill` or `refund_payment`.
+    pub operation: &'static str,
+    /// `succeeded`, `declined`, `unknown` or `released`.
+    pub outcome: &'static str,
+}
+
+/// Every metric the backend exports.
+#[derive(Default)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests served, by route, method and status.
+    pub http_requests: Family<RequestLabels, Counter>,
+    /// Keys claimed (new work started).
+    pub claims: Family<OperationLabels, Counter>,
+    /// Saved answers replayed.
+    pub replays: Family<OperationLabels, Counter>,
+    /// 409 answers: the first attempt was still running.
+    pub conflicts: Family<OperationLabels, Counter>,
+    /// 422 answers: a key reused with a different request.
+    pub mismatches: Family<OperationLabels, Counter>,
+    /// Calls to the bank, by call and outcome.
+    pub bank_calls: Family<BankCallLabels, Counter>,
+    /// Final outcomes written, by operation and outcome.
+    pub outcomes: Family<OutcomeLabels, Counter>,
+    /// Unfinished keys taken up by reconciliation.
+    pub stuck_keys_found: Counter,
+    /// Unfinished keys resolved, by operation and outcome.
+    pub keys_resolved: Family<OutcomeLabels, Counter>,
+    /// Bank look-ups that got no usable answer.
+    pub lookup_failures: Counter,
+    /// Expired keys deleted.
+    pub keys_expired: Counter,
+    /// Age in seconds of the oldest `started` key.
+    pub oldest_started_seconds: Gauge<f64, AtomicU64>,
+    /// Age in seconds of the oldest `unknown` key.
+    pub oldest_unknown_seconds: Gauge<f64, AtomicU64>,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them.
+    pub fn new() -> Metrics {
+        let mut metrics = Metrics::default();
+        let registry = &mut metrics.registry;
+        registry.register(
+            "http_requests",
+            "HTTP requests served",
+            metrics.http_requests.clone(),
+        );
+        registry.register("idempotency_claims", "Keys claimed", metrics.claims.clone());
+        registry.register(
+            "idempotency_replays",
+            "Saved answers replayed",
+            metrics.replays.clone(),
+        );
+        registry.register(
+            "idempotency_conflicts",
+            "Requests refused with 409 while the first attempt ran",
+            metrics.conflicts.clone(),
+        );
+        registry.register(
+            "idempotency_mismatches",
+            "Keys reused with a different request (422)",
+            metrics.mismatches.clone(),
+        );
+        registry.register(
+            "bank_calls",
+            "Calls to the bank",
+            metrics.bank_calls.clone(),
+        );
+        registry.register(
+            "payment_outcomes",
+            "Final outcomes written",
+            metrics.outcomes.clone(),
+        );
+        registry.register(
+            "reconcile_stuck_keys_found",
+            "Unfinished keys taken up by reconciliation",
+            metrics.stuck_keys_found.clone(),
+        );
+        registry.register(
+            "reconcile_keys_resolved",
+            "Unfinished keys resolved by reconciliation",
+            metrics.keys_resolved.clone(),
+        );
+        registry.register(
+            "reconcile_lookup_failures",
+            "Bank look-ups without a usable answer",
+            metrics.lookup_failures.clone(),
+        );
+        registry.register(
+            "janitor_keys_expired",
+            "Expired keys deleted",
+            metrics.keys_expired.clone(),
+        );
+        registry.register(
+            "oldest_started_key_age_seconds",
+            "Age of the oldest started key",
+            metrics.oldest_started_seconds.clone(),
+        );
+        registry.register(
+            "oldest_unknown_key_age_seconds",
+            "Age of the oldest unknown key",
+            metrics.oldest_unknown_seconds.clone(),
+        );
+        metrics
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+
+    /// Counts a bank call.
+    pub fn bank_call(&self, call: &'static str, outcome: &'static str) {
+        self.bank_calls
+            .get_or_create(&BankCallLabels { call, outcome })
+            .inc();
+    }
+
+    /// Counts a final outcome.
+    pub fn outcome(&self, operation: &'static str, outcome: &'static str) {
+        self.outcomes
+            .get_or_create(&OutcomeLabels { operation, outcome })
+            .inc();
+    }
+
+    /// Counts an event of an operation in one of the per-operation families.
+    pub fn count(family: &Family<OperationLabels, Counter>, operation: &'static str) {
+        family.get_or_create(&OperationLabels { operation }).inc();
+    }
+}

@@ -1,0 +1,28 @@
+//! The application state every handler and worker shares: the store, the bank client, the
+//! policy, the token secret and the metrics.
+
+use std::sync::Arc;
+
+use shared::Policy;
+use shared::fingerprint::BodyLimits;
+
+use crate::bank_client::BankClient;
+use crate::metrics::Metrics;
+use crate::store::PgStore;
+
+/// Shared state; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    /// The database.
+    pub store: PgStore,
+    /// The partner bank.
+    pub bank: BankClient,
+    /// The idempotency policy.
+    pub policy: Arc<Policy>,
+    /// The HS256 secret for bearer tokens.
+    pub jwt_secret: Arc<[u8]>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// Size and depth limits for request bodies.
+    pub body_limits: BodyLimits,
+}

@@ -1,0 +1,260 @@
+//! Statements on `idempotency_keys`, one function each. States are written and read as text and
+//! mapped through `shared::KeyState`, so the enum's names live in one place.
+
+use shared::{Fingerprint, KeyState, Operation, StoredRecord};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::error::StoreError;
+use super::types::{KeyRef, StoredKey};
+
+/// The columns `stored_key_from_row` reads, plus the database clock.
+const KEY_COLUMNS: &str = "user_id, key, operation::text AS operation, state::text AS state, \
+     fingerprint, resource_id, created_at, claimed_at, failed_lookups, now() AS read_at";
+
+/// Loads the key of a user, if stored.
+pub(super) async fn select_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+) -> Result<Option<StoredKey>, StoreError> {
+    let sql = format!("SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE user_id = $1 AND key = $2");
+    let row = sqlx::query(&sql)
+        .bind(user_id(key))
+        .bind(key.key)
+        .fetch_optional(conn)
+        .await?;
+    row.map(|row| stored_key_from_row(&row)).transpose()
+}
+
+/// Locks one unfinished key of a user for reconciliation; `None` if it is finished, gone, or
+/// already locked by another reconciler (`SKIP LOCKED`: never wait behind a bank look-up).
+pub(super) async fn lock_unfinished_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+) -> Result<Option<(StoredKey, i16)>, StoreError> {
+    let sql = format!(
+        "SELECT {KEY_COLUMNS} FROM idempotency_keys \
+         WHERE user_id = $1 AND key = $2 AND state <> 'done' FOR UPDATE SKIP LOCKED"
+    );
+    let row = sqlx::query(&sql)
+        .bind(user_id(key))
+        .bind(key.key)
+        .fetch_optional(conn)
+        .await?;
+    row.map(|row| Ok((stored_key_from_row(&row)?, row.try_get("failed_lookups")?)))
+        .transpose()
+}
+
+/// Locks the oldest key due for a bank look-up: any `unknown` key, or a `started` key whose
+/// claim is older than `stuck_after`, and whose back-off has passed. `SKIP LOCKED` lets every
+/// replica run this at once without two of them taking the same row.
+pub(super) async fn lock_next_due_key(
+    conn: &mut PgConnection,
+    stuck_after_seconds: f64,
+) -> Result<Option<(KeyRef, StoredKey, i16)>, StoreError> {
+    let sql = format!(
+        "SELECT {KEY_COLUMNS} FROM idempotency_keys \
+         WHERE (state = 'unknown' \
+                OR (state = 'started' AND claimed_at <= now() - make_interval(secs => $1))) \
+           AND (next_lookup_at IS NULL OR next_lookup_at <= now()) \
+         ORDER BY claimed_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+    );
+    let row = sqlx::query(&sql)
+        .bind(stuck_after_seconds)
+        .fetch_optional(conn)
+        .await?;
+    row.map(|row| {
+        let key = KeyRef {
+            user: shared::UserId::from_i64(row.try_get("user_id")?)
+                .ok_or_else(|| StoreError::Corrupt("user_id is not positive".to_owned()))?,
+            key: row.try_get("key")?,
+        };
+        Ok((
+            key,
+            stored_key_from_row(&row)?,
+            row.try_get("failed_lookups")?,
+        ))
+    })
+    .transpose()
+}
+
+/// The claim: inserts the key as `started` unless the (user, key) exists. `true` if this call
+/// inserted it. Run inside the claim's transaction or statement, never around the bank call.
+pub(super) async fn insert_started_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    operation: Operation,
+    fingerprint: &Fingerprint,
+    resource_id: Uuid,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
+         VALUES ($1, $2, $3::idempotent_operation, 'started', $4, $5) \
+         ON CONFLICT (user_id, key) DO NOTHING RETURNING 1",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(operation.name())
+    .bind(fingerprint.as_bytes().as_slice())
+    .bind(resource_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(inserted.is_some())
+}
+
+/// Marks the key finished. Only an unfinished key of this resource moves, so a late writer (the
+/// request path and a reconciler racing) changes nothing the first one wrote.
+pub(super) async fn set_done(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE idempotency_keys SET state = 'done', next_lookup_at = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done'",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(resource_id)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Moves a `started` key to `unknown`, due for a bank look-up at once. `true` if it moved.
+pub(super) async fn set_unknown(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<bool, StoreError> {
+    let result = sqlx::query(
+        "UPDATE idempotency_keys SET state = 'unknown', next_lookup_at = now() \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(resource_id)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Records a failed bank look-up and when to try again.
+pub(super) async fn postpone_lookup(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    wait_seconds: f64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE idempotency_keys \
+         SET failed_lookups = LEAST(failed_lookups + 1, 1000), \
+             next_lookup_at = now() + make_interval(secs => $3) \
+         WHERE user_id = $1 AND key = $2",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(wait_seconds)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes an unfinished key of this resource (the bank never saw its movement).
+pub(super) async fn delete_unfinished_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<bool, StoreError> {
+    let result = sqlx::query(
+        "DELETE FROM idempotency_keys \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done'",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(resource_id)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// Deletes a finished key exactly as it was read (same `created_at`), so that of two requests
+/// that both found it expired, only one deletes it and the other's claim then finds the new row.
+pub(super) async fn delete_expired_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    created_at: OffsetDateTime,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "DELETE FROM idempotency_keys \
+         WHERE user_id = $1 AND key = $2 AND state = 'done' AND created_at = $3",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(created_at)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Deletes up to `batch_size` finished keys older than `keep_for_seconds`, oldest first.
+/// `SKIP LOCKED` and the small batch keep each statement short, so expiry never queues claims
+/// behind it; unfinished keys are never expired (money may have moved).
+pub(super) async fn delete_expired_batch(
+    conn: &mut PgConnection,
+    keep_for_seconds: f64,
+    batch_size: i64,
+) -> Result<u64, StoreError> {
+    let result = sqlx::query(
+        "DELETE FROM idempotency_keys k USING ( \
+             SELECT user_id, key FROM idempotency_keys \
+             WHERE state = 'done' AND created_at < now() - make_interval(secs => $1) \
+             ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) old \
+         WHERE k.user_id = old.user_id AND k.key = old.key",
+    )
+    .bind(keep_for_seconds)
+    .bind(batch_size)
+    .execute(conn)
+    .await?;
+    Ok(result.rows_affected())
+}
+
+/// The ages, in seconds, of the oldest `started` and the oldest `unknown` key (0 when none).
+pub(super) async fn oldest_unfinished_ages(
+    conn: &mut PgConnection,
+) -> Result<(f64, f64), StoreError> {
+    let row = sqlx::query(
+        "SELECT \
+           COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at) FILTER (WHERE state = 'started')), 0)::float8 AS started, \
+           COALESCE(EXTRACT(EPOCH FROM now() - min(claimed_at) FILTER (WHERE state = 'unknown')), 0)::float8 AS unknown \
+         FROM idempotency_keys WHERE state <> 'done'",
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.try_get("started")?, row.try_get("unknown")?))
+}
+
+fn user_id(key: KeyRef) -> i64 {
+    key.user.as_i64()
+}
+
+fn stored_key_from_row(row: &PgRow) -> Result<StoredKey, StoreError> {
+    let operation: String = row.try_get("operation")?;
+    let state: String = row.try_get("state")?;
+    let fingerprint: Vec<u8> = row.try_get("fingerprint")?;
+    Ok(StoredKey {
+        record: StoredRecord {
+            fingerprint: Fingerprint::from_slice(&fingerprint)
+                .ok_or_else(|| StoreError::Corrupt("fingerprint is not 32 bytes".to_owned()))?,
+            state: KeyState::from_name(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("unknown key state {state:?}")))?,
+            created_at: row.try_get("created_at")?,
+            claimed_at: row.try_get("claimed_at")?,
+        },
+        operation: Operation::from_name(&operation)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown operation {operation:?}")))?,
+        resource_id: row.try_get("resource_id")?,
+        read_at: row.try_get("read_at")?,
+    })
+}

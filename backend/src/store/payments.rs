@@ -1,0 +1,130 @@
+//! Statements on `payments`, one function each.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::error::StoreError;
+use super::types::{KeyRef, MovementResult, MovementStatus, NewPayment, PaymentRow};
+
+const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
+     bank_reference, decline_reason";
+
+/// The claim of a `pay_bill` key and its pending payment in one statement (one round trip, one
+/// implicit transaction): the payment row is written only if the key was inserted, and the
+/// statement commits on its own before the bank is called. No row back: the key existed.
+pub(super) async fn claim_key_with_pending_payment(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    fingerprint: &shared::Fingerprint,
+    payment: &NewPayment,
+) -> Result<Option<PaymentRow>, StoreError> {
+    let sql = format!(
+        "WITH claimed AS ( \
+             INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
+             VALUES ($1, $2, 'pay_bill', 'started', $3, $4) \
+             ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id) \
+         INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference) \
+         SELECT resource_id, $1, $5, $6, $7, 'pending', $8 FROM claimed \
+         RETURNING {PAYMENT_COLUMNS}"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(key.user.as_i64())
+        .bind(key.key)
+        .bind(fingerprint.as_bytes().as_slice())
+        .bind(payment.payment_id)
+        .bind(&payment.bill_id)
+        .bind(payment.amount_paise)
+        .bind(&payment.payer_vpa)
+        .bind(&payment.bank_reference)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// Writes the bank's final word on a pending payment. Returns the row as it now stands: if a
+/// racing writer finished it first, its (identical) result stays and is returned.
+pub(super) async fn finish(
+    conn: &mut PgConnection,
+    payment_id: Uuid,
+    result: &MovementResult,
+) -> Result<Option<PaymentRow>, StoreError> {
+    let (status, reason) = status_and_reason(result);
+    let sql = format!(
+        "UPDATE payments SET status = $2, decline_reason = $3, finished_at = now() \
+         WHERE payment_id = $1 AND status = 'pending' RETURNING {PAYMENT_COLUMNS}"
+    );
+    let updated: Option<PaymentRow> = sqlx::query_as(&sql)
+        .bind(payment_id)
+        .bind(status)
+        .bind(reason)
+        .fetch_optional(&mut *conn)
+        .await?;
+    match updated {
+        Some(row) => Ok(Some(row)),
+        None => select_by_id(conn, payment_id).await,
+    }
+}
+
+/// A payment by id, whoever owns it (callers check ownership through the key or the user).
+pub(super) async fn select_by_id(
+    conn: &mut PgConnection,
+    payment_id: Uuid,
+) -> Result<Option<PaymentRow>, StoreError> {
+    let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE payment_id = $1");
+    Ok(sqlx::query_as(&sql)
+        .bind(payment_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// A payment of this user, for reads.
+pub(super) async fn select_for_user(
+    conn: &mut PgConnection,
+    user_id: i64,
+    payment_id: Uuid,
+) -> Result<Option<PaymentRow>, StoreError> {
+    let sql =
+        format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE payment_id = $1 AND user_id = $2");
+    Ok(sqlx::query_as(&sql)
+        .bind(payment_id)
+        .bind(user_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// Locks this user's succeeded payment so concurrent refunds of it run one at a time (the
+/// remaining amount is checked under this lock). Returns its amount and bank reference (the
+/// refund names the debit it reverses), or `None` if there is no such payment.
+pub(super) async fn lock_succeeded_for_refund(
+    conn: &mut PgConnection,
+    user_id: i64,
+    payment_id: Uuid,
+) -> Result<Option<(i64, String)>, StoreError> {
+    Ok(sqlx::query_as(
+        "SELECT amount_paise, bank_reference FROM payments \
+         WHERE payment_id = $1 AND user_id = $2 AND status = 'succeeded' FOR UPDATE",
+    )
+    .bind(payment_id)
+    .bind(user_id)
+    .fetch_optional(conn)
+    .await?)
+}
+
+/// Deletes a payment that never reached the bank (its key is released in the same transaction).
+pub(super) async fn delete_pending(
+    conn: &mut PgConnection,
+    payment_id: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM payments WHERE payment_id = $1 AND status = 'pending'")
+        .bind(payment_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The status and reason columns for a result.
+pub(super) fn status_and_reason(result: &MovementResult) -> (MovementStatus, Option<&str>) {
+    match result {
+        MovementResult::Succeeded => (MovementStatus::Succeeded, None),
+        MovementResult::Declined { reason } => (MovementStatus::Declined, Some(reason.as_str())),
+    }
+}
