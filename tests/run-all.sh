@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, the one command the README gives and .ci/run calls.
-# Installs what is missing first, then: format and lint checks, the native test suites, and the
-# shared crate's tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
+# Installs what is missing first and starts PostgreSQL if it is down, then: format and lint
+# checks, the native test suites (the backend's against a real PostgreSQL and bank simulator),
+# and the shared crate's tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,6 +11,13 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "tools"
 tests/setup-tools.sh
+
+step "PostgreSQL"
+tests/start-postgres.sh
+# Each backend test makes its own database test_<uuid>; drop those left by earlier runs.
+psql -h 127.0.0.1 -U postgres -d postgres -Atc \
+  "SELECT 'DROP DATABASE \"' || datname || '\";' FROM pg_database WHERE datname LIKE 'test\\_%'" \
+  | psql -q -h 127.0.0.1 -U postgres -d postgres >/dev/null
 
 step "format"
 cargo fmt --all -- --check

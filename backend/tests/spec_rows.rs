@@ -1,0 +1,437 @@
+//! Every row of SPEC §4 over HTTP against a real backend, PostgreSQL and bank simulator,
+//! asserting status, body, headers, the rows in the tables and the debits in the bank's ledger.
+
+mod support;
+
+use std::time::Duration;
+
+use backend::bank_simulator::Knobs;
+use serde_json::json;
+use support::{Options, TestApp, new_key, payment_body};
+
+#[tokio::test]
+async fn operation_without_key_is_refused_and_nothing_is_saved() {
+    let app = TestApp::spawn().await;
+    let answer = app.pay(1, None, "elec-1", &payment_body(230_000)).await;
+    answer.assert_problem(400, "idempotency-key-missing");
+    app.assert_nothing_written("no key").await;
+}
+
+#[tokio::test]
+async fn new_key_debits_once_saves_and_answers_201() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let answer = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+
+    assert_eq!(answer.status, 201);
+    assert!(!answer.is_replay());
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    let body = answer.json();
+    assert_eq!(body["bill_id"], "elec-1");
+    assert_eq!(body["amount_paise"], 230_000);
+    assert_eq!(body["status"], "succeeded");
+    assert_eq!(body["bank_reference"], format!("pay-7-{key}"));
+    let payment_id = body["payment_id"].as_str().expect("payment id");
+    assert_eq!(
+        answer.header("location"),
+        Some(format!("/v1/payments/{payment_id}").as_str())
+    );
+
+    assert_eq!(app.key_state(7, &key).await.as_deref(), Some("done"));
+    assert_eq!(app.count("payments").await, 1);
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 1);
+    assert_eq!(ledger.debits[0].reference, format!("pay-7-{key}"));
+    assert_eq!(ledger.debits[0].amount_paise, 230_000);
+    assert_eq!(ledger.debits[0].account, "asha@okbank");
+}
+
+#[tokio::test]
+async fn retry_with_same_key_replays_the_first_answer_without_a_second_debit() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    // The same body with other key order and spacing is the same request.
+    let reordered = json!({ "payer_vpa": "asha@okbank", "amount_paise": 230_000 });
+    let quoted_key = format!("\"{key}\"");
+    let second = app.pay(7, Some(&quoted_key), "elec-1", &reordered).await;
+
+    assert_eq!(second.status, 201);
+    assert!(second.is_replay());
+    assert_eq!(
+        second.bytes, first.bytes,
+        "the replay is the first body, byte for byte"
+    );
+    assert_eq!(second.header("location"), first.header("location"));
+    assert_eq!(second.header("content-type"), Some("application/json"));
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(app.count("payments").await, 1);
+    assert_eq!(app.count("idempotency_keys").await, 1);
+}
+
+#[tokio::test]
+async fn same_key_with_a_different_body_is_422_and_changes_nothing() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    assert_eq!(first.status, 201);
+
+    let changed_amount = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_001))
+        .await;
+    changed_amount.assert_problem(422, "idempotency-key-reused");
+    let other_bill = app
+        .pay(7, Some(&key), "elec-2", &payment_body(230_000))
+        .await;
+    other_bill.assert_problem(422, "idempotency-key-reused");
+
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(app.count("payments").await, 1);
+    let replay = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    assert_eq!(replay.bytes, first.bytes);
+}
+
+#[tokio::test]
+async fn same_key_while_the_first_attempt_runs_is_409_with_retry_after() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            latency_ms: 800,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let body = payment_body(5_000);
+    let (first, second) = tokio::join!(app.pay(3, Some(&key), "water-9", &body), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        app.pay(3, Some(&key), "water-9", &body).await
+    });
+    assert_eq!(first.status, 201);
+    second.assert_problem(409, "request-in-progress");
+    assert_eq!(second.header("retry-after"), Some("1"));
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+#[tokio::test]
+async fn bank_decline_is_saved_and_replayed_as_402() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = json!({ "amount_paise": 10_000, "payer_vpa": "declined.asha@okbank" });
+    let first = app.pay(4, Some(&key), "gas-1", &body).await;
+    let problem = first.assert_problem(402, "payment-declined");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("insufficient_funds")
+    );
+    assert_eq!(app.key_state(4, &key).await.as_deref(), Some("done"));
+
+    let replay = app.pay(4, Some(&key), "gas-1", &body).await;
+    assert_eq!(replay.status, 402);
+    assert!(replay.is_replay());
+    assert_eq!(replay.bytes, first.bytes);
+    assert!(
+        app.ledger().await.debits.is_empty(),
+        "a decline moves no money"
+    );
+}
+
+#[tokio::test]
+async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            lost_reply_rate: 1.0,
+            lost_reply_delay_ms: 3_000,
+            ..Knobs::default()
+        },
+        bank_timeout: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let body = payment_body(230_000);
+    let first = app.pay(9, Some(&key), "elec-1", &body).await;
+    first.assert_problem(503, "outcome-pending");
+    assert_eq!(first.header("retry-after"), Some("5"));
+    assert_eq!(app.key_state(9, &key).await.as_deref(), Some("unknown"));
+
+    let retry = app.pay(9, Some(&key), "elec-1", &body).await;
+    retry.assert_problem(503, "outcome-pending");
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        1,
+        "the first call did debit"
+    );
+
+    let step = backend::reconcile::try_reconcile_once(&app.state)
+        .await
+        .expect("step");
+    assert_eq!(step, backend::reconcile::Outcome::Handled);
+    assert_eq!(app.key_state(9, &key).await.as_deref(), Some("done"));
+
+    let after = app.pay(9, Some(&key), "elec-1", &body).await;
+    assert_eq!(after.status, 201);
+    assert!(after.is_replay());
+    assert_eq!(after.json()["bank_reference"], format!("pay-9-{key}"));
+    assert_eq!(app.ledger().await.debits.len(), 1, "still one debit");
+}
+
+#[tokio::test]
+async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            error_rate: 1.0,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let answer = app.pay(2, Some(&key), "elec-1", &payment_body(100)).await;
+    answer.assert_problem(503, "outcome-pending");
+    assert_eq!(app.key_state(2, &key).await.as_deref(), Some("unknown"));
+    assert!(app.ledger().await.debits.is_empty());
+}
+
+#[tokio::test]
+async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = payment_body(230_000);
+    // A crash after the debit: the claim and the bank's debit happened, the save did not.
+    simulate_crash_after_claim(&app, 5, &key, &body, true).await;
+    assert_eq!(app.key_state(5, &key).await.as_deref(), Some("started"));
+
+    let answer = app.pay(5, Some(&key), "elec-1", &body).await;
+    assert_eq!(
+        answer.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&answer.bytes)
+    );
+    assert!(answer.is_replay(), "the first attempt's result, replayed");
+    assert_eq!(app.key_state(5, &key).await.as_deref(), Some("done"));
+    assert_eq!(app.ledger().await.debits.len(), 1, "no second debit");
+}
+
+#[tokio::test]
+async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = payment_body(1_000);
+    simulate_crash_after_claim(&app, 5, &key, &body, false).await;
+
+    let answer = app.pay(5, Some(&key), "elec-1", &body).await;
+    assert_eq!(answer.status, 201);
+    assert!(
+        !answer.is_replay(),
+        "the bank never saw it: this attempt did the work"
+    );
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(
+        app.count("payments").await,
+        1,
+        "the abandoned pending payment is gone"
+    );
+}
+
+#[tokio::test]
+async fn key_past_its_retention_is_a_new_request() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            dedupe: false,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let first = app.pay(8, Some(&key), "elec-1", &payment_body(500)).await;
+    assert_eq!(first.status, 201);
+    age_keys(&app, "49 hours").await;
+
+    let again = app.pay(8, Some(&key), "elec-1", &payment_body(600)).await;
+    assert_eq!(again.status, 201);
+    assert!(!again.is_replay());
+    assert_ne!(again.json()["payment_id"], first.json()["payment_id"]);
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        2,
+        "the bank was called again"
+    );
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "the key row was replaced"
+    );
+    assert_eq!(app.count("payments").await, 2, "payments are kept");
+}
+
+#[tokio::test]
+async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing() {
+    let app = TestApp::spawn().await;
+    let paid = app
+        .pay(6, Some(&new_key()), "elec-1", &payment_body(10_000))
+        .await;
+    let payment_id = paid.json()["payment_id"].as_str().expect("id").to_owned();
+
+    let key = new_key();
+    let too_much = app.refund(6, &key, &payment_id, 10_001).await;
+    too_much.assert_problem(422, "refund-exceeds-payment");
+    assert_eq!(app.count("refunds").await, 0);
+    assert_eq!(
+        app.key_state(6, &key).await,
+        None,
+        "a refused refund saves no key"
+    );
+
+    // The key was not saved, so a corrected request with it goes through.
+    let refund = app.refund(6, &key, &payment_id, 4_000).await;
+    assert_eq!(refund.status, 201);
+    let body = refund.json();
+    assert_eq!(body["bank_reference"], format!("refund-6-{key}"));
+    assert_eq!(body["amount_paise"], 4_000);
+    let replay = app.refund(6, &key, &payment_id, 4_000).await;
+    assert!(replay.is_replay());
+    assert_eq!(replay.bytes, refund.bytes);
+
+    let second = app.refund(6, &new_key(), &payment_id, 6_001).await;
+    second.assert_problem(422, "refund-exceeds-payment");
+    let rest = app.refund(6, &new_key(), &payment_id, 6_000).await;
+    assert_eq!(rest.status, 201);
+
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.refunds.len(), 2);
+    assert_eq!(
+        ledger.refunds.iter().map(|r| r.amount_paise).sum::<u64>(),
+        10_000
+    );
+
+    let read = app.read_payment(6, &payment_id).await;
+    assert_eq!(read.status, 200);
+    assert_eq!(read.json()["refunds"].as_array().expect("refunds").len(), 2);
+    app.read_payment(99, &payment_id)
+        .await
+        .assert_problem(404, "not-found");
+    app.refund(99, &new_key(), &payment_id, 1)
+        .await
+        .assert_problem(404, "not-found");
+}
+
+#[tokio::test]
+async fn another_users_same_key_gets_its_own_fresh_result() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = payment_body(230_000);
+    let asha = app.pay(1, Some(&key), "elec-1", &body).await;
+    let ravi = app.pay(2, Some(&key), "elec-1", &body).await;
+
+    assert_eq!(ravi.status, 201);
+    assert!(!ravi.is_replay(), "never another user's saved reply");
+    assert_ne!(ravi.json()["payment_id"], asha.json()["payment_id"]);
+    assert_eq!(ravi.json()["bank_reference"], format!("pay-2-{key}"));
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 2);
+    assert_eq!(app.count("idempotency_keys").await, 2);
+}
+
+#[tokio::test]
+async fn published_policy_and_problem_pages_resolve() {
+    let app = TestApp::spawn().await;
+    let policy: serde_json::Value = app
+        .http
+        .get(format!("{}/idempotency-policy", app.url))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(policy["header"], "Idempotency-Key");
+    assert_eq!(policy["key_format"], "uuid_v4");
+    assert_eq!(policy["keep_keys_for_hours"], 48);
+    for kind in shared::ProblemKind::ALL {
+        let page = app
+            .http
+            .get(format!("{}{}", app.url, kind.type_uri()))
+            .send()
+            .await
+            .expect("answers");
+        assert_eq!(page.status(), 200, "{}", kind.slug());
+    }
+}
+
+/// Claims `key` as the backend would, optionally has the bank debit it, and leaves the key
+/// `started` and older than `stuck_after`: what a crash between the bank call and the save
+/// leaves behind.
+async fn simulate_crash_after_claim(
+    app: &TestApp,
+    user: u64,
+    key: &str,
+    body: &serde_json::Value,
+    bank_debited: bool,
+) {
+    let reference = format!("pay-{user}-{key}");
+    sqlx::query(
+        "WITH claimed AS ( \
+           INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
+           VALUES ($1, $2::uuid, 'pay_bill', 'started', $3, gen_random_uuid()) RETURNING resource_id) \
+         INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference) \
+         SELECT resource_id, $1, 'elec-1', $4, $5, 'pending', $6 FROM claimed",
+    )
+    .bind(i64::try_from(user).expect("small"))
+    .bind(key)
+    .bind(
+        shared::fingerprint::fingerprint(
+            shared::Operation::PayBill,
+            "elec-1",
+            body.to_string().as_bytes(),
+            Default::default(),
+        )
+        .expect("valid body")
+        .fingerprint
+        .as_bytes()
+        .as_slice(),
+    )
+    .bind(body["amount_paise"].as_i64().expect("amount"))
+    .bind(body["payer_vpa"].as_str().expect("vpa"))
+    .bind(&reference)
+    .execute(app.state.store.pool())
+    .await
+    .expect("claim");
+    if bank_debited {
+        let debited = app
+            .http
+            .post(format!("{}/debits", app.bank.url))
+            .json(&json!({ "reference": reference, "amount_paise": body["amount_paise"], "account": body["payer_vpa"] }))
+            .send()
+            .await
+            .expect("bank answers");
+        assert_eq!(debited.status(), 201);
+    }
+    sqlx::query("UPDATE idempotency_keys SET claimed_at = claimed_at - interval '6 minutes'")
+        .execute(app.state.store.pool())
+        .await
+        .expect("age the claim");
+}
+
+/// Moves every key's timestamps into the past.
+async fn age_keys(app: &TestApp, by: &str) {
+    sqlx::query(&format!(
+        "UPDATE idempotency_keys SET created_at = created_at - interval '{by}', \
+         claimed_at = claimed_at - interval '{by}'"
+    ))
+    .execute(app.state.store.pool())
+    .await
+    .expect("age keys");
+}

@@ -1,0 +1,306 @@
+//! The test harness: a real backend on a real socket, with its own fresh PostgreSQL database and
+//! its own bank simulator on a real socket. Every test gets a new database (named `test_<uuid>`,
+//! on `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`), so tests run
+//! in parallel without seeing each other's rows.
+#![allow(dead_code)] // Each test binary uses its own part of the harness.
+
+use std::time::Duration;
+
+use backend::bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
+use backend::config::Config;
+use backend::startup::Application;
+use backend::state::AppState;
+use serde_json::{Value, json};
+use shared::{IdempotencyKey, Policy, UserId};
+use sqlx::{Connection, PgConnection};
+use tokio::sync::oneshot;
+
+/// The JWT secret the test backends use.
+pub const SECRET: &str = "test-secret-that-is-at-least-32-bytes-long";
+
+/// How a test app is set up.
+pub struct Options {
+    /// The bank simulator's knobs.
+    pub knobs: Knobs,
+    /// The idempotency policy.
+    pub policy: Policy,
+    /// The backend's bank call timeout.
+    pub bank_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            knobs: Knobs::default(),
+            policy: Policy::default_policy(),
+            bank_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A running backend with its database and bank.
+pub struct TestApp {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// A client with a short timeout.
+    pub http: reqwest::Client,
+    /// The bank simulator (its ledger is read over HTTP, as an outside observer would).
+    pub bank: RunningBank,
+    /// The backend's state: store (for row counts) and metrics.
+    pub state: AppState,
+    _stop: oneshot::Sender<()>,
+}
+
+/// The maintenance database URL.
+fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// Creates a fresh, empty database and returns its URL.
+pub async fn fresh_database() -> String {
+    let admin = admin_url();
+    let mut conn = PgConnection::connect(&admin)
+        .await
+        .expect("PostgreSQL must be running for the backend tests (tests/run-all.sh starts it)");
+    let name = format!("test_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create test database");
+    let (base, _) = admin.rsplit_once('/').expect("URL has a database part");
+    format!("{base}/{name}")
+}
+
+/// The configuration of a test backend on a free port.
+pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> Config {
+    Config {
+        database_url,
+        bank_url: bank_url.to_owned(),
+        listen_addr: "127.0.0.1:0".parse().expect("valid address"),
+        jwt_secret: SECRET.as_bytes().to_vec(),
+        policy: options.policy.clone(),
+        bank_timeout: options.bank_timeout,
+        database_acquire_timeout: Duration::from_secs(3),
+        reconcile_interval: Duration::from_millis(50),
+        janitor_interval: Duration::from_secs(3600),
+        // Tests drive the workers' steps themselves.
+        run_workers: false,
+    }
+}
+
+impl TestApp {
+    /// A backend with default options.
+    pub async fn spawn() -> TestApp {
+        TestApp::spawn_with(Options::default()).await
+    }
+
+    /// A backend with the given options.
+    pub async fn spawn_with(options: Options) -> TestApp {
+        let bank = BankSimulator::spawn(options.knobs.clone())
+            .await
+            .expect("bank simulator starts");
+        let config = test_config(fresh_database().await, &bank.url, &options);
+        let app = Application::build(config).await.expect("backend builds");
+        let url = format!("http://{}", app.local_addr());
+        let state = app.state().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            app.run_until_stopped(async move {
+                stopped.await.ok();
+            })
+            .await
+            .expect("backend serves");
+        });
+        TestApp {
+            url,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            bank,
+            state,
+            _stop: stop,
+        }
+    }
+
+    /// A valid token for `user`, valid for an hour.
+    pub fn token(user: u64) -> String {
+        let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
+        shared::auth::sign_token(UserId::new(user).expect("positive"), exp, SECRET.as_bytes())
+    }
+
+    /// `POST /v1/bills/{bill}/pay` as `user` with `key` (sent bare) and `body`.
+    pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Answer {
+        let request = self
+            .http
+            .post(format!("{}/v1/bills/{bill}/pay", self.url))
+            .bearer_auth(Self::token(user))
+            .json(body);
+        let request = match key {
+            Some(key) => request.header("Idempotency-Key", key),
+            None => request,
+        };
+        Answer::from(request.send().await.expect("backend answers")).await
+    }
+
+    /// `POST /v1/payments/{payment}/refunds`.
+    pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Answer {
+        let response = self
+            .http
+            .post(format!("{}/v1/payments/{payment_id}/refunds", self.url))
+            .bearer_auth(Self::token(user))
+            .header("Idempotency-Key", key)
+            .json(&json!({ "amount_paise": amount }))
+            .send()
+            .await
+            .expect("backend answers");
+        Answer::from(response).await
+    }
+
+    /// `GET /v1/payments/{payment}`.
+    pub async fn read_payment(&self, user: u64, payment_id: &str) -> Answer {
+        let response = self
+            .http
+            .get(format!("{}/v1/payments/{payment_id}", self.url))
+            .bearer_auth(Self::token(user))
+            .send()
+            .await
+            .expect("backend answers");
+        Answer::from(response).await
+    }
+
+    /// The bank's ledger, over HTTP.
+    pub async fn ledger(&self) -> Ledger {
+        self.http
+            .get(format!("{}/ledger", self.bank.url))
+            .send()
+            .await
+            .expect("bank answers")
+            .json()
+            .await
+            .expect("ledger is JSON")
+    }
+
+    /// How many rows `table` holds.
+    pub async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(self.state.store.pool())
+            .await
+            .expect("count rows")
+    }
+
+    /// The state of `user`'s key, if stored.
+    pub async fn key_state(&self, user: u64, key: &str) -> Option<String> {
+        let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
+        sqlx::query_scalar(
+            "SELECT state::text FROM idempotency_keys WHERE user_id = $1 AND key = $2",
+        )
+        .bind(i64::try_from(user).expect("small"))
+        .bind(key.storage_uuid())
+        .fetch_optional(self.state.store.pool())
+        .await
+        .expect("read key state")
+    }
+
+    /// Asserts that nothing was written anywhere: no key, no payment, no refund, no debit.
+    pub async fn assert_nothing_written(&self, what: &str) {
+        assert_eq!(self.count("idempotency_keys").await, 0, "{what}: key rows");
+        assert_eq!(self.count("payments").await, 0, "{what}: payment rows");
+        assert_eq!(self.count("refunds").await, 0, "{what}: refund rows");
+        let ledger = self.ledger().await;
+        assert!(
+            ledger.debits.is_empty() && ledger.refunds.is_empty(),
+            "{what}: bank ledger"
+        );
+    }
+
+    /// The value of a metric line (`name{labels}`) in `/metrics`, 0 if absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .expect("metrics answer")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+/// A response, read whole.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Headers.
+    pub headers: reqwest::header::HeaderMap,
+    /// Raw body.
+    pub bytes: Vec<u8>,
+}
+
+impl Answer {
+    /// Reads a response.
+    pub async fn from(response: reqwest::Response) -> Answer {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body").to_vec();
+        Answer {
+            status,
+            headers,
+            bytes,
+        }
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or_else(|error| {
+            panic!(
+                "body is not JSON ({error}): {}",
+                String::from_utf8_lossy(&self.bytes)
+            )
+        })
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Whether the answer is a replay.
+    pub fn is_replay(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+
+    /// Asserts a problem+json of the given type slug and status, and returns the body.
+    pub fn assert_problem(&self, status: u16, slug: &str) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "status; body: {}",
+            String::from_utf8_lossy(&self.bytes)
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/problem+json")
+        );
+        let body = self.json();
+        assert_eq!(body["type"], format!("/problems/{slug}"), "{body}");
+        assert_eq!(body["status"], status);
+        body
+    }
+}
+
+/// A fresh v4 key as text.
+pub fn new_key() -> String {
+    IdempotencyKey::mint().to_string()
+}
+
+/// A valid payment body.
+pub fn payment_body(amount: u64) -> Value {
+    json!({ "amount_paise": amount, "payer_vpa": "asha@okbank" })
+}
