@@ -1,5 +1,5 @@
-//! The backend's command line: `serve` (the default), `migrate`, and one-shot runs of the
-//! reconciler and the janitor for operators.
+//! The backend's command line: `serve` (the default), `migrate`, one-shot runs of the
+//! reconciler and the janitor for operators, and `dev-token` to sign a development token.
 
 use anyhow::Context;
 use backend::config::Settings;
@@ -7,6 +7,8 @@ use backend::startup::{Application, build_state};
 use backend::store::PgStore;
 use backend::{janitor, reconcile, shutdown, telemetry};
 use clap::{Parser, Subcommand};
+use shared::UserId;
+use shared::auth::sign_token;
 
 #[derive(Parser)]
 #[command(about = "The payments backend: safe retries without double charges")]
@@ -27,6 +29,15 @@ enum Command {
     ReconcileOnce,
     /// Delete every expired key, in batches, then exit.
     ExpireOnce,
+    /// Print a bearer token for a user, signed with the configured secret (development).
+    DevToken {
+        /// The user id (a positive integer).
+        #[arg(long, default_value_t = 42)]
+        user: u64,
+        /// How long the token is valid, in hours.
+        #[arg(long, default_value_t = 24)]
+        hours: i64,
+    },
 }
 
 #[tokio::main]
@@ -52,6 +63,12 @@ async fn main() -> anyhow::Result<()> {
                 handled += 1;
             }
             tracing::info!(handled, "reconciliation pass done");
+            Ok(())
+        }
+        Command::DevToken { user, hours } => {
+            let user = UserId::new(user).context("the user id must be a positive integer")?;
+            let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
+            println!("{}", sign_token(user, exp, &config.jwt_secret));
             Ok(())
         }
         Command::ExpireOnce => {

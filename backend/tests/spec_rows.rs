@@ -187,6 +187,45 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
 }
 
 #[tokio::test]
+async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            latency_ms: 700,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .expect("client");
+    let gave_up = impatient
+        .post(format!("{}/v1/bills/elec-1/pay", app.url))
+        .bearer_auth(TestApp::token(3))
+        .header("Idempotency-Key", &key)
+        .json(&payment_body(2_300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the phone timed out and closed the connection");
+
+    let mut state = app.key_state(3, &key).await;
+    for _ in 0..50 {
+        if state.as_deref() == Some("done") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        state = app.key_state(3, &key).await;
+    }
+    assert_eq!(state.as_deref(), Some("done"), "the server finished the work anyway");
+    let retry = app.pay(3, Some(&key), "elec-1", &payment_body(2_300)).await;
+    assert_eq!(retry.status, 201);
+    assert!(retry.is_replay());
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+#[tokio::test]
 async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer() {
     let app = TestApp::spawn_with(Options {
         knobs: Knobs {

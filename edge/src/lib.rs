@@ -1,3 +1,26 @@
-//! The edge Worker (Cloudflare Workers, Wasm): authenticates, validates and fingerprints requests
-//! with the `shared` rules and rejects malformed or in-flight-duplicate ones near the user, then
-//! forwards the rest to the backend. Built out by the edge issue; nothing runs here yet.
+//! The edge Worker (Cloudflare Workers, Rust compiled to Wasm): it stops malformed and duplicate
+//! payment requests close to the user and forwards the rest to the backend, which stays the
+//! authority on every key.
+//!
+//! The crate is split so that the rules run and are tested on the host, and only a thin layer
+//! touches the Workers runtime:
+//!
+//! - [`gate`] checks a request to a guarded operation (one in the policy's `required_for`) in the
+//!   backend's order, with the `shared` rules: token (401), body size, depth and JSON (413/400),
+//!   key (400), fields (422). Its verdict is a refusal or an [`gate::Attempt`] to coordinate.
+//! - [`coordination`] is the protocol of the Durable Object kept per (user, key): the record it
+//!   stores and the pure transitions that turn an attempt into "forward", "in progress" (409),
+//!   "mismatch" (422) or "replay".
+//! - [`reply`] and [`forwarding`] describe the answers the edge makes itself and the failures of
+//!   a forward (502/504); [`config`] reads the settings; [`header_bytes`] recovers the bytes of a
+//!   header value from the runtime's string.
+//! - [`runtime`] is the Worker itself: the fetch handler, the Durable Object, the calls to the
+//!   backend. It only moves bytes between the runtime and the modules above.
+
+pub mod config;
+pub mod coordination;
+pub mod forwarding;
+pub mod gate;
+pub mod header_bytes;
+pub mod reply;
+pub mod runtime;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthError;
 use crate::fingerprint::BodyError;
 use crate::key::KeyError;
 
@@ -232,6 +233,51 @@ impl Problem {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("a problem always serialises")
     }
+
+    /// 413 `body-too-large`, found while reading the body off the connection (before parsing,
+    /// so the length past the limit is never known).
+    pub fn body_too_large(limit_bytes: usize) -> Problem {
+        Problem::new(
+            ProblemKind::BodyTooLarge,
+            format!("The request body is larger than the {limit_bytes} bytes accepted."),
+        )
+    }
+
+    /// 400 `body-not-json` for a body that could not be read off the connection at all.
+    pub fn body_unreadable() -> Problem {
+        Problem::new(
+            ProblemKind::BodyNotJson,
+            "The request body could not be read.",
+        )
+    }
+
+    /// 409 `request-in-progress`: the first attempt with this key is still running.
+    pub fn request_in_progress(retry_after: Duration) -> Problem {
+        Problem::new(
+            ProblemKind::RequestInProgress,
+            "The first request with this Idempotency-Key is still being processed; retry after the indicated time.",
+        )
+        .with_retry_after(retry_after)
+    }
+
+    /// 422 `idempotency-key-reused`: the key was used for a request with another fingerprint.
+    pub fn idempotency_key_reused() -> Problem {
+        Problem::new(
+            ProblemKind::IdempotencyKeyReused,
+            "This Idempotency-Key was already used for a different request; \
+             send a new key for a new action.",
+        )
+    }
+}
+
+impl From<&AuthError> for Problem {
+    /// 401 `unauthenticated`, saying why the token was refused.
+    fn from(error: &AuthError) -> Problem {
+        Problem::new(
+            ProblemKind::Unauthenticated,
+            format!("A valid bearer token is required: {error}."),
+        )
+    }
 }
 
 impl From<&KeyError> for Problem {
@@ -316,6 +362,25 @@ mod tests {
             limit: 1,
         };
         assert_eq!(Problem::from(&too_large).status, 413);
+    }
+
+    #[test]
+    fn refusals_made_by_edge_and_backend_alike_have_their_types() {
+        let unauthenticated = Problem::from(&AuthError::Expired);
+        assert_eq!(unauthenticated.kind(), Some(ProblemKind::Unauthenticated));
+        assert_eq!(
+            unauthenticated.detail.as_deref(),
+            Some("A valid bearer token is required: the token has expired.")
+        );
+        assert_eq!(Problem::body_too_large(16).status, 413);
+        assert_eq!(
+            Problem::body_unreadable().kind(),
+            Some(ProblemKind::BodyNotJson)
+        );
+        let in_progress = Problem::request_in_progress(Duration::from_secs(1));
+        assert_eq!(in_progress.status, 409);
+        assert_eq!(in_progress.retry_after_header().as_deref(), Some("1"));
+        assert_eq!(Problem::idempotency_key_reused().status, 422);
     }
 
     #[test]

@@ -42,11 +42,7 @@ pub(super) async fn answer_existing_key(
         Decision::OutcomePending { retry_after } => outcome_pending(retry_after),
         Decision::RejectMismatch => {
             Metrics::count(&state.metrics.mismatches, operation);
-            Answer::problem(Problem::new(
-                ProblemKind::IdempotencyKeyReused,
-                "This Idempotency-Key was already used for a different request; \
-                 send a new key for a new action.",
-            ))
+            Answer::problem(Problem::idempotency_key_reused())
         }
         Decision::Reconcile => return reconcile_inline(state, key).await,
         Decision::ClaimExpired => {
@@ -94,13 +90,7 @@ async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreEr
 }
 
 fn in_progress(retry_after: std::time::Duration) -> Answer {
-    Answer::problem(
-        Problem::new(
-            ProblemKind::RequestInProgress,
-            "The first request with this Idempotency-Key is still being processed; retry after the indicated time.",
-        )
-        .with_retry_after(retry_after),
-    )
+    Answer::problem(Problem::request_in_progress(retry_after))
 }
 
 /// The "outcome pending" answer: the bank's answer is unknown and is being looked up.

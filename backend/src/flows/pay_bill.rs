@@ -11,7 +11,9 @@ use super::request::{Admitted, admit};
 use crate::bank_client::BankOutcome;
 use crate::metrics::Metrics;
 use crate::state::AppState;
-use crate::store::{ClaimResult, KeyRef, MovementResult, NewPayment, PaymentRow, SavedMovement};
+use crate::store::{
+    ClaimResult, KeyRef, MovementResult, NewPayment, PaymentRow, SavedMovement, StoreError,
+};
 
 /// How many claim rounds a request makes: an expired or released key is claimed again once.
 const CLAIM_ROUNDS: usize = 3;
@@ -35,9 +37,28 @@ pub async fn pay_bill<'a>(
             Ok(request) => request,
             Err(problem) => return Answer::problem(problem),
         };
-    claim_and_pay(state, user, &admitted, bill_id, &request)
-        .await
-        .unwrap_or_else(|error| Answer::store_failure(&error))
+    let work = {
+        let (state, bill_id) = (state.clone(), bill_id.to_owned());
+        async move { claim_and_pay(&state, user, &admitted, &bill_id, &request).await }
+    };
+    run_to_completion(work).await
+}
+
+/// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
+/// the connection, and the server drops the request's future) cannot cut it off between the
+/// debit and the save. The client's retry then finds the saved answer instead of a key left
+/// `started` until reconciliation.
+pub(super) async fn run_to_completion(
+    work: impl Future<Output = Result<Answer, StoreError>> + Send + 'static,
+) -> Answer {
+    match tokio::spawn(work).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(error)) => Answer::store_failure(&error),
+        Err(error) => {
+            tracing::error!(%error, "the request's task failed");
+            Answer::store_failure(&StoreError::Corrupt("the request's task failed".to_owned()))
+        }
+    }
 }
 
 async fn claim_and_pay(
@@ -46,7 +67,7 @@ async fn claim_and_pay(
     admitted: &Admitted,
     bill_id: &str,
     request: &PayBillRequest,
-) -> Result<Answer, crate::store::StoreError> {
+) -> Result<Answer, StoreError> {
     let key = KeyRef::new(user, &admitted.key);
     let payment = NewPayment {
         payment_id: Uuid::new_v4(),
@@ -69,7 +90,7 @@ async fn claim_and_pay(
             Step::ClaimAgain => continue,
         }
     }
-    Err(crate::store::StoreError::Corrupt(
+    Err(StoreError::Corrupt(
         "the key was released on every claim round".to_owned(),
     ))
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::answer::Answer;
 use super::existing_key::{Step, answer_existing_key};
-use super::pay_bill::save_outcome;
+use super::pay_bill::{run_to_completion, save_outcome};
 use super::request::{Admitted, admit};
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -43,9 +43,11 @@ pub async fn refund_payment<'a>(
     let Ok(payment_id) = Uuid::try_parse(payment_id) else {
         return payment_not_found();
     };
-    claim_and_refund(state, user, &admitted, payment_id, &request)
-        .await
-        .unwrap_or_else(|error| Answer::store_failure(&error))
+    let state = state.clone();
+    run_to_completion(async move {
+        claim_and_refund(&state, user, &admitted, payment_id, &request).await
+    })
+    .await
 }
 
 async fn claim_and_refund(

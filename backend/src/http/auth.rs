@@ -5,8 +5,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use shared::Problem;
 use shared::auth::verify_authorization;
-use shared::{Problem, ProblemKind};
 
 use super::problem_response::problem_response;
 use crate::state::AppState;
@@ -29,10 +29,7 @@ pub async fn require_user(
         }
         Err(error) => {
             tracing::info!(%error, "request refused: not authenticated");
-            let mut response = problem_response(Problem::new(
-                ProblemKind::Unauthenticated,
-                format!("A valid bearer token is required: {error}."),
-            ));
+            let mut response = problem_response(Problem::from(&error));
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

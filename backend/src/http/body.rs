@@ -3,19 +3,13 @@
 
 use axum::body::{Body, Bytes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use shared::{Problem, ProblemKind};
+use shared::Problem;
 
 /// Reads at most `limit` bytes; more is a 413 problem.
 pub async fn read_limited(body: Body, limit: usize) -> Result<Bytes, Problem> {
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<LengthLimitError>() => Err(Problem::new(
-            ProblemKind::BodyTooLarge,
-            format!("The request body is larger than the {limit} bytes accepted."),
-        )),
-        Err(_) => Err(Problem::new(
-            ProblemKind::BodyNotJson,
-            "The request body could not be read.",
-        )),
+        Err(error) if error.is::<LengthLimitError>() => Err(Problem::body_too_large(limit)),
+        Err(_) => Err(Problem::body_unreadable()),
     }
 }

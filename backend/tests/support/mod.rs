@@ -4,7 +4,10 @@
 //! in parallel without seeing each other's rows.
 #![allow(dead_code)] // Each test binary uses its own part of the harness.
 
-use std::time::Duration;
+pub mod load;
+pub mod process;
+
+use std::time::{Duration, Instant};
 
 use backend::bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use backend::config::Config;
@@ -132,30 +135,16 @@ impl TestApp {
 
     /// `POST /v1/bills/{bill}/pay` as `user` with `key` (sent bare) and `body`.
     pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Answer {
-        let request = self
-            .http
-            .post(format!("{}/v1/bills/{bill}/pay", self.url))
-            .bearer_auth(Self::token(user))
-            .json(body);
-        let request = match key {
-            Some(key) => request.header("Idempotency-Key", key),
-            None => request,
-        };
-        Answer::from(request.send().await.expect("backend answers")).await
+        send_pay(&self.http, &self.url, user, key, bill, body)
+            .await
+            .expect("backend answers")
     }
 
     /// `POST /v1/payments/{payment}/refunds`.
     pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Answer {
-        let response = self
-            .http
-            .post(format!("{}/v1/payments/{payment_id}/refunds", self.url))
-            .bearer_auth(Self::token(user))
-            .header("Idempotency-Key", key)
-            .json(&json!({ "amount_paise": amount }))
-            .send()
+        send_refund(&self.http, &self.url, user, key, payment_id, amount)
             .await
-            .expect("backend answers");
-        Answer::from(response).await
+            .expect("backend answers")
     }
 
     /// `GET /v1/payments/{payment}`.
@@ -192,15 +181,7 @@ impl TestApp {
 
     /// The state of `user`'s key, if stored.
     pub async fn key_state(&self, user: u64, key: &str) -> Option<String> {
-        let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
-        sqlx::query_scalar(
-            "SELECT state::text FROM idempotency_keys WHERE user_id = $1 AND key = $2",
-        )
-        .bind(i64::try_from(user).expect("small"))
-        .bind(key.storage_uuid())
-        .fetch_optional(self.state.store.pool())
-        .await
-        .expect("read key state")
+        key_state_in(self.state.store.pool(), user, key).await
     }
 
     /// Asserts that nothing was written anywhere: no key, no payment, no refund, no debit.
@@ -226,9 +207,86 @@ impl TestApp {
             .text()
             .await
             .expect("metrics text");
-        text.lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0.0)
+        metric_in(&text, series)
+    }
+}
+
+/// `POST /v1/bills/{bill}/pay` to the backend at `base_url` as `user` with `key` (sent bare);
+/// an error if no answer came (the backend was killed, say).
+pub async fn send_pay(
+    http: &reqwest::Client,
+    base_url: &str,
+    user: u64,
+    key: Option<&str>,
+    bill: &str,
+    body: &Value,
+) -> reqwest::Result<Answer> {
+    let request = http
+        .post(format!("{base_url}/v1/bills/{bill}/pay"))
+        .bearer_auth(TestApp::token(user))
+        .json(body);
+    let request = match key {
+        Some(key) => request.header("Idempotency-Key", key),
+        None => request,
+    };
+    Ok(Answer::from(request.send().await?).await)
+}
+
+/// `POST /v1/payments/{payment}/refunds` to the backend at `base_url`; an error if no answer
+/// came.
+pub async fn send_refund(
+    http: &reqwest::Client,
+    base_url: &str,
+    user: u64,
+    key: &str,
+    payment_id: &str,
+    amount: u64,
+) -> reqwest::Result<Answer> {
+    let response = http
+        .post(format!("{base_url}/v1/payments/{payment_id}/refunds"))
+        .bearer_auth(TestApp::token(user))
+        .header("Idempotency-Key", key)
+        .json(&json!({ "amount_paise": amount }))
+        .send()
+        .await?;
+    Ok(Answer::from(response).await)
+}
+
+/// The state of `user`'s key in the database behind `pool`, if stored.
+pub async fn key_state_in(pool: &sqlx::PgPool, user: u64, key: &str) -> Option<String> {
+    let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
+    sqlx::query_scalar("SELECT state::text FROM idempotency_keys WHERE user_id = $1 AND key = $2")
+        .bind(i64::try_from(user).expect("small"))
+        .bind(key.storage_uuid())
+        .fetch_optional(pool)
+        .await
+        .expect("read key state")
+}
+
+/// The value of the series `name{labels}` in a `/metrics` text, 0 if absent.
+pub fn metric_in(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix(series)?;
+            // `name 1` or `name{...} 1`, never a longer name that merely starts with `series`.
+            rest.starts_with(' ').then(|| rest.trim().parse().ok())?
+        })
+        .unwrap_or(0.0)
+}
+
+/// Polls `check` every 25 ms until it holds; panics naming `what` if it does not within
+/// `within`. Every wait in these tests is bounded by one of these.
+pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "gave up after {within:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 

@@ -1,0 +1,395 @@
+//! Crash safety with real processes (SPEC §5, invariants 1, 2 and 5): the `backend` binary runs
+//! as a child process on its own fresh database and is killed with `SIGKILL` at the worst
+//! moments, while the bank simulator (in this process, on a real socket) keeps its ledger.
+//! A new backend process on the same database then reconciles what the dead one left:
+//! - killed after the bank debited but before the answer was saved: exactly one debit, the key
+//!   `done` with the true result, and the client's retry replays it;
+//! - killed while the bank was still working (it drops the request with the connection): no
+//!   debit, the key is released, and the client's retry runs as new and debits once;
+//! - the same for a refund killed after the bank refunded;
+//! - `SIGTERM` is a graceful stop: the request in flight still completes, and the exit is 0.
+//!
+//! The restarted backend reconciles a `started` key only once it is older than
+//! `stuck_after_minutes` (5 in `policy.yaml`). Instead of waiting five minutes, the tests move
+//! the claim's `claimed_at` back by six minutes in SQL: that stands in for the passage of time.
+
+mod support;
+
+use std::time::Duration;
+
+use backend::bank_simulator::{BankSimulator, Knobs, RunningBank};
+use sqlx::PgPool;
+use support::process::{BackendEnv, BackendProcess};
+use support::{
+    fresh_database, key_state_in, metric_in, new_key, payment_body, send_pay, send_refund, wait_for,
+};
+
+/// Bounds every wait for something the backend or the bank does on its own.
+const PATIENCE: Duration = Duration::from_secs(15);
+
+/// A bank, a fresh database, and a client: what outlives the backend processes of one test.
+struct World {
+    bank: RunningBank,
+    database_url: String,
+    pool: PgPool,
+    http: reqwest::Client,
+}
+
+impl World {
+    async fn new(knobs: Knobs) -> World {
+        let bank = BankSimulator::spawn(knobs).await.expect("bank starts");
+        let database_url = fresh_database().await;
+        let pool = PgPool::connect(&database_url)
+            .await
+            .expect("connect to the test database");
+        World {
+            bank,
+            database_url,
+            pool,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .expect("client"),
+        }
+    }
+
+    async fn start_backend(&self) -> BackendProcess {
+        BackendProcess::start(&BackendEnv::new(&self.database_url, &self.bank.url)).await
+    }
+
+    /// Ages every unfinished claim past `stuck_after_minutes` (standing in for five minutes).
+    async fn age_unfinished_claims(&self) {
+        let aged = sqlx::query(
+            "UPDATE idempotency_keys SET claimed_at = claimed_at - interval '6 minutes' \
+             WHERE state <> 'done'",
+        )
+        .execute(&self.pool)
+        .await
+        .expect("age the claims");
+        assert_eq!(aged.rows_affected(), 1, "exactly one unfinished key");
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count rows")
+    }
+
+    async fn metrics(&self, backend: &BackendProcess) -> String {
+        self.http
+            .get(format!("{}/metrics", backend.url))
+            .send()
+            .await
+            .expect("metrics answer")
+            .text()
+            .await
+            .expect("metrics text")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_the_retry_replays() {
+    // The bank debits, then holds its reply for a minute: the backend is waiting when it dies.
+    let world = World::new(Knobs {
+        lost_reply_rate: 1.0,
+        lost_reply_delay_ms: 60_000,
+        ..Knobs::default()
+    })
+    .await;
+    let mut first = world.start_backend().await;
+    let (user, key, body) = (21, new_key(), payment_body(230_000));
+
+    let in_flight = tokio::spawn({
+        let (http, url, key, body) = (
+            world.http.clone(),
+            first.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        async move { send_pay(&http, &url, user, Some(&key), "elec-1", &body).await }
+    });
+    wait_for("the bank to record the debit", PATIENCE, async || {
+        world.bank.simulator.ledger().debits.len() == 1
+    })
+    .await;
+    first.kill_hard();
+    let lost = in_flight.await.expect("the client task ran");
+    assert!(lost.is_err(), "the killed backend never answered: {lost:?}");
+    assert_eq!(
+        key_state_in(&world.pool, user, &key).await.as_deref(),
+        Some("started"),
+        "the dead process left its claim behind"
+    );
+    let pending = "SELECT count(*) FROM payments WHERE status = 'pending'";
+    assert_eq!(world.count(pending).await, 1);
+
+    world.age_unfinished_claims().await;
+    let second = world.start_backend().await;
+    wait_for(
+        "the new process's reconciler to finish the key",
+        PATIENCE,
+        async || key_state_in(&world.pool, user, &key).await.as_deref() == Some("done"),
+    )
+    .await;
+
+    let ledger = world.bank.simulator.ledger();
+    assert_eq!(ledger.debits.len(), 1, "one debit, never a second");
+    assert_eq!(ledger.debits[0].reference, format!("pay-{user}-{key}"));
+    let payment_id: uuid::Uuid = sqlx::query_scalar(
+        "SELECT payment_id FROM payments WHERE status = 'succeeded' AND bank_reference = $1",
+    )
+    .bind(format!("pay-{user}-{key}"))
+    .fetch_one(&world.pool)
+    .await
+    .expect("the payment row was finished as succeeded");
+    assert_eq!(world.count("SELECT count(*) FROM payments").await, 1);
+    let metrics = world.metrics(&second).await;
+    assert_eq!(
+        metric_in(
+            &metrics,
+            r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+
+    let retry = send_pay(&world.http, &second.url, user, Some(&key), "elec-1", &body)
+        .await
+        .expect("the new backend answers");
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.bytes)
+    );
+    assert!(retry.is_replay(), "the first attempt's result, replayed");
+    let answer = retry.json();
+    assert_eq!(answer["payment_id"], payment_id.to_string());
+    assert_eq!(answer["status"], "succeeded");
+    assert_eq!(answer["bank_reference"], format!("pay-{user}-{key}"));
+    assert_eq!(
+        retry.header("location"),
+        Some(format!("/v1/payments/{payment_id}").as_str())
+    );
+    assert_eq!(world.bank.simulator.ledger().debits.len(), 1, "still one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_killed_before_the_bank_acted_is_released_and_the_retry_debits_once() {
+    // The bank takes 1.5 s before it decides anything; the backend dies while it waits, and the
+    // bank drops the request with the closed connection.
+    let world = World::new(Knobs {
+        latency_ms: 1_500,
+        ..Knobs::default()
+    })
+    .await;
+    let mut first = world.start_backend().await;
+    let (user, key, body) = (22, new_key(), payment_body(1_000));
+
+    let in_flight = tokio::spawn({
+        let (http, url, key, body) = (
+            world.http.clone(),
+            first.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        async move { send_pay(&http, &url, user, Some(&key), "elec-1", &body).await }
+    });
+    wait_for("the claim to be committed", PATIENCE, async || {
+        key_state_in(&world.pool, user, &key).await.is_some()
+    })
+    .await;
+    // The bank call follows the claim at once; give it a moment to reach the sleeping bank.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.kill_hard();
+    assert!(in_flight.await.expect("the client task ran").is_err());
+    // Past the bank's latency: a request it had kept would have debited by now.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert!(
+        world.bank.simulator.ledger().debits.is_empty(),
+        "the bank never debited the dead backend's request"
+    );
+    assert_eq!(
+        key_state_in(&world.pool, user, &key).await.as_deref(),
+        Some("started")
+    );
+
+    world.bank.simulator.set_knobs(Knobs::default());
+    world.age_unfinished_claims().await;
+    let second = world.start_backend().await;
+    wait_for(
+        "the new process's reconciler to release the key",
+        PATIENCE,
+        async || key_state_in(&world.pool, user, &key).await.is_none(),
+    )
+    .await;
+    assert_eq!(
+        world.count("SELECT count(*) FROM payments").await,
+        0,
+        "the abandoned pending payment went with its key"
+    );
+    let metrics = world.metrics(&second).await;
+    assert_eq!(
+        metric_in(
+            &metrics,
+            r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="released"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+
+    let retry = send_pay(&world.http, &second.url, user, Some(&key), "elec-1", &body)
+        .await
+        .expect("the new backend answers");
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.bytes)
+    );
+    assert!(!retry.is_replay(), "the retry did the work itself");
+    let ledger = world.bank.simulator.ledger();
+    assert_eq!(ledger.debits.len(), 1, "debited once, by the retry");
+    assert_eq!(ledger.debits[0].reference, format!("pay-{user}-{key}"));
+    assert_eq!(
+        key_state_in(&world.pool, user, &key).await.as_deref(),
+        Some("done")
+    );
+    let succeeded = "SELECT count(*) FROM payments WHERE status = 'succeeded'";
+    assert_eq!(world.count(succeeded).await, 1);
+    assert_eq!(world.count("SELECT count(*) FROM payments").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one_refund() {
+    let world = World::new(Knobs::default()).await;
+    let mut first = world.start_backend().await;
+    let user = 23;
+    let paid = send_pay(
+        &world.http,
+        &first.url,
+        user,
+        Some(&new_key()),
+        "elec-1",
+        &payment_body(10_000),
+    )
+    .await
+    .expect("backend answers");
+    assert_eq!(paid.status, 201);
+    let payment_id = paid.json()["payment_id"]
+        .as_str()
+        .expect("payment id")
+        .to_owned();
+
+    // From now on the bank refunds, then holds its reply.
+    world.bank.simulator.set_knobs(Knobs {
+        lost_reply_rate: 1.0,
+        lost_reply_delay_ms: 60_000,
+        ..Knobs::default()
+    });
+    let key = new_key();
+    let in_flight = tokio::spawn({
+        let (http, url, key, payment_id) = (
+            world.http.clone(),
+            first.url.clone(),
+            key.clone(),
+            payment_id.clone(),
+        );
+        async move { send_refund(&http, &url, user, &key, &payment_id, 4_000).await }
+    });
+    wait_for("the bank to record the refund", PATIENCE, async || {
+        world.bank.simulator.ledger().refunds.len() == 1
+    })
+    .await;
+    first.kill_hard();
+    assert!(in_flight.await.expect("the client task ran").is_err());
+    assert_eq!(
+        key_state_in(&world.pool, user, &key).await.as_deref(),
+        Some("started")
+    );
+
+    world.age_unfinished_claims().await;
+    let second = world.start_backend().await;
+    wait_for(
+        "the new process's reconciler to finish the refund key",
+        PATIENCE,
+        async || key_state_in(&world.pool, user, &key).await.as_deref() == Some("done"),
+    )
+    .await;
+    let refund_id: uuid::Uuid = sqlx::query_scalar(
+        "SELECT refund_id FROM refunds WHERE status = 'succeeded' AND bank_reference = $1",
+    )
+    .bind(format!("refund-{user}-{key}"))
+    .fetch_one(&world.pool)
+    .await
+    .expect("the refund row was finished as succeeded");
+
+    let retry = send_refund(&world.http, &second.url, user, &key, &payment_id, 4_000)
+        .await
+        .expect("the new backend answers");
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.bytes)
+    );
+    assert!(retry.is_replay(), "the first attempt's refund, replayed");
+    let answer = retry.json();
+    assert_eq!(answer["refund_id"], refund_id.to_string());
+    assert_eq!(answer["payment_id"], payment_id);
+    assert_eq!(answer["amount_paise"], 4_000);
+    assert_eq!(answer["bank_reference"], format!("refund-{user}-{key}"));
+
+    let ledger = world.bank.simulator.ledger();
+    assert_eq!(ledger.debits.len(), 1);
+    assert_eq!(ledger.refunds.len(), 1, "one refund, never a second");
+    assert_eq!(ledger.refunds[0].reference, format!("refund-{user}-{key}"));
+    assert_eq!(ledger.refunds[0].amount_paise, 4_000);
+    assert_eq!(world.count("SELECT count(*) FROM refunds").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_request_in_flight_finish_and_the_backend_exits_zero() {
+    let world = World::new(Knobs {
+        latency_ms: 1_000,
+        ..Knobs::default()
+    })
+    .await;
+    let mut backend = world.start_backend().await;
+    let (user, key, body) = (24, new_key(), payment_body(5_000));
+
+    let in_flight = tokio::spawn({
+        let (http, url, key, body) = (
+            world.http.clone(),
+            backend.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        async move { send_pay(&http, &url, user, Some(&key), "elec-1", &body).await }
+    });
+    wait_for("the claim to be committed", PATIENCE, async || {
+        key_state_in(&world.pool, user, &key).await.is_some()
+    })
+    .await;
+    backend.terminate();
+
+    let answer = in_flight
+        .await
+        .expect("the client task ran")
+        .expect("the draining backend still answers");
+    assert_eq!(
+        answer.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&answer.bytes)
+    );
+    assert!(!answer.is_replay());
+    let status = backend.wait_exit(PATIENCE).await;
+    assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
+    assert_eq!(
+        key_state_in(&world.pool, user, &key).await.as_deref(),
+        Some("done")
+    );
+    assert_eq!(world.bank.simulator.ledger().debits.len(), 1);
+}

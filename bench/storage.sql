@@ -1,0 +1,69 @@
+-- Storage of 400,000 finished keys: the article's schema against ours, loaded side by side in
+-- one run. Run by bench/storage.sh into a scratch database that already has our migrations.
+\set rows 400000
+\timing off
+
+-- The article's table, as printed in reference/idempotency-keys-article.txt.
+CREATE TABLE idem_keys (
+    user_id    bigint      NOT NULL,
+    key        text        NOT NULL,
+    fp         text        NOT NULL,
+    status     text        NOT NULL,
+    code       int,
+    response   jsonb,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (user_id, key)
+);
+
+-- One generated payment per row, shared by both loads so they describe the same 400,000 payments.
+CREATE TEMP TABLE generated AS
+SELECT n,
+       (n % 50000) + 1                              AS user_id,
+       gen_random_uuid()                            AS key,
+       gen_random_uuid()                            AS payment_id,
+       'elec-2026-11-' || lpad(n::text, 8, '0')     AS bill_id,
+       100 + (n::bigint * 7919) % 500000            AS amount_paise,
+       'customer' || (n % 50000) || '@okbank'       AS payer_vpa,
+       sha256(n::text::bytea)                       AS fingerprint
+FROM generate_series(1, :rows) AS n;
+
+INSERT INTO idem_keys (user_id, key, fp, status, code, response)
+SELECT user_id, key::text, encode(fingerprint, 'hex'), 'done', 201,
+       jsonb_build_object(
+         'payment_id', payment_id, 'bill_id', bill_id, 'amount_paise', amount_paise,
+         'status', 'succeeded', 'bank_reference', 'pay-' || user_id || '-' || key,
+         'payer_vpa', payer_vpa)
+FROM generated;
+
+INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                      bank_reference, finished_at)
+SELECT payment_id, user_id, bill_id, amount_paise, payer_vpa, 'succeeded',
+       'pay-' || user_id || '-' || key, now()
+FROM generated;
+
+INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id)
+SELECT user_id, key, 'pay_bill', 'done', fingerprint, payment_id FROM generated;
+
+VACUUM ANALYZE idem_keys;
+VACUUM ANALYZE payments;
+VACUUM ANALYZE idempotency_keys;
+
+SELECT 'saved reply (article, average bytes)' AS what,
+       round(avg(octet_length(response::text)))::text AS value FROM idem_keys
+UNION ALL
+SELECT 'article idem_keys (table + index)',
+       pg_size_pretty(pg_total_relation_size('idem_keys'))
+UNION ALL
+SELECT 'ours idempotency_keys (table + indexes)',
+       pg_size_pretty(pg_total_relation_size('idempotency_keys'))
+UNION ALL
+SELECT 'ours payments (table + indexes; kept for ever in both designs)',
+       pg_size_pretty(pg_total_relation_size('payments'))
+UNION ALL
+SELECT 'ratio ours/article, key tables',
+       round(pg_total_relation_size('idempotency_keys')::numeric
+             / pg_total_relation_size('idem_keys'), 3)::text
+UNION ALL
+SELECT 'ratio ours/article, keys + payments vs keys alone',
+       round((pg_total_relation_size('idempotency_keys') + pg_total_relation_size('payments'))::numeric
+             / pg_total_relation_size('idem_keys'), 3)::text;

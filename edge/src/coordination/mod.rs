@@ -1,0 +1,27 @@
+//! The Durable Object kept per (user, key), as a protocol of plain values: what the Worker asks
+//! ([`BeginRequest`], [`FinishReport`]), what the object answers ([`BeginOutcome`]), what it
+//! stores ([`KeyRecord`]) and how each message changes the record ([`begin`], [`finish`],
+//! [`on_alarm`]). The runtime object only loads, applies and saves.
+//!
+//! One attempt at a time is forwarded for a (user, key):
+//!
+//! | the object holds                      | same fingerprint          | other fingerprint |
+//! |---------------------------------------|---------------------------|-------------------|
+//! | nothing (or an expired record)        | forward, mark in flight   | forward, mark     |
+//! | an in-flight mark                     | 409 `request-in-progress` | 422 `idempotency-key-reused` |
+//! | the backend's final answer            | replay it, `Idempotent-Replayed: true` | 422 |
+//!
+//! When the forward ends, the Worker reports the backend's answer: a final one (2xx, or a 402
+//! decline; the backend's own replays included) is kept until the key's expiry
+//! (`keep_keys_for` after the attempt began); anything else (409, 503 outcome pending, 5xx, a
+//! 4xx refusal, 502/504 at the edge) clears the mark, so the next attempt asks the backend, which
+//! stays the authority. A mark nobody clears (the Worker died mid-forward) expires by itself:
+//! the object's alarm fires at the mark's end.
+
+mod answer;
+mod protocol;
+mod record;
+
+pub use answer::SavedAnswer;
+pub use protocol::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport};
+pub use record::{AlarmStep, KeyRecord, RecordChange, begin, finish, on_alarm};

@@ -1,0 +1,398 @@
+//! The record a Durable Object keeps for its (user, key), and the pure transitions of the
+//! protocol: each takes the record as it stands and the time, and says what to answer and how
+//! the record changes. Times are Unix milliseconds, as the runtime's clock gives them.
+
+use serde::{Deserialize, Serialize};
+use shared::Fingerprint;
+
+use super::answer::SavedAnswer;
+use super::protocol::{BeginOutcome, BeginRequest, FinishReport};
+
+/// What an object remembers. No record means the key is free at the edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum KeyRecord {
+    /// An attempt is being forwarded to the backend.
+    InFlight {
+        /// The attempt holding the mark.
+        attempt_id: String,
+        /// Its fingerprint.
+        fingerprint: Fingerprint,
+        /// When the mark lapses if the attempt never reports.
+        mark_expires_at_ms: u64,
+    },
+    /// The backend's final answer, replayed until the key's expiry.
+    Finished {
+        /// The fingerprint of the request the answer belongs to.
+        fingerprint: Fingerprint,
+        /// The answer.
+        answer: SavedAnswer,
+        /// When the key expires (`keep_keys_for` after its attempt began).
+        keep_until_ms: u64,
+    },
+}
+
+/// How a message changes the stored record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordChange {
+    /// Leave it as it is.
+    Unchanged,
+    /// Store this record (and set the alarm to its end).
+    Store(KeyRecord),
+    /// Delete the record (and the alarm): the key is free at the edge.
+    Clear,
+}
+
+/// What the alarm does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlarmStep {
+    /// How the record changes.
+    pub change: RecordChange,
+    /// When the alarm must fire next, if the record lives on.
+    pub next_alarm_ms: Option<u64>,
+}
+
+impl KeyRecord {
+    /// When this record stops counting: the mark's end or the key's expiry.
+    pub fn ends_at_ms(&self) -> u64 {
+        match self {
+            KeyRecord::InFlight {
+                mark_expires_at_ms, ..
+            } => *mark_expires_at_ms,
+            KeyRecord::Finished { keep_until_ms, .. } => *keep_until_ms,
+        }
+    }
+
+    /// Whether the record still counts at `now_ms`.
+    pub fn is_live_at(&self, now_ms: u64) -> bool {
+        now_ms < self.ends_at_ms()
+    }
+
+    fn fingerprint(&self) -> &Fingerprint {
+        match self {
+            KeyRecord::InFlight { fingerprint, .. } | KeyRecord::Finished { fingerprint, .. } => {
+                fingerprint
+            }
+        }
+    }
+}
+
+/// An attempt asks to be forwarded. The fingerprint is compared before the state, as the
+/// backend does, so a changed body is a 422 even while the first attempt runs.
+pub fn begin(
+    current: Option<&KeyRecord>,
+    request: &BeginRequest,
+    now_ms: u64,
+) -> (BeginOutcome, RecordChange) {
+    let Some(live) = current.filter(|record| record.is_live_at(now_ms)) else {
+        let mark = KeyRecord::InFlight {
+            attempt_id: request.attempt_id.clone(),
+            fingerprint: request.fingerprint,
+            mark_expires_at_ms: now_ms.saturating_add(request.mark_for_ms),
+        };
+        return (BeginOutcome::Forward, RecordChange::Store(mark));
+    };
+    if *live.fingerprint() != request.fingerprint {
+        return (BeginOutcome::Mismatch, RecordChange::Unchanged);
+    }
+    let outcome = match live {
+        KeyRecord::InFlight { .. } => BeginOutcome::InProgress,
+        KeyRecord::Finished { answer, .. } => BeginOutcome::Replay {
+            answer: answer.clone(),
+        },
+    };
+    (outcome, RecordChange::Unchanged)
+}
+
+/// An attempt's forward ended. A final answer is kept (unless one already is: the first stays,
+/// and the backend gives the same one to every attempt anyway); any other outcome clears the
+/// mark of the attempt that reports, and only that attempt's.
+pub fn finish(
+    current: Option<&KeyRecord>,
+    report: &FinishReport,
+    now_ms: u64,
+    keep_keys_for_ms: u64,
+) -> RecordChange {
+    let live = current.filter(|record| record.is_live_at(now_ms));
+    match (&report.final_answer, live) {
+        (Some(_), Some(KeyRecord::Finished { .. })) => RecordChange::Unchanged,
+        (Some(answer), _) => {
+            let keep_until_ms = report.began_at_ms.saturating_add(keep_keys_for_ms);
+            if keep_until_ms <= now_ms {
+                return RecordChange::Clear;
+            }
+            RecordChange::Store(KeyRecord::Finished {
+                fingerprint: report.fingerprint,
+                answer: answer.clone(),
+                keep_until_ms,
+            })
+        }
+        (None, Some(KeyRecord::InFlight { attempt_id, .. })) if *attempt_id == report.attempt_id => {
+            RecordChange::Clear
+        }
+        (None, _) => RecordChange::Unchanged,
+    }
+}
+
+/// The object's alarm fired: drop a record whose time is up, or fire again when it is.
+pub fn on_alarm(current: Option<&KeyRecord>, now_ms: u64) -> AlarmStep {
+    match current {
+        Some(record) if record.is_live_at(now_ms) => AlarmStep {
+            change: RecordChange::Unchanged,
+            next_alarm_ms: Some(record.ends_at_ms()),
+        },
+        Some(_) => AlarmStep {
+            change: RecordChange::Clear,
+            next_alarm_ms: None,
+        },
+        None => AlarmStep {
+            change: RecordChange::Unchanged,
+            next_alarm_ms: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::Operation;
+    use shared::fingerprint::{BodyLimits, fingerprint};
+
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+    const MARK_MS: u64 = 20_000;
+    const KEEP_MS: u64 = 48 * 3_600_000;
+
+    fn fp(amount: u64) -> Fingerprint {
+        let body = format!(r#"{{"amount_paise":{amount},"payer_vpa":"asha@okbank"}}"#);
+        fingerprint(
+            Operation::PayBill,
+            "b",
+            body.as_bytes(),
+            BodyLimits::default(),
+        )
+        .expect("valid")
+        .fingerprint
+    }
+
+    fn begin_request(attempt: &str, amount: u64) -> BeginRequest {
+        BeginRequest {
+            attempt_id: attempt.to_owned(),
+            fingerprint: fp(amount),
+            mark_for_ms: MARK_MS,
+        }
+    }
+
+    fn created() -> SavedAnswer {
+        SavedAnswer {
+            status: 201,
+            content_type: Some("application/json".to_owned()),
+            location: Some("/v1/payments/p".to_owned()),
+            body: r#"{"payment_id":"p"}"#.to_owned(),
+        }
+    }
+
+    fn report(attempt: &str, amount: u64, answer: Option<SavedAnswer>) -> FinishReport {
+        FinishReport {
+            attempt_id: attempt.to_owned(),
+            fingerprint: fp(amount),
+            began_at_ms: NOW,
+            final_answer: answer,
+        }
+    }
+
+    fn stored(change: RecordChange) -> KeyRecord {
+        match change {
+            RecordChange::Store(record) => record,
+            other => panic!("expected a stored record, got {other:?}"),
+        }
+    }
+
+    /// Runs begin and applies its change, as the object does.
+    fn begin_and_apply(
+        record: &mut Option<KeyRecord>,
+        request: &BeginRequest,
+        now: u64,
+    ) -> BeginOutcome {
+        let (outcome, change) = begin(record.as_ref(), request, now);
+        apply(record, change);
+        outcome
+    }
+
+    fn apply(record: &mut Option<KeyRecord>, change: RecordChange) {
+        match change {
+            RecordChange::Unchanged => {}
+            RecordChange::Store(new) => *record = Some(new),
+            RecordChange::Clear => *record = None,
+        }
+    }
+
+    #[test]
+    fn the_first_attempt_is_forwarded_and_marks_the_key_in_flight() {
+        let (outcome, change) = begin(None, &begin_request("a", 1), NOW);
+        assert_eq!(outcome, BeginOutcome::Forward);
+        assert_eq!(
+            stored(change),
+            KeyRecord::InFlight {
+                attempt_id: "a".to_owned(),
+                fingerprint: fp(1),
+                mark_expires_at_ms: NOW + MARK_MS,
+            }
+        );
+    }
+
+    #[test]
+    fn concurrent_attempts_get_in_progress_or_mismatch_while_one_is_in_flight() {
+        let mut record = None;
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("a", 1), NOW),
+            BeginOutcome::Forward
+        );
+        for n in 0..19 {
+            let attempt = format!("b{n}");
+            assert_eq!(
+                begin_and_apply(&mut record, &begin_request(&attempt, 1), NOW + 1),
+                BeginOutcome::InProgress
+            );
+        }
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("c", 2), NOW + 1),
+            BeginOutcome::Mismatch
+        );
+    }
+
+    #[test]
+    fn a_final_answer_is_replayed_until_the_key_expires() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        apply(
+            &mut record,
+            finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5, KEEP_MS),
+        );
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("b", 1), NOW + 10),
+            BeginOutcome::Replay { answer: created() }
+        );
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("c", 2), NOW + 10),
+            BeginOutcome::Mismatch
+        );
+        // Expiry counts from when the first attempt began.
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("d", 1), NOW + KEEP_MS),
+            BeginOutcome::Forward
+        );
+    }
+
+    #[test]
+    fn a_non_final_answer_frees_the_key_for_the_next_attempt() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        apply(
+            &mut record,
+            finish(record.as_ref(), &report("a", 1, None), NOW + 5, KEEP_MS),
+        );
+        assert_eq!(record, None);
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("b", 1), NOW + 6),
+            BeginOutcome::Forward
+        );
+    }
+
+    #[test]
+    fn only_the_attempt_holding_the_mark_clears_it() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        // A stale attempt whose own mark lapsed reports late: the new mark stays.
+        assert_eq!(
+            finish(record.as_ref(), &report("old", 1, None), NOW + 5, KEEP_MS),
+            RecordChange::Unchanged
+        );
+    }
+
+    #[test]
+    fn a_late_final_answer_is_kept_even_after_the_mark_lapsed() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let late = NOW + MARK_MS + 1;
+        let change = finish(record.as_ref(), &report("a", 1, Some(created())), late, KEEP_MS);
+        assert!(matches!(stored(change), KeyRecord::Finished { .. }));
+    }
+
+    #[test]
+    fn the_first_final_answer_stays() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        apply(
+            &mut record,
+            finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5, KEEP_MS),
+        );
+        let other = SavedAnswer {
+            status: 402,
+            ..created()
+        };
+        assert_eq!(
+            finish(record.as_ref(), &report("b", 1, Some(other)), NOW + 6, KEEP_MS),
+            RecordChange::Unchanged
+        );
+    }
+
+    #[test]
+    fn a_dead_attempt_never_blocks_the_key_past_its_mark() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("dead", 1), NOW);
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("b", 1), NOW + MARK_MS - 1),
+            BeginOutcome::InProgress
+        );
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("c", 1), NOW + MARK_MS),
+            BeginOutcome::Forward
+        );
+    }
+
+    #[test]
+    fn the_alarm_clears_a_lapsed_mark_and_rearms_for_a_live_record() {
+        let (_, change) = begin(None, &begin_request("a", 1), NOW);
+        let mark = stored(change);
+        assert_eq!(
+            on_alarm(Some(&mark), NOW + 1),
+            AlarmStep {
+                change: RecordChange::Unchanged,
+                next_alarm_ms: Some(NOW + MARK_MS),
+            }
+        );
+        assert_eq!(
+            on_alarm(Some(&mark), NOW + MARK_MS),
+            AlarmStep {
+                change: RecordChange::Clear,
+                next_alarm_ms: None,
+            }
+        );
+        assert_eq!(
+            on_alarm(None, NOW),
+            AlarmStep {
+                change: RecordChange::Unchanged,
+                next_alarm_ms: None,
+            }
+        );
+    }
+
+    #[test]
+    fn records_survive_a_round_trip_through_storage_json() {
+        let (_, change) = begin(None, &begin_request("a", 1), NOW);
+        let mark = stored(change);
+        let finished = KeyRecord::Finished {
+            fingerprint: fp(1),
+            answer: created(),
+            keep_until_ms: NOW + KEEP_MS,
+        };
+        for record in [mark, finished] {
+            let json = serde_json::to_string(&record).expect("serialises");
+            assert_eq!(
+                serde_json::from_str::<KeyRecord>(&json).expect("parses"),
+                record
+            );
+        }
+    }
+}

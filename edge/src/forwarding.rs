@@ -1,0 +1,96 @@
+//! What the edge adds to a forwarded request, and how a failed forward is answered.
+//!
+//! A forwarded request keeps the client's method, path, query, headers (`Authorization` and the
+//! key among them) and body; the edge adds a fresh request id so the backend's logs can be
+//! matched with the edge's. When the backend cannot be reached the client gets a 502
+//! `backend-unreachable` problem, and when it does not answer within the timeout a 504
+//! `backend-timeout`: both say that a retry with the same key is safe, because the backend
+//! decides whether anything was done.
+
+use std::time::Duration;
+
+use shared::{Problem, ProblemKind};
+
+/// The header carrying the edge's request id to the backend.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Incoming headers not passed on: `Host` names the edge, and the runtime sets the backend's.
+pub const NOT_FORWARDED_HEADERS: [&str; 1] = ["host"];
+
+/// How long a client should wait before retrying after a failed forward.
+pub const RETRY_AFTER_FAILED_FORWARD: Duration = Duration::from_secs(1);
+
+/// A fresh request id: a random v4 UUID.
+pub fn new_request_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Whether an incoming header is passed on to the backend.
+pub fn is_forwarded_header(name: &str) -> bool {
+    !NOT_FORWARDED_HEADERS
+        .iter()
+        .any(|skipped| skipped.eq_ignore_ascii_case(name))
+}
+
+/// Why a forward got no answer from the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardFailure {
+    /// The connection failed: refused, reset, or the name did not resolve.
+    Unreachable,
+    /// No answer within the timeout; the backend may still finish the request.
+    TimedOut,
+}
+
+impl ForwardFailure {
+    /// The problem the client gets; `timeout` is the bound the edge waited.
+    pub fn problem(self, timeout: Duration) -> Problem {
+        let problem = match self {
+            ForwardFailure::Unreachable => Problem::new(
+                ProblemKind::BackendUnreachable,
+                "The edge could not reach the payments service. Retrying is safe: a payment or \
+                 refund retried with the same Idempotency-Key and body is never done twice.",
+            ),
+            ForwardFailure::TimedOut => Problem::new(
+                ProblemKind::BackendTimeout,
+                format!(
+                    "The payments service did not answer within {} ms; the request may still \
+                     complete. Retrying is safe: a payment or refund retried with the same \
+                     Idempotency-Key and body is never done twice.",
+                    timeout.as_millis()
+                ),
+            ),
+        };
+        problem.with_retry_after(RETRY_AFTER_FAILED_FORWARD)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_fresh_uuids() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_ne!(a, b);
+        assert_eq!(uuid::Uuid::parse_str(&a).map(|u| u.get_version_num()), Ok(4));
+    }
+
+    #[test]
+    fn host_is_the_only_header_not_passed_on() {
+        assert!(!is_forwarded_header("Host"));
+        for name in ["authorization", "Idempotency-Key", "content-type", "x-request-id"] {
+            assert!(is_forwarded_header(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn failures_become_502_and_504_problems_with_retry_after() {
+        let unreachable = ForwardFailure::Unreachable.problem(Duration::from_secs(15));
+        assert_eq!(unreachable.kind(), Some(ProblemKind::BackendUnreachable));
+        assert_eq!(unreachable.status, 502);
+        let timed_out = ForwardFailure::TimedOut.problem(Duration::from_millis(1500));
+        assert_eq!(timed_out.status, 504);
+        assert!(timed_out.detail.as_deref().is_some_and(|d| d.contains("1500 ms")));
+        assert_eq!(timed_out.retry_after_header().as_deref(), Some("1"));
+    }
+}

@@ -1,0 +1,117 @@
+//! The answers the edge makes itself, as plain values (status, headers, body) that the runtime
+//! copies into a response: problems (every refusal, with the headers the backend adds) and
+//! replays of a saved final answer.
+
+use shared::Problem;
+use shared::problem::PROBLEM_CONTENT_TYPE;
+
+use crate::coordination::SavedAnswer;
+
+/// The header that marks a replayed answer, as the backend sends it.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// A response the edge makes without the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// Header names (lower case) and values.
+    pub headers: Vec<(&'static str, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// A problem, with `Retry-After` when it suggests a wait and `WWW-Authenticate: Bearer` on a
+    /// 401, as the backend answers it.
+    pub fn problem(problem: &Problem) -> Reply {
+        let mut headers = vec![("content-type", PROBLEM_CONTENT_TYPE.to_owned())];
+        if let Some(seconds) = problem.retry_after_header() {
+            headers.push(("retry-after", seconds));
+        }
+        if problem.status == 401 {
+            headers.push(("www-authenticate", "Bearer".to_owned()));
+        }
+        Reply {
+            status: problem.status,
+            headers,
+            body: problem.to_json(),
+        }
+    }
+
+    /// A saved final answer replayed: its status, body, `Content-Type` and `Location`, plus
+    /// `Idempotent-Replayed: true`.
+    pub fn replay(answer: &SavedAnswer) -> Reply {
+        let mut headers = Vec::with_capacity(3);
+        if let Some(content_type) = &answer.content_type {
+            headers.push(("content-type", content_type.clone()));
+        }
+        if let Some(location) = &answer.location {
+            headers.push(("location", location.clone()));
+        }
+        headers.push((IDEMPOTENT_REPLAYED, "true".to_owned()));
+        Reply {
+            status: answer.status,
+            headers,
+            body: answer.body.clone().into_bytes(),
+        }
+    }
+
+    /// The value of a header, if set.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(header, _)| header.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use shared::ProblemKind;
+    use shared::auth::AuthError;
+
+    use super::*;
+
+    #[test]
+    fn a_problem_carries_its_type_and_content_type() {
+        let reply = Reply::problem(&Problem::invalid_field("amount_paise", "must be whole"));
+        assert_eq!(reply.status, 422);
+        assert_eq!(reply.header("content-type"), Some("application/problem+json"));
+        assert_eq!(reply.header("retry-after"), None);
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
+        assert_eq!(body["field"], "amount_paise");
+    }
+
+    #[test]
+    fn a_401_asks_for_a_bearer_token() {
+        let reply = Reply::problem(&Problem::from(&AuthError::Missing));
+        assert_eq!(reply.status, 401);
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"));
+    }
+
+    #[test]
+    fn a_suggested_wait_becomes_retry_after() {
+        let problem = Problem::new(ProblemKind::BackendTimeout, "slow")
+            .with_retry_after(Duration::from_secs(1));
+        assert_eq!(Reply::problem(&problem).header("retry-after"), Some("1"));
+    }
+
+    #[test]
+    fn a_replay_keeps_status_body_and_location_and_says_it_is_a_replay() {
+        let answer = SavedAnswer {
+            status: 201,
+            content_type: Some("application/json".to_owned()),
+            location: Some("/v1/payments/p".to_owned()),
+            body: r#"{"payment_id":"p"}"#.to_owned(),
+        };
+        let reply = Reply::replay(&answer);
+        assert_eq!(reply.status, 201);
+        assert_eq!(reply.body, answer.body.as_bytes());
+        assert_eq!(reply.header("content-type"), Some("application/json"));
+        assert_eq!(reply.header("location"), Some("/v1/payments/p"));
+        assert_eq!(reply.header("Idempotent-Replayed"), Some("true"));
+    }
+}

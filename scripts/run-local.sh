@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the whole system locally: PostgreSQL, the bank simulator, the backend, and the edge
+# Worker under wrangler dev in front of it. Prints the URLs, a development token and a curl
+# that pays one bill twice with one key (one debit, one replay). Ctrl-C stops everything.
+#
+# Ports: edge 8787, backend 8080, bank simulator 8081 (all on 127.0.0.1).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+tests/setup-tools.sh
+tests/start-postgres.sh
+psql -h 127.0.0.1 -U postgres -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'payments'" | grep -q 1 \
+  || psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE payments"
+cargo build -q -p backend --bins
+
+export APP_ENV=development
+export DATABASE_URL=postgres://postgres@127.0.0.1:5432/payments
+export BANK_URL=http://127.0.0.1:8081 LISTEN_ADDR=127.0.0.1:8080 POLICY_FILE=policy.yaml
+export RUST_LOG=${RUST_LOG:-info}
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo; echo "stopping..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+target/debug/bank-simulator --listen 127.0.0.1:8081 --latency-ms 300 --jitter-ms 200 & pids+=($!)
+target/debug/backend serve & pids+=($!)
+for _ in $(seq 1 100); do curl -sf http://127.0.0.1:8080/readyz >/dev/null && break; sleep 0.2; done
+curl -sf http://127.0.0.1:8080/readyz >/dev/null || { echo "the backend did not become ready" >&2; exit 1; }
+
+api=http://127.0.0.1:8080
+if [ -x tests/run-edge-dev.sh ]; then
+  tests/run-edge-dev.sh & pids+=($!)
+  for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8787/healthz >/dev/null && { api=http://127.0.0.1:8787; break; }; sleep 0.2; done
+fi
+
+token=$(target/debug/backend dev-token --user 42)
+key=$(cat /proc/sys/kernel/random/uuid)
+cat <<INFO
+
+  API (clients call this): $api
+  backend:                 http://127.0.0.1:8080   (metrics: /metrics, policy: /idempotency-policy)
+  bank simulator:          http://127.0.0.1:8081   (ledger: /ledger)
+
+  A development token for user 42:
+    export TOKEN=$token
+
+  Pay one bill twice with one key: the second answer is a replay, and the ledger shows one debit.
+    for attempt in 1 2; do
+      curl -s -i -X POST $api/v1/bills/elec-2026-11/pay \\
+        -H "Authorization: Bearer \$TOKEN" -H "Idempotency-Key: $key" \\
+        -H 'Content-Type: application/json' -d '{"amount_paise": 230000, "payer_vpa": "asha@okbank"}'
+      echo
+    done
+    curl -s http://127.0.0.1:8081/ledger
+
+  Ctrl-C stops everything.
+INFO
+wait
