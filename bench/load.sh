@@ -47,12 +47,12 @@ results=$(
   run replay -s bench/replay.lua "$api"
   run new_key -s bench/new-key.lua "$api"
 )
-echo "$results" | awk '
+echo "$results" | awk -v conns="$connections" '
   { rps[$1] = $2; order[NR] = $1 }
   END {
     printf "%-34s %12s %10s\n", "run (" conns " connections)", "requests/s", "vs healthz"
     for (i = 1; i <= NR; i++) { n = order[i]; printf "%-34s %12.0f %10.3f\n", n, rps[n], rps[n] / rps["healthz"] }
-  }' conns="$connections"
+  }'
 
 # wrk closes its connections mid-request at the end; the server finishes that work regardless.
 for _ in $(seq 1 50); do

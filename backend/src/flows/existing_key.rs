@@ -62,6 +62,9 @@ pub(super) async fn answer_existing_key(
 }
 
 async fn replay(state: &AppState, stored: &StoredKey) -> Result<Answer, StoreError> {
+    if let Some(saved) = &stored.saved {
+        return Ok(Answer::saved(saved)?.replayed());
+    }
     let movement = state.store.load_movement(stored).await?.ok_or_else(|| {
         StoreError::Corrupt(format!(
             "finished key's movement {} is gone",

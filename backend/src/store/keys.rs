@@ -8,24 +8,76 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::StoreError;
-use super::types::{KeyRef, StoredKey};
+use super::types::{KeyRef, MovementStatus, PaymentRow, RefundRow, SavedMovement, StoredKey};
 
 /// The columns `stored_key_from_row` reads, plus the database clock.
-const KEY_COLUMNS: &str = "user_id, key, operation::text AS operation, state::text AS state, \
-     fingerprint, resource_id, created_at, claimed_at, failed_lookups, now() AS read_at";
+const KEY_COLUMNS: &str = "k.user_id, k.key, k.operation::text AS operation, \
+     k.state::text AS state, k.fingerprint, k.resource_id, k.created_at, k.claimed_at, \
+     k.failed_lookups, now() AS read_at";
 
-/// Loads the key of a user, if stored.
+/// Loads the key of a user, if stored, and for a finished key its payment or refund too (one
+/// round trip for a replay: retry storms are mostly replays).
 pub(super) async fn select_key(
     conn: &mut PgConnection,
     key: KeyRef,
 ) -> Result<Option<StoredKey>, StoreError> {
-    let sql = format!("SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE user_id = $1 AND key = $2");
+    let sql = format!(
+        "SELECT {KEY_COLUMNS}, \
+           p.bill_id AS p_bill_id, p.amount_paise AS p_amount_paise, p.payer_vpa AS p_payer_vpa, \
+           p.status AS p_status, p.bank_reference AS p_bank_reference, \
+           p.decline_reason AS p_decline_reason, \
+           r.payment_id AS r_payment_id, r.amount_paise AS r_amount_paise, r.status AS r_status, \
+           r.bank_reference AS r_bank_reference, r.decline_reason AS r_decline_reason \
+         FROM idempotency_keys k \
+         LEFT JOIN payments p \
+           ON k.state = 'done' AND k.operation = 'pay_bill' AND p.payment_id = k.resource_id \
+         LEFT JOIN refunds r \
+           ON k.state = 'done' AND k.operation = 'refund_payment' AND r.refund_id = k.resource_id \
+         WHERE k.user_id = $1 AND k.key = $2"
+    );
     let row = sqlx::query(&sql)
         .bind(user_id(key))
         .bind(key.key)
         .fetch_optional(conn)
         .await?;
-    row.map(|row| stored_key_from_row(&row)).transpose()
+    row.map(|row| {
+        let mut stored = stored_key_from_row(&row)?;
+        stored.saved = saved_movement_from_row(&row, &stored)?;
+        Ok(stored)
+    })
+    .transpose()
+}
+
+/// The joined payment or refund columns of `select_key`, if the join found one.
+fn saved_movement_from_row(
+    row: &PgRow,
+    stored: &StoredKey,
+) -> Result<Option<SavedMovement>, StoreError> {
+    let user_id: i64 = row.try_get("user_id")?;
+    if let Some(status) = row.try_get::<Option<MovementStatus>, _>("p_status")? {
+        return Ok(Some(SavedMovement::Payment(PaymentRow {
+            payment_id: stored.resource_id,
+            user_id,
+            bill_id: row.try_get("p_bill_id")?,
+            amount_paise: row.try_get("p_amount_paise")?,
+            payer_vpa: row.try_get("p_payer_vpa")?,
+            status,
+            bank_reference: row.try_get("p_bank_reference")?,
+            decline_reason: row.try_get("p_decline_reason")?,
+        })));
+    }
+    if let Some(status) = row.try_get::<Option<MovementStatus>, _>("r_status")? {
+        return Ok(Some(SavedMovement::Refund(RefundRow {
+            refund_id: stored.resource_id,
+            payment_id: row.try_get("r_payment_id")?,
+            user_id,
+            amount_paise: row.try_get("r_amount_paise")?,
+            status,
+            bank_reference: row.try_get("r_bank_reference")?,
+            decline_reason: row.try_get("r_decline_reason")?,
+        })));
+    }
+    Ok(None)
 }
 
 /// Locks one unfinished key of a user for reconciliation; `None` if it is finished, gone, or
@@ -35,7 +87,7 @@ pub(super) async fn lock_unfinished_key(
     key: KeyRef,
 ) -> Result<Option<(StoredKey, i16)>, StoreError> {
     let sql = format!(
-        "SELECT {KEY_COLUMNS} FROM idempotency_keys \
+        "SELECT {KEY_COLUMNS} FROM idempotency_keys k \
          WHERE user_id = $1 AND key = $2 AND state <> 'done' FOR UPDATE SKIP LOCKED"
     );
     let row = sqlx::query(&sql)
@@ -55,7 +107,7 @@ pub(super) async fn lock_next_due_key(
     stuck_after_seconds: f64,
 ) -> Result<Option<(KeyRef, StoredKey, i16)>, StoreError> {
     let sql = format!(
-        "SELECT {KEY_COLUMNS} FROM idempotency_keys \
+        "SELECT {KEY_COLUMNS} FROM idempotency_keys k \
          WHERE (state = 'unknown' \
                 OR (state = 'started' AND claimed_at <= now() - make_interval(secs => $1))) \
            AND (next_lookup_at IS NULL OR next_lookup_at <= now()) \
@@ -256,5 +308,6 @@ fn stored_key_from_row(row: &PgRow) -> Result<StoredKey, StoreError> {
             .ok_or_else(|| StoreError::Corrupt(format!("unknown operation {operation:?}")))?,
         resource_id: row.try_get("resource_id")?,
         read_at: row.try_get("read_at")?,
+        saved: None,
     })
 }

@@ -35,6 +35,9 @@ pub struct StoredKey {
     pub resource_id: Uuid,
     /// The database's clock when the row was read, so expiry and stuck checks use one clock.
     pub read_at: OffsetDateTime,
+    /// For a finished key read by [`crate::store::PgStore::load_key`] or a claim: its payment or
+    /// refund, read in the same query, so a replay costs no further round trip.
+    pub saved: Option<SavedMovement>,
 }
 
 /// Where a payment or refund stands.
