@@ -42,7 +42,7 @@ pub(super) async fn select_key(
         .await?;
     row.map(|row| {
         let mut stored = stored_key_from_row(&row)?;
-        stored.saved = saved_movement_from_row(&row, &stored)?;
+        stored.saved = saved_movement_from_row(&row, &stored)?.map(Box::new);
         Ok(stored)
     })
     .transpose()

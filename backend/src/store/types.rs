@@ -37,7 +37,7 @@ pub struct StoredKey {
     pub read_at: OffsetDateTime,
     /// For a finished key read by [`crate::store::PgStore::load_key`] or a claim: its payment or
     /// refund, read in the same query, so a replay costs no further round trip.
-    pub saved: Option<SavedMovement>,
+    pub saved: Option<Box<SavedMovement>>,
 }
 
 /// Where a payment or refund stands.
