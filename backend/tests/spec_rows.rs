@@ -208,7 +208,10 @@ async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save
         .json(&payment_body(2_300))
         .send()
         .await;
-    assert!(gave_up.is_err(), "the phone timed out and closed the connection");
+    assert!(
+        gave_up.is_err(),
+        "the phone timed out and closed the connection"
+    );
 
     let mut state = app.key_state(3, &key).await;
     for _ in 0..50 {
@@ -218,7 +221,11 @@ async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save
         tokio::time::sleep(Duration::from_millis(100)).await;
         state = app.key_state(3, &key).await;
     }
-    assert_eq!(state.as_deref(), Some("done"), "the server finished the work anyway");
+    assert_eq!(
+        state.as_deref(),
+        Some("done"),
+        "the server finished the work anyway"
+    );
     let retry = app.pay(3, Some(&key), "elec-1", &payment_body(2_300)).await;
     assert_eq!(retry.status, 201);
     assert!(retry.is_replay());
