@@ -4,6 +4,7 @@ mod auth;
 mod body;
 mod docs;
 mod health;
+pub mod openapi;
 mod payments;
 mod problem_response;
 mod request_metrics;

@@ -7,7 +7,7 @@ use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
 use super::problem_response::problem_response;
-use super::{auth, docs, health, payments, request_metrics};
+use super::{auth, docs, health, openapi, payments, request_metrics};
 use crate::state::AppState;
 
 /// Every route of the backend.
@@ -18,6 +18,7 @@ pub fn router(state: AppState) -> Router {
         .merge(authenticated)
         .merge(health::router())
         .merge(docs::router())
+        .merge(openapi::router())
         .fallback(|| async {
             problem_response(Problem::new(ProblemKind::NotFound, "No such route."))
         })

@@ -1,0 +1,257 @@
+//! The published API: an OpenAPI 3.1 document of every route, header and problem type, served at
+//! `GET /openapi.json`. Built in code from the same constants the service uses (the problem
+//! kinds, the policy's header and limits), so it cannot drift from them; a test checks that its
+//! paths and methods are exactly the router's.
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use shared::ProblemKind;
+use shared::api::MAX_AMOUNT_PAISE;
+use shared::key::MAX_KEY_LEN;
+
+use crate::state::AppState;
+
+/// The document's route.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/openapi.json", get(serve_document))
+}
+
+async fn serve_document(State(state): State<AppState>) -> Response {
+    axum::Json(document(&state)).into_response()
+}
+
+/// The OpenAPI document.
+pub fn document(state: &AppState) -> Value {
+    let policy = &state.policy;
+    let problem_slugs: Vec<&str> = ProblemKind::ALL.iter().map(|kind| kind.slug()).collect();
+    let problem_types: Vec<String> = ProblemKind::ALL.iter().map(|kind| kind.type_uri()).collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Safe payment retries",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": format!(
+                "Bill payments and refunds, done once per (user, {header}) and replayed to every \
+                 repeat. Keys are kept {hours} hours. Every error is application/problem+json \
+                 (RFC 9457) with type /problems/{{slug}}; slugs: {slugs}.",
+                header = policy.header,
+                hours = policy.keep_keys_for.as_secs() / 3600,
+                slugs = problem_slugs.join(", "),
+            ),
+        },
+        "paths": {
+            "/v1/bills/{bill_id}/pay": { "post": operation(
+                "pay_bill", "Pay a bill once per Idempotency-Key",
+                &[path_parameter("bill_id", "The bill: 1-64 of A-Z a-z 0-9 - _ ."), key_parameter()],
+                Some("PayBillRequest"),
+                json!({
+                    "201": created("Payment", true),
+                    "400": problem("Missing or malformed key, body not JSON or too deep"),
+                    "401": problem("No valid bearer token"),
+                    "402": replayable_problem("The bank declined (saved and replayed)"),
+                    "409": retry_problem("The first attempt with this key is still running"),
+                    "413": problem("Body over the size limit"),
+                    "422": problem("Invalid field, or the key was used for a different request"),
+                    "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
+                }),
+            )},
+            "/v1/payments/{payment_id}/refunds": { "post": operation(
+                "refund_payment", "Refund part of a payment once per Idempotency-Key",
+                &[path_parameter("payment_id", "The payment's id (a UUID)"), key_parameter()],
+                Some("RefundRequest"),
+                json!({
+                    "201": created("Refund", false),
+                    "400": problem("Missing or malformed key, body not JSON or too deep"),
+                    "401": problem("No valid bearer token"),
+                    "402": replayable_problem("The bank refused the refund (saved and replayed)"),
+                    "404": problem("No succeeded payment with this id for this user"),
+                    "409": retry_problem("The first attempt with this key is still running"),
+                    "413": problem("Body over the size limit"),
+                    "422": problem("Invalid field, refund over the remaining amount, or key reused"),
+                    "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
+                }),
+            )},
+            "/v1/payments/{payment_id}": { "get": operation(
+                "read_payment", "Read one of your payments with its refunds",
+                &[path_parameter("payment_id", "The payment's id (a UUID)")],
+                None,
+                json!({
+                    "200": { "description": "The payment", "content": { "application/json": {
+                        "schema": { "$ref": "#/components/schemas/PaymentWithRefunds" } } } },
+                    "401": problem("No valid bearer token"),
+                    "404": problem("No such payment for this user"),
+                }),
+            )},
+            "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
+            "/readyz": { "get": public("readyz", "The database is reachable (503 problem if not)", "text/plain") },
+            "/metrics": { "get": public("metrics", "Prometheus metrics", "application/openmetrics-text") },
+            "/idempotency-policy": { "get": public(
+                "idempotency_policy",
+                "The published idempotency policy: header, key format, retention",
+                "application/json",
+            )},
+            "/problems/{slug}": { "get": {
+                "operationId": "problem_type",
+                "summary": "The description of a problem type",
+                "parameters": [path_parameter("slug", "A problem slug")],
+                "responses": {
+                    "200": { "description": "The type, title and status" },
+                    "404": problem("No such problem type"),
+                },
+            }},
+            "/openapi.json": { "get": public("openapi", "This document", "application/json") },
+        },
+        "components": {
+            "securitySchemes": {
+                "bearer": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT (HS256; sub = user id, exp)" },
+            },
+            "headers": {
+                "Idempotent-Replayed": {
+                    "description": "true on every answer replayed from a saved result",
+                    "schema": { "type": "string", "enum": ["true"] },
+                },
+                "Retry-After": {
+                    "description": "Seconds to wait before retrying with the same key and body",
+                    "schema": { "type": "integer", "minimum": 1 },
+                },
+                "Location": {
+                    "description": "The created payment: /v1/payments/{payment_id}",
+                    "schema": { "type": "string" },
+                },
+            },
+            "schemas": {
+                "PayBillRequest": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["amount_paise", "payer_vpa"],
+                    "properties": { "amount_paise": amount(), "payer_vpa": {
+                        "type": "string", "maxLength": 255, "examples": ["asha@okbank"] } },
+                },
+                "RefundRequest": {
+                    "type": "object", "additionalProperties": false,
+                    "required": ["amount_paise"], "properties": { "amount_paise": amount() },
+                },
+                "Payment": {
+                    "type": "object",
+                    "required": ["payment_id", "bill_id", "amount_paise", "status", "bank_reference"],
+                    "properties": {
+                        "payment_id": { "type": "string", "format": "uuid" },
+                        "bill_id": { "type": "string" },
+                        "amount_paise": amount(),
+                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined"] },
+                        "bank_reference": { "type": "string", "description": "pay-{user_id}-{key}" },
+                    },
+                },
+                "Refund": {
+                    "type": "object",
+                    "required": ["refund_id", "payment_id", "amount_paise", "status", "bank_reference"],
+                    "properties": {
+                        "refund_id": { "type": "string", "format": "uuid" },
+                        "payment_id": { "type": "string", "format": "uuid" },
+                        "amount_paise": amount(),
+                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined"] },
+                        "bank_reference": { "type": "string", "description": "refund-{user_id}-{key}" },
+                    },
+                },
+                "PaymentWithRefunds": {
+                    "allOf": [
+                        { "$ref": "#/components/schemas/Payment" },
+                        { "type": "object", "required": ["refunds"], "properties": {
+                            "refunds": { "type": "array", "items": { "$ref": "#/components/schemas/Refund" } } } },
+                    ],
+                },
+                "Problem": {
+                    "type": "object", "required": ["type", "title", "status"],
+                    "properties": {
+                        "type": { "type": "string", "enum": problem_types },
+                        "title": { "type": "string" },
+                        "status": { "type": "integer" },
+                        "detail": { "type": "string" },
+                        "field": { "type": "string", "description": "The body field at fault (invalid-field)" },
+                    },
+                },
+            },
+        },
+    })
+}
+
+fn operation(
+    id: &str,
+    summary: &str,
+    parameters: &[Value],
+    body_schema: Option<&str>,
+    responses: Value,
+) -> Value {
+    let mut operation = json!({
+        "operationId": id,
+        "summary": summary,
+        "security": [{ "bearer": [] }],
+        "parameters": parameters,
+        "responses": responses,
+    });
+    if let Some(schema) = body_schema {
+        operation["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
+        });
+    }
+    operation
+}
+
+fn public(id: &str, summary: &str, media_type: &str) -> Value {
+    json!({
+        "operationId": id,
+        "summary": summary,
+        "responses": { "200": { "description": summary, "content": { media_type: {} } } },
+    })
+}
+
+fn path_parameter(name: &str, description: &str) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "description": description,
+            "schema": { "type": "string" } })
+}
+
+fn key_parameter() -> Value {
+    json!({
+        "name": "Idempotency-Key", "in": "header", "required": true,
+        "description": "One random version-4 UUID per user action, the same on every retry. \
+                        The draft's Structured Field string (\"…\") or the bare value.",
+        "schema": { "type": "string", "maxLength": MAX_KEY_LEN + 2 },
+    })
+}
+
+fn amount() -> Value {
+    json!({ "type": "integer", "minimum": 1, "maximum": MAX_AMOUNT_PAISE,
+            "description": "Whole paise; never a float" })
+}
+
+fn created(schema: &str, with_location: bool) -> Value {
+    let mut headers = json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    if with_location {
+        headers["Location"] = json!({ "$ref": "#/components/headers/Location" });
+    }
+    json!({
+        "description": "Created (or replayed: the same body, Idempotent-Replayed: true)",
+        "headers": headers,
+        "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
+    })
+}
+
+fn problem(description: &str) -> Value {
+    json!({ "description": description, "content": { "application/problem+json": {
+        "schema": { "$ref": "#/components/schemas/Problem" } } } })
+}
+
+fn replayable_problem(description: &str) -> Value {
+    let mut answer = problem(description);
+    answer["headers"] = json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    answer
+}
+
+fn retry_problem(description: &str) -> Value {
+    let mut answer = problem(description);
+    answer["headers"] = json!({ "Retry-After": { "$ref": "#/components/headers/Retry-After" } });
+    answer
+}

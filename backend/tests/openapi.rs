@@ -1,0 +1,108 @@
+//! The published OpenAPI document matches the router: every documented (method, path) is
+//! routed (answered by its handler, not the fallback), every route declared in
+//! `backend/src/http/` is documented, and every problem type is listed.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use support::TestApp;
+
+type Route = (String, String);
+
+/// `(METHOD, path)` of every `.route("path", method(handler))` in the HTTP modules' source.
+fn declared_routes() -> BTreeSet<Route> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http");
+    let mut routes = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).expect("read src/http") {
+        let source = std::fs::read_to_string(entry.expect("entry").path()).expect("read source");
+        for declaration in source.split(".route(").skip(1) {
+            let mut parts = declaration.splitn(3, '"');
+            let (Some(""), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let method = rest
+                .trim_start_matches([',', ' ', '\n'])
+                .split('(')
+                .next()
+                .expect("a method router")
+                .trim()
+                .to_uppercase();
+            routes.insert((method, path.to_owned()));
+        }
+    }
+    routes
+}
+
+fn documented_routes(document: &serde_json::Value) -> BTreeSet<Route> {
+    let paths = document["paths"].as_object().expect("paths");
+    paths
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .expect("path item")
+                .keys()
+                .map(move |method| (method.to_uppercase(), path.clone()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn document_lists_exactly_the_routes_the_router_declares() {
+    let app = TestApp::spawn().await;
+    let document: serde_json::Value = app
+        .http
+        .get(format!("{}/openapi.json", app.url))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(document["openapi"], "3.1.0");
+    let documented = documented_routes(&document);
+    assert_eq!(documented, declared_routes(), "documented vs declared in src/http");
+
+    for (method, path) in &documented {
+        let concrete = path
+            .replace("{bill_id}", "elec-1")
+            .replace("{payment_id}", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+            .replace("{slug}", "not-found")
+            .replace("{key}", "8e03978e-40d5-43e8-bc93-6894a57f9324");
+        let request = app
+            .http
+            .request(method.parse().expect("method"), format!("{}{concrete}", app.url))
+            .bearer_auth(TestApp::token(1));
+        let answer = support::Answer::from(request.send().await.expect("answers")).await;
+        assert_ne!(answer.status, 405, "{method} {path} is not routed");
+        if answer.status == 404 {
+            let body = answer.json();
+            assert_ne!(body["detail"], "No such route.", "{method} {path} hit the fallback");
+        }
+    }
+}
+
+#[tokio::test]
+async fn document_lists_every_problem_type_and_the_idempotency_headers() {
+    let app = TestApp::spawn().await;
+    let document = backend::http::openapi::document(&app.state);
+    let types = document["components"]["schemas"]["Problem"]["properties"]["type"]["enum"]
+        .as_array()
+        .expect("problem types");
+    assert_eq!(types.len(), shared::ProblemKind::ALL.len());
+    for kind in shared::ProblemKind::ALL {
+        assert!(types.contains(&serde_json::json!(kind.type_uri())), "{kind:?}");
+    }
+    let headers = &document["components"]["headers"];
+    for header in ["Idempotent-Replayed", "Retry-After", "Location"] {
+        assert!(headers[header].is_object(), "{header}");
+    }
+    let pay = &document["paths"]["/v1/bills/{bill_id}/pay"]["post"];
+    assert!(
+        pay["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header")
+    );
+}
