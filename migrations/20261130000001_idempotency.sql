@@ -8,9 +8,11 @@ CREATE TYPE key_state AS ENUM ('started', 'unknown', 'done');
 CREATE TYPE idempotent_operation AS ENUM ('pay_bill', 'refund_payment');
 CREATE TYPE movement_status AS ENUM ('pending', 'succeeded', 'declined');
 
+-- Every table's primary key leads with user_id and every statement names the user, so the
+-- three tables can be distributed (or hash-partitioned) by user_id and stay co-located.
 CREATE TABLE payments (
-    payment_id     uuid            PRIMARY KEY,
     user_id        bigint          NOT NULL,
+    payment_id     uuid            NOT NULL,
     bill_id        text            NOT NULL,
     amount_paise   bigint          NOT NULL CHECK (amount_paise > 0),
     payer_vpa      text            NOT NULL,
@@ -21,22 +23,24 @@ CREATE TABLE payments (
     bank_reference text            NOT NULL,
     decline_reason text,
     created_at     timestamptz     NOT NULL DEFAULT now(),
-    finished_at    timestamptz
+    finished_at    timestamptz,
+    PRIMARY KEY (user_id, payment_id)
 );
-CREATE INDEX payments_by_user ON payments (user_id, created_at);
 
 CREATE TABLE refunds (
-    refund_id      uuid            PRIMARY KEY,
-    payment_id     uuid            NOT NULL REFERENCES payments (payment_id),
     user_id        bigint          NOT NULL,
+    refund_id      uuid            NOT NULL,
+    payment_id     uuid            NOT NULL,
     amount_paise   bigint          NOT NULL CHECK (amount_paise > 0),
     status         movement_status NOT NULL,
     bank_reference text            NOT NULL,
     decline_reason text,
     created_at     timestamptz     NOT NULL DEFAULT now(),
-    finished_at    timestamptz
+    finished_at    timestamptz,
+    PRIMARY KEY (user_id, refund_id),
+    FOREIGN KEY (user_id, payment_id) REFERENCES payments (user_id, payment_id)
 );
-CREATE INDEX refunds_by_payment ON refunds (payment_id);
+CREATE INDEX refunds_by_payment ON refunds (user_id, payment_id);
 
 CREATE TABLE idempotency_keys (
     user_id     bigint               NOT NULL,

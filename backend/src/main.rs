@@ -29,6 +29,8 @@ enum Command {
     ReconcileOnce,
     /// Delete every expired key, in batches, then exit.
     ExpireOnce,
+    /// Exit 0 if the server at LISTEN_ADDR answers `GET /healthz` (the container's health check).
+    Healthcheck,
     /// Print a bearer token for a user, signed with the configured secret (development).
     DevToken {
         /// The user id (a positive integer).
@@ -44,8 +46,13 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     telemetry::init_logging();
     let cli = Cli::parse();
+    let command = cli.command.unwrap_or(Command::Serve);
+    if let Command::Healthcheck = command {
+        return healthcheck(cli.settings.listen_addr).await;
+    }
     let config = cli.settings.into_config()?;
-    match cli.command.unwrap_or(Command::Serve) {
+    match command {
+        Command::Healthcheck => Ok(()),
         Command::Serve => {
             let app = Application::build(config).await?;
             tracing::info!(addr = %app.local_addr(), "backend listening");
@@ -78,6 +85,28 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `GET /healthz` on the local listener (0.0.0.0 is reached through 127.0.0.1).
+async fn healthcheck(listen_addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let target = if listen_addr.ip().is_unspecified() {
+        std::net::SocketAddr::from(([127, 0, 0, 1], listen_addr.port()))
+    } else {
+        listen_addr
+    };
+    let response = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(2))
+        .build()?
+        .get(format!("http://{target}/healthz"))
+        .send()
+        .await
+        .context("the server does not answer")?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "healthz answered {}",
+        response.status()
+    );
+    Ok(())
 }
 
 async fn connect(config: &backend::config::Config) -> anyhow::Result<PgStore> {

@@ -33,7 +33,7 @@ pub(super) async fn answer_existing_key(
     Ok(Step::Answer(match decision {
         Decision::Replay => {
             Metrics::count(&state.metrics.replays, operation);
-            replay(state, stored).await?
+            replay(state, key, stored).await?
         }
         Decision::InProgress { retry_after } => {
             Metrics::count(&state.metrics.conflicts, operation);
@@ -61,16 +61,20 @@ pub(super) async fn answer_existing_key(
     }))
 }
 
-async fn replay(state: &AppState, stored: &StoredKey) -> Result<Answer, StoreError> {
+async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Answer, StoreError> {
     if let Some(saved) = &stored.saved {
         return Ok(Answer::saved(saved)?.replayed());
     }
-    let movement = state.store.load_movement(stored).await?.ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "finished key's movement {} is gone",
-            stored.resource_id
-        ))
-    })?;
+    let movement = state
+        .store
+        .load_movement(key, stored)
+        .await?
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "finished key's movement {} is gone",
+                stored.resource_id
+            ))
+        })?;
     Ok(Answer::saved(&movement)?.replayed())
 }
 

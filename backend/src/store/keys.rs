@@ -30,9 +30,11 @@ pub(super) async fn select_key(
            r.bank_reference AS r_bank_reference, r.decline_reason AS r_decline_reason \
          FROM idempotency_keys k \
          LEFT JOIN payments p \
-           ON k.state = 'done' AND k.operation = 'pay_bill' AND p.payment_id = k.resource_id \
+           ON k.state = 'done' AND k.operation = 'pay_bill' \
+              AND p.user_id = k.user_id AND p.payment_id = k.resource_id \
          LEFT JOIN refunds r \
-           ON k.state = 'done' AND k.operation = 'refund_payment' AND r.refund_id = k.resource_id \
+           ON k.state = 'done' AND k.operation = 'refund_payment' \
+              AND r.user_id = k.user_id AND r.refund_id = k.resource_id \
          WHERE k.user_id = $1 AND k.key = $2"
     );
     let row = sqlx::query(&sql)

@@ -44,40 +44,30 @@ pub(super) async fn claim_key_with_pending_payment(
 /// racing writer finished it first, its (identical) result stays and is returned.
 pub(super) async fn finish(
     conn: &mut PgConnection,
+    user_id: i64,
     payment_id: Uuid,
     result: &MovementResult,
 ) -> Result<Option<PaymentRow>, StoreError> {
     let (status, reason) = status_and_reason(result);
     let sql = format!(
-        "UPDATE payments SET status = $2, decline_reason = $3, finished_at = now() \
-         WHERE payment_id = $1 AND status = 'pending' RETURNING {PAYMENT_COLUMNS}"
+        "UPDATE payments SET status = $3, decline_reason = $4, finished_at = now() \
+         WHERE payment_id = $1 AND user_id = $2 AND status = 'pending' RETURNING {PAYMENT_COLUMNS}"
     );
     let updated: Option<PaymentRow> = sqlx::query_as(&sql)
         .bind(payment_id)
+        .bind(user_id)
         .bind(status)
         .bind(reason)
         .fetch_optional(&mut *conn)
         .await?;
     match updated {
         Some(row) => Ok(Some(row)),
-        None => select_by_id(conn, payment_id).await,
+        None => select(conn, user_id, payment_id).await,
     }
 }
 
-/// A payment by id, whoever owns it (callers check ownership through the key or the user).
-pub(super) async fn select_by_id(
-    conn: &mut PgConnection,
-    payment_id: Uuid,
-) -> Result<Option<PaymentRow>, StoreError> {
-    let sql = format!("SELECT {PAYMENT_COLUMNS} FROM payments WHERE payment_id = $1");
-    Ok(sqlx::query_as(&sql)
-        .bind(payment_id)
-        .fetch_optional(conn)
-        .await?)
-}
-
-/// A payment of this user, for reads.
-pub(super) async fn select_for_user(
+/// A payment of this user.
+pub(super) async fn select(
     conn: &mut PgConnection,
     user_id: i64,
     payment_id: Uuid,
@@ -112,12 +102,16 @@ pub(super) async fn lock_succeeded_for_refund(
 /// Deletes a payment that never reached the bank (its key is released in the same transaction).
 pub(super) async fn delete_pending(
     conn: &mut PgConnection,
+    user_id: i64,
     payment_id: Uuid,
 ) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM payments WHERE payment_id = $1 AND status = 'pending'")
-        .bind(payment_id)
-        .execute(conn)
-        .await?;
+    sqlx::query(
+        "DELETE FROM payments WHERE payment_id = $1 AND user_id = $2 AND status = 'pending'",
+    )
+    .bind(payment_id)
+    .bind(user_id)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

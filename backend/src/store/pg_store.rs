@@ -141,8 +141,8 @@ impl PgStore {
                     None => continue,
                 }
             }
-            let remaining_paise =
-                paid - refunds::committed_total(&mut tx, refund.payment_id).await?;
+            let remaining_paise = paid
+                - refunds::committed_total(&mut tx, key.user.as_i64(), refund.payment_id).await?;
             if refund.amount_paise > remaining_paise {
                 // Rolls back the key too: a refused refund saves nothing, so a corrected
                 // retry with the same key can go through.
@@ -169,10 +169,11 @@ impl PgStore {
     /// Loads the payment or refund a key created, to render its saved answer.
     pub async fn load_movement(
         &self,
+        key: KeyRef,
         stored: &StoredKey,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        load_movement(&mut conn, stored.operation, stored.resource_id).await
+        load_movement(&mut conn, key, stored.operation, stored.resource_id).await
     }
 
     /// Writes the bank's final word: the movement and the key's `done` state in one
@@ -216,10 +217,10 @@ impl PgStore {
         payment_id: Uuid,
     ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let Some(payment) = payments::select_for_user(&mut conn, user_id, payment_id).await? else {
+        let Some(payment) = payments::select(&mut conn, user_id, payment_id).await? else {
             return Ok(None);
         };
-        let refunds = refunds::select_for_payment(&mut conn, payment_id).await?;
+        let refunds = refunds::select_for_payment(&mut conn, user_id, payment_id).await?;
         Ok(Some((payment, refunds)))
     }
 
@@ -274,7 +275,8 @@ impl LockedKey {
         stored: StoredKey,
         failed_lookups: i16,
     ) -> Result<Option<LockedKey>, StoreError> {
-        let Some(movement) = load_movement(&mut tx, stored.operation, stored.resource_id).await?
+        let Some(movement) =
+            load_movement(&mut tx, key, stored.operation, stored.resource_id).await?
         else {
             return Err(StoreError::Corrupt(format!(
                 "key {} has no {} row {}",
@@ -319,10 +321,11 @@ impl LockedKey {
         keys::delete_unfinished_key(&mut self.tx, *key, stored.resource_id).await?;
         match stored.operation {
             Operation::PayBill => {
-                payments::delete_pending(&mut self.tx, stored.resource_id).await?
+                payments::delete_pending(&mut self.tx, key.user.as_i64(), stored.resource_id)
+                    .await?
             }
             Operation::RefundPayment => {
-                refunds::delete_pending(&mut self.tx, stored.resource_id).await?
+                refunds::delete_pending(&mut self.tx, key.user.as_i64(), stored.resource_id).await?
             }
         }
         self.tx.commit().await?;
@@ -339,14 +342,16 @@ impl LockedKey {
 
 async fn load_movement(
     conn: &mut PgConnection,
+    key: KeyRef,
     operation: Operation,
     resource_id: Uuid,
 ) -> Result<Option<SavedMovement>, StoreError> {
+    let user_id = key.user.as_i64();
     Ok(match operation {
-        Operation::PayBill => payments::select_by_id(conn, resource_id)
+        Operation::PayBill => payments::select(conn, user_id, resource_id)
             .await?
             .map(SavedMovement::Payment),
-        Operation::RefundPayment => refunds::select_by_id(conn, resource_id)
+        Operation::RefundPayment => refunds::select(conn, user_id, resource_id)
             .await?
             .map(SavedMovement::Refund),
     })
@@ -360,10 +365,10 @@ async fn finish_in(
     result: &MovementResult,
 ) -> Result<Option<SavedMovement>, StoreError> {
     let finished = match operation {
-        Operation::PayBill => payments::finish(conn, resource_id, result)
+        Operation::PayBill => payments::finish(conn, key.user.as_i64(), resource_id, result)
             .await?
             .map(SavedMovement::Payment),
-        Operation::RefundPayment => refunds::finish(conn, resource_id, result)
+        Operation::RefundPayment => refunds::finish(conn, key.user.as_i64(), resource_id, result)
             .await?
             .map(SavedMovement::Refund),
     };

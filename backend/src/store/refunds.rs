@@ -14,13 +14,15 @@ const REFUND_COLUMNS: &str =
 /// pending one may already have moved money), not declined ones.
 pub(super) async fn committed_total(
     conn: &mut PgConnection,
+    user_id: i64,
     payment_id: Uuid,
 ) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM refunds \
-         WHERE payment_id = $1 AND status <> 'declined'",
+         WHERE payment_id = $1 AND user_id = $2 AND status <> 'declined'",
     )
     .bind(payment_id)
+    .bind(user_id)
     .fetch_one(conn)
     .await?)
 }
@@ -48,34 +50,38 @@ pub(super) async fn insert_pending(
 /// Writes the bank's final word on a pending refund; see `payments::finish`.
 pub(super) async fn finish(
     conn: &mut PgConnection,
+    user_id: i64,
     refund_id: Uuid,
     result: &MovementResult,
 ) -> Result<Option<RefundRow>, StoreError> {
     let (status, reason) = status_and_reason(result);
     let sql = format!(
-        "UPDATE refunds SET status = $2, decline_reason = $3, finished_at = now() \
-         WHERE refund_id = $1 AND status = 'pending' RETURNING {REFUND_COLUMNS}"
+        "UPDATE refunds SET status = $3, decline_reason = $4, finished_at = now() \
+         WHERE refund_id = $1 AND user_id = $2 AND status = 'pending' RETURNING {REFUND_COLUMNS}"
     );
     let updated: Option<RefundRow> = sqlx::query_as(&sql)
         .bind(refund_id)
+        .bind(user_id)
         .bind(status)
         .bind(reason)
         .fetch_optional(&mut *conn)
         .await?;
     match updated {
         Some(row) => Ok(Some(row)),
-        None => select_by_id(conn, refund_id).await,
+        None => select(conn, user_id, refund_id).await,
     }
 }
 
-/// A refund by id.
-pub(super) async fn select_by_id(
+/// A refund of this user.
+pub(super) async fn select(
     conn: &mut PgConnection,
+    user_id: i64,
     refund_id: Uuid,
 ) -> Result<Option<RefundRow>, StoreError> {
-    let sql = format!("SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = $1");
+    let sql = format!("SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = $1 AND user_id = $2");
     Ok(sqlx::query_as(&sql)
         .bind(refund_id)
+        .bind(user_id)
         .fetch_optional(conn)
         .await?)
 }
@@ -83,13 +89,16 @@ pub(super) async fn select_by_id(
 /// The refunds of a payment, oldest first, for reads.
 pub(super) async fn select_for_payment(
     conn: &mut PgConnection,
+    user_id: i64,
     payment_id: Uuid,
 ) -> Result<Vec<RefundRow>, StoreError> {
     let sql = format!(
-        "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 ORDER BY created_at, refund_id"
+        "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND user_id = $2 \
+         ORDER BY created_at, refund_id"
     );
     Ok(sqlx::query_as(&sql)
         .bind(payment_id)
+        .bind(user_id)
         .fetch_all(conn)
         .await?)
 }
@@ -97,10 +106,12 @@ pub(super) async fn select_for_payment(
 /// Deletes a refund that never reached the bank (its key is released in the same transaction).
 pub(super) async fn delete_pending(
     conn: &mut PgConnection,
+    user_id: i64,
     refund_id: Uuid,
 ) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM refunds WHERE refund_id = $1 AND status = 'pending'")
+    sqlx::query("DELETE FROM refunds WHERE refund_id = $1 AND user_id = $2 AND status = 'pending'")
         .bind(refund_id)
+        .bind(user_id)
         .execute(conn)
         .await?;
     Ok(())
