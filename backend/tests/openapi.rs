@@ -18,7 +18,8 @@ fn declared_routes() -> BTreeSet<Route> {
         let source = std::fs::read_to_string(entry.expect("entry").path()).expect("read source");
         for declaration in source.split(".route(").skip(1) {
             let mut parts = declaration.splitn(3, '"');
-            let (Some(""), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+            let (Some(""), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next())
+            else {
                 continue;
             };
             let method = rest
@@ -61,7 +62,11 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
         .expect("JSON");
     assert_eq!(document["openapi"], "3.1.0");
     let documented = documented_routes(&document);
-    assert_eq!(documented, declared_routes(), "documented vs declared in src/http");
+    assert_eq!(
+        documented,
+        declared_routes(),
+        "documented vs declared in src/http"
+    );
 
     for (method, path) in &documented {
         let concrete = path
@@ -71,13 +76,19 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
             .replace("{key}", "8e03978e-40d5-43e8-bc93-6894a57f9324");
         let request = app
             .http
-            .request(method.parse().expect("method"), format!("{}{concrete}", app.url))
+            .request(
+                method.parse().expect("method"),
+                format!("{}{concrete}", app.url),
+            )
             .bearer_auth(TestApp::token(1));
         let answer = support::Answer::from(request.send().await.expect("answers")).await;
         assert_ne!(answer.status, 405, "{method} {path} is not routed");
         if answer.status == 404 {
             let body = answer.json();
-            assert_ne!(body["detail"], "No such route.", "{method} {path} hit the fallback");
+            assert_ne!(
+                body["detail"], "No such route.",
+                "{method} {path} hit the fallback"
+            );
         }
     }
 }
@@ -91,7 +102,10 @@ async fn document_lists_every_problem_type_and_the_idempotency_headers() {
         .expect("problem types");
     assert_eq!(types.len(), shared::ProblemKind::ALL.len());
     for kind in shared::ProblemKind::ALL {
-        assert!(types.contains(&serde_json::json!(kind.type_uri())), "{kind:?}");
+        assert!(
+            types.contains(&serde_json::json!(kind.type_uri())),
+            "{kind:?}"
+        );
     }
     let headers = &document["components"]["headers"];
     for header in ["Idempotent-Replayed", "Retry-After", "Location"] {

@@ -27,7 +27,10 @@ async fn serve_document(State(state): State<AppState>) -> Response {
 pub fn document(state: &AppState) -> Value {
     let policy = &state.policy;
     let problem_slugs: Vec<&str> = ProblemKind::ALL.iter().map(|kind| kind.slug()).collect();
-    let problem_types: Vec<String> = ProblemKind::ALL.iter().map(|kind| kind.type_uri()).collect();
+    let problem_types: Vec<String> = ProblemKind::ALL
+        .iter()
+        .map(|kind| kind.type_uri())
+        .collect();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -228,7 +231,8 @@ fn amount() -> Value {
 }
 
 fn created(schema: &str, with_location: bool) -> Value {
-    let mut headers = json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    let mut headers =
+        json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
     if with_location {
         headers["Location"] = json!({ "$ref": "#/components/headers/Location" });
     }
@@ -246,7 +250,8 @@ fn problem(description: &str) -> Value {
 
 fn replayable_problem(description: &str) -> Value {
     let mut answer = problem(description);
-    answer["headers"] = json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    answer["headers"] =
+        json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
     answer
 }
 
