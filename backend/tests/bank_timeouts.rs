@@ -3,9 +3,9 @@
 //! is too slow for the backend's timeout on a share of the rest (the backend gives up, and the
 //! bank drops the request with the connection), with clients that retry with the same key and
 //! body until they get a final answer, and the reconciler running beside them. Afterwards the
-//! bank's ledger and the tables agree exactly: no reference debited twice, no key left
-//! `started` or `unknown`, and every debit has exactly one finished key and one succeeded
-//! payment row, and the reverse.
+//! bank's ledger and the tables agree exactly: no reference debited twice (with the bank's own
+//! dedupe off, so that is the backend's doing alone), no key left `started` or `unknown`, and
+//! every debit has exactly one finished key and one succeeded payment row, and the reverse.
 
 mod support;
 
@@ -40,6 +40,10 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
             lost_reply_rate: 0.3,
             lost_reply_delay_ms: 400,
             seed: 4,
+            // A deduplicating bank would hide a second debit under the same reference; with
+            // dedupe off the ledger shows every call that moved money, so "one debit per
+            // reference" is the backend's doing alone.
+            dedupe: false,
             ..Knobs::default()
         },
         policy,

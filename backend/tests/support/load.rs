@@ -12,11 +12,12 @@ use tokio::task::JoinHandle;
 use super::{Answer, TestApp, payment_body};
 
 /// The client's schedule, compressed to the tests' clock: the server's `Retry-After` (5 s for
-/// "outcome pending") is not waited out here, but the deadline still bounds every payment.
+/// "outcome pending") is not waited out here, but the deadline still bounds every payment
+/// (generously: a payment may wait out a whole PostgreSQL restart).
 pub const CLIENT_RETRIES: RetrySchedule = RetrySchedule {
     base: Duration::from_millis(50),
     cap: Duration::from_millis(400),
-    deadline: Duration::from_secs(60),
+    deadline: Duration::from_secs(120),
 };
 
 /// One payment as its client saw it.
@@ -154,7 +155,8 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
     );
     let rows: Vec<(i64, uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
         "SELECT k.user_id, k.key, p.payment_id, p.status::text, p.bank_reference \
-         FROM idempotency_keys k JOIN payments p ON p.payment_id = k.resource_id",
+         FROM idempotency_keys k \
+         JOIN payments p ON p.user_id = k.user_id AND p.payment_id = k.resource_id",
     )
     .fetch_all(pool)
     .await

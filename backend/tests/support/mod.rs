@@ -51,6 +51,8 @@ pub struct TestApp {
     pub bank: RunningBank,
     /// The backend's state: store (for row counts) and metrics.
     pub state: AppState,
+    /// The URL of its fresh database (for a second "replica" on the same rows).
+    pub database_url: String,
     _stop: oneshot::Sender<()>,
 }
 
@@ -103,7 +105,8 @@ impl TestApp {
         let bank = BankSimulator::spawn(options.knobs.clone())
             .await
             .expect("bank simulator starts");
-        let config = test_config(fresh_database().await, &bank.url, &options);
+        let database_url = fresh_database().await;
+        let config = test_config(database_url.clone(), &bank.url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
         let state = app.state().clone();
@@ -123,6 +126,7 @@ impl TestApp {
                 .expect("client"),
             bank,
             state,
+            database_url,
             _stop: stop,
         }
     }
