@@ -161,6 +161,11 @@ pub(super) async fn save_outcome(
         }
         Err(error) => {
             tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
+            // Best effort: an `unknown` key is looked up at once, a `started` one only after
+            // `stuck_after`. If the database is away this fails too, and the key stays `started`.
+            if let Err(error) = state.store.mark_unknown(key, resource_id).await {
+                tracing::warn!(%error, "could not mark the key unknown either");
+            }
             outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
         }
     }

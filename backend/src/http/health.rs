@@ -10,6 +10,10 @@ use shared::{Problem, ProblemKind};
 
 use super::problem_response::problem_response;
 use crate::state::AppState;
+use crate::store::StoreError;
+
+/// How long readiness waits for the database.
+const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(800);
 
 /// The operational routes (no authentication).
 pub fn router() -> Router<AppState> {
@@ -24,7 +28,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
-    match state.store.ping().await {
+    // Answer within a typical one-second probe timeout, not the pool's acquire timeout.
+    let ping = tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await;
+    match ping.unwrap_or_else(|_| Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))) {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(error) => {
             tracing::warn!(%error, "not ready: database unreachable");
