@@ -4,6 +4,7 @@ mod auth;
 mod body;
 mod docs;
 mod health;
+mod key_status;
 pub mod openapi;
 mod payments;
 mod problem_response;

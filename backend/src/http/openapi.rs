@@ -88,6 +88,23 @@ pub fn document(state: &AppState) -> Value {
                     "404": problem("No such payment for this user"),
                 }),
             )},
+            "/v1/idempotency-keys/{key}": { "get": operation(
+                "key_status",
+                "Where one of your idempotency keys stands: its saved outcome, or pending",
+                &[path_parameter("key", "The key as sent in Idempotency-Key: bare, or the quoted form percent-encoded")],
+                None,
+                json!({
+                    "200": {
+                        "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After",
+                        "headers": { "Retry-After": { "$ref": "#/components/headers/Retry-After" } },
+                        "content": { "application/json": { "schema": { "$ref": "#/components/schemas/KeyStatus" } } },
+                    },
+                    "400": problem("Malformed key (the policy's key format)"),
+                    "401": problem("No valid bearer token"),
+                    "404": problem("No such key for this user (another user's key is the same 404)"),
+                    "503": retry_problem("The database is unavailable"),
+                }),
+            )},
             "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
             "/readyz": { "get": public("readyz", "The database is reachable (503 problem if not)", "text/plain") },
             "/metrics": { "get": public("metrics", "Prometheus metrics", "application/openmetrics-text") },
@@ -164,6 +181,19 @@ pub fn document(state: &AppState) -> Value {
                         { "type": "object", "required": ["refunds"], "properties": {
                             "refunds": { "type": "array", "items": { "$ref": "#/components/schemas/Refund" } } } },
                     ],
+                },
+                "KeyStatus": {
+                    "type": "object", "required": ["state", "operation"],
+                    "properties": {
+                        "state": { "type": "string", "enum": ["started", "unknown", "done"] },
+                        "operation": { "type": "string", "enum": ["pay_bill", "refund_payment"] },
+                        "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
+                        "answer": { "description": "done only: the saved answer's body", "oneOf": [
+                            { "$ref": "#/components/schemas/Payment" },
+                            { "$ref": "#/components/schemas/Refund" },
+                            { "$ref": "#/components/schemas/Problem" },
+                        ] },
+                    },
                 },
                 "Problem": {
                     "type": "object", "required": ["type", "title", "status"],

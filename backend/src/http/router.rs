@@ -7,13 +7,14 @@ use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
 use super::problem_response::problem_response;
-use super::{auth, docs, health, openapi, payments, request_metrics};
+use super::{auth, docs, health, key_status, openapi, payments, request_metrics};
 use crate::state::AppState;
 
 /// Every route of the backend.
 pub fn router(state: AppState) -> Router {
-    let authenticated =
-        payments::router().route_layer(from_fn_with_state(state.clone(), auth::require_user));
+    let authenticated = payments::router()
+        .merge(key_status::router())
+        .route_layer(from_fn_with_state(state.clone(), auth::require_user));
     Router::new()
         .merge(authenticated)
         .merge(health::router())

@@ -1,0 +1,128 @@
+//! `GET /v1/idempotency-keys/{key}`: where one of the caller's keys stands (SPEC §6).
+//!
+//! A client that stopped retrying (its deadline passed, or it restarted) asks here instead of
+//! paying again. The key is written as in the `Idempotency-Key` header, bare or in the draft's
+//! quoted form, and parsed with the policy's key format. It is looked up only together with the
+//! token's user, so another user's key is the same 404 as a key never sent. Answers, as
+//! [`KeyStatusResponse`]:
+//! - `done`: the saved answer rendered by [`Answer::saved`], as a retry would replay it: its
+//!   status (201, or 402 for a bank decline) and its body as JSON;
+//! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
+//!   is being looked up by reconciliation, `Retry-After: 5`).
+//!
+//! Reading changes nothing: a key stuck in `started` is left to the reconciler.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use shared::api::KeyStatusResponse;
+use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
+use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
+
+use super::problem_response::problem_response;
+use crate::flows::Answer;
+use crate::state::AppState;
+use crate::store::{KeyRef, StoreError, StoredKey};
+
+/// The key status route, to be nested behind authentication.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/idempotency-keys/{key}", get(key_status_handler))
+}
+
+#[tracing::instrument(skip_all, fields(user_id = %user, key))]
+async fn key_status_handler(
+    State(state): State<AppState>,
+    Extension(user): Extension<UserId>,
+    key: Result<Path<String>, PathRejection>,
+) -> Response {
+    let Ok(Path(key)) = key else {
+        return problem_response(Problem::new(
+            ProblemKind::IdempotencyKeyMalformed,
+            "The key in the path is not valid text.",
+        ));
+    };
+    let key = match IdempotencyKey::parse_header(key.as_bytes(), state.policy.key_format) {
+        Ok(key) => key,
+        Err(error) => return problem_response(Problem::from(&error)),
+    };
+    tracing::Span::current().record("key", tracing::field::display(&key));
+    let key = KeyRef::new(user, &key);
+    match state.store.load_key(key).await {
+        Ok(Some(stored)) => answer_stored_key(&state, key, &stored).await,
+        Ok(None) => problem_response(Problem::new(
+            ProblemKind::NotFound,
+            "You have no idempotency key with this value.",
+        )),
+        Err(error) => Answer::store_failure(&error).into_response(),
+    }
+}
+
+async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Response {
+    let operation = stored.operation;
+    match stored.record.state {
+        KeyState::Started => pending(
+            KeyStatusResponse::Started { operation },
+            IN_PROGRESS_RETRY_AFTER,
+        ),
+        KeyState::Unknown => pending(
+            KeyStatusResponse::Unknown { operation },
+            OUTCOME_PENDING_RETRY_AFTER,
+        ),
+        KeyState::Done => match saved_answer(state, key, stored).await {
+            Ok(status) => json_response(&status, None),
+            Err(error) => Answer::store_failure(&error).into_response(),
+        },
+    }
+}
+
+/// The finished key's answer, rendered as a replay renders it.
+async fn saved_answer(
+    state: &AppState,
+    key: KeyRef,
+    stored: &StoredKey,
+) -> Result<KeyStatusResponse, StoreError> {
+    let movement = match &stored.saved {
+        Some(saved) => (**saved).clone(),
+        None => state
+            .store
+            .load_movement(key, stored)
+            .await?
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "finished key's movement {} is gone",
+                    stored.resource_id
+                ))
+            })?,
+    };
+    let answer = Answer::saved(&movement)?;
+    let body = serde_json::from_slice(&answer.body)
+        .map_err(|error| StoreError::Corrupt(format!("saved answer is not JSON: {error}")))?;
+    Ok(KeyStatusResponse::Done {
+        operation: stored.operation,
+        status: answer.status,
+        answer: body,
+    })
+}
+
+fn pending(status: KeyStatusResponse, retry_after: Duration) -> Response {
+    json_response(&status, Some(retry_after))
+}
+
+/// 200 with the status; never cached, since a pending key changes.
+fn json_response(status: &KeyStatusResponse, retry_after: Option<Duration>) -> Response {
+    let mut response = axum::Json(status).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(wait) = retry_after {
+        headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(wait.as_secs().max(1)),
+        );
+    }
+    response
+}

@@ -1,0 +1,197 @@
+//! `GET /v1/idempotency-keys/{key}` over HTTP: a finished key answers its saved outcome (201 or
+//! the 402 decline) exactly as a replay would, a pending key its state with `Retry-After`, and a
+//! key is only ever found for the user who sent it. Reading never moves money.
+
+mod support;
+
+use std::time::Duration;
+
+use backend::bank_simulator::Knobs;
+use backend::reconcile::try_reconcile_once;
+use serde_json::{Value, json};
+use support::{Answer, Options, TestApp, new_key, payment_body, wait_for};
+
+/// `GET /v1/idempotency-keys/{key_in_path}` as `user`.
+async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Answer {
+    let response = app
+        .http
+        .get(format!("{}/v1/idempotency-keys/{key_in_path}", app.url))
+        .bearer_auth(TestApp::token(user))
+        .send()
+        .await
+        .expect("backend answers");
+    Answer::from(response).await
+}
+
+/// Asserts a 200 status answer in `state` and returns its body.
+fn assert_state(answer: &Answer, state: &str) -> Value {
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.bytes)
+    );
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    assert_eq!(answer.header("cache-control"), Some("no-store"));
+    let body = answer.json();
+    assert_eq!(body["state"], state, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn finished_payment_answers_the_saved_201_for_bare_and_quoted_keys() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let paid = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    assert_eq!(paid.status, 201);
+
+    for key_in_path in [key.clone(), format!("%22{key}%22"), key.to_uppercase()] {
+        let answer = key_status(&app, 7, &key_in_path).await;
+        let body = assert_state(&answer, "done");
+        assert_eq!(body["operation"], "pay_bill");
+        assert_eq!(body["status"], 201);
+        assert_eq!(body["answer"], paid.json(), "{key_in_path}");
+        assert_eq!(answer.header("retry-after"), None);
+    }
+    assert_eq!(app.ledger().await.debits.len(), 1, "reading moved no money");
+}
+
+#[tokio::test]
+async fn declined_payment_answers_the_saved_402_problem() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let body = json!({"amount_paise": 230_000, "payer_vpa": "decline@okbank"});
+    let declined = app.pay(7, Some(&key), "elec-1", &body).await;
+    declined.assert_problem(402, "payment-declined");
+
+    let status = assert_state(&key_status(&app, 7, &key).await, "done");
+    assert_eq!(status["status"], 402);
+    assert_eq!(status["answer"], declined.json());
+}
+
+#[tokio::test]
+async fn finished_refund_answers_the_saved_refund() {
+    let app = TestApp::spawn().await;
+    let paid = app
+        .pay(7, Some(&new_key()), "elec-1", &payment_body(10_000))
+        .await;
+    let payment_id = paid.json()["payment_id"]
+        .as_str()
+        .expect("payment id")
+        .to_owned();
+    let refund_key = new_key();
+    let refunded = app.refund(7, &refund_key, &payment_id, 4_000).await;
+    assert_eq!(refunded.status, 201);
+
+    let status = assert_state(&key_status(&app, 7, &refund_key).await, "done");
+    assert_eq!(status["operation"], "refund_payment");
+    assert_eq!(status["status"], 201);
+    assert_eq!(status["answer"], refunded.json());
+}
+
+#[tokio::test]
+async fn key_whose_bank_reply_was_lost_is_unknown_until_reconciled() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            lost_reply_rate: 1.0,
+            ..Knobs::default()
+        },
+        bank_timeout: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let pending = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    pending.assert_problem(503, "outcome-pending");
+
+    let unknown = key_status(&app, 7, &key).await;
+    let body = assert_state(&unknown, "unknown");
+    assert_eq!(body, json!({"state": "unknown", "operation": "pay_bill"}));
+    assert_eq!(unknown.header("retry-after"), Some("5"));
+
+    try_reconcile_once(&app.state)
+        .await
+        .expect("reconciler step");
+    let done = assert_state(&key_status(&app, 7, &key).await, "done");
+    assert_eq!(done["status"], 201);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+#[tokio::test]
+async fn key_still_running_is_started_with_retry_after() {
+    let app = TestApp::spawn_with(Options {
+        knobs: Knobs {
+            latency_ms: 1_500,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let paying = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        async move { support::send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(500)).await }
+    });
+    wait_for(
+        "the key to be claimed",
+        Duration::from_secs(5),
+        async || app.key_state(7, &key).await.is_some(),
+    )
+    .await;
+
+    let started = key_status(&app, 7, &key).await;
+    assert_eq!(
+        assert_state(&started, "started"),
+        json!({"state": "started", "operation": "pay_bill"})
+    );
+    assert_eq!(started.header("retry-after"), Some("1"));
+
+    let paid = paying.await.expect("task").expect("backend answers");
+    assert_eq!(paid.status, 201);
+    let done = assert_state(&key_status(&app, 7, &key).await, "done");
+    assert_eq!(done["answer"], paid.json());
+}
+
+#[tokio::test]
+async fn another_users_key_is_the_same_404_as_a_key_never_sent() {
+    let app = TestApp::spawn().await;
+    let key = new_key();
+    let paid = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    assert_eq!(paid.status, 201);
+
+    let foreign = key_status(&app, 8, &key).await;
+    let never_sent = key_status(&app, 7, &new_key()).await;
+    assert_eq!(
+        foreign.assert_problem(404, "not-found"),
+        never_sent.assert_problem(404, "not-found")
+    );
+}
+
+#[tokio::test]
+async fn malformed_key_is_400_and_a_missing_token_is_401() {
+    let app = TestApp::spawn().await;
+    for malformed in [
+        "order-1234",
+        "c232ab00-9414-11ec-b3c8-9f6bdeced846",
+        "%22unterminated",
+    ] {
+        key_status(&app, 7, malformed)
+            .await
+            .assert_problem(400, "idempotency-key-malformed");
+    }
+    let anonymous = app
+        .http
+        .get(format!("{}/v1/idempotency-keys/{}", app.url, new_key()))
+        .send()
+        .await
+        .expect("backend answers");
+    Answer::from(anonymous)
+        .await
+        .assert_problem(401, "unauthenticated");
+}

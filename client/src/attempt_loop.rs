@@ -1,0 +1,396 @@
+//! The attempt loop: send the saved key and body until a final answer, pacing retries with the
+//! shared [`RetrySchedule`](shared::client::RetrySchedule), and hand over to the status look-up
+//! at the deadline.
+//!
+//! Each attempt ends one of three ways: a final answer (2xx, 402, another 4xx) ends the action;
+//! a retryable answer (409 in progress, 503 outcome pending, 429, 5xx) or no answer at all (the
+//! attempt timed out, the connection failed) leads to a wait of `uniform(0, ceiling)` with
+//! `Retry-After` as its floor, then the same request again. Once the next wait would cross the
+//! deadline, no further attempt is sent: paying again cannot be the answer to not knowing.
+
+use shared::client::{AnswerClass, NextStep, classify_status};
+
+use crate::action_store::SavedAction;
+use crate::clock::{Clock, within};
+use crate::events::{Event, Report};
+use crate::jitter::Jitter;
+use crate::outcome::{Completion, FinalAnswer, Outcome};
+use crate::payments_client::PaymentsClient;
+use crate::transport::Transport;
+
+impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
+    /// Sends `saved` (already in the store) until its outcome is known or the deadline passes,
+    /// reporting progress to `report`. A resumed action past its deadline is not sent again:
+    /// its outcome is looked up.
+    pub async fn run(&self, saved: &SavedAction, report: &Report) -> Completion {
+        let schedule = &self.config.schedule;
+        let mut attempts = 0;
+        while attempts < self.config.max_attempts && self.elapsed(saved) < schedule.deadline {
+            attempts += 1;
+            report(&Event::Sending { attempt: attempts });
+            let sent = within(
+                &self.clock,
+                self.config.attempt_timeout,
+                self.transport.send(saved.action()),
+            )
+            .await;
+            let retry_after = match sent {
+                Some(Ok(reply)) => {
+                    report(&Event::Answered {
+                        attempt: attempts,
+                        status: reply.status,
+                        replayed: reply.replayed,
+                    });
+                    if reply.status == 401 {
+                        return self.completion(saved, attempts, Outcome::SignInRequired);
+                    }
+                    if classify_status(reply.status) == AnswerClass::Final {
+                        let answer = FinalAnswer {
+                            status: reply.status,
+                            body: reply.body,
+                            replayed: reply.replayed,
+                            from_status_look_up: false,
+                        };
+                        return self.finish(saved, attempts, answer, report).await;
+                    }
+                    reply.retry_after
+                }
+                Some(Err(error)) => {
+                    report(&Event::NoAnswer {
+                        attempt: attempts,
+                        reason: error.to_string(),
+                    });
+                    None
+                }
+                None => {
+                    report(&Event::NoAnswer {
+                        attempt: attempts,
+                        reason: format!(
+                            "no answer within {:.3} s",
+                            self.config.attempt_timeout.as_secs_f64()
+                        ),
+                    });
+                    None
+                }
+            };
+            let unit = self.jitter.unit();
+            match schedule.next_step(attempts, self.elapsed(saved), retry_after, unit) {
+                NextStep::RetryAfter(wait) => {
+                    report(&Event::Waiting { wait, retry_after });
+                    self.clock.sleep(wait).await;
+                }
+                NextStep::CheckStatus => break,
+            }
+        }
+        report(&Event::StoppedSending { attempts });
+        self.check_status(saved, attempts, report).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use shared::client::RetrySchedule;
+
+    use super::*;
+    use crate::action_store::ActionStore;
+    use crate::config::ClientConfig;
+    use crate::jitter::OsJitter;
+    use crate::outcome::Unsettled;
+    use crate::test_support::{
+        FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action, user,
+        waits,
+    };
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    struct Rig {
+        _dir: TempDir,
+        store: ActionStore,
+        clock: Arc<FakeClock>,
+        transport: Arc<ScriptedTransport>,
+        saved: SavedAction,
+    }
+
+    impl Rig {
+        /// A saved action and a transport answering `steps` in order, then `otherwise`.
+        fn new(steps: impl IntoIterator<Item = Step>) -> Rig {
+            let dir = TempDir::new();
+            let store = ActionStore::open(dir.path()).expect("opens");
+            let clock = Arc::new(FakeClock::default());
+            let saved = SavedAction::new(user(7), pay_action(230_000), clock.now());
+            store.save(&saved).expect("saves");
+            Rig {
+                _dir: dir,
+                store,
+                clock,
+                transport: Arc::new(ScriptedTransport::answering(steps)),
+                saved,
+            }
+        }
+
+        fn client(
+            &self,
+            config: ClientConfig,
+        ) -> PaymentsClient<Arc<ScriptedTransport>, Arc<FakeClock>> {
+            PaymentsClient::new(
+                user(7),
+                Arc::clone(&self.transport),
+                self.store.clone(),
+                config,
+            )
+            .with_clock(Arc::clone(&self.clock))
+        }
+
+        fn is_saved(&self) -> bool {
+            !self.store.load_all().expect("loads").is_empty()
+        }
+    }
+
+    fn config(schedule: RetrySchedule) -> ClientConfig {
+        ClientConfig {
+            schedule,
+            ..ClientConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_final_answer_ends_the_action() {
+        for status in [201, 402, 404, 422] {
+            let rig = Rig::new([Step::status(503), Step::NoAnswer, Step::status(status)]);
+            let completion = rig
+                .client(ClientConfig::default())
+                .run(&rig.saved, &|_| {})
+                .await;
+            assert_eq!(completion.attempts, 3, "{status}");
+            assert!(
+                matches!(&completion.outcome, Outcome::Answered(a) if a.status == status && !a.from_status_look_up),
+                "{status}: {completion:?}"
+            );
+            assert!(
+                !rig.is_saved(),
+                "{status}: a final answer deletes the action"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn every_attempt_sends_the_same_key_and_body_bytes() {
+        let rig = Rig::new([
+            Step::NoAnswer,
+            Step::NetworkError,
+            Step::status(409),
+            Step::status(429),
+            Step::status(502),
+            Step::status(201),
+        ]);
+        let completion = rig
+            .client(ClientConfig::default())
+            .run(&rig.saved, &|_| {})
+            .await;
+        assert_eq!(completion.attempts, 6);
+        let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
+        assert_eq!(rig.transport.sent(), vec![expected; 6]);
+    }
+
+    #[tokio::test]
+    async fn waits_stay_under_the_doubling_ceiling_and_its_cap() {
+        let schedule = RetrySchedule::default();
+        for unit in [0.0, 0.5, 0.999] {
+            let rig = Rig::new(std::iter::repeat_n(Step::NoAnswer, 9).chain([Step::status(201)]));
+            let (events, report) = collect_events();
+            rig.client(config(schedule))
+                .with_jitter(FixedJitter(unit))
+                .run(&rig.saved, &report)
+                .await;
+            let waits = waits(&events);
+            assert_eq!(waits.len(), 9);
+            for (failed, wait) in (1..).zip(&waits) {
+                let ceiling = schedule.ceiling(failed);
+                assert!(ceiling <= schedule.cap);
+                assert_eq!(*wait, ceiling.mul_f64(unit), "attempt {failed} at {unit}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn full_jitter_spreads_waits_over_the_whole_ceiling() {
+        let schedule = RetrySchedule::default();
+        let mut first_waits = Vec::new();
+        for _ in 0..300 {
+            let rig = Rig::new([Step::status(503), Step::status(201)]);
+            let (events, report) = collect_events();
+            rig.client(config(schedule))
+                .with_jitter(OsJitter)
+                .run(&rig.saved, &report)
+                .await;
+            first_waits.extend(waits(&events));
+        }
+        let ceiling = schedule.ceiling(1);
+        assert!(first_waits.iter().all(|wait| *wait <= ceiling));
+        let below_a_tenth = first_waits.iter().filter(|w| **w < ceiling / 10).count();
+        let above_nine_tenths = first_waits
+            .iter()
+            .filter(|w| **w > ceiling * 9 / 10)
+            .count();
+        // Uniform: 30 expected in each tenth; a fixed or clustered wait would leave one empty.
+        assert!(below_a_tenth >= 10, "{below_a_tenth}");
+        assert!(above_nine_tenths >= 10, "{above_nine_tenths}");
+        let mean = first_waits.iter().sum::<Duration>() / 300;
+        assert!(
+            (ceiling * 4 / 10..=ceiling * 6 / 10).contains(&mean),
+            "{mean:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn retry_after_is_a_floor_under_the_jittered_wait() {
+        let rig = Rig::new([
+            Step::status(409).retry_after(7),
+            Step::status(503).retry_after(5),
+            Step::status(503).retry_after(1),
+            Step::status(201),
+        ]);
+        let (events, report) = collect_events();
+        rig.client(config(RetrySchedule::default()))
+            .with_jitter(FixedJitter(0.999))
+            .run(&rig.saved, &report)
+            .await;
+        // Ceilings 0.5 s, 1 s, 2 s: the floor wins twice, the jittered 1.998 s once.
+        assert_eq!(
+            waits(&events),
+            [7 * SECOND, 5 * SECOND, (2 * SECOND).mul_f64(0.999)]
+        );
+    }
+
+    #[tokio::test]
+    async fn at_the_deadline_the_client_looks_the_outcome_up_instead_of_sending() {
+        let schedule = RetrySchedule {
+            base: SECOND,
+            cap: 4 * SECOND,
+            deadline: 60 * SECOND,
+        };
+        let rig = Rig::new([]);
+        rig.transport.answer_by_default(Step::NoAnswer);
+        rig.transport.answer_look_ups([Step::done(201)]);
+        let (events, report) = collect_events();
+        let send_times = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let note_send_times = {
+            let (clock, times) = (Arc::clone(&rig.clock), Arc::clone(&send_times));
+            move |event: &Event| {
+                if matches!(event, Event::Sending { .. }) {
+                    times.lock().expect("lock").push(clock.now());
+                }
+                report(event);
+            }
+        };
+        let completion = rig
+            .client(config(schedule))
+            .with_jitter(FixedJitter(0.5))
+            .run(&rig.saved, &note_send_times)
+            .await;
+
+        let send_times = send_times.lock().expect("lock").clone();
+        let started = rig.saved.started_at();
+        assert!(!send_times.is_empty());
+        assert!(
+            send_times
+                .iter()
+                .all(|at| *at - started < time::Duration::seconds(60)),
+            "no attempt at or after the deadline: {send_times:?}"
+        );
+        assert_eq!(completion.attempts as usize, send_times.len());
+        assert_eq!(rig.transport.look_up_count(), 1);
+        assert!(matches!(
+            &completion.outcome,
+            Outcome::Answered(answer) if answer.status == 201 && answer.from_status_look_up
+        ));
+        assert!(
+            events
+                .lock()
+                .expect("events")
+                .contains(&Event::StoppedSending {
+                    attempts: completion.attempts
+                })
+        );
+        assert!(!rig.is_saved());
+    }
+
+    #[tokio::test]
+    async fn a_resumed_action_past_its_deadline_is_only_looked_up() {
+        let rig = Rig::new([]);
+        let late = SavedAction::new(
+            user(7),
+            rig.saved.action().clone(),
+            rig.clock.now() - time::Duration::minutes(11),
+        );
+        rig.transport.answer_look_ups([Step::done(402)]);
+        let completion = rig
+            .client(ClientConfig::default())
+            .run(&late, &|_| {})
+            .await;
+        assert_eq!(completion.attempts, 0);
+        assert!(rig.transport.sent().is_empty());
+        assert!(matches!(&completion.outcome, Outcome::Answered(a) if a.status == 402));
+    }
+
+    #[tokio::test]
+    async fn an_unsettled_outcome_keeps_the_action_saved() {
+        for (look_up, expected) in [
+            (Step::state("started"), Unsettled::Started),
+            (Step::state("unknown"), Unsettled::Unknown),
+            (Step::status(503), Unsettled::Unreachable),
+        ] {
+            let rig = Rig::new([]);
+            rig.transport.answer_by_default(Step::status(503));
+            rig.transport.answer_by_default_on_look_up(look_up);
+            let completion = rig
+                .client(ClientConfig::default())
+                .run(&rig.saved, &|_| {})
+                .await;
+            assert_eq!(completion.outcome, Outcome::Unsettled(expected));
+            assert!(rig.is_saved(), "{expected:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_key_the_server_never_received_ends_the_action_unpaid() {
+        let rig = Rig::new([]);
+        rig.transport.answer_by_default(Step::NetworkError);
+        rig.transport.answer_look_ups([Step::status(404)]);
+        let completion = rig
+            .client(ClientConfig::default())
+            .run(&rig.saved, &|_| {})
+            .await;
+        assert_eq!(completion.outcome, Outcome::NotReceived);
+        assert!(!rig.is_saved());
+    }
+
+    #[tokio::test]
+    async fn a_refused_token_keeps_the_action_for_after_signing_in() {
+        let rig = Rig::new([Step::NoAnswer, Step::status(401)]);
+        let completion = rig
+            .client(ClientConfig::default())
+            .run(&rig.saved, &|_| {})
+            .await;
+        assert_eq!(completion.outcome, Outcome::SignInRequired);
+        assert!(rig.is_saved());
+    }
+
+    #[tokio::test]
+    async fn the_attempt_bound_holds_even_if_time_stands_still() {
+        let rig = Rig::new([]);
+        rig.transport.answer_by_default(Step::status(503));
+        let completion = rig
+            .client(ClientConfig {
+                max_attempts: 5,
+                ..ClientConfig::default()
+            })
+            .with_jitter(FixedJitter(0.0))
+            .run(&rig.saved, &|_| {})
+            .await;
+        assert_eq!(completion.attempts, 5);
+    }
+}

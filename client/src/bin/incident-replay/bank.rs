@@ -1,0 +1,110 @@
+//! The bank simulator as the replay drives and reads it: its knobs over `PUT /knobs` (the
+//! latency ramp, lost replies, declines, dedupe on) and its ledger over `GET /ledger`, where
+//! every executed debit is one entry, so a double debit is two entries for one account.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::night::NightSettings;
+
+/// A bank simulator at a base URL.
+#[derive(Debug, Clone)]
+pub struct Bank {
+    http: reqwest::Client,
+    url: String,
+}
+
+/// One executed debit (the fields the replay needs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Debit {
+    /// How much moved, in paise.
+    pub amount_paise: u64,
+    /// The account debited: the customer's UPI address.
+    pub account: String,
+}
+
+#[derive(Deserialize)]
+struct Ledger {
+    debits: Vec<Debit>,
+}
+
+impl Bank {
+    /// The bank at `url`.
+    pub fn new(http: reqwest::Client, url: &str) -> Bank {
+        Bank {
+            http,
+            url: url.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// Sets the knobs for one step of the night; `real` converts the night's time to real time.
+    /// Every step re-seeds the bank's generator from the night's seed and the step.
+    pub async fn set_knobs(
+        &self,
+        night: &NightSettings,
+        latency: Duration,
+        step: u32,
+        real: impl Fn(Duration) -> Duration,
+    ) -> anyhow::Result<()> {
+        let millis =
+            |night_time: Duration| u64::try_from(real(night_time).as_millis()).unwrap_or(u64::MAX);
+        self.put_knobs(json!({
+            "latency_ms": millis(latency),
+            "jitter_ms": millis(night.jitter),
+            "decline_rate": night.decline_rate,
+            "error_rate": 0.0,
+            "lost_reply_rate": night.lost_reply_rate,
+            "lost_reply_delay_ms": millis(night.lost_reply_delay),
+            "dedupe": true,
+            "seed": night.seed.wrapping_mul(1_000).wrapping_add(u64::from(step)),
+        }))
+        .await
+    }
+
+    /// Puts the bank back to fast and reliable.
+    pub async fn calm(&self) -> anyhow::Result<()> {
+        self.put_knobs(json!({})).await
+    }
+
+    async fn put_knobs(&self, knobs: serde_json::Value) -> anyhow::Result<()> {
+        self.http
+            .put(format!("{}/knobs", self.url))
+            .json(&knobs)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .with_context(|| format!("setting the bank's knobs at {}", self.url))?;
+        Ok(())
+    }
+
+    /// The executed debits of each of `accounts`, by account.
+    pub async fn debits_of(
+        &self,
+        accounts: &[String],
+    ) -> anyhow::Result<BTreeMap<String, Vec<u64>>> {
+        let ledger: Ledger = self
+            .http
+            .get(format!("{}/ledger", self.url))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .with_context(|| format!("reading the bank's ledger at {}", self.url))?
+            .json()
+            .await
+            .context("the bank's ledger is not the expected JSON")?;
+        let mut by_account: BTreeMap<String, Vec<u64>> = accounts
+            .iter()
+            .map(|account| (account.clone(), Vec::new()))
+            .collect();
+        for debit in ledger.debits {
+            if let Some(amounts) = by_account.get_mut(&debit.account) {
+                amounts.push(debit.amount_paise);
+            }
+        }
+        Ok(by_account)
+    }
+}

@@ -1,0 +1,216 @@
+//! The three phones of the replay, each paying one customer's bill its own way:
+//! - (a) no key, plain retries, as the app did that night: give up after the timeout, try again
+//!   a moment later, a few times. Each retry is a new payment to the server.
+//! - (b) a new key per retry, the broken client the article warns about: same loop, a freshly
+//!   minted `Idempotency-Key` on every attempt, so every retry is a new action to the server.
+//! - (c) the rule-following client: the `client` library, one key per action saved before the
+//!   first send, backoff with full jitter, `Retry-After`, a status look-up at the deadline.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use client::{ActionStore, ClientConfig, HttpTransport, KEY_HEADER, Outcome, PaymentsClient};
+use serde::Serialize;
+use shared::api::{Paise, PayBillRequest};
+use shared::client::{AnswerClass, classify_status};
+use shared::{IdempotencyKey, Operation, UserId};
+
+use crate::night::Customer;
+use crate::scaled_clock::ScaledClock;
+use crate::seeded::Seeded;
+
+/// The plain-retry phones' pause between a timeout and the next try (the night's time).
+const PLAIN_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// Which phone pays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientKind {
+    /// (a) No key, plain retries.
+    NoKey,
+    /// (b) A new key on every retry.
+    NewKeyPerRetry,
+    /// (c) One key per action: the client library.
+    RuleFollowing,
+}
+
+impl ClientKind {
+    /// The three, in the table's order.
+    pub const ALL: [ClientKind; 3] = [
+        ClientKind::NoKey,
+        ClientKind::NewKeyPerRetry,
+        ClientKind::RuleFollowing,
+    ];
+
+    /// The table's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            ClientKind::NoKey => "(a) no key, plain retries",
+            ClientKind::NewKeyPerRetry => "(b) new key per retry",
+            ClientKind::RuleFollowing => "(c) one key per action (library)",
+        }
+    }
+}
+
+/// A customer with the identity of one run: a user, a bill and an account of their own, so a
+/// customer debited twice is an account with two debits at the bank.
+#[derive(Debug, Clone)]
+pub struct Payer {
+    /// The customer's place in the night (seeds the phone's jitter, whatever the user id).
+    pub index: usize,
+    /// The user (the token's `sub`).
+    pub user: UserId,
+    /// The bill, unique to the customer.
+    pub bill: String,
+    /// The payer's UPI address: the account the bank debits.
+    pub vpa: String,
+    /// The amount.
+    pub amount_paise: u64,
+}
+
+impl Payer {
+    /// `customer` as user `user`.
+    pub fn new(user: UserId, customer: &Customer) -> Payer {
+        Payer {
+            index: customer.index,
+            user,
+            bill: format!("elec-{user}"),
+            vpa: format!("customer{user}@okbank"),
+            amount_paise: customer.amount_paise,
+        }
+    }
+}
+
+/// What the customer's phone ended up showing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhoneView {
+    /// A 2xx: paid.
+    Paid,
+    /// A 402: declined by the bank.
+    Declined,
+    /// Another final 4xx.
+    Refused,
+    /// No final answer: the plain phone gave up, or the library's outcome was not settled.
+    NoFinalAnswer,
+}
+
+/// One customer's result.
+#[derive(Debug, Clone, Copy)]
+pub struct PhoneResult {
+    /// Payment attempts sent (status look-ups not counted).
+    pub attempts: u32,
+    /// What the phone showed.
+    pub view: PhoneView,
+}
+
+/// Everything the phones share in one run.
+#[derive(Debug, Clone)]
+pub struct Phones {
+    /// A connection pool for all phones.
+    pub http: reqwest::Client,
+    /// The API this run's phones call.
+    pub api: String,
+    /// The backend's token secret, to sign each customer's token.
+    pub secret: Vec<u8>,
+    /// The night's clock.
+    pub clock: ScaledClock,
+    /// The phones' timeout per attempt (the night's time; the article: 15 s).
+    pub timeout: Duration,
+    /// How many times the plain phones (a) and (b) try.
+    pub plain_attempts: u32,
+    /// Where the library's phones save their actions.
+    pub store: ActionStore,
+    /// The seed of the library phones' jitter.
+    pub seed: u64,
+}
+
+impl Phones {
+    /// `payer` pays their bill with a phone of `kind`.
+    pub async fn pay(&self, kind: ClientKind, payer: &Payer) -> anyhow::Result<PhoneResult> {
+        match kind {
+            ClientKind::NoKey => Ok(self.plain_retries(payer, false).await),
+            ClientKind::NewKeyPerRetry => Ok(self.plain_retries(payer, true).await),
+            ClientKind::RuleFollowing => self.rule_following(payer).await,
+        }
+    }
+
+    fn token(&self, user: UserId) -> String {
+        let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
+        shared::auth::sign_token(user, exp, &self.secret)
+    }
+
+    /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final answer.
+    async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> PhoneResult {
+        let token = self.token(payer.user);
+        let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
+        let body = serde_json::json!({"amount_paise": payer.amount_paise, "payer_vpa": payer.vpa});
+        for attempt in 1..=self.plain_attempts {
+            let mut request = self.http.post(&url).bearer_auth(&token).json(&body);
+            if new_key_each_time {
+                request = request.header(KEY_HEADER, IdempotencyKey::mint().to_header_value());
+            }
+            let answer = async {
+                let response = request.send().await?;
+                let status = response.status().as_u16();
+                response.bytes().await?;
+                Ok::<u16, reqwest::Error>(status)
+            };
+            if let Ok(Ok(status)) =
+                tokio::time::timeout(self.clock.real(self.timeout), answer).await
+                && classify_status(status) == AnswerClass::Final
+            {
+                return PhoneResult {
+                    attempts: attempt,
+                    view: view_of(status),
+                };
+            }
+            if attempt < self.plain_attempts {
+                tokio::time::sleep(self.clock.real(PLAIN_RETRY_PAUSE)).await;
+            }
+        }
+        PhoneResult {
+            attempts: self.plain_attempts,
+            view: PhoneView::NoFinalAnswer,
+        }
+    }
+
+    /// (c): the client library on the night's clock.
+    async fn rule_following(&self, payer: &Payer) -> anyhow::Result<PhoneResult> {
+        let transport = HttpTransport::new(self.http.clone(), &self.api, &self.token(payer.user));
+        let config = ClientConfig {
+            attempt_timeout: self.timeout,
+            ..ClientConfig::default()
+        };
+        let phone = PaymentsClient::new(payer.user, transport, self.store.clone(), config)
+            .with_clock(self.clock)
+            .with_jitter(Seeded::new(self.seed.rotate_left(32) ^ payer.index as u64));
+        let body = PayBillRequest {
+            amount_paise: Paise::new(payer.amount_paise).context("amount out of range")?,
+            payer_vpa: payer.vpa.clone(),
+        };
+        let saved = phone
+            .begin(Operation::PayBill, &payer.bill, &body)
+            .await
+            .context("saving the action before sending it")?;
+        let completion = phone.run(&saved, &|_| {}).await;
+        let view = match completion.outcome {
+            Outcome::Answered(answer) => view_of(answer.status),
+            Outcome::Unsettled(_) | Outcome::NotReceived | Outcome::SignInRequired => {
+                PhoneView::NoFinalAnswer
+            }
+        };
+        Ok(PhoneResult {
+            attempts: completion.attempts,
+            view,
+        })
+    }
+}
+
+fn view_of(status: u16) -> PhoneView {
+    match status {
+        200..=299 => PhoneView::Paid,
+        402 => PhoneView::Declined,
+        _ => PhoneView::Refused,
+    }
+}

@@ -1,0 +1,161 @@
+//! One row of the result table: what one client did to the night, counted where it counts
+//! (debits at the bank's ledger, unresolved keys in the backend's table), and the table itself.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::phones::{ClientKind, PhoneResult, PhoneView};
+
+/// The outcome of one client's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tally {
+    /// Which client.
+    pub client: ClientKind,
+    /// User actions: one bill payment per customer.
+    pub payments: usize,
+    /// Payment requests sent by all phones.
+    pub attempts: u64,
+    /// Debits the bank executed for these customers.
+    pub bank_debits: u64,
+    /// Customers with more than one debit for their one bill.
+    pub debited_twice: u64,
+    /// Paise debited beyond each customer's first debit.
+    pub extra_paise: u64,
+    /// Keys still `started` or `unknown` after reconciliation.
+    pub unresolved_keys: u64,
+    /// Phones that showed "paid".
+    pub paid: u64,
+    /// Phones that showed "declined".
+    pub declined: u64,
+    /// Phones that showed another refusal.
+    pub refused: u64,
+    /// Phones left without a final answer.
+    pub no_final_answer: u64,
+}
+
+impl Tally {
+    /// Counts a run from the phones' results, the bank's debits by account, and the keys left.
+    pub fn count(
+        client: ClientKind,
+        results: &[PhoneResult],
+        debits_by_account: &BTreeMap<String, Vec<u64>>,
+        unresolved_keys: u64,
+    ) -> Tally {
+        let views = |view: PhoneView| results.iter().filter(|r| r.view == view).count() as u64;
+        let repeats = debits_by_account.values().filter(|debits| debits.len() > 1);
+        Tally {
+            client,
+            payments: results.len(),
+            attempts: results.iter().map(|r| u64::from(r.attempts)).sum(),
+            bank_debits: debits_by_account.values().map(|d| d.len() as u64).sum(),
+            debited_twice: repeats.clone().count() as u64,
+            extra_paise: repeats.map(|debits| debits[1..].iter().sum::<u64>()).sum(),
+            unresolved_keys,
+            paid: views(PhoneView::Paid),
+            declined: views(PhoneView::Declined),
+            refused: views(PhoneView::Refused),
+            no_final_answer: views(PhoneView::NoFinalAnswer),
+        }
+    }
+}
+
+/// The side-by-side table, with the phones' view below it.
+pub fn render(tallies: &[Tally]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<34} {:>8} {:>9} {:>12} {:>14} {:>16} {:>16}",
+        "client",
+        "payments",
+        "attempts",
+        "bank debits",
+        "debited twice",
+        "extra debited",
+        "unresolved keys"
+    );
+    for t in tallies {
+        let _ = writeln!(
+            out,
+            "{:<34} {:>8} {:>9} {:>12} {:>14} {:>16} {:>16}",
+            t.client.label(),
+            t.payments,
+            t.attempts,
+            t.bank_debits,
+            t.debited_twice,
+            rupees(t.extra_paise),
+            t.unresolved_keys
+        );
+    }
+    let _ = writeln!(out, "\nwhat the phones showed:");
+    for t in tallies {
+        let _ = writeln!(
+            out,
+            "  {:<34} paid {}, declined {}, refused {}, no final answer {}",
+            t.client.label(),
+            t.paid,
+            t.declined,
+            t.refused,
+            t.no_final_answer
+        );
+    }
+    out
+}
+
+/// `Rs 12,345.67`.
+pub fn rupees(paise: u64) -> String {
+    let whole = (paise / 100).to_string();
+    let mut grouped = String::new();
+    for (i, digit) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    format!("Rs {grouped}.{:02}", paise % 100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_and_extra_amount_are_counted_per_account() {
+        let results = [
+            PhoneResult {
+                attempts: 3,
+                view: PhoneView::NoFinalAnswer,
+            },
+            PhoneResult {
+                attempts: 1,
+                view: PhoneView::Paid,
+            },
+            PhoneResult {
+                attempts: 1,
+                view: PhoneView::Declined,
+            },
+        ];
+        let debits = BTreeMap::from([
+            ("a@ok".to_owned(), vec![230_000, 230_000, 230_000]),
+            ("b@ok".to_owned(), vec![50_000]),
+            ("c@ok".to_owned(), vec![]),
+        ]);
+        let tally = Tally::count(ClientKind::NoKey, &results, &debits, 2);
+        assert_eq!(
+            (
+                tally.attempts,
+                tally.bank_debits,
+                tally.debited_twice,
+                tally.extra_paise
+            ),
+            (5, 4, 1, 460_000)
+        );
+        assert_eq!(
+            (tally.paid, tally.declined, tally.no_final_answer),
+            (1, 1, 1)
+        );
+        assert_eq!(rupees(41_000_050), "Rs 410,000.50");
+        assert_eq!(rupees(0), "Rs 0.00");
+    }
+}

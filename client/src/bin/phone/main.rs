@@ -1,0 +1,168 @@
+//! `phone`: a command-line phone on the payments API, built on the rule-following client.
+//!
+//! ```text
+//! phone --user 42 --secret "$AUTH_JWT_SECRET" pay --bill elec-1 --amount 230000 --vpa asha@okbank
+//! phone --user 42 --secret "$AUTH_JWT_SECRET" refund --payment <id> --amount 5000
+//! phone pending                     # the saved actions that have no final answer yet
+//! phone --token "$TOKEN" resume     # after a crash or restart: same keys, same bodies
+//! ```
+//!
+//! Every action is saved in `--store` before its first send and deleted at its final answer, so
+//! killing the phone mid-payment and running `phone resume` never pays twice. Progress (attempt
+//! number, wait, answer) goes to stderr; the outcome to stdout. Exit codes: 0 done, 3 refused or
+//! declined, 4 never received (nothing was charged), 5 not settled yet (the action is kept;
+//! resume later), 1 an error of the phone itself, 2 a usage error.
+
+mod identity;
+mod show;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use client::{ActionStore, ClientConfig, HttpTransport, PaymentsClient, RetrySchedule};
+use serde_json::json;
+use shared::Operation;
+use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
+
+use identity::Identity;
+
+/// A phone on the payments API that retries safely: one key per action, saved before sending.
+#[derive(Debug, Parser)]
+#[command(name = "phone", version)]
+struct Cli {
+    /// The payments API: the edge (default) or the backend directly (http://127.0.0.1:8080).
+    #[arg(long, env = "PHONE_API", default_value = "http://127.0.0.1:8787")]
+    api: String,
+    #[command(flatten)]
+    identity: Identity,
+    /// Where pending actions are saved, one JSON file each.
+    #[arg(long, env = "PHONE_STORE", default_value = "phone-actions")]
+    store: PathBuf,
+    /// Give up on one attempt after this many seconds (the article's app: 15).
+    #[arg(long, default_value_t = 15.0)]
+    timeout_seconds: f64,
+    /// Stop sending after this many seconds and ask for the outcome (the article's app: 600).
+    #[arg(long, default_value_t = 600.0)]
+    deadline_seconds: f64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Pay a bill: a new action with a new key.
+    Pay {
+        /// The bill's id.
+        #[arg(long)]
+        bill: String,
+        /// The amount in paise (230000 is Rs 2,300).
+        #[arg(long)]
+        amount: u64,
+        /// The payer's UPI address.
+        #[arg(long)]
+        vpa: String,
+    },
+    /// Refund part of a payment: a new action with a new key.
+    Refund {
+        /// The payment's id.
+        #[arg(long)]
+        payment: String,
+        /// The amount in paise.
+        #[arg(long)]
+        amount: u64,
+    },
+    /// List the saved actions that have no final answer yet.
+    Pending,
+    /// Carry on with this user's saved actions (after a crash or restart).
+    Resume,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("phone: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let store = ActionStore::open(&cli.store)
+        .with_context(|| format!("opening the store {}", cli.store.display()))?;
+    let report = |event: &client::Event| eprintln!("phone: {event}");
+    let completions = match &cli.command {
+        Command::Pending => {
+            show::pending(&store.load_all()?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Pay { bill, amount, vpa } => {
+            check_bill_id(bill).map_err(show::refused)?;
+            let body =
+                PayBillRequest::from_json(&json!({"amount_paise": amount, "payer_vpa": vpa}))
+                    .map_err(show::refused)?;
+            let phone = connect(&cli, store).await?;
+            let saved = phone.begin(Operation::PayBill, bill, &body).await?;
+            eprintln!("phone: saved the payment with key {}", saved.key());
+            vec![phone.run(&saved, &report).await]
+        }
+        Command::Refund { payment, amount } => {
+            let body = RefundRequest::from_json(&json!({"amount_paise": amount}))
+                .map_err(show::refused)?;
+            let phone = connect(&cli, store).await?;
+            let saved = phone
+                .begin(Operation::RefundPayment, payment, &body)
+                .await?;
+            eprintln!("phone: saved the refund with key {}", saved.key());
+            vec![phone.run(&saved, &report).await]
+        }
+        Command::Resume => {
+            let phone = connect(&cli, store).await?;
+            let completions = phone.resume_all(&report).await?;
+            if completions.is_empty() {
+                println!("nothing to resume");
+            }
+            completions
+        }
+    };
+    Ok(completions
+        .iter()
+        .map(show::outcome)
+        .max()
+        .map_or(ExitCode::SUCCESS, ExitCode::from))
+}
+
+/// The client for the signed-in user. A new action does not wait for older ones, but the user
+/// should know they exist.
+async fn connect(cli: &Cli, store: ActionStore) -> anyhow::Result<PaymentsClient<HttpTransport>> {
+    let config = ClientConfig {
+        schedule: RetrySchedule {
+            deadline: seconds(cli.deadline_seconds, "--deadline-seconds")?,
+            ..RetrySchedule::default()
+        },
+        attempt_timeout: seconds(cli.timeout_seconds, "--timeout-seconds")?,
+        ..ClientConfig::default()
+    };
+    let (user, token) = cli.identity.resolve()?;
+    let transport = HttpTransport::new(reqwest::Client::new(), &cli.api, &token);
+    let phone = PaymentsClient::new(user, transport, store, config);
+    let pending = phone.pending().await?.len();
+    if pending > 0 && !matches!(cli.command, Command::Resume) {
+        eprintln!(
+            "phone: {pending} earlier action(s) of user {user} have no final answer yet; \
+             `phone resume` carries them on"
+        );
+    }
+    Ok(phone)
+}
+
+fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|duration| !duration.is_zero())
+        .with_context(|| format!("{flag} must be a positive number of seconds"))
+}

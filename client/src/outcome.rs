@@ -1,0 +1,66 @@
+//! How an action ended, as far as this client can tell. Only [`Outcome::Answered`] and
+//! [`Outcome::NotReceived`] end the action; the others keep it saved, because money may have
+//! moved and a later resume must ask about the same key rather than pay again.
+
+use serde_json::Value;
+use shared::IdempotencyKey;
+
+/// The end of one run of an action.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    /// The action's key.
+    pub key: IdempotencyKey,
+    /// Attempts sent in this run (status look-ups not counted).
+    pub attempts: u32,
+    /// What became of it.
+    pub outcome: Outcome,
+}
+
+/// What became of an action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The server's final answer: 2xx, a 402 decline, or another 4xx. The action is over and
+    /// deleted from the store.
+    Answered(FinalAnswer),
+    /// The deadline passed and the outcome is not settled yet. The action stays saved: show a
+    /// status screen, resume later, never pay again in the meantime.
+    Unsettled(Unsettled),
+    /// The deadline passed and the server has no record of the key: no attempt arrived, or the
+    /// bank never saw it and the server released the key. Nothing was charged; the action is
+    /// deleted, and paying after all is a new action with a new key.
+    NotReceived,
+    /// The server refused the token (401). The action stays saved: an earlier attempt may have
+    /// gone through, so sign in again and resume it, never start it afresh.
+    SignInRequired,
+}
+
+/// Why an outcome is not settled yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsettled {
+    /// The first attempt is still running on the server.
+    Started,
+    /// The bank's answer is unknown; the server is asking the bank.
+    Unknown,
+    /// The server could not be asked.
+    Unreachable,
+}
+
+/// A final answer from the server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalAnswer {
+    /// The status: 201, 402, or another final code.
+    pub status: u16,
+    /// The body: the payment or refund, or a problem.
+    pub body: Value,
+    /// Whether it was a replay of an answer the server had saved.
+    pub replayed: bool,
+    /// Whether it came from the status look-up after the deadline rather than an attempt.
+    pub from_status_look_up: bool,
+}
+
+impl FinalAnswer {
+    /// Whether the action succeeded (2xx).
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}

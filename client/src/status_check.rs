@@ -1,0 +1,118 @@
+//! After the deadline: ask the server for the key's outcome (`GET /v1/idempotency-keys/{key}`)
+//! instead of paying again. A finished key gives the saved answer and ends the action; a key
+//! still `started` or `unknown`, or a server that cannot be asked, leaves the action saved for a
+//! later resume; a key the server never received ends the action unpaid.
+
+use shared::api::KeyStatusResponse;
+
+use crate::action_store::SavedAction;
+use crate::clock::{Clock, within};
+use crate::events::{Event, Report};
+use crate::jitter::Jitter;
+use crate::outcome::{Completion, FinalAnswer, Outcome, Unsettled};
+use crate::payments_client::PaymentsClient;
+use crate::transport::{Reply, Transport};
+
+/// What one look-up said.
+enum LookedUp {
+    /// The outcome is settled (or will not be learned by asking again now).
+    Settled(Outcome),
+    /// No usable answer; ask again after `Retry-After`, if given.
+    AskAgain(Option<std::time::Duration>),
+}
+
+impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
+    /// Looks the key up, a bounded number of times, and ends or keeps the action accordingly.
+    pub(crate) async fn check_status(
+        &self,
+        saved: &SavedAction,
+        attempts: u32,
+        report: &Report,
+    ) -> Completion {
+        let look_ups = self.config.status_look_ups;
+        for check in 1..=look_ups {
+            report(&Event::CheckingStatus { check });
+            let answer = within(
+                &self.clock,
+                self.config.attempt_timeout,
+                self.transport.look_up(saved.key()),
+            )
+            .await;
+            let retry_after = match answer {
+                Some(Ok(reply)) => match interpret(reply, check, report) {
+                    LookedUp::Settled(Outcome::Answered(answer)) => {
+                        return self.finish(saved, attempts, answer, report).await;
+                    }
+                    LookedUp::Settled(Outcome::NotReceived) => {
+                        self.forget(saved, report).await;
+                        return self.completion(saved, attempts, Outcome::NotReceived);
+                    }
+                    LookedUp::Settled(kept) => return self.completion(saved, attempts, kept),
+                    LookedUp::AskAgain(retry_after) => retry_after,
+                },
+                Some(Err(error)) => {
+                    report(&Event::StatusUnavailable {
+                        check,
+                        reason: error.to_string(),
+                    });
+                    None
+                }
+                None => {
+                    report(&Event::StatusUnavailable {
+                        check,
+                        reason: "no answer in time".to_owned(),
+                    });
+                    None
+                }
+            };
+            if check < look_ups {
+                let jittered = self
+                    .config
+                    .schedule
+                    .ceiling(check)
+                    .mul_f64(self.jitter.unit());
+                let wait = retry_after.map_or(jittered, |floor| jittered.max(floor));
+                report(&Event::Waiting { wait, retry_after });
+                self.clock.sleep(wait).await;
+            }
+        }
+        self.completion(saved, attempts, Outcome::Unsettled(Unsettled::Unreachable))
+    }
+}
+
+fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
+    match reply.status {
+        200 => match serde_json::from_value::<KeyStatusResponse>(reply.body) {
+            Ok(KeyStatusResponse::Done { status, answer, .. }) => {
+                LookedUp::Settled(Outcome::Answered(FinalAnswer {
+                    status,
+                    body: answer,
+                    replayed: true,
+                    from_status_look_up: true,
+                }))
+            }
+            Ok(KeyStatusResponse::Started { .. }) => {
+                LookedUp::Settled(Outcome::Unsettled(Unsettled::Started))
+            }
+            Ok(KeyStatusResponse::Unknown { .. }) => {
+                LookedUp::Settled(Outcome::Unsettled(Unsettled::Unknown))
+            }
+            Err(error) => {
+                report(&Event::StatusUnavailable {
+                    check,
+                    reason: format!("unreadable status: {error}"),
+                });
+                LookedUp::AskAgain(None)
+            }
+        },
+        404 => LookedUp::Settled(Outcome::NotReceived),
+        401 => LookedUp::Settled(Outcome::SignInRequired),
+        status => {
+            report(&Event::StatusUnavailable {
+                check,
+                reason: format!("answered {status}"),
+            });
+            LookedUp::AskAgain(reply.retry_after)
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The network as the client loop sees it: send an action's attempt, or look its key up. A
+//! parameter, so the loop is tested against scripted answers; [`crate::HttpTransport`] is the
+//! real one. Timeouts are not the transport's business: the loop gives up on its own clock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use shared::IdempotencyKey;
+use shared::client::PendingAction;
+use thiserror::Error;
+
+/// An answer from the server, read whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// The `Retry-After` header in seconds, when present.
+    pub retry_after: Option<Duration>,
+    /// Whether the answer carries `Idempotent-Replayed: true`.
+    pub replayed: bool,
+    /// The body as JSON (`null` when empty, a string when not JSON).
+    pub body: Value,
+}
+
+/// No answer came: the connection failed or broke. The request may or may not have arrived.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("no answer: {0}")]
+pub struct SendError(pub String);
+
+/// Sends requests for the client loop.
+pub trait Transport: Send + Sync {
+    /// Sends one attempt of `action`: its key and its exact body bytes.
+    fn send(&self, action: &PendingAction)
+    -> impl Future<Output = Result<Reply, SendError>> + Send;
+
+    /// Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`).
+    fn look_up(
+        &self,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = Result<Reply, SendError>> + Send;
+}
+
+impl<T: Transport> Transport for Arc<T> {
+    fn send(
+        &self,
+        action: &PendingAction,
+    ) -> impl Future<Output = Result<Reply, SendError>> + Send {
+        T::send(self, action)
+    }
+
+    fn look_up(
+        &self,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = Result<Reply, SendError>> + Send {
+        T::look_up(self, key)
+    }
+}

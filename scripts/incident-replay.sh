@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Reruns the article's bill-payments night against the real stack and prints the side-by-side
+# table: starts PostgreSQL if needed, creates a fresh database, starts the bank simulator and
+# two backends on it (the shipped policy, and one whose policy has `required_for: []` for the
+# no-key client, which the shipped policy would refuse with 400), then runs `incident-replay`.
+# Everything listens on 127.0.0.1 on free ports and is stopped when the script ends.
+#
+#   scripts/incident-replay.sh                                   # 200 customers, seed 7, 1 s = 10 ms
+#   scripts/incident-replay.sh --customers 50 --seed 3 --time-scale 20
+#   AUTH_JWT_SECRET=<the edge's> scripts/incident-replay.sh --api http://127.0.0.1:8787 \
+#       --backend-addr 127.0.0.1:8080
+#
+# Without --api, clients (b) and (c) talk to the backend directly (no edge in the path). With
+# --api, they go through that URL (the edge Worker under `wrangler dev`), which must forward to
+# this script's backend (hence --backend-addr on the port its BACKEND_URL names) and share its
+# token secret (AUTH_JWT_SECRET). Every other flag goes to incident-replay (`--help` lists them).
+# KEEP_DB=1 keeps the database for inspection.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+api="" backend_addr=127.0.0.1:0 time_scale=10 pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --api) api=$2; shift 2 ;;
+    --api=*) api=${1#*=}; shift ;;
+    --backend-addr) backend_addr=$2; shift 2 ;;
+    --backend-addr=*) backend_addr=${1#*=}; shift ;;
+    --time-scale) time_scale=$2; pass+=("$1" "$2"); shift 2 ;;
+    --time-scale=*) time_scale=${1#*=}; pass+=("$1"); shift ;;
+    *) pass+=("$1"); shift ;;
+  esac
+done
+
+tests/start-postgres.sh
+cargo build -q -p backend --bins
+cargo build -q -p client --bin incident-replay
+
+admin_url=postgres://postgres@127.0.0.1:5432/postgres
+db=incident_replay_$(date +%s)_$$
+db_url=postgres://postgres@127.0.0.1:5432/$db
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  trap - EXIT
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [ "${KEEP_DB:-0}" = 1 ]; then
+    echo "kept the database: $db_url" >&2
+  else
+    psql -q "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+psql -q "$admin_url" -c "CREATE DATABASE $db"
+
+secret=${AUTH_JWT_SECRET:-incident-replay-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
+# The backend waits 30 s of the night for the bank: past the bank's worst latency (20 s + 4 s
+# jitter), short of a lost reply's 60 s, so a lost reply leaves the key `unknown` for the
+# reconciler, as a real timeout would.
+bank_timeout_ms=$(awk -v scale="$time_scale" 'BEGIN { printf "%d", 30 * scale }')
+sed -E 's/^( *required_for:).*/\1 []/' policy.yaml > "$work/policy-no-key.yaml"
+
+# Waits for `pattern` in `log` and prints the first match of `extract` in that line.
+address_in_log() {
+  local log=$1 pattern=$2 extract=$3
+  for _ in $(seq 1 300); do
+    if line=$(grep -m1 "$pattern" "$log" 2>/dev/null); then
+      grep -oE "$extract" <<<"$line" | head -n1
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "incident-replay.sh: no '$pattern' in $log:" >&2
+  cat "$log" >&2
+  return 1
+}
+
+target/debug/bank-simulator --listen 127.0.0.1:0 --dedupe true >"$work/bank.log" 2>&1 &
+pids+=($!)
+bank_url=$(address_in_log "$work/bank.log" "listening on" 'http://[0-9.:]+')
+
+# Started in this shell (not in a command substitution), so `pids` holds them for cleanup.
+start_backend() {
+  local policy=$1 addr=$2 log=$3
+  env DATABASE_URL="$db_url" BANK_URL="$bank_url" LISTEN_ADDR="$addr" \
+    AUTH_JWT_SECRET="$secret" APP_ENV=production POLICY_FILE="$policy" \
+    BANK_TIMEOUT_MS="$bank_timeout_ms" RECONCILE_INTERVAL_MS=100 RUST_LOG=warn,backend=info \
+    NO_COLOR=1 target/debug/backend serve >"$log" 2>&1 &
+  pids+=($!)
+}
+backend_url_in() {
+  local addr
+  addr=$(address_in_log "$1" "backend listening" 'addr=[0-9.]+:[0-9]+')
+  echo "http://${addr#addr=}"
+}
+start_backend policy.yaml "$backend_addr" "$work/backend.log"
+backend_url=$(backend_url_in "$work/backend.log")
+start_backend "$work/policy-no-key.yaml" 127.0.0.1:0 "$work/backend-no-key.log"
+no_key_url=$(backend_url_in "$work/backend-no-key.log")
+
+if [ -n "$api" ]; then
+  echo "incident-replay.sh: clients (b) and (c) go through $api (backend $backend_url behind it)"
+else
+  api=$backend_url
+  echo "incident-replay.sh: no --api given: clients (b) and (c) talk to the backend directly at $api (no edge in the path)"
+fi
+echo "incident-replay.sh: database $db, bank $bank_url, backend timeout for the bank ${bank_timeout_ms} ms"
+echo
+
+target/debug/incident-replay --api "$api" --no-key-api "$no_key_url" --bank "$bank_url" \
+  --database-url "$db_url" --secret "$secret" "${pass[@]}"
