@@ -24,12 +24,15 @@ cargo fmt --all -- --check
 
 step "lint (native and wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo clippy -p shared --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
+cargo clippy -p shared -p edge --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
+
+step "edge Worker build (worker-build with the local tools)"
+tests/build-edge.sh
 
 step "native tests"
 cargo test --workspace --locked
 
 step "shared crate under wasm32-unknown-unknown (Node)"
-cargo test -p shared --lib --target wasm32-unknown-unknown --locked
+cargo test -p shared -p edge --lib --target wasm32-unknown-unknown --locked
 
 step "all suites passed"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the tools the build and the tests need, on a fresh machine or this one: the Wasm
 # target and the wasm-bindgen CLI (with its test runner) at exactly the wasm-bindgen version in
-# Cargo.lock. Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
+# Cargo.lock; for the edge Worker, worker-build and the npm packages package-lock.json pins
+# (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt).
+# Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,3 +21,15 @@ if [ "$installed" != "$locked_wasm_bindgen" ]; then
   cargo install wasm-bindgen-cli --version "=$locked_wasm_bindgen"
 fi
 command -v node >/dev/null || { echo "setup-tools: Node.js is required for the Wasm tests (apt-get install nodejs)" >&2; exit 1; }
+
+# The edge Worker's build (tests/build-edge.sh) and its end-to-end tests (workerd).
+worker_build_version=0.8.7
+if [ "$(worker-build --version 2>/dev/null || true)" != "$worker_build_version" ]; then
+  echo "setup-tools: installing worker-build $worker_build_version (~5 min once)"
+  cargo install worker-build --version "=$worker_build_version"
+fi
+command -v npm >/dev/null || { echo "setup-tools: npm is required for the edge tools (apt-get install npm)" >&2; exit 1; }
+if ! npm ls --depth=0 >/dev/null 2>&1; then
+  echo "setup-tools: installing the edge's npm packages (package-lock.json)"
+  npm ci --no-audit --no-fund
+fi

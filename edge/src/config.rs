@@ -4,13 +4,14 @@
 //!
 //! The values arrive as strings from the runtime's environment; [`EdgeConfig::from_settings`]
 //! checks them once per request, so a misconfigured Worker answers a clear 500 and logs which
-//! setting is wrong instead of misbehaving. The policy itself is checked by the build
-//! (`edge/build.rs`), so an invalid file stops the build with a message naming the field.
+//! setting is wrong instead of misbehaving. The policy is parsed and checked by the build
+//! (`edge/build.rs`), so an invalid file stops the build with a message naming the field, and
+//! the Worker holds the checked value.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use shared::{Policy, PolicyError};
+use shared::Policy;
 
 /// The `[vars]` entry holding the backend's base URL, e.g. `http://127.0.0.1:8080`.
 pub const BACKEND_URL_VAR: &str = "BACKEND_URL";
@@ -133,16 +134,21 @@ impl std::fmt::Debug for EdgeConfig {
     }
 }
 
-/// The policy compiled in from `policy.yaml`, parsed once per Worker instance.
-pub fn compiled_policy() -> Result<&'static Policy, &'static PolicyError> {
-    static POLICY: OnceLock<Result<Policy, PolicyError>> = OnceLock::new();
-    POLICY
-        .get_or_init(|| Policy::from_yaml(shared::policy::DEFAULT_POLICY_YAML))
-        .as_ref()
+/// The policy compiled in from `policy.yaml` (checked by the build), made once per Worker
+/// instance.
+pub fn compiled_policy() -> &'static Policy {
+    static POLICY: OnceLock<Policy> = OnceLock::new();
+    POLICY.get_or_init(policy_from_build)
 }
+
+include!(concat!(env!("OUT_DIR"), "/compiled_policy.rs"));
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     const SECRET: &str = "a-secret-that-is-at-least-32-bytes-long";
@@ -207,8 +213,7 @@ mod tests {
 
     #[test]
     fn the_compiled_in_policy_is_the_repository_file() {
-        let policy = compiled_policy().expect("policy.yaml is valid");
-        assert_eq!(policy, &Policy::default_policy());
+        assert_eq!(compiled_policy(), &Policy::default_policy());
     }
 
     #[test]

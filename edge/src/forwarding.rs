@@ -25,6 +25,15 @@ pub fn new_request_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// The path and query of a serialized URL (`http://host/v1/x?y#z` gives `/v1/x?y`): what the
+/// edge appends to the backend's base URL. The fragment never leaves the client anyway.
+pub fn path_and_query(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    let rest = &url[after_scheme..];
+    let from_path = rest.find('/').map_or("/", |at| &rest[at..]);
+    from_path.split('#').next().unwrap_or(from_path)
+}
+
 /// Whether an incoming header is passed on to the backend.
 pub fn is_forwarded_header(name: &str) -> bool {
     !NOT_FORWARDED_HEADERS
@@ -66,19 +75,41 @@ impl ForwardFailure {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]
     fn request_ids_are_fresh_uuids() {
         let (a, b) = (new_request_id(), new_request_id());
         assert_ne!(a, b);
-        assert_eq!(uuid::Uuid::parse_str(&a).map(|u| u.get_version_num()), Ok(4));
+        assert_eq!(
+            uuid::Uuid::parse_str(&a).map(|u| u.get_version_num()),
+            Ok(4)
+        );
+    }
+
+    #[test]
+    fn path_and_query_keep_everything_after_the_host_but_the_fragment() {
+        assert_eq!(
+            path_and_query("http://edge.test/v1/bills/a%20b/pay?x=1&y=2#top"),
+            "/v1/bills/a%20b/pay?x=1&y=2"
+        );
+        assert_eq!(path_and_query("https://edge.test/"), "/");
+        assert_eq!(path_and_query("https://edge.test"), "/");
     }
 
     #[test]
     fn host_is_the_only_header_not_passed_on() {
         assert!(!is_forwarded_header("Host"));
-        for name in ["authorization", "Idempotency-Key", "content-type", "x-request-id"] {
+        for name in [
+            "authorization",
+            "Idempotency-Key",
+            "content-type",
+            "x-request-id",
+        ] {
             assert!(is_forwarded_header(name), "{name}");
         }
     }
@@ -90,7 +121,12 @@ mod tests {
         assert_eq!(unreachable.status, 502);
         let timed_out = ForwardFailure::TimedOut.problem(Duration::from_millis(1500));
         assert_eq!(timed_out.status, 504);
-        assert!(timed_out.detail.as_deref().is_some_and(|d| d.contains("1500 ms")));
+        assert!(
+            timed_out
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains("1500 ms"))
+        );
         assert_eq!(timed_out.retry_after_header().as_deref(), Some("1"));
     }
 }

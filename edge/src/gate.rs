@@ -52,14 +52,14 @@ pub enum BodyRead {
 }
 
 /// The parts of a guarded request the checks look at.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GuardedRequest<'r> {
     /// The `Authorization` header's value, if sent.
     pub authorization: Option<&'r [u8]>,
     /// Every value of the policy's key header (the runtime may have folded repeats into one).
     pub key_header_values: &'r [&'r [u8]],
     /// The body.
-    pub body: &'r BodyRead,
+    pub body: BodyRead,
 }
 
 /// What the edge does with a guarded request.
@@ -67,8 +67,14 @@ pub struct GuardedRequest<'r> {
 pub enum Verdict {
     /// Refuse it here with this problem; the backend never sees it.
     Reject(Problem),
-    /// A well-formed attempt: coordinate it with the other attempts of its (user, key).
-    Coordinate(Attempt),
+    /// A well-formed attempt: coordinate it with the other attempts of its (user, key), and
+    /// forward it with its body if it goes on.
+    Coordinate {
+        /// Who, with which key and fingerprint.
+        attempt: Attempt,
+        /// The body as received, to forward unchanged.
+        body: Vec<u8>,
+    },
 }
 
 /// A well-formed attempt at a guarded operation.
@@ -124,9 +130,14 @@ impl<'a> Gate<'a> {
     }
 
     /// Checks a guarded request in the backend's order; `now_unix` bounds the token's `exp`.
-    pub fn check(&self, route: &GuardedRoute, request: GuardedRequest<'_>, now_unix: i64) -> Verdict {
+    pub fn check(
+        &self,
+        route: &GuardedRoute,
+        request: GuardedRequest<'_>,
+        now_unix: i64,
+    ) -> Verdict {
         match self.admit(route, request, now_unix) {
-            Ok(attempt) => Verdict::Coordinate(attempt),
+            Ok((attempt, body)) => Verdict::Coordinate { attempt, body },
             Err(problem) => Verdict::Reject(problem),
         }
     }
@@ -136,7 +147,7 @@ impl<'a> Gate<'a> {
         route: &GuardedRoute,
         request: GuardedRequest<'_>,
         now_unix: i64,
-    ) -> Result<Attempt, Problem> {
+    ) -> Result<(Attempt, Vec<u8>), Problem> {
         let user = verify_authorization(request.authorization, self.jwt_secret, now_unix)
             .map_err(|error| Problem::from(&error))?;
         let body = match request.body {
@@ -145,7 +156,7 @@ impl<'a> Gate<'a> {
             BodyRead::Unreadable => return Err(Problem::body_unreadable()),
         };
         let CheckedBody { value, fingerprint } =
-            fingerprint(route.operation, &route.path_parameter, body, self.limits)
+            fingerprint(route.operation, &route.path_parameter, &body, self.limits)
                 .map_err(|error| Problem::from(&error))?;
         let key = self
             .policy
@@ -158,17 +169,22 @@ impl<'a> Gate<'a> {
                 .map(drop)?,
             Operation::RefundPayment => RefundRequest::from_json(&value).map(drop)?,
         }
-        Ok(Attempt {
+        let attempt = Attempt {
             user,
             key,
             operation: route.operation,
             fingerprint,
-        })
+        };
+        Ok((attempt, body))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use shared::ProblemKind;
     use shared::auth::sign_token;
 
@@ -205,7 +221,7 @@ mod tests {
             GuardedRequest {
                 authorization: authorization.map(str::as_bytes),
                 key_header_values: &keys,
-                body: &body,
+                body,
             },
             NOW,
         )
@@ -218,7 +234,7 @@ mod tests {
     fn rejected(verdict: Verdict) -> Problem {
         match verdict {
             Verdict::Reject(problem) => problem,
-            Verdict::Coordinate(attempt) => panic!("expected a refusal, got {attempt:?}"),
+            Verdict::Coordinate { attempt, .. } => panic!("expected a refusal, got {attempt:?}"),
         }
     }
 
@@ -249,12 +265,10 @@ mod tests {
         ] {
             assert_eq!(gate.route(method, path), None, "{method} {path}");
         }
-        let relaxed = Policy::from_yaml(
-            &shared::policy::DEFAULT_POLICY_YAML.replace(
-                "required_for: [pay_bill, refund_payment]",
-                "required_for: [pay_bill]",
-            ),
-        )
+        let relaxed = Policy::from_yaml(&shared::policy::DEFAULT_POLICY_YAML.replace(
+            "required_for: [pay_bill, refund_payment]",
+            "required_for: [pay_bill]",
+        ))
         .expect("valid policy");
         let gate = Gate::new(&relaxed, SECRET);
         assert_eq!(gate.route("POST", "/v1/payments/7/refunds"), None);
@@ -284,9 +298,10 @@ mod tests {
             &[KEY],
             complete(PAY_BODY),
         );
-        let Verdict::Coordinate(attempt) = verdict else {
+        let Verdict::Coordinate { attempt, body } = verdict else {
             panic!("expected an attempt, got {verdict:?}");
         };
+        assert_eq!(body, PAY_BODY.as_bytes());
         assert_eq!(attempt.user.get(), 7);
         assert_eq!(attempt.key.to_string(), KEY);
         assert_eq!(attempt.operation, Operation::PayBill);
@@ -310,7 +325,7 @@ mod tests {
             &[KEY],
             complete(PAY_BODY),
         ) {
-            Verdict::Coordinate(attempt) => attempt,
+            Verdict::Coordinate { attempt, .. } => attempt,
             other => panic!("expected an attempt, got {other:?}"),
         };
         assert_ne!(attempt(1).coordinator_name(), attempt(2).coordinator_name());
@@ -339,7 +354,12 @@ mod tests {
 
     #[test]
     fn body_size_is_checked_before_the_key() {
-        let problem = rejected(check(&pay_route("b"), Some(&bearer(7)), &[], BodyRead::TooLarge));
+        let problem = rejected(check(
+            &pay_route("b"),
+            Some(&bearer(7)),
+            &[],
+            BodyRead::TooLarge,
+        ));
         assert_eq!(problem, Problem::body_too_large(16 * 1024));
         assert_eq!(
             rejected(check(
@@ -356,7 +376,12 @@ mod tests {
     fn depth_and_json_syntax_are_checked_before_the_key() {
         let deep = "[".repeat(17) + &"]".repeat(17);
         assert_eq!(
-            kind_of(check(&pay_route("b"), Some(&bearer(7)), &[], complete(&deep))),
+            kind_of(check(
+                &pay_route("b"),
+                Some(&bearer(7)),
+                &[],
+                complete(&deep)
+            )),
             ProblemKind::BodyTooDeep
         );
         assert_eq!(
@@ -434,13 +459,8 @@ mod tests {
             complete("{\"a\":"),
         ));
         let expected = Problem::from(
-            &fingerprint(
-                Operation::PayBill,
-                "b",
-                b"{\"a\":",
-                BodyLimits::default(),
-            )
-            .expect_err("not JSON"),
+            &fingerprint(Operation::PayBill, "b", b"{\"a\":", BodyLimits::default())
+                .expect_err("not JSON"),
         );
         assert_eq!(problem, expected);
     }
@@ -449,16 +469,29 @@ mod tests {
     fn hostile_inputs_are_refused_without_panicking() {
         let long_key = "k".repeat(10_000);
         let inputs: Vec<(Option<String>, Vec<&str>, BodyRead)> = vec![
-            (Some("Bearer \u{ff}\u{fe}".to_owned()), vec![KEY], complete(PAY_BODY)),
+            (
+                Some("Bearer \u{ff}\u{fe}".to_owned()),
+                vec![KEY],
+                complete(PAY_BODY),
+            ),
             (Some(bearer(7)), vec![&long_key], complete(PAY_BODY)),
             (Some(bearer(7)), vec![KEY, KEY], complete(PAY_BODY)),
             (Some(bearer(7)), vec!["\"unterminated"], complete(PAY_BODY)),
-            (Some(bearer(7)), vec![KEY], BodyRead::Complete(vec![0xff, 0xfe])),
+            (
+                Some(bearer(7)),
+                vec![KEY],
+                BodyRead::Complete(vec![0xff, 0xfe]),
+            ),
             (Some(bearer(7)), vec![KEY], complete("null")),
             (Some(bearer(7)), vec![KEY], complete("[]")),
         ];
         for (authorization, keys, body) in inputs {
-            let problem = rejected(check(&pay_route("b"), authorization.as_deref(), &keys, body));
+            let problem = rejected(check(
+                &pay_route("b"),
+                authorization.as_deref(),
+                &keys,
+                body,
+            ));
             assert!((400..500).contains(&problem.status), "{problem:?}");
         }
     }

@@ -17,6 +17,10 @@ pub fn header_bytes(value: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]

@@ -68,6 +68,10 @@ impl Reply {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use std::time::Duration;
 
     use shared::ProblemKind;
@@ -79,7 +83,10 @@ mod tests {
     fn a_problem_carries_its_type_and_content_type() {
         let reply = Reply::problem(&Problem::invalid_field("amount_paise", "must be whole"));
         assert_eq!(reply.status, 422);
-        assert_eq!(reply.header("content-type"), Some("application/problem+json"));
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json")
+        );
         assert_eq!(reply.header("retry-after"), None);
         let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
         assert_eq!(body["field"], "amount_paise");

@@ -46,6 +46,10 @@ impl SavedAnswer {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     fn keep(status: u16, body: &[u8]) -> Option<SavedAnswer> {

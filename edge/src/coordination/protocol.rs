@@ -72,15 +72,11 @@ impl BeginOutcome {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    fn header<'r>(reply: &'r Reply, name: &str) -> Option<&'r str> {
-        reply
-            .headers
-            .iter()
-            .find(|(header, _)| header.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
-    }
+    use super::*;
 
     #[test]
     fn outcomes_travel_as_tagged_json() {
@@ -112,9 +108,11 @@ mod tests {
 
     #[test]
     fn an_attempt_in_progress_gets_409_with_retry_after() {
-        let reply = BeginOutcome::InProgress.edge_reply().expect("answered here");
+        let reply = BeginOutcome::InProgress
+            .edge_reply()
+            .expect("answered here");
         assert_eq!(reply.status, 409);
-        assert_eq!(header(&reply, "retry-after"), Some("1"));
+        assert_eq!(reply.header("retry-after"), Some("1"));
         let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
         assert_eq!(body["type"], "/problems/request-in-progress");
     }

@@ -127,7 +127,9 @@ pub fn finish(
                 keep_until_ms,
             })
         }
-        (None, Some(KeyRecord::InFlight { attempt_id, .. })) if *attempt_id == report.attempt_id => {
+        (None, Some(KeyRecord::InFlight { attempt_id, .. }))
+            if *attempt_id == report.attempt_id =>
+        {
             RecordChange::Clear
         }
         (None, _) => RecordChange::Unchanged,
@@ -154,6 +156,10 @@ pub fn on_alarm(current: Option<&KeyRecord>, now_ms: u64) -> AlarmStep {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use shared::Operation;
     use shared::fingerprint::{BodyLimits, fingerprint};
 
@@ -219,6 +225,12 @@ mod tests {
         outcome
     }
 
+    /// Runs finish and applies its change.
+    fn finish_and_apply(record: &mut Option<KeyRecord>, report: &FinishReport, now: u64) {
+        let change = finish(record.as_ref(), report, now, KEEP_MS);
+        apply(record, change);
+    }
+
     fn apply(record: &mut Option<KeyRecord>, change: RecordChange) {
         match change {
             RecordChange::Unchanged => {}
@@ -265,10 +277,7 @@ mod tests {
     fn a_final_answer_is_replayed_until_the_key_expires() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        apply(
-            &mut record,
-            finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5, KEEP_MS),
-        );
+        finish_and_apply(&mut record, &report("a", 1, Some(created())), NOW + 5);
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("b", 1), NOW + 10),
             BeginOutcome::Replay { answer: created() }
@@ -288,10 +297,7 @@ mod tests {
     fn a_non_final_answer_frees_the_key_for_the_next_attempt() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        apply(
-            &mut record,
-            finish(record.as_ref(), &report("a", 1, None), NOW + 5, KEEP_MS),
-        );
+        finish_and_apply(&mut record, &report("a", 1, None), NOW + 5);
         assert_eq!(record, None);
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("b", 1), NOW + 6),
@@ -315,7 +321,12 @@ mod tests {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         let late = NOW + MARK_MS + 1;
-        let change = finish(record.as_ref(), &report("a", 1, Some(created())), late, KEEP_MS);
+        let change = finish(
+            record.as_ref(),
+            &report("a", 1, Some(created())),
+            late,
+            KEEP_MS,
+        );
         assert!(matches!(stored(change), KeyRecord::Finished { .. }));
     }
 
@@ -323,16 +334,18 @@ mod tests {
     fn the_first_final_answer_stays() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        apply(
-            &mut record,
-            finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5, KEEP_MS),
-        );
+        finish_and_apply(&mut record, &report("a", 1, Some(created())), NOW + 5);
         let other = SavedAnswer {
             status: 402,
             ..created()
         };
         assert_eq!(
-            finish(record.as_ref(), &report("b", 1, Some(other)), NOW + 6, KEEP_MS),
+            finish(
+                record.as_ref(),
+                &report("b", 1, Some(other)),
+                NOW + 6,
+                KEEP_MS
+            ),
             RecordChange::Unchanged
         );
     }

@@ -1,0 +1,56 @@
+//! The Worker's side of the Durable Object protocol: one object per (user, key), named by
+//! [`Attempt::coordinator_name`], spoken to with JSON over its `fetch`.
+
+use serde::Serialize;
+use worker::wasm_bindgen::JsValue;
+use worker::{Env, Error, Method, Request, RequestInit, Response, Result, Stub};
+
+use crate::coordination::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport};
+use crate::gate::Attempt;
+
+/// The binding of the Durable Object namespace (`wrangler.toml`, `[[durable_objects.bindings]]`).
+pub const COORDINATOR_BINDING: &str = "KEY_COORDINATOR";
+
+/// The URL origin of messages to an object; the runtime routes them by stub, not by host.
+const COORDINATOR_ORIGIN: &str = "https://key-coordinator";
+
+/// A connection to the object of one (user, key).
+#[derive(Debug)]
+pub struct CoordinatorClient {
+    stub: Stub,
+}
+
+impl CoordinatorClient {
+    /// The object coordinating `attempt`'s (user, key).
+    pub fn for_attempt(env: &Env, attempt: &Attempt) -> Result<CoordinatorClient> {
+        let stub = env
+            .durable_object(COORDINATOR_BINDING)?
+            .get_by_name(&attempt.coordinator_name())?;
+        Ok(CoordinatorClient { stub })
+    }
+
+    /// Asks whether the attempt may be forwarded.
+    pub async fn begin(&self, request: &BeginRequest) -> Result<BeginOutcome> {
+        self.post(BEGIN_PATH, request).await?.json().await
+    }
+
+    /// Reports how the attempt's forward ended.
+    pub async fn finish(&self, report: &FinishReport) -> Result<()> {
+        self.post(FINISH_PATH, report).await.map(drop)
+    }
+
+    async fn post(&self, path: &str, message: &impl Serialize) -> Result<Response> {
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_body(Some(JsValue::from_str(&serde_json::to_string(message)?)));
+        let request = Request::new_with_init(&format!("{COORDINATOR_ORIGIN}{path}"), &init)?;
+        let response = self.stub.fetch_with_request(request).await?;
+        let status = response.status_code();
+        if !(200..300).contains(&status) {
+            return Err(Error::RustError(format!(
+                "the key coordinator answered {status} to {path}"
+            )));
+        }
+        Ok(response)
+    }
+}

@@ -1,0 +1,158 @@
+//! The Worker's fetch handler: every request enters here.
+//!
+//! A request to an operation the policy guards is read (body within the limit) and checked by
+//! the [`Gate`]; a refusal is answered here, a well-formed attempt goes through its (user, key)
+//! Durable Object and, when that says so, to the backend, whose answer is reported back to the
+//! object. Everything else is forwarded unchanged. Errors never escape as a bare runtime error:
+//! they become problem+json answers, and the details go to the log.
+
+use shared::{Problem, ProblemKind};
+use worker::{Env, Request, Response, Result, console_error, event};
+
+use super::body::read_body_within;
+use super::clock::{millis, now_ms, now_unix};
+use super::coordinator_client::CoordinatorClient;
+use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
+use super::response::reply_response;
+use crate::config::{
+    BACKEND_TIMEOUT_VAR, BACKEND_URL_VAR, EdgeConfig, JWT_SECRET_VAR, compiled_policy,
+};
+use crate::coordination::{BeginRequest, FinishReport};
+use crate::forwarding::{ForwardFailure, new_request_id};
+use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
+use crate::header_bytes::header_bytes;
+use crate::reply::Reply;
+
+/// The entry point: answers every request, turning an unexpected error into a 500 problem.
+#[event(fetch)]
+async fn fetch(request: Request, env: Env, _context: worker::Context) -> Result<Response> {
+    match handle(request, &env).await {
+        Ok(response) => Ok(response),
+        Err(error) => {
+            console_error!("edge error: {error}");
+            reply_response(Reply::problem(&internal_problem()))
+        }
+    }
+}
+
+/// Reads the settings, then passes the request through or guards it.
+async fn handle(request: Request, env: &Env) -> Result<Response> {
+    let config = match edge_config(env) {
+        Ok(config) => config,
+        Err(error) => {
+            console_error!("the edge is misconfigured: {error}");
+            return reply_response(Reply::problem(&internal_problem()));
+        }
+    };
+    let policy = compiled_policy();
+    let gate = Gate::new(policy, config.jwt_secret());
+    let Some(route) = gate.route(request.method().as_ref(), &request.path()) else {
+        let forwarded = forward_unchanged(&request, &config, &new_request_id()).await;
+        return forwarded.or_else(|failure| failure_response(failure, &config));
+    };
+    let body = read_body_within(&request, gate.body_limits().max_bytes).await;
+    let headers = request.headers();
+    let authorization = headers
+        .get("authorization")?
+        .map(|value| header_bytes(&value));
+    let key_bytes: Vec<Vec<u8>> = headers
+        .get(&policy.header)?
+        .map(|value| header_bytes(&value))
+        .into_iter()
+        .collect();
+    let key_values: Vec<&[u8]> = key_bytes.iter().map(Vec::as_slice).collect();
+    let checked = GuardedRequest {
+        authorization: authorization.as_deref(),
+        key_header_values: &key_values,
+        body,
+    };
+    match gate.check(&route, checked, now_unix()) {
+        Verdict::Reject(problem) => reply_response(Reply::problem(&problem)),
+        Verdict::Coordinate { attempt, body } => {
+            coordinate_and_forward(&request, &body, &attempt, &config, env).await
+        }
+    }
+}
+
+/// One attempt of a guarded operation: asks the key's object, and forwards only if it says so.
+async fn coordinate_and_forward(
+    request: &Request,
+    body: &[u8],
+    attempt: &Attempt,
+    config: &EdgeConfig,
+    env: &Env,
+) -> Result<Response> {
+    let request_id = new_request_id();
+    let began_at_ms = now_ms();
+    let coordinator = CoordinatorClient::for_attempt(env, attempt)?;
+    let begin = BeginRequest {
+        attempt_id: request_id.clone(),
+        fingerprint: attempt.fingerprint,
+        mark_for_ms: millis(config.in_flight_mark_lifetime()),
+    };
+    match coordinator.begin(&begin).await {
+        Ok(outcome) => {
+            if let Some(reply) = outcome.edge_reply() {
+                return reply_response(reply);
+            }
+        }
+        Err(error) => {
+            // The backend stays the authority: without the object it still does the work once.
+            console_error!("key coordinator unavailable, forwarding uncoordinated: {error}");
+            let forwarded = forward_buffered(request, body, config, &request_id).await;
+            return answer_response(forwarded, config);
+        }
+    }
+    let forwarded = forward_buffered(request, body, config, &request_id).await;
+    let report = FinishReport {
+        attempt_id: request_id,
+        fingerprint: attempt.fingerprint,
+        began_at_ms,
+        final_answer: forwarded
+            .as_ref()
+            .ok()
+            .and_then(BackendAnswer::final_answer),
+    };
+    if let Err(error) = coordinator.finish(&report).await {
+        console_error!(
+            "could not report to the key coordinator; its mark lapses by alarm: {error}"
+        );
+    }
+    answer_response(forwarded, config)
+}
+
+/// The backend's answer, or the problem for a failed forward.
+fn answer_response(
+    forwarded: std::result::Result<BackendAnswer, ForwardFailure>,
+    config: &EdgeConfig,
+) -> Result<Response> {
+    match forwarded {
+        Ok(answer) => Ok(answer.into_response()),
+        Err(failure) => failure_response(failure, config),
+    }
+}
+
+fn failure_response(failure: ForwardFailure, config: &EdgeConfig) -> Result<Response> {
+    reply_response(Reply::problem(&failure.problem(config.backend_timeout())))
+}
+
+/// The settings from the runtime's environment (`[vars]` and secrets).
+fn edge_config(env: &Env) -> std::result::Result<EdgeConfig, crate::config::ConfigError> {
+    let setting = |name: &str| env.var(name).ok().map(|value| value.to_string());
+    let secret = env
+        .secret(JWT_SECRET_VAR)
+        .ok()
+        .map(|value| value.to_string());
+    EdgeConfig::from_settings(
+        setting(BACKEND_URL_VAR),
+        secret,
+        setting(BACKEND_TIMEOUT_VAR),
+    )
+}
+
+fn internal_problem() -> Problem {
+    Problem::new(
+        ProblemKind::Internal,
+        "An internal error occurred at the edge; it has been logged.",
+    )
+}

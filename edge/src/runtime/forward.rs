@@ -1,0 +1,197 @@
+//! Sending a request on to the backend, bounded by the forward timeout: a request that passes
+//! through streams its body and gets the backend's response as is; a guarded request sends the
+//! body the gate already read and gets the whole answer back, so the answer can be kept.
+
+use std::future::Future;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use worker::js_sys::Uint8Array;
+use worker::wasm_bindgen::JsValue;
+use worker::{
+    AbortController, AbortSignal, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect,
+    Response, console_error, console_warn,
+};
+
+use crate::config::EdgeConfig;
+use crate::coordination::SavedAnswer;
+use crate::forwarding::{ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query};
+
+/// The backend's whole answer to a guarded request.
+#[derive(Debug)]
+pub struct BackendAnswer {
+    status: u16,
+    headers: Headers,
+    body: Vec<u8>,
+}
+
+impl BackendAnswer {
+    /// The answer to keep at the edge, if it is final.
+    pub fn final_answer(&self) -> Option<SavedAnswer> {
+        let header = |name| self.headers.get(name).ok().flatten();
+        SavedAnswer::keep_if_final(
+            self.status,
+            header("content-type"),
+            header("location"),
+            &self.body,
+        )
+    }
+
+    /// The answer as the client's response: the backend's status, headers and body.
+    pub fn into_response(self) -> Response {
+        Response::builder()
+            .with_status(self.status)
+            .with_headers(self.headers)
+            .fixed(self.body)
+    }
+}
+
+/// Forwards a request that passes through the edge, streaming its body.
+pub async fn forward_unchanged(
+    request: &Request,
+    config: &EdgeConfig,
+    request_id: &str,
+) -> Result<Response, ForwardFailure> {
+    let body = request.inner().body().map(JsValue::from);
+    let outgoing = backend_request(request, config, request_id, body)?;
+    within(config.backend_timeout(), |signal| async move {
+        Fetch::Request(outgoing).send_with_signal(&signal).await
+    })
+    .await
+}
+
+/// Forwards a guarded request with the body already read, and reads the whole answer.
+pub async fn forward_buffered(
+    request: &Request,
+    body: &[u8],
+    config: &EdgeConfig,
+    request_id: &str,
+) -> Result<BackendAnswer, ForwardFailure> {
+    let body = JsValue::from(Uint8Array::from(body));
+    let outgoing = backend_request(request, config, request_id, Some(body))?;
+    within(config.backend_timeout(), |signal| async move {
+        let mut response = Fetch::Request(outgoing).send_with_signal(&signal).await?;
+        let body = response.bytes().await?;
+        Ok(BackendAnswer {
+            status: response.status_code(),
+            headers: response.headers().clone(),
+            body,
+        })
+    })
+    .await
+}
+
+/// The request to the backend: the client's method, path, query, headers and body, plus the
+/// request id, with redirects handed back to the client rather than followed.
+fn backend_request(
+    incoming: &Request,
+    config: &EdgeConfig,
+    request_id: &str,
+    body: Option<JsValue>,
+) -> Result<Request, ForwardFailure> {
+    let build = || -> worker::Result<Request> {
+        let headers = Headers::new();
+        for (name, value) in incoming.headers().entries() {
+            if is_forwarded_header(&name) {
+                headers.append(&name, &value)?;
+            }
+        }
+        headers.set(REQUEST_ID_HEADER, request_id)?;
+        let url = config.backend_url_for(path_and_query(&incoming.inner().url()));
+        let mut init = RequestInit::new();
+        init.with_method(incoming.method())
+            .with_headers(headers)
+            .with_redirect(RequestRedirect::Manual)
+            .with_body(body);
+        Request::new_with_init(&url, &init)
+    };
+    build().map_err(|error| {
+        console_error!("cannot build the request to the backend: {error}");
+        ForwardFailure::Unreachable
+    })
+}
+
+/// Runs `work` with an abort signal; past `timeout` it is aborted and the forward timed out.
+async fn within<T, F>(
+    timeout: Duration,
+    work: impl FnOnce(AbortSignal) -> F,
+) -> Result<T, ForwardFailure>
+where
+    F: Future<Output = worker::Result<T>>,
+{
+    let controller = AbortController::default();
+    let work = pin!(work(controller.signal()));
+    let deadline = pin!(Delay::from(timeout));
+    match select(work, deadline).await {
+        Either::Left((Ok(value), _)) => Ok(value),
+        Either::Left((Err(error), _)) => {
+            console_warn!("backend unreachable: {error}");
+            Err(ForwardFailure::Unreachable)
+        }
+        Either::Right(((), _)) => {
+            controller.abort();
+            Err(ForwardFailure::TimedOut)
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "wasm32"))]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test;
+    use worker::Method;
+
+    use super::*;
+
+    fn config() -> EdgeConfig {
+        EdgeConfig::from_settings(
+            Some("http://127.0.0.1:9/".to_owned()),
+            Some("a-secret-that-is-at-least-32-bytes-long".to_owned()),
+            Some("200".to_owned()),
+        )
+        .expect("valid settings")
+    }
+
+    fn incoming() -> Request {
+        let headers = Headers::new();
+        headers.set("authorization", "Bearer t").expect("header");
+        headers.set("idempotency-key", "\"k\"").expect("header");
+        headers.set("host", "edge.test").expect("header");
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post)
+            .with_headers(headers)
+            .with_body(Some(JsValue::from_str("{}")));
+        Request::new_with_init("http://edge.test/v1/bills/b/pay?x=1#frag", &init).expect("request")
+    }
+
+    #[wasm_bindgen_test]
+    async fn the_backend_request_keeps_method_path_headers_and_body_and_adds_a_request_id() {
+        let mut outgoing = backend_request(
+            &incoming(),
+            &config(),
+            "req-1",
+            Some(JsValue::from_str("{\"a\":1}")),
+        )
+        .expect("request");
+        assert_eq!(
+            outgoing.inner().url(),
+            "http://127.0.0.1:9/v1/bills/b/pay?x=1"
+        );
+        assert_eq!(outgoing.method(), Method::Post);
+        let headers = outgoing.headers();
+        assert_eq!(
+            headers.get("authorization").expect("h"),
+            Some("Bearer t".to_owned())
+        );
+        assert_eq!(
+            headers.get("idempotency-key").expect("h"),
+            Some("\"k\"".to_owned())
+        );
+        assert_eq!(
+            headers.get(REQUEST_ID_HEADER).expect("h"),
+            Some("req-1".to_owned())
+        );
+        assert_eq!(headers.get("host").expect("h"), None);
+        assert_eq!(outgoing.text().await.expect("body"), "{\"a\":1}");
+    }
+}

@@ -1,0 +1,116 @@
+//! The Durable Object kept per (user, key): it loads its record, applies the protocol's pure
+//! transitions ([`crate::coordination`]) and saves the result, with an alarm at the record's end.
+//!
+//! Each message is decided against the record held in memory, and the memory is updated in the
+//! same synchronous step as the decision, before any write is awaited, so two attempts arriving
+//! together can never both be told to forward. Storage (the object's SQLite-backed key-value
+//! store) keeps the record across evictions; the alarm deletes it when its time is up: a lapsed
+//! in-flight mark, or a kept answer at the key's expiry.
+
+use std::cell::RefCell;
+
+use worker::js_sys::Date as JsDate;
+use worker::wasm_bindgen::JsValue;
+use worker::{
+    DurableObject, Env, Method, Request, Response, Result, ScheduledTime, State, durable_object,
+};
+
+use super::clock::{millis, now_ms};
+use crate::config::compiled_policy;
+use crate::coordination::{
+    BEGIN_PATH, BeginRequest, FINISH_PATH, FinishReport, KeyRecord, RecordChange, begin, finish,
+    on_alarm,
+};
+
+/// The storage key of the record.
+const RECORD_KEY: &str = "record";
+
+/// The per-(user, key) coordinator (`class_name = "KeyCoordinator"` in `wrangler.toml`).
+#[durable_object]
+pub struct KeyCoordinator {
+    state: State,
+    /// The record as last read or written: outer `None` until read from storage once, inner
+    /// `None` when the key is free at the edge.
+    record: RefCell<Option<Option<KeyRecord>>>,
+}
+
+impl DurableObject for KeyCoordinator {
+    fn new(state: State, _env: Env) -> Self {
+        KeyCoordinator {
+            state,
+            record: RefCell::new(None),
+        }
+    }
+
+    async fn fetch(&self, mut request: Request) -> Result<Response> {
+        match (request.method(), request.path().as_str()) {
+            (Method::Post, BEGIN_PATH) => {
+                let message: BeginRequest = request.json().await?;
+                let current = self.load().await?;
+                let (outcome, change) = begin(current.as_ref(), &message, now_ms());
+                self.apply(change).await?;
+                Response::from_json(&outcome)
+            }
+            (Method::Post, FINISH_PATH) => {
+                let report: FinishReport = request.json().await?;
+                let keep_keys_for = compiled_policy().keep_keys_for;
+                let current = self.load().await?;
+                let change = finish(current.as_ref(), &report, now_ms(), millis(keep_keys_for));
+                self.apply(change).await?;
+                Ok(Response::empty()?.with_status(204))
+            }
+            _ => Response::error("no such coordinator message", 404),
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let current = self.load().await?;
+        let step = on_alarm(current.as_ref(), now_ms());
+        self.apply(step.change).await?;
+        if let Some(at_ms) = step.next_alarm_ms {
+            self.state.storage().set_alarm(scheduled_at(at_ms)).await?;
+        }
+        Response::empty()
+    }
+}
+
+impl KeyCoordinator {
+    /// The current record, read from storage the first time only. A read that finishes after
+    /// another message already loaded (and maybe changed) the record does not overwrite it.
+    async fn load(&self) -> Result<Option<KeyRecord>> {
+        if let Some(loaded) = self.record.borrow().as_ref() {
+            return Ok(loaded.clone());
+        }
+        let stored = match self.state.storage().get::<String>(RECORD_KEY).await? {
+            Some(json) => Some(serde_json::from_str::<KeyRecord>(&json)?),
+            None => None,
+        };
+        Ok(self.record.borrow_mut().get_or_insert(stored).clone())
+    }
+
+    /// Applies a change: in memory at once, then in storage with the alarm at the record's end.
+    async fn apply(&self, change: RecordChange) -> Result<()> {
+        let storage = self.state.storage();
+        match change {
+            RecordChange::Unchanged => Ok(()),
+            RecordChange::Store(record) => {
+                let json = serde_json::to_string(&record)?;
+                let ends_at_ms = record.ends_at_ms();
+                *self.record.borrow_mut() = Some(Some(record));
+                storage.put(RECORD_KEY, json).await?;
+                storage.set_alarm(scheduled_at(ends_at_ms)).await
+            }
+            RecordChange::Clear => {
+                *self.record.borrow_mut() = Some(None);
+                storage.delete(RECORD_KEY).await?;
+                storage.delete_alarm().await
+            }
+        }
+    }
+}
+
+/// An alarm time from Unix milliseconds.
+fn scheduled_at(at_ms: u64) -> ScheduledTime {
+    // Milliseconds since 1970 stay far below 2^53, where an f64 is exact.
+    ScheduledTime::new(JsDate::new(&JsValue::from_f64(at_ms as f64)))
+}

@@ -1,0 +1,425 @@
+//! The edge end to end, under the real runtime: the built Worker (`tests/build-edge.sh`) runs in
+//! `workerd` in front of a real backend process, PostgreSQL and a real bank simulator process,
+//! and every claim is checked over HTTP. Requests that reached the backend are counted at the
+//! backend (`/metrics`), debits at the bank (`/ledger`). Each test runs its own stack.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod support;
+
+use std::collections::HashSet;
+
+use serde_json::json;
+use support::{Answer, Call, PAY_ROUTE, REFUND_ROUTE, Stack, StackOptions, Via};
+
+const PAY_BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
+
+fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Asserts that two answers are the same problem, byte for byte, with the same headers that
+/// matter.
+fn assert_same_problem(what: &str, at_edge: &Answer, direct: &Answer) {
+    assert_eq!(at_edge.status, direct.status, "{what}: status");
+    assert_eq!(
+        String::from_utf8_lossy(&at_edge.body),
+        String::from_utf8_lossy(&direct.body),
+        "{what}: body"
+    );
+    for header in ["content-type", "retry-after", "www-authenticate"] {
+        assert_eq!(
+            at_edge.header(header),
+            direct.header(header),
+            "{what}: {header}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reaching_it() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let key = new_key();
+    let pay = || Call::pay(7, &key, "elec-42", PAY_BODY);
+    let expired = {
+        let user = shared::UserId::new(7).expect("positive");
+        shared::auth::sign_token(user, 1, support::SECRET.as_bytes())
+    };
+    let other_secret = {
+        let user = shared::UserId::new(7).expect("positive");
+        shared::auth::sign_token(user, i64::MAX / 2, b"another-secret-of-at-least-32-bytes!!")
+    };
+    let cases: Vec<(&str, Call)> = vec![
+        ("no token", pay().without_header("authorization")),
+        (
+            "expired token",
+            pay().with_header("authorization", &format!("Bearer {expired}")),
+        ),
+        (
+            "token signed with another secret",
+            pay().with_header("authorization", &format!("Bearer {other_secret}")),
+        ),
+        ("body over 16 KiB", pay().with_body(vec![b' '; 20 * 1024])),
+        (
+            "body nested 17 deep",
+            pay().with_body("[".repeat(17) + &"]".repeat(17)),
+        ),
+        ("body not JSON", pay().with_body("amount=5")),
+        ("no key", pay().without_header("idempotency-key")),
+        (
+            "key not a UUID",
+            pay().with_header("idempotency-key", "order-1"),
+        ),
+        (
+            "key a v1 UUID",
+            pay().with_header("idempotency-key", "c232ab00-9414-11ec-b3c8-9f6bdeced846"),
+        ),
+        (
+            "float amount",
+            pay().with_body(r#"{"amount_paise":2300.5,"payer_vpa":"asha@okbank"}"#),
+        ),
+        (
+            "unknown field",
+            pay().with_body(r#"{"amount_paise":1,"payer_vpa":"asha@okbank","tip":5}"#),
+        ),
+        (
+            "bill id with a space",
+            Call::pay(7, &key, "elec%2042", PAY_BODY),
+        ),
+        (
+            "refund of zero",
+            Call::refund(7, &key, &new_key(), r#"{"amount_paise":0}"#),
+        ),
+    ];
+
+    let mut at_edge = Vec::new();
+    for (what, call) in &cases {
+        let answer = stack.send(Via::Edge, call).await;
+        assert!(
+            (400..500).contains(&answer.status),
+            "{what}: {} {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        );
+        at_edge.push(answer);
+    }
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        0,
+        "pay requests seen by the backend"
+    );
+    assert_eq!(
+        stack.backend_requests(REFUND_ROUTE).await,
+        0,
+        "refunds seen by the backend"
+    );
+
+    // Asked directly, the backend refuses each the same way.
+    for ((what, call), edge_answer) in cases.iter().zip(&at_edge) {
+        let direct = stack.send(Via::Backend, call).await;
+        assert_same_problem(what, edge_answer, &direct);
+    }
+    assert!(stack.debits().await.is_empty(), "no money moved");
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_edge() {
+    let stack = Stack::start(StackOptions {
+        bank_latency_ms: 800,
+        ..StackOptions::default()
+    })
+    .await;
+    const ROUNDS: u64 = 5;
+    const ATTEMPTS: usize = 20;
+    for round in 1..=ROUNDS {
+        let key = new_key();
+        let call = Call::pay(7, &key, "elec-42", PAY_BODY);
+        let attempts = (0..ATTEMPTS).map(|_| stack.send(Via::Edge, &call));
+        let answers = futures_util::future::join_all(attempts).await;
+
+        let first_answers: Vec<&Answer> = answers
+            .iter()
+            .filter(|answer| answer.status == 201 && !answer.is_replay())
+            .collect();
+        assert_eq!(
+            first_answers.len(),
+            1,
+            "round {round}: one attempt did the work"
+        );
+        let in_progress = answers.iter().filter(|answer| answer.status == 409).count();
+        assert!(
+            in_progress > 0,
+            "round {round}: duplicates in flight got 409"
+        );
+        for answer in &answers {
+            match answer.status {
+                201 => assert_eq!(answer.body, first_answers[0].body, "round {round}"),
+                409 => {
+                    assert_eq!(answer.problem_type(), "/problems/request-in-progress");
+                    assert_eq!(answer.header("retry-after"), Some("1"));
+                }
+                other => panic!("round {round}: unexpected {other}"),
+            }
+        }
+        assert_eq!(
+            stack.backend_requests(PAY_ROUTE).await,
+            round,
+            "round {round}: only the first attempt reached the backend; every 409 came from the edge"
+        );
+        let reference = format!("pay-7-{key}");
+        let debits = stack.debits().await;
+        let for_key = debits
+            .iter()
+            .filter(|debit| debit["reference"] == reference.as_str())
+            .count();
+        assert_eq!(for_key, 1, "round {round}: one debit at the bank");
+    }
+    assert_eq!(stack.debits().await.len() as u64, ROUNDS);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_key_replays_from_the_edge_without_a_backend_request() {
+    let stack = Stack::start(StackOptions::default()).await;
+
+    // A success: 201 with Location, then replays from the edge.
+    let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+    let first = stack.send(Via::Edge, &call).await;
+    assert_eq!(first.status, 201);
+    assert!(!first.is_replay());
+    let location = first.header("location").expect("Location").to_owned();
+    for _ in 0..3 {
+        let replay = stack.send(Via::Edge, &call).await;
+        assert_eq!(replay.status, 201);
+        assert!(replay.is_replay());
+        assert_eq!(replay.body, first.body);
+        assert_eq!(replay.header("location"), Some(location.as_str()));
+        assert_eq!(replay.header("content-type"), Some("application/json"));
+    }
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        1,
+        "replays never asked the backend"
+    );
+
+    // A bank decline is final too: 402, kept and replayed.
+    stack.set_bank_knobs(json!({ "decline_rate": 1.0 })).await;
+    let declined_call = Call::pay(7, &new_key(), "elec-43", PAY_BODY);
+    let declined = stack.send(Via::Edge, &declined_call).await;
+    assert_eq!(declined.status, 402);
+    assert_eq!(declined.problem_type(), "/problems/payment-declined");
+    let replayed = stack.send(Via::Edge, &declined_call).await;
+    assert_eq!(replayed.status, 402);
+    assert!(replayed.is_replay());
+    assert_eq!(replayed.body, declined.body);
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
+
+    // The backend's own replay (the key was finished without the edge) is kept as well.
+    stack.set_bank_knobs(json!({})).await;
+    let direct_call = Call::pay(7, &new_key(), "elec-44", PAY_BODY);
+    let direct = stack.send(Via::Backend, &direct_call).await;
+    assert_eq!(direct.status, 201);
+    let through_edge = stack.send(Via::Edge, &direct_call).await;
+    assert!(through_edge.is_replay(), "the backend replayed it");
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 4);
+    let from_edge = stack.send(Via::Edge, &direct_call).await;
+    assert_eq!(from_edge.body, direct.body);
+    assert!(from_edge.is_replay());
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        4,
+        "served by the edge"
+    );
+
+    assert_eq!(stack.debits().await.len(), 2, "two payments succeeded");
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_body_with_the_same_key_gets_422_in_flight_and_after() {
+    let stack = Stack::start(StackOptions {
+        bank_latency_ms: 1000,
+        ..StackOptions::default()
+    })
+    .await;
+    let key = new_key();
+    let original = Call::pay(7, &key, "elec-42", PAY_BODY);
+    let changed = Call::pay(
+        7,
+        &key,
+        "elec-42",
+        r#"{"amount_paise":230001,"payer_vpa":"asha@okbank"}"#,
+    );
+
+    let (first, while_in_flight) = tokio::join!(stack.send(Via::Edge, &original), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        stack.send(Via::Edge, &changed).await
+    });
+    assert_eq!(first.status, 201);
+    assert_eq!(while_in_flight.status, 422);
+    assert_eq!(
+        while_in_flight.problem_type(),
+        "/problems/idempotency-key-reused"
+    );
+
+    let after = stack.send(Via::Edge, &changed).await;
+    assert_eq!(after.status, 422);
+    assert_eq!(after.problem_type(), "/problems/idempotency-key-reused");
+    // The same key for another bill is another request too.
+    let other_bill = stack
+        .send(Via::Edge, &Call::pay(7, &key, "elec-99", PAY_BODY))
+        .await;
+    assert_eq!(other_bill.status, 422);
+
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        1,
+        "every 422 came from the edge"
+    );
+    assert_eq!(stack.debits().await.len(), 1);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_users_with_the_same_key_stay_apart() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let key = new_key();
+    let asha = Call::pay(1, &key, "elec-42", PAY_BODY);
+    let ravi = Call::pay(2, &key, "elec-42", PAY_BODY);
+
+    let asha_first = stack.send(Via::Edge, &asha).await;
+    let ravi_first = stack.send(Via::Edge, &ravi).await;
+    assert_eq!((asha_first.status, ravi_first.status), (201, 201));
+    assert!(
+        !ravi_first.is_replay(),
+        "user 2 is not answered with user 1's payment"
+    );
+    assert_ne!(
+        asha_first.json()["payment_id"],
+        ravi_first.json()["payment_id"]
+    );
+
+    let asha_again = stack.send(Via::Edge, &asha).await;
+    let ravi_again = stack.send(Via::Edge, &ravi).await;
+    assert!(asha_again.is_replay() && ravi_again.is_replay());
+    assert_eq!(asha_again.body, asha_first.body);
+    assert_eq!(ravi_again.body, ravi_first.body);
+
+    let references: HashSet<String> = stack
+        .debits()
+        .await
+        .iter()
+        .filter_map(|debit| debit["reference"].as_str().map(str::to_owned))
+        .collect();
+    let expected: HashSet<String> = [format!("pay-1-{key}"), format!("pay-2-{key}")].into();
+    assert_eq!(references, expected, "one debit per user");
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let paid = stack
+        .send(Via::Edge, &Call::pay(7, &new_key(), "elec-42", PAY_BODY))
+        .await;
+    let location = paid.header("location").expect("Location").to_owned();
+
+    for (what, call) in [
+        ("health", Call::get("/healthz", None)),
+        ("own payment", Call::get(&location, Some(7))),
+        ("another user's payment", Call::get(&location, Some(8))),
+        ("read without a token", Call::get(&location, None)),
+        ("unknown route", Call::get("/nowhere?x=1", None)),
+        ("published policy", Call::get("/idempotency-policy", None)),
+    ] {
+        let at_edge = stack.send(Via::Edge, &call).await;
+        let direct = stack.send(Via::Backend, &call).await;
+        assert_eq!(at_edge.status, direct.status, "{what}");
+        assert_eq!(at_edge.body, direct.body, "{what}");
+        assert_eq!(
+            at_edge.header("content-type"),
+            direct.header("content-type"),
+            "{what}"
+        );
+    }
+    let metrics = stack.send(Via::Edge, &Call::get("/metrics", None)).await;
+    assert_eq!(metrics.status, 200);
+    assert!(String::from_utf8_lossy(&metrics.body).contains("http_requests_total"));
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_that_are_not_final_are_not_kept_at_the_edge() {
+    let stack = Stack::start(StackOptions::default()).await;
+    // The bank fails before debiting: the backend answers "outcome pending".
+    stack.set_bank_knobs(json!({ "error_rate": 1.0 })).await;
+    let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+    let first = stack.send(Via::Edge, &call).await;
+    assert_eq!(first.status, 503);
+    assert_eq!(first.problem_type(), "/problems/outcome-pending");
+    let retry = stack.send(Via::Edge, &call).await;
+    assert!(!retry.is_replay());
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        2,
+        "the retry asked the backend again"
+    );
+    // A refund of an unknown payment: a 404 from the backend, not kept either.
+    let refund = Call::refund(7, &new_key(), &new_key(), r#"{"amount_paise":5}"#);
+    for _ in 0..2 {
+        assert_eq!(stack.send(Via::Edge, &refund).await.status, 404);
+    }
+    assert_eq!(stack.backend_requests(REFUND_ROUTE).await, 2);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key() {
+    let mut stack = Stack::start(StackOptions {
+        bank_latency_ms: 1500,
+        edge_backend_timeout_ms: 300,
+    })
+    .await;
+    let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+    let timed_out = stack.send(Via::Edge, &call).await;
+    assert_eq!(timed_out.status, 504);
+    assert_eq!(timed_out.problem_type(), "/problems/backend-timeout");
+    assert_eq!(timed_out.header("retry-after"), Some("1"));
+
+    // The edge let go of the key: the retry reaches the backend, which still runs the first
+    // attempt and says so.
+    let retry = stack.send(Via::Edge, &call).await;
+    assert_eq!(
+        retry.status,
+        409,
+        "{}",
+        String::from_utf8_lossy(&retry.body)
+    );
+    assert_eq!(retry.problem_type(), "/problems/request-in-progress");
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        1,
+        "the 409 came from the backend"
+    );
+
+    // Once the bank has answered, the backend replays the payment, and the edge keeps it.
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let done = stack.send(Via::Edge, &call).await;
+    assert_eq!(done.status, 201);
+    assert!(done.is_replay());
+    assert_eq!(stack.debits().await.len(), 1);
+
+    stack.kill_backend();
+    let unreachable = stack.send(Via::Edge, &Call::get("/healthz", None)).await;
+    assert_eq!(unreachable.status, 502);
+    assert_eq!(unreachable.problem_type(), "/problems/backend-unreachable");
+    let unreachable_pay = stack
+        .send(Via::Edge, &Call::pay(7, &new_key(), "elec-42", PAY_BODY))
+        .await;
+    assert_eq!(unreachable_pay.status, 502);
+    // The kept answer needs no backend at all.
+    let kept = stack.send(Via::Edge, &call).await;
+    assert_eq!((kept.status, kept.is_replay()), (201, true));
+    stack.stop().await;
+}
