@@ -32,7 +32,7 @@ tests/build-edge.sh
 step "native tests"
 cargo test --workspace --locked
 
-step "shared crate under wasm32-unknown-unknown (Node)"
+step "shared and edge crates under wasm32-unknown-unknown (Node)"
 cargo test -p shared -p edge --lib --target wasm32-unknown-unknown --locked
 
 step "all suites passed"
