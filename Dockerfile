@@ -6,7 +6,11 @@
 # machine has no registry for base images) and runs it.
 
 FROM rust:1.95-bookworm AS build
-RUN rustup target add x86_64-unknown-linux-musl
+# musl-gcc: the embedded SQLite store (sqlx's bundled SQLite) compiles C for the static binary.
+RUN apt-get update && apt-get install -y --no-install-recommends musl-tools \
+ && rm -rf /var/lib/apt/lists/* \
+ && rustup target add x86_64-unknown-linux-musl
+ENV CC_x86_64_unknown_linux_musl=musl-gcc
 WORKDIR /src
 COPY . .
 RUN cargo build --locked --profile server --target x86_64-unknown-linux-musl -p backend --bins \

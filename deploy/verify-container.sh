@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v podman >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman >/dev/null; }
 rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
+# The embedded SQLite store compiles SQLite's C source: it needs a C compiler for musl.
+command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
+export CC_x86_64_unknown_linux_musl=musl-gcc
 tests/start-postgres.sh
 
 cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend --bins

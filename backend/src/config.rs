@@ -3,7 +3,7 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `DATABASE_URL` | `postgres://postgres@127.0.0.1:5432/payments` | PostgreSQL |
+//! | `DATABASE_URL` | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
 //! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `AUTH_JWT_SECRET` | a development default | HS256 secret for bearer tokens |
@@ -25,6 +25,10 @@ use shared::Policy;
 /// unless `APP_ENV=development`.
 pub const DEVELOPMENT_JWT_SECRET: &str = "development-only-jwt-secret-never-use-in-production";
 
+/// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
+/// directory, so a fresh machine needs nothing else installed.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/payments.sqlite";
+
 /// Whether this is a developer's machine or a real deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RunMode {
@@ -37,12 +41,8 @@ pub enum RunMode {
 /// The settings as read from flags and environment.
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
-    /// PostgreSQL connection URL.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/payments"
-    )]
+    /// `postgres://…` (production, several replicas) or `sqlite://PATH` (embedded, one process).
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub database_url: String,
     /// The bank's base URL.
     #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
@@ -73,7 +73,7 @@ pub struct Settings {
 /// The validated configuration the application is built from.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// PostgreSQL connection URL.
+    /// `postgres://…` or `sqlite://PATH`.
     pub database_url: String,
     /// The bank's base URL.
     pub bank_url: String,

@@ -1,9 +1,9 @@
 //! The janitor: deletes idempotency keys older than `keep_keys_for_hours` (SPEC §5, invariant 6).
 //!
 //! Only finished keys expire (an unfinished one may hide a debit); payments and refunds are
-//! kept for ever, only the key rows go. Each step deletes one bounded batch oldest-first with
-//! `SKIP LOCKED`, so a large backlog is worked off in many short statements that never hold
-//! locks long enough to block claims.
+//! kept for ever, only the key rows go. Each step deletes one bounded batch oldest-first (with
+//! `SKIP LOCKED` on PostgreSQL, by rowid on SQLite), so a large backlog is worked off in many
+//! short statements that never hold locks long enough to block claims.
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The backend: the authority over idempotency keys (the PostgreSQL claim, the bank call, save
+//! The backend: the authority over idempotency keys (the database claim, the bank call, save
 //! and replay, reconciliation and expiry), and the bank simulator that plays the partner bank
 //! in development and tests.
 //!

@@ -15,7 +15,9 @@
 //!   still be on its way to the bank); it is asked again later.
 //! - **no usable answer** → tried again after a back-off (1 s doubling to 5 minutes).
 //!
-//! Keys are taken with `FOR UPDATE SKIP LOCKED`, so every replica can run this loop at once.
+//! Keys are taken so that no two reconcilers ever hold one at once: with `FOR UPDATE SKIP LOCKED`
+//! on PostgreSQL, so every replica can run this loop; with a lease on the key row on the
+//! embedded SQLite store (see `store::sqlite`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -51,11 +53,11 @@ pub enum Outcome {
 }
 
 /// Asks the bank about a locked key and writes what it says.
-#[tracing::instrument(skip_all, fields(user_id = %locked.unfinished.key.user, key = %locked.unfinished.key.key))]
+#[tracing::instrument(skip_all, fields(user_id = %locked.unfinished().key.user, key = %locked.unfinished().key.key))]
 pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
-    let operation = locked.unfinished.stored.operation;
-    let reference = bank_reference(&locked.unfinished.movement);
+    let operation = locked.unfinished().stored.operation;
+    let reference = bank_reference(&locked.unfinished().movement);
     match state.bank.look_up(operation, reference).await {
         Ok(LookUp::Succeeded) => {
             finish(state, locked, MovementResult::Succeeded, "succeeded").await
@@ -71,10 +73,10 @@ pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resol
         }
         Ok(LookUp::NeverSeen) => {
             state.metrics.bank_call("look_up", "never_seen");
-            let stored = &locked.unfinished.stored;
+            let stored = &locked.unfinished().stored;
             let claim_age = stored.read_at - stored.record.claimed_at;
             if claim_age < state.policy.stuck_after {
-                let wait = backoff(locked.unfinished.failed_lookups);
+                let wait = backoff(locked.unfinished().failed_lookups);
                 locked.postpone(wait).await?;
                 return Ok(Resolution::NotYet);
             }
@@ -86,7 +88,7 @@ pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resol
             state.metrics.bank_call("look_up", "failed");
             state.metrics.lookup_failures.inc();
             tracing::warn!(%error, "bank look-up failed; will retry");
-            let wait = backoff(locked.unfinished.failed_lookups);
+            let wait = backoff(locked.unfinished().failed_lookups);
             locked.postpone(wait).await?;
             Ok(Resolution::NotYet)
         }
@@ -149,8 +151,8 @@ async fn finish(
     label: &'static str,
 ) -> Result<Resolution, StoreError> {
     state.metrics.bank_call("look_up", label);
-    let operation = locked.unfinished.stored.operation;
-    let was = locked.unfinished.stored.record.state;
+    let operation = locked.unfinished().stored.operation;
+    let was = locked.unfinished().stored.record.state;
     match locked.finish(&result).await? {
         Some(movement) => {
             resolved(state, operation, label);

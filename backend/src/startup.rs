@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use shared::fingerprint::BodyLimits;
-use sqlx::postgres::PgConnectOptions;
 use tokio::net::TcpListener;
 
 use crate::bank_client::BankClient;
@@ -14,7 +13,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
-use crate::store::PgStore;
+use crate::store::Store;
 use crate::{http, janitor, reconcile};
 
 /// The backend, built and bound, not yet serving.
@@ -27,13 +26,8 @@ pub struct Application {
 impl Application {
     /// Connects to the database, applies migrations, and binds the listen address.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
-        let options: PgConnectOptions = config
-            .database_url
-            .parse()
-            .context("DATABASE_URL is not a PostgreSQL URL")?;
-        let store = PgStore::connect(options, 20, config.database_acquire_timeout)
-            .await
-            .context("connecting to PostgreSQL")?;
+        let store =
+            Store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
         store.migrate().await.context("applying migrations")?;
         let state = build_state(&config, store)?;
         let listener = TcpListener::bind(config.listen_addr)
@@ -88,7 +82,7 @@ impl Application {
 }
 
 /// The state the router and workers share.
-pub fn build_state(config: &Config, store: PgStore) -> anyhow::Result<AppState> {
+pub fn build_state(config: &Config, store: Store) -> anyhow::Result<AppState> {
     let bank = BankClient::new(&config.bank_url, config.bank_timeout)
         .context("building the bank client")?;
     Ok(AppState {

@@ -8,13 +8,13 @@ use shared::fingerprint::BodyLimits;
 
 use crate::bank_client::BankClient;
 use crate::metrics::Metrics;
-use crate::store::PgStore;
+use crate::store::Store;
 
 /// Shared state; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
     /// The database.
-    pub store: PgStore,
+    pub store: Store,
     /// The partner bank.
     pub bank: BankClient,
     /// The idempotency policy.

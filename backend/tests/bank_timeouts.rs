@@ -48,6 +48,7 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
         },
         policy,
         bank_timeout: Duration::from_millis(200),
+        ..Options::default()
     })
     .await;
     let reconciler = BackgroundReconciler::start(&app);

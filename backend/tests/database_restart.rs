@@ -150,6 +150,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
             },
             policy,
             bank_timeout: Duration::from_millis(300),
+            ..Options::default()
         })
         .await,
     );
@@ -157,7 +158,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
     // Flush the dirty pages earlier tests left, so the stop's own checkpoint is short and the
     // outage is the database being away, not a long shutdown.
     sqlx::query("CHECKPOINT")
-        .execute(app.state.store.pool())
+        .execute(app.pg_pool())
         .await
         .expect("checkpoint before the load");
     let reconciler = BackgroundReconciler::start(&app);

@@ -1,6 +1,6 @@
-//! Expiry (SPEC §4 "same key after keep_keys_for_hours", §5 invariant 6): the janitor deletes a
-//! backlog of 100,000 expired keys in bounded batches while new payments keep being claimed and
-//! answered 201 (the slowest claim during the sweep is printed, never asserted on); payments
+//! Expiry (SPEC §4 "same key after keep_keys_for_hours", §5 invariant 6), on each store: the
+//! janitor deletes a backlog of expired keys (100,000 on PostgreSQL, 10,000 on SQLite) in bounded
+//! batches while new payments keep being claimed and answered 201 (the slowest claim during the sweep is printed, never asserted on); payments
 //! are kept, only key rows go; a key reused after expiry is a new request, whether or not the
 //! janitor got to it first, and a key still within its retention replays.
 
@@ -12,44 +12,82 @@ use std::time::{Duration, Instant};
 
 use backend::bank_simulator::Knobs;
 use backend::janitor::{self, EXPIRY_BATCH_SIZE};
-use support::{Options, TestApp, new_key, payment_body, wait_for};
+use backend::store::Store;
+use support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 
-const EXPIRED_KEYS: i64 = 100_000;
 /// Clients paying with new keys while the janitor sweeps.
 const CLAIM_LOOPS: usize = 4;
+/// How far past `keep_keys_for_hours: 48` the backlog is.
+const BACKLOG_AGE: Duration = Duration::from_secs(50 * 3600);
 
-/// Writes `EXPIRED_KEYS` finished keys, each with its succeeded payment, all 50 hours old (past
-/// `keep_keys_for_hours: 48`), in one statement.
-async fn insert_expired_backlog(app: &TestApp) {
-    sqlx::query(
-        "WITH old AS ( \
-             SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key, \
-                    gen_random_uuid() AS payment_id, now() - interval '50 hours' AS at \
-             FROM generate_series(1, $1) AS g), \
-         paid AS ( \
-             INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
-                                   status, bank_reference, created_at, finished_at) \
-             SELECT payment_id, user_id, 'old-' || g, 1000, 'asha@okbank', 'succeeded', \
-                    'pay-' || user_id || '-' || key, at, at FROM old) \
-         INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id, \
-                                       created_at, claimed_at) \
-         SELECT user_id, key, 'pay_bill', 'done', sha256(key::text::bytea), payment_id, at, at \
-         FROM old",
-    )
-    .bind(EXPIRED_KEYS)
-    .execute(app.state.store.pool())
-    .await
+/// Writes `count` finished keys, each with its succeeded payment, all 50 hours old (past
+/// `keep_keys_for_hours: 48`), in one or two statements.
+async fn insert_expired_backlog(app: &TestApp, count: i64) {
+    match &app.state.store {
+        Store::Postgres(store) => sqlx::query(
+            "WITH old AS ( \
+                 SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key, \
+                        gen_random_uuid() AS payment_id, now() - make_interval(secs => $2) AS at \
+                 FROM generate_series(1, $1) AS g), \
+             paid AS ( \
+                 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
+                                       status, bank_reference, created_at, finished_at) \
+                 SELECT payment_id, user_id, 'old-' || g, 1000, 'asha@okbank', 'succeeded', \
+                        'pay-' || user_id || '-' || key, at, at FROM old) \
+             INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
+                                           resource_id, created_at, claimed_at) \
+             SELECT user_id, key, 'pay_bill', 'done', sha256(key::text::bytea), payment_id, at, at \
+             FROM old",
+        )
+        .bind(count)
+        .bind(BACKLOG_AGE.as_secs_f64())
+        .execute(store.pool())
+        .await
+        .map(drop),
+        Store::Sqlite(store) => {
+            let at = time::OffsetDateTime::now_utc() - BACKLOG_AGE;
+            let at = i64::try_from(at.unix_timestamp_nanos() / 1_000).expect("fits");
+            let mut tx = store.pool().begin().await.expect("begin");
+            sqlx::query(
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?1) \
+                 INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
+                                               resource_id, created_at, claimed_at) \
+                 SELECT 1000 + n % 100, randomblob(16), 'pay_bill', 'done', randomblob(32), \
+                        randomblob(16), ?2, ?2 FROM g",
+            )
+            .bind(count)
+            .bind(at)
+            .execute(&mut *tx)
+            .await
+            .expect("insert the expired keys");
+            sqlx::query(
+                "INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
+                                       status, bank_reference, created_at, finished_at) \
+                 SELECT resource_id, user_id, 'old-' || rowid, 1000, 'asha@okbank', 'succeeded', \
+                        'pay-' || user_id || '-' || lower(hex(key)), created_at, created_at \
+                 FROM idempotency_keys",
+            )
+            .execute(&mut *tx)
+            .await
+            .expect("insert their payments");
+            tx.commit().await.map(drop)
+        }
+    }
     .expect("insert the expired backlog");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backlog_of_100_000_expired_keys_is_deleted_in_batches_while_new_claims_keep_succeeding()
-{
-    let app = Arc::new(TestApp::spawn().await);
+async fn a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_succeeding(
+    store: StoreKind,
+) {
+    let expired_keys: i64 = match store {
+        StoreKind::Postgres => 100_000,
+        StoreKind::Sqlite => 10_000,
+    };
+    let app = Arc::new(TestApp::spawn_on(store).await);
     let inserting = Instant::now();
-    insert_expired_backlog(&app).await;
+    insert_expired_backlog(&app, expired_keys).await;
     let inserted_in = inserting.elapsed();
-    assert_eq!(app.count("idempotency_keys").await, EXPIRED_KEYS);
+    assert_eq!(app.count("idempotency_keys").await, expired_keys);
 
     // Clients keep paying with new keys until the sweep is over; every claim must be a 201.
     let sweep_done = Arc::new(AtomicBool::new(false));
@@ -107,7 +145,7 @@ async fn a_backlog_of_100_000_expired_keys_is_deleted_in_batches_while_new_claim
     }
 
     assert_eq!(
-        deleted, EXPIRED_KEYS as u64,
+        deleted, expired_keys as u64,
         "every expired key, and only those"
     );
     let claimed = i64::try_from(latencies.len()).expect("small");
@@ -118,29 +156,28 @@ async fn a_backlog_of_100_000_expired_keys_is_deleted_in_batches_while_new_claim
     );
     assert_eq!(
         app.count("payments").await,
-        EXPIRED_KEYS + claimed,
+        expired_keys + claimed,
         "payments are kept; only key rows expire"
     );
     assert_eq!(app.ledger().await.debits.len(), latencies.len());
     assert_eq!(
         app.metric("janitor_keys_expired_total").await,
-        EXPIRED_KEYS as f64
+        expired_keys as f64
     );
 
     latencies.sort();
     let slowest = latencies.last().copied().unwrap_or_default();
     let median = latencies[latencies.len() / 2];
     println!(
-        "expiry: {EXPIRED_KEYS} expired keys (inserted in {inserted_in:?}) deleted in {} \
+        "expiry on {store:?}: {expired_keys} expired keys (inserted in {inserted_in:?}) deleted in {} \
          batches of at most {EXPIRY_BATCH_SIZE} in {swept_in:?}; meanwhile {} claims by \
          {CLAIM_LOOPS} clients, all 201: median {median:?}, slowest {slowest:?}",
-        (EXPIRED_KEYS + EXPIRY_BATCH_SIZE - 1) / EXPIRY_BATCH_SIZE,
+        (expired_keys + EXPIRY_BATCH_SIZE - 1) / EXPIRY_BATCH_SIZE,
         latencies.len() - claims_before_sweep,
     );
 }
 
-#[tokio::test]
-async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays() {
+async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays(store: StoreKind) {
     // The bank reference is `pay-{user}-{key}` (SPEC §7), so a deduplicating bank would answer
     // a reused key's call with its first outcome; with dedupe off the ledger shows whether the
     // backend really called the bank again.
@@ -149,6 +186,7 @@ async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays() {
             dedupe: false,
             ..Knobs::default()
         },
+        store,
         ..Options::default()
     })
     .await;
@@ -162,14 +200,8 @@ async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays() {
         first.push(answer);
     }
     let age = async |key: &str| {
-        sqlx::query(
-            "UPDATE idempotency_keys SET created_at = created_at - interval '49 hours', \
-             claimed_at = claimed_at - interval '49 hours' WHERE key = $1::uuid",
-        )
-        .bind(key)
-        .execute(app.state.store.pool())
-        .await
-        .expect("age the key");
+        app.age_keys(Some(key), Duration::from_secs(49 * 3600))
+            .await
     };
     // One key the janitor deletes; another that expires after the sweep, which the request
     // itself finds expired.
@@ -201,3 +233,8 @@ async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays() {
     assert_eq!(app.count("payments").await, 5, "the old payments are kept");
     assert_eq!(app.count("idempotency_keys").await, 3);
 }
+
+for_each_store!(
+    a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_succeeding,
+    a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays,
+);

@@ -1,6 +1,6 @@
-//! The article's race: attempts with one key at the same instant, many rounds. Counted at the
-//! bank's ledger: exactly one debit per key, with the bank's own dedupe switched off so the
-//! server alone is what prevents doubles.
+//! The article's race: attempts with one key at the same instant, many rounds, on each store.
+//! Counted at the bank's ledger: exactly one debit per key, with the bank's own dedupe switched
+//! off so the server alone is what prevents doubles.
 
 mod support;
 
@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use backend::bank_simulator::Knobs;
 use futures_util::future::join_all;
-use support::{Options, TestApp, new_key, payment_body};
+use support::{Options, StoreKind, TestApp, new_key, payment_body};
 
 /// Runs `rounds` rounds of `attempts` simultaneous requests with one fresh key per round, then
 /// checks every answer and the ledger.
@@ -67,38 +67,54 @@ async fn race(app: &TestApp, rounds: usize, attempts: usize) {
     println!("{rounds} rounds x {attempts}: {conflicts} answered 409, {replays} replayed");
 }
 
-fn without_bank_dedupe() -> Options {
+fn without_bank_dedupe(store: StoreKind) -> Options {
     Options {
         knobs: Knobs {
             dedupe: false,
             ..Knobs::default()
         },
+        store,
         ..Options::default()
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_attempts_at_once_debit_once_in_each_of_1000_rounds() {
-    let app = TestApp::spawn_with(without_bank_dedupe()).await;
-    race(&app, 1_000, 2).await;
+/// Rounds of two attempts: 1,000 on PostgreSQL; 200 on SQLite, whose writers queue one at a
+/// time, so each round takes longer while proving the same.
+async fn two_attempts_at_once_debit_once_in_every_round(store: StoreKind) {
+    let app = TestApp::spawn_with(without_bank_dedupe(store)).await;
+    let rounds = match store {
+        StoreKind::Postgres => 1_000,
+        StoreKind::Sqlite => 200,
+    };
+    race(&app, rounds, 2).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn eight_attempts_at_once_debit_once_in_each_of_200_rounds() {
-    let app = TestApp::spawn_with(without_bank_dedupe()).await;
-    race(&app, 200, 8).await;
+/// Rounds of eight attempts: 200 on PostgreSQL, 50 on SQLite.
+async fn eight_attempts_at_once_debit_once_in_every_round(store: StoreKind) {
+    let app = TestApp::spawn_with(without_bank_dedupe(store)).await;
+    let rounds = match store {
+        StoreKind::Postgres => 200,
+        StoreKind::Sqlite => 50,
+    };
+    race(&app, rounds, 8).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits() {
+async fn a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         knobs: Knobs {
             dedupe: false,
             latency_ms: 50,
             ..Knobs::default()
         },
+        store,
         ..Options::default()
     })
     .await;
     race(&app, 50, 8).await;
 }
+
+for_each_store!(
+    two_attempts_at_once_debit_once_in_every_round,
+    eight_attempts_at_once_debit_once_in_every_round,
+    a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits,
+);

@@ -1,7 +1,8 @@
 //! The reconciler as replicas run it, and as operators watch it (SPEC §5, invariant 5):
 //! - two reconcilers (two "replicas", each with its own pool and metrics) draining the same
-//!   stuck keys at once take every key exactly once: `FOR UPDATE SKIP LOCKED` never hands one
-//!   row to both, so the keys found and the keys resolved each add up to the number of keys;
+//!   stuck keys at once take every key exactly once, on each store: PostgreSQL's
+//!   `FOR UPDATE SKIP LOCKED` never hands one row to both, nor does SQLite's lease, so the keys
+//!   found and the keys resolved each add up to the number of keys;
 //! - the `backend` binary's own workers publish what they do at `/metrics`: stuck keys found,
 //!   keys resolved by outcome, expired keys deleted, and, with the bank stopped, failed bank
 //!   look-ups with the keys postponed and the ages of the oldest `started` and `unknown` keys.
@@ -16,13 +17,13 @@ use backend::metrics::{Metrics, OutcomeLabels};
 use backend::reconcile::{self, Outcome};
 use backend::startup::build_state;
 use backend::state::AppState;
-use backend::store::PgStore;
+use backend::store::Store;
 use serde_json::json;
 use sqlx::PgPool;
 use support::process::{BackendEnv, BackendProcess};
 use support::{
-    Options, TestApp, fresh_database, key_state_in, metric_in, new_key, send_pay, test_config,
-    wait_for,
+    Options, StoreKind, TestApp, fresh_database, key_state_in, metric_in, new_key, payment_body,
+    send_pay, test_config, wait_for,
 };
 use uuid::Uuid;
 
@@ -79,13 +80,17 @@ fn resolved(metrics: &Metrics, outcome: &'static str) -> u64 {
         .get()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once() {
-    let app = TestApp::spawn().await;
-    let keys: Vec<(i64, Uuid)> = (0..STUCK_KEYS)
-        .map(|i| (i as i64 % 10 + 1, Uuid::new_v4()))
+async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let keys: Vec<(u64, String)> = (0..STUCK_KEYS)
+        .map(|i| (i as u64 % 10 + 1, new_key()))
         .collect();
-    insert_crashed_claims(app.state.store.pool(), &keys).await;
+    for (user, key) in &keys {
+        app.claim_without_paying(*user, key, &payment_body(1000))
+            .await;
+    }
+    // Crashed six minutes ago: past `stuck_after`.
+    app.age_keys(None, Duration::from_secs(6 * 60)).await;
     // The crashed attempts of every other key had reached the bank.
     let debited: HashSet<String> = keys
         .iter()
@@ -107,16 +112,12 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once() {
 
     // A second replica: its own pool and metrics, the same database and bank.
     let options = Options::default();
-    let store = PgStore::connect(
-        app.database_url.parse().expect("a PostgreSQL URL"),
-        5,
-        Duration::from_secs(3),
-    )
-    .await
-    .expect("the second replica connects");
+    let replica_store = Store::connect(&app.database_url, 5, Duration::from_secs(3))
+        .await
+        .expect("the second replica connects");
     let replica = build_state(
         &test_config(app.database_url.clone(), &app.bank.url, &options),
-        store,
+        replica_store,
     )
     .expect("the second replica's state");
     let first = tokio::spawn(drain(app.state.clone()));
@@ -128,7 +129,7 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once() {
 
     let (a, b) = (&app.state.metrics, &replica.metrics);
     println!(
-        "two reconcilers: {STUCK_KEYS} stuck keys, taken up {first} + {second}; \
+        "two reconcilers on {store:?}: {STUCK_KEYS} stuck keys, taken up {first} + {second}; \
          resolved succeeded {} + {}, released {} + {}",
         resolved(a, "succeeded"),
         resolved(b, "succeeded"),
@@ -153,20 +154,17 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once() {
     );
     assert_eq!(a.lookup_failures.get() + b.lookup_failures.get(), 0);
 
-    let unfinished: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE state <> 'done'")
-            .fetch_one(app.state.store.pool())
-            .await
-            .expect("count unfinished keys");
+    let unfinished = app
+        .scalar("SELECT count(*) FROM idempotency_keys WHERE state <> 'done'")
+        .await;
     assert_eq!(unfinished, 0);
-    let succeeded: Vec<String> = sqlx::query_scalar(
-        "SELECT p.bank_reference FROM payments p \
-         JOIN idempotency_keys k ON k.user_id = p.user_id AND k.resource_id = p.payment_id \
-         WHERE p.status = 'succeeded' AND k.state = 'done'",
-    )
-    .fetch_all(app.state.store.pool())
-    .await
-    .expect("succeeded payments");
+    let succeeded = app
+        .texts(
+            "SELECT p.bank_reference FROM payments p \
+             JOIN idempotency_keys k ON k.user_id = p.user_id AND k.resource_id = p.payment_id \
+             WHERE p.status = 'succeeded' AND k.state = 'done'",
+        )
+        .await;
     assert_eq!(succeeded.into_iter().collect::<HashSet<_>>(), debited);
     assert_eq!(
         app.count("payments").await,
@@ -175,6 +173,8 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once() {
     );
     assert_eq!(app.ledger().await.debits.len(), STUCK_KEYS / 2);
 }
+
+for_each_store!(two_reconcilers_at_once_take_each_stuck_key_exactly_once);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_bank_is_down() {

@@ -9,7 +9,8 @@ mod support;
 use std::collections::HashSet;
 
 use backend::bank_simulator::{BankSimulator, Knobs};
-use backend::store::PgStore;
+use backend::store::Store;
+use backend::store::postgres::PgStore;
 use futures_util::future::join_all;
 use sqlx::{Connection, PgConnection, PgPool};
 use support::{Answer, Options, TestApp, new_key, payment_body};
@@ -41,6 +42,7 @@ struct PartitionedApp {
     http: reqwest::Client,
     bank: backend::bank_simulator::RunningBank,
     state: backend::state::AppState,
+    pool: PgPool,
 }
 
 async fn spawn_partitioned() -> PartitionedApp {
@@ -58,7 +60,9 @@ async fn spawn_partitioned() -> PartitionedApp {
     .expect("bank");
     let config = support::test_config(database_url.clone(), &bank.url, &Options::default());
     let pool = PgPool::connect(&database_url).await.expect("pool");
-    let state = backend::startup::build_state(&config, PgStore::from_pool(pool)).expect("state");
+    let state =
+        backend::startup::build_state(&config, Store::Postgres(PgStore::from_pool(pool.clone())))
+            .expect("state");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -70,6 +74,7 @@ async fn spawn_partitioned() -> PartitionedApp {
         http: reqwest::Client::new(),
         bank,
         state,
+        pool,
     }
 }
 
@@ -91,7 +96,7 @@ impl PartitionedApp {
         let partitions: Vec<String> = sqlx::query_scalar(&format!(
             "SELECT DISTINCT tableoid::regclass::text FROM {table}"
         ))
-        .fetch_all(self.state.store.pool())
+        .fetch_all(&self.pool)
         .await
         .expect("partitions");
         partitions.len()
@@ -145,7 +150,7 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
 
     // A key left `unknown` is reconciled; old keys expire.
     sqlx::query("UPDATE idempotency_keys SET state = 'unknown' WHERE user_id = 1 AND operation = 'pay_bill'")
-        .execute(app.state.store.pool())
+        .execute(&app.pool)
         .await
         .expect("mark unknown");
     let step = backend::reconcile::try_reconcile_once(&app.state)
@@ -155,7 +160,7 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
     sqlx::query(
         "UPDATE idempotency_keys SET created_at = now() - interval '49 hours' WHERE user_id <= 20",
     )
-    .execute(app.state.store.pool())
+    .execute(&app.pool)
     .await
     .expect("age keys");
     let expired = backend::janitor::expire_all(&app.state, 7)

@@ -1,5 +1,6 @@
-//! Every row of SPEC §4 over HTTP against a real backend, PostgreSQL and bank simulator,
-//! asserting status, body, headers, the rows in the tables and the debits in the bank's ledger.
+//! Every row of SPEC §4 over HTTP against a real backend and bank simulator, asserting status,
+//! body, headers, the rows in the tables and the debits in the bank's ledger; each test runs
+//! against both stores (`on_postgres::…`, `on_sqlite::…`).
 
 mod support;
 
@@ -7,19 +8,17 @@ use std::time::Duration;
 
 use backend::bank_simulator::Knobs;
 use serde_json::json;
-use support::{Options, TestApp, new_key, payment_body};
+use support::{Options, StoreKind, TestApp, new_key, payment_body};
 
-#[tokio::test]
-async fn operation_without_key_is_refused_and_nothing_is_saved() {
-    let app = TestApp::spawn().await;
+async fn operation_without_key_is_refused_and_nothing_is_saved(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let answer = app.pay(1, None, "elec-1", &payment_body(230_000)).await;
     answer.assert_problem(400, "idempotency-key-missing");
     app.assert_nothing_written("no key").await;
 }
 
-#[tokio::test]
-async fn new_key_debits_once_saves_and_answers_201() {
-    let app = TestApp::spawn().await;
+async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let answer = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
@@ -48,9 +47,8 @@ async fn new_key_debits_once_saves_and_answers_201() {
     assert_eq!(ledger.debits[0].account, "asha@okbank");
 }
 
-#[tokio::test]
-async fn retry_with_same_key_replays_the_first_answer_without_a_second_debit() {
-    let app = TestApp::spawn().await;
+async fn retry_with_same_key_replays_the_first_answer_without_a_second_debit(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let first = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
@@ -73,9 +71,8 @@ async fn retry_with_same_key_replays_the_first_answer_without_a_second_debit() {
     assert_eq!(app.count("idempotency_keys").await, 1);
 }
 
-#[tokio::test]
-async fn same_key_with_a_different_body_is_422_and_changes_nothing() {
-    let app = TestApp::spawn().await;
+async fn same_key_with_a_different_body_is_422_and_changes_nothing(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let first = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
@@ -99,9 +96,9 @@ async fn same_key_with_a_different_body_is_422_and_changes_nothing() {
     assert_eq!(replay.bytes, first.bytes);
 }
 
-#[tokio::test]
-async fn same_key_while_the_first_attempt_runs_is_409_with_retry_after() {
+async fn same_key_while_the_first_attempt_runs_is_409_with_retry_after(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
+        store,
         knobs: Knobs {
             latency_ms: 800,
             ..Knobs::default()
@@ -121,9 +118,8 @@ async fn same_key_while_the_first_attempt_runs_is_409_with_retry_after() {
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-#[tokio::test]
-async fn bank_decline_is_saved_and_replayed_as_402() {
-    let app = TestApp::spawn().await;
+async fn bank_decline_is_saved_and_replayed_as_402(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let body = json!({ "amount_paise": 10_000, "payer_vpa": "declined.asha@okbank" });
     let first = app.pay(4, Some(&key), "gas-1", &body).await;
@@ -146,9 +142,11 @@ async fn bank_decline_is_saved_and_replayed_as_402() {
     );
 }
 
-#[tokio::test]
-async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth() {
+async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth(
+    store: StoreKind,
+) {
     let app = TestApp::spawn_with(Options {
+        store,
         knobs: Knobs {
             lost_reply_rate: 1.0,
             lost_reply_delay_ms: 3_000,
@@ -186,9 +184,9 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
     assert_eq!(app.ledger().await.debits.len(), 1, "still one debit");
 }
 
-#[tokio::test]
-async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save() {
+async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
+        store,
         knobs: Knobs {
             latency_ms: 700,
             ..Knobs::default()
@@ -232,9 +230,9 @@ async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-#[tokio::test]
-async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer() {
+async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
+        store,
         knobs: Knobs {
             error_rate: 1.0,
             ..Knobs::default()
@@ -249,9 +247,8 @@ async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer() {
     assert!(app.ledger().await.debits.is_empty());
 }
 
-#[tokio::test]
-async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result() {
-    let app = TestApp::spawn().await;
+async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let body = payment_body(230_000);
     // A crash after the debit: the claim and the bank's debit happened, the save did not.
@@ -270,9 +267,8 @@ async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result() {
     assert_eq!(app.ledger().await.debits.len(), 1, "no second debit");
 }
 
-#[tokio::test]
-async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs() {
-    let app = TestApp::spawn().await;
+async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let body = payment_body(1_000);
     simulate_crash_after_claim(&app, 5, &key, &body, false).await;
@@ -291,9 +287,9 @@ async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs() {
     );
 }
 
-#[tokio::test]
-async fn key_past_its_retention_is_a_new_request() {
+async fn key_past_its_retention_is_a_new_request(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
+        store,
         knobs: Knobs {
             dedupe: false,
             ..Knobs::default()
@@ -304,7 +300,7 @@ async fn key_past_its_retention_is_a_new_request() {
     let key = new_key();
     let first = app.pay(8, Some(&key), "elec-1", &payment_body(500)).await;
     assert_eq!(first.status, 201);
-    age_keys(&app, "49 hours").await;
+    app.age_keys(None, Duration::from_secs(49 * 3600)).await;
 
     let again = app.pay(8, Some(&key), "elec-1", &payment_body(600)).await;
     assert_eq!(again.status, 201);
@@ -323,9 +319,8 @@ async fn key_past_its_retention_is_a_new_request() {
     assert_eq!(app.count("payments").await, 2, "payments are kept");
 }
 
-#[tokio::test]
-async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing() {
-    let app = TestApp::spawn().await;
+async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let paid = app
         .pay(6, Some(&new_key()), "elec-1", &payment_body(10_000))
         .await;
@@ -374,9 +369,8 @@ async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing() {
         .assert_problem(404, "not-found");
 }
 
-#[tokio::test]
-async fn another_users_same_key_gets_its_own_fresh_result() {
-    let app = TestApp::spawn().await;
+async fn another_users_same_key_gets_its_own_fresh_result(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let body = payment_body(230_000);
     let asha = app.pay(1, Some(&key), "elec-1", &body).await;
@@ -391,9 +385,8 @@ async fn another_users_same_key_gets_its_own_fresh_result() {
     assert_eq!(app.count("idempotency_keys").await, 2);
 }
 
-#[tokio::test]
-async fn published_policy_and_problem_pages_resolve() {
-    let app = TestApp::spawn().await;
+async fn published_policy_and_problem_pages_resolve(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let policy: serde_json::Value = app
         .http
         .get(format!("{}/idempotency-policy", app.url))
@@ -427,35 +420,9 @@ async fn simulate_crash_after_claim(
     body: &serde_json::Value,
     bank_debited: bool,
 ) {
-    let reference = format!("pay-{user}-{key}");
-    sqlx::query(
-        "WITH claimed AS ( \
-           INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
-           VALUES ($1, $2::uuid, 'pay_bill', 'started', $3, gen_random_uuid()) RETURNING resource_id) \
-         INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference) \
-         SELECT resource_id, $1, 'elec-1', $4, $5, 'pending', $6 FROM claimed",
-    )
-    .bind(i64::try_from(user).expect("small"))
-    .bind(key)
-    .bind(
-        shared::fingerprint::fingerprint(
-            shared::Operation::PayBill,
-            "elec-1",
-            body.to_string().as_bytes(),
-            Default::default(),
-        )
-        .expect("valid body")
-        .fingerprint
-        .as_bytes()
-        .as_slice(),
-    )
-    .bind(body["amount_paise"].as_i64().expect("amount"))
-    .bind(body["payer_vpa"].as_str().expect("vpa"))
-    .bind(&reference)
-    .execute(app.state.store.pool())
-    .await
-    .expect("claim");
+    app.claim_without_paying(user, key, body).await;
     if bank_debited {
+        let reference = format!("pay-{user}-{key}");
         let debited = app
             .http
             .post(format!("{}/debits", app.bank.url))
@@ -465,19 +432,23 @@ async fn simulate_crash_after_claim(
             .expect("bank answers");
         assert_eq!(debited.status(), 201);
     }
-    sqlx::query("UPDATE idempotency_keys SET claimed_at = claimed_at - interval '6 minutes'")
-        .execute(app.state.store.pool())
-        .await
-        .expect("age the claim");
+    app.age_keys(Some(key), Duration::from_secs(6 * 60)).await;
 }
 
-/// Moves every key's timestamps into the past.
-async fn age_keys(app: &TestApp, by: &str) {
-    sqlx::query(&format!(
-        "UPDATE idempotency_keys SET created_at = created_at - interval '{by}', \
-         claimed_at = claimed_at - interval '{by}'"
-    ))
-    .execute(app.state.store.pool())
-    .await
-    .expect("age keys");
-}
+for_each_store!(
+    operation_without_key_is_refused_and_nothing_is_saved,
+    new_key_debits_once_saves_and_answers_201,
+    retry_with_same_key_replays_the_first_answer_without_a_second_debit,
+    same_key_with_a_different_body_is_422_and_changes_nothing,
+    same_key_while_the_first_attempt_runs_is_409_with_retry_after,
+    bank_decline_is_saved_and_replayed_as_402,
+    bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth,
+    a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save,
+    bank_5xx_is_unknown_and_never_saved_as_a_final_answer,
+    key_stuck_in_started_is_resolved_inline_to_the_banks_true_result,
+    key_stuck_before_the_bank_call_is_released_and_the_retry_runs,
+    key_past_its_retention_is_a_new_request,
+    refund_runs_once_per_key_and_an_excessive_refund_saves_nothing,
+    another_users_same_key_gets_its_own_fresh_result,
+    published_policy_and_problem_pages_resolve,
+);

@@ -79,7 +79,7 @@ async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Ans
 }
 
 /// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank
-/// now, under the row lock reconcilers use, and answer the true result.
+/// now, holding the key as reconcilers do, and answer the true result.
 async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreError> {
     let Some(locked) = state.store.lock_unfinished(key).await? else {
         // A reconciler holds it (or it just finished): the client retries shortly.

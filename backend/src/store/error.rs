@@ -3,6 +3,8 @@
 
 use thiserror::Error;
 
+use super::{postgres, sqlite};
+
 /// A failed store operation.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -12,6 +14,10 @@ pub enum StoreError {
     /// Any other database error: a bug or a broken invariant.
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),
+    /// A reconciler's lease on a key ran out and another reconciler took the key over, so this
+    /// one wrote nothing; the other's work stands (embedded SQLite store only).
+    #[error("the reconciliation lease on the key was lost to another reconciler")]
+    LeaseLost,
     /// A row held a value the code does not know (a hand-edited database).
     #[error("corrupt row: {0}")]
     Corrupt(String),
@@ -27,8 +33,8 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// Connection-level failures: the pool timed out, the socket broke, or PostgreSQL said it is
-/// shutting down or not accepting connections (SQLSTATE classes 08 and 57P).
+/// Connection-level failures: the pool timed out, the socket broke, or the database said to try
+/// again later (each store knows its own codes for that).
 fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
         sqlx::Error::PoolTimedOut
@@ -37,9 +43,9 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+        sqlx::Error::Database(db) => {
+            postgres::is_unavailable(db.as_ref()) || sqlite::is_busy(db.as_ref())
+        }
         _ => false,
     }
 }

@@ -1,18 +1,20 @@
-//! Persistence: every SQL statement of the backend, behind [`PgStore`]'s narrow interface.
+//! Persistence: every SQL statement of the backend, behind one narrow interface, [`Store`].
 //!
 //! Callers speak in domain terms (claim a key, load it, finish it, mark it unknown, release it,
-//! list stuck keys, expire old ones) and never see SQL; the per-table modules hold one function
-//! per statement, and [`PgStore`] composes them into the transactions SPEC §5 requires.
+//! take a stuck key for reconciliation, expire old ones) and never see SQL or learn which
+//! database holds the rows. Each database has its own module with one function per statement
+//! and its own way of giving SPEC §5's guarantees: [`postgres`] for production and any
+//! deployment with more than one replica, [`sqlite`] (the default) for one process on one
+//! machine with nothing else installed.
 
 mod error;
-mod keys;
-mod payments;
-mod pg_store;
-mod refunds;
+mod interface;
+pub mod postgres;
+pub mod sqlite;
 mod types;
 
 pub use error::StoreError;
-pub use pg_store::{LockedKey, PgStore};
+pub use interface::{LockedKey, Store};
 pub use types::{
     ClaimResult, KeyRef, MovementResult, MovementStatus, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnfinishedKey,

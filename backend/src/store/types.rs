@@ -35,7 +35,7 @@ pub struct StoredKey {
     pub resource_id: Uuid,
     /// The database's clock when the row was read, so expiry and stuck checks use one clock.
     pub read_at: OffsetDateTime,
-    /// For a finished key read by [`crate::store::PgStore::load_key`] or a claim: its payment or
+    /// For a finished key read by [`crate::store::Store::load_key`] or a claim: its payment or
     /// refund, read in the same query, so a replay costs no further round trip.
     pub saved: Option<Box<SavedMovement>>,
 }
@@ -52,7 +52,7 @@ pub enum MovementStatus {
     Declined,
 }
 
-/// The bank's final word on a movement, as written by [`crate::store::PgStore::finish`].
+/// The bank's final word on a movement, as written by [`crate::store::Store::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MovementResult {
     /// Money moved.
@@ -62,6 +62,18 @@ pub enum MovementResult {
         /// The bank's reason, e.g. `insufficient_funds`.
         reason: String,
     },
+}
+
+impl MovementResult {
+    /// The `status` and `decline_reason` columns that record this result.
+    pub fn status_and_reason(&self) -> (MovementStatus, Option<&str>) {
+        match self {
+            MovementResult::Succeeded => (MovementStatus::Succeeded, None),
+            MovementResult::Declined { reason } => {
+                (MovementStatus::Declined, Some(reason.as_str()))
+            }
+        }
+    }
 }
 
 /// A payment row.

@@ -139,7 +139,7 @@ pub struct Reconciled {
 /// debited references are exactly the succeeded payments' (each with its finished key); and
 /// every client's final answer is what the tables hold for its key.
 pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> Reconciled {
-    let pool = app.state.store.pool();
+    let pool = app.pg_pool();
     let unfinished: i64 =
         sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE state <> 'done'")
             .fetch_one(pool)

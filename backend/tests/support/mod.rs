@@ -1,7 +1,11 @@
-//! The test harness: a real backend on a real socket, with its own fresh PostgreSQL database and
-//! its own bank simulator on a real socket. Every test gets a new database (named `test_<uuid>`,
-//! on `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`), so tests run
-//! in parallel without seeing each other's rows.
+//! The test harness: a real backend on a real socket, with its own fresh database and its own
+//! bank simulator on a real socket. Every test gets a new database, so tests run in parallel
+//! without seeing each other's rows: on PostgreSQL one named `test_<uuid>` (on
+//! `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`), on SQLite a file
+//! in a temporary directory of its own.
+//!
+//! The contract suite is written once, as `async fn(StoreKind)` test bodies, and
+//! [`for_each_store!`](crate::for_each_store) runs each against both stores.
 #![allow(dead_code)] // Each test binary uses its own part of the harness.
 
 pub mod load;
@@ -13,10 +17,44 @@ use backend::bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use backend::config::Config;
 use backend::startup::Application;
 use backend::state::AppState;
+use backend::store::{ClaimResult, KeyRef, NewPayment, Store};
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use sqlx::{Connection, PgConnection};
 use tokio::sync::oneshot;
+
+/// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
+/// and `on_sqlite::NAME`: one contract, checked against each store.
+#[macro_export]
+macro_rules! for_each_store {
+    ($($test:ident),+ $(,)?) => {
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test($crate::support::StoreKind::Postgres).await
+                }
+            )+
+        }
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test($crate::support::StoreKind::Sqlite).await
+                }
+            )+
+        }
+    };
+}
+
+/// Which store a test backend keeps its keys and payments in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A fresh PostgreSQL database.
+    Postgres,
+    /// A fresh SQLite file in a temporary directory.
+    Sqlite,
+}
 
 /// The JWT secret the test backends use.
 pub const SECRET: &str = "test-secret-that-is-at-least-32-bytes-long";
@@ -29,6 +67,8 @@ pub struct Options {
     pub policy: Policy,
     /// The backend's bank call timeout.
     pub bank_timeout: Duration,
+    /// The store.
+    pub store: StoreKind,
 }
 
 impl Default for Options {
@@ -37,6 +77,7 @@ impl Default for Options {
             knobs: Knobs::default(),
             policy: Policy::default_policy(),
             bank_timeout: Duration::from_secs(5),
+            store: StoreKind::Postgres,
         }
     }
 }
@@ -54,6 +95,8 @@ pub struct TestApp {
     /// The URL of its fresh database (for a second "replica" on the same rows).
     pub database_url: String,
     _stop: oneshot::Sender<()>,
+    /// The SQLite file's directory, deleted when the app is dropped.
+    _sqlite_dir: Option<tempfile::TempDir>,
 }
 
 /// The maintenance database URL.
@@ -77,6 +120,18 @@ pub async fn fresh_database() -> String {
     format!("{base}/{name}")
 }
 
+/// A fresh, empty database of `kind`: its URL, and for SQLite the directory that holds it.
+pub async fn fresh_store(kind: StoreKind) -> (String, Option<tempfile::TempDir>) {
+    match kind {
+        StoreKind::Postgres => (fresh_database().await, None),
+        StoreKind::Sqlite => {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let url = format!("sqlite://{}", dir.path().join("payments.sqlite").display());
+            (url, Some(dir))
+        }
+    }
+}
+
 /// The configuration of a test backend on a free port.
 pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> Config {
     Config {
@@ -95,9 +150,18 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
 }
 
 impl TestApp {
-    /// A backend with default options.
+    /// A backend with default options, on PostgreSQL.
     pub async fn spawn() -> TestApp {
         TestApp::spawn_with(Options::default()).await
+    }
+
+    /// A backend with default options on `store`.
+    pub async fn spawn_on(store: StoreKind) -> TestApp {
+        TestApp::spawn_with(Options {
+            store,
+            ..Options::default()
+        })
+        .await
     }
 
     /// A backend with the given options.
@@ -105,7 +169,7 @@ impl TestApp {
         let bank = BankSimulator::spawn(options.knobs.clone())
             .await
             .expect("bank simulator starts");
-        let database_url = fresh_database().await;
+        let (database_url, sqlite_dir) = fresh_store(options.store).await;
         let config = test_config(database_url.clone(), &bank.url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
@@ -128,6 +192,7 @@ impl TestApp {
             state,
             database_url,
             _stop: stop,
+            _sqlite_dir: sqlite_dir,
         }
     }
 
@@ -175,17 +240,110 @@ impl TestApp {
             .expect("ledger is JSON")
     }
 
+    /// The PostgreSQL pool behind the app, for the tests that only run on PostgreSQL.
+    pub fn pg_pool(&self) -> &sqlx::PgPool {
+        match &self.state.store {
+            Store::Postgres(store) => store.pool(),
+            Store::Sqlite(_) => panic!("this test runs on PostgreSQL only"),
+        }
+    }
+
     /// How many rows `table` holds.
     pub async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-            .fetch_one(self.state.store.pool())
-            .await
-            .expect("count rows")
+        self.scalar(&format!("SELECT count(*) FROM {table}")).await
+    }
+
+    /// The one integer a query that reads the same on both stores returns.
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        match &self.state.store {
+            Store::Postgres(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
+            Store::Sqlite(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    /// The texts a query that reads the same on both stores returns.
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        match &self.state.store {
+            Store::Postgres(store) => sqlx::query_scalar(sql).fetch_all(store.pool()).await,
+            Store::Sqlite(store) => sqlx::query_scalar(sql).fetch_all(store.pool()).await,
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
     /// The state of `user`'s key, if stored.
     pub async fn key_state(&self, user: u64, key: &str) -> Option<String> {
-        key_state_in(self.state.store.pool(), user, key).await
+        match &self.state.store {
+            Store::Postgres(store) => key_state_in(store.pool(), user, key).await,
+            Store::Sqlite(store) => sqlx::query_scalar(
+                "SELECT state FROM idempotency_keys WHERE user_id = ?1 AND key = ?2",
+            )
+            .bind(i64::try_from(user).expect("small"))
+            .bind(storage_uuid(key))
+            .fetch_optional(store.pool())
+            .await
+            .expect("read key state"),
+        }
+    }
+
+    /// Moves the timestamps of `key` (every key if `None`) `by` into the past, as if its claim
+    /// had been made that long ago.
+    pub async fn age_keys(&self, key: Option<&str>, by: Duration) {
+        let key = key.map(storage_uuid);
+        match &self.state.store {
+            Store::Postgres(store) => sqlx::query(
+                "UPDATE idempotency_keys \
+                 SET created_at = created_at - make_interval(secs => $1), \
+                     claimed_at = claimed_at - make_interval(secs => $1) \
+                 WHERE $2::uuid IS NULL OR key = $2",
+            )
+            .bind(by.as_secs_f64())
+            .bind(key)
+            .execute(store.pool())
+            .await
+            .map(drop),
+            Store::Sqlite(store) => sqlx::query(
+                "UPDATE idempotency_keys \
+                 SET created_at = created_at - ?1, claimed_at = claimed_at - ?1 \
+                 WHERE ?2 IS NULL OR key = ?2",
+            )
+            .bind(i64::try_from(by.as_micros()).expect("small"))
+            .bind(key)
+            .execute(store.pool())
+            .await
+            .map(drop),
+        }
+        .expect("age the keys");
+    }
+
+    /// Claims `key` for a payment of `body` to bill `elec-1` through the store, as the backend
+    /// does before it calls the bank, and leaves it `started`: what a crash right after the
+    /// claim leaves behind.
+    pub async fn claim_without_paying(&self, user: u64, key: &str, body: &Value) {
+        let user = UserId::new(user).expect("positive");
+        let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
+        let fingerprint = shared::fingerprint::fingerprint(
+            shared::Operation::PayBill,
+            "elec-1",
+            body.to_string().as_bytes(),
+            Default::default(),
+        )
+        .expect("a valid body")
+        .fingerprint;
+        let payment = NewPayment {
+            payment_id: uuid::Uuid::new_v4(),
+            bill_id: "elec-1".to_owned(),
+            amount_paise: body["amount_paise"].as_i64().expect("amount"),
+            payer_vpa: body["payer_vpa"].as_str().expect("vpa").to_owned(),
+            bank_reference: key.bank_reference(shared::Operation::PayBill, user),
+        };
+        let claimed = self
+            .state
+            .store
+            .claim_payment(KeyRef::new(user, &key), &fingerprint, &payment)
+            .await
+            .expect("claim");
+        assert!(matches!(claimed, ClaimResult::Claimed(_)), "a new key");
     }
 
     /// Asserts that nothing was written anywhere: no key, no payment, no refund, no debit.
@@ -256,12 +414,18 @@ pub async fn send_refund(
     Ok(Answer::from(response).await)
 }
 
-/// The state of `user`'s key in the database behind `pool`, if stored.
+/// How a test key is stored.
+pub fn storage_uuid(key: &str) -> uuid::Uuid {
+    IdempotencyKey::try_from(key.to_owned())
+        .expect("test keys are valid")
+        .storage_uuid()
+}
+
+/// The state of `user`'s key in the PostgreSQL database behind `pool`, if stored.
 pub async fn key_state_in(pool: &sqlx::PgPool, user: u64, key: &str) -> Option<String> {
-    let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
     sqlx::query_scalar("SELECT state::text FROM idempotency_keys WHERE user_id = $1 AND key = $2")
         .bind(i64::try_from(user).expect("small"))
-        .bind(key.storage_uuid())
+        .bind(storage_uuid(key))
         .fetch_optional(pool)
         .await
         .expect("read key state")

@@ -22,8 +22,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The environment of a backend child.
 #[derive(Debug, Clone)]
 pub struct BackendEnv {
-    /// `DATABASE_URL`.
-    pub database_url: String,
+    /// `DATABASE_URL`; unset for the default embedded store.
+    pub database_url: Option<String>,
+    /// The working directory (the default store's `data/` goes there); the test's if `None`.
+    pub working_dir: Option<std::path::PathBuf>,
     /// `BANK_URL`.
     pub bank_url: String,
     /// `BANK_TIMEOUT_MS`: long by default, so a held bank reply keeps the request waiting
@@ -39,7 +41,8 @@ impl BackendEnv {
     /// A backend on `database_url` talking to the bank at `bank_url`.
     pub fn new(database_url: &str, bank_url: &str) -> BackendEnv {
         BackendEnv {
-            database_url: database_url.to_owned(),
+            database_url: Some(database_url.to_owned()),
+            working_dir: None,
             bank_url: bank_url.to_owned(),
             bank_timeout_ms: 30_000,
             reconcile_interval_ms: 50,
@@ -60,11 +63,17 @@ pub struct BackendProcess {
 impl BackendProcess {
     /// Spawns `backend serve` and waits until it listens.
     pub async fn start(env: &BackendEnv) -> BackendProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_backend"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_backend"));
+        command.env_clear();
+        if let Some(database_url) = &env.database_url {
+            command.env("DATABASE_URL", database_url);
+        }
+        if let Some(working_dir) = &env.working_dir {
+            command.current_dir(working_dir);
+        }
+        let mut child = command
             .arg("serve")
-            .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("DATABASE_URL", &env.database_url)
             .env("BANK_URL", &env.bank_url)
             .env("LISTEN_ADDR", "127.0.0.1:0")
             .env("AUTH_JWT_SECRET", SECRET)

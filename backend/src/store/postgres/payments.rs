@@ -1,10 +1,10 @@
-//! Statements on `payments`, one function each.
+//! Statements on PostgreSQL's `payments`, one function each.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::error::StoreError;
-use super::types::{KeyRef, MovementResult, MovementStatus, NewPayment, PaymentRow};
+use crate::store::error::StoreError;
+use crate::store::types::{KeyRef, MovementResult, NewPayment, PaymentRow};
 
 const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
      bank_reference, decline_reason";
@@ -48,7 +48,7 @@ pub(super) async fn finish(
     payment_id: Uuid,
     result: &MovementResult,
 ) -> Result<Option<PaymentRow>, StoreError> {
-    let (status, reason) = status_and_reason(result);
+    let (status, reason) = result.status_and_reason();
     let sql = format!(
         "UPDATE payments SET status = $3, decline_reason = $4, finished_at = now() \
          WHERE payment_id = $1 AND user_id = $2 AND status = 'pending' RETURNING {PAYMENT_COLUMNS}"
@@ -113,12 +113,4 @@ pub(super) async fn delete_pending(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-/// The status and reason columns for a result.
-pub(super) fn status_and_reason(result: &MovementResult) -> (MovementStatus, Option<&str>) {
-    match result {
-        MovementResult::Succeeded => (MovementStatus::Succeeded, None),
-        MovementResult::Declined { reason } => (MovementStatus::Declined, Some(reason.as_str())),
-    }
 }

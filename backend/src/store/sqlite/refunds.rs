@@ -1,11 +1,11 @@
-//! Statements on `refunds`, one function each.
+//! Statements on SQLite's `refunds`, one function each.
 
-use sqlx::PgConnection;
+use sqlx::SqliteConnection;
 use uuid::Uuid;
 
-use super::error::StoreError;
-use super::payments::status_and_reason;
-use super::types::{KeyRef, MovementResult, NewRefund, RefundRow};
+use super::timestamps::NOW;
+use crate::store::error::StoreError;
+use crate::store::types::{KeyRef, MovementResult, NewRefund, RefundRow};
 
 const REFUND_COLUMNS: &str =
     "refund_id, payment_id, user_id, amount_paise, status, bank_reference, decline_reason";
@@ -13,13 +13,13 @@ const REFUND_COLUMNS: &str =
 /// What has been or may have been refunded of a payment: succeeded and pending refunds (a
 /// pending one may already have moved money), not declined ones.
 pub(super) async fn committed_total(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     user_id: i64,
     payment_id: Uuid,
 ) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
-        "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM refunds \
-         WHERE payment_id = $1 AND user_id = $2 AND status <> 'declined'",
+        "SELECT COALESCE(sum(amount_paise), 0) FROM refunds \
+         WHERE payment_id = ?1 AND user_id = ?2 AND status <> 'declined'",
     )
     .bind(payment_id)
     .bind(user_id)
@@ -29,13 +29,14 @@ pub(super) async fn committed_total(
 
 /// Writes a pending refund, in the claim's transaction.
 pub(super) async fn insert_pending(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     key: KeyRef,
     refund: &NewRefund,
 ) -> Result<RefundRow, StoreError> {
     let sql = format!(
-        "INSERT INTO refunds (refund_id, payment_id, user_id, amount_paise, status, bank_reference) \
-         VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING {REFUND_COLUMNS}"
+        "INSERT INTO refunds (refund_id, payment_id, user_id, amount_paise, status, \
+                              bank_reference) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5) RETURNING {REFUND_COLUMNS}"
     );
     Ok(sqlx::query_as(&sql)
         .bind(refund.refund_id)
@@ -49,15 +50,15 @@ pub(super) async fn insert_pending(
 
 /// Writes the bank's final word on a pending refund; see `payments::finish`.
 pub(super) async fn finish(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     user_id: i64,
     refund_id: Uuid,
     result: &MovementResult,
 ) -> Result<Option<RefundRow>, StoreError> {
-    let (status, reason) = status_and_reason(result);
+    let (status, reason) = result.status_and_reason();
     let sql = format!(
-        "UPDATE refunds SET status = $3, decline_reason = $4, finished_at = now() \
-         WHERE refund_id = $1 AND user_id = $2 AND status = 'pending' RETURNING {REFUND_COLUMNS}"
+        "UPDATE refunds SET status = ?3, decline_reason = ?4, finished_at = {NOW} \
+         WHERE refund_id = ?1 AND user_id = ?2 AND status = 'pending' RETURNING {REFUND_COLUMNS}"
     );
     let updated: Option<RefundRow> = sqlx::query_as(&sql)
         .bind(refund_id)
@@ -74,11 +75,11 @@ pub(super) async fn finish(
 
 /// A refund of this user.
 pub(super) async fn select(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     user_id: i64,
     refund_id: Uuid,
 ) -> Result<Option<RefundRow>, StoreError> {
-    let sql = format!("SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = $1 AND user_id = $2");
+    let sql = format!("SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = ?1 AND user_id = ?2");
     Ok(sqlx::query_as(&sql)
         .bind(refund_id)
         .bind(user_id)
@@ -88,12 +89,12 @@ pub(super) async fn select(
 
 /// The refunds of a payment, oldest first, for reads.
 pub(super) async fn select_for_payment(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     user_id: i64,
     payment_id: Uuid,
 ) -> Result<Vec<RefundRow>, StoreError> {
     let sql = format!(
-        "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND user_id = $2 \
+        "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = ?1 AND user_id = ?2 \
          ORDER BY created_at, refund_id"
     );
     Ok(sqlx::query_as(&sql)
@@ -105,11 +106,11 @@ pub(super) async fn select_for_payment(
 
 /// Deletes a refund that never reached the bank (its key is released in the same transaction).
 pub(super) async fn delete_pending(
-    conn: &mut PgConnection,
+    conn: &mut SqliteConnection,
     user_id: i64,
     refund_id: Uuid,
 ) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM refunds WHERE refund_id = $1 AND user_id = $2 AND status = 'pending'")
+    sqlx::query("DELETE FROM refunds WHERE refund_id = ?1 AND user_id = ?2 AND status = 'pending'")
         .bind(refund_id)
         .bind(user_id)
         .execute(conn)

@@ -17,12 +17,12 @@ use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::error::StoreError;
-use super::types::{
+use super::{keys, payments, refunds};
+use crate::store::error::StoreError;
+use crate::store::types::{
     ClaimResult, KeyRef, MovementResult, NewPayment, NewRefund, PaymentRow, RefundClaimResult,
     RefundRow, SavedMovement, StoredKey, UnfinishedKey,
 };
-use super::{keys, payments, refunds};
 
 /// How many times a claim is retried when its key disappears between the insert and the read
 /// (expired and deleted in that instant). Two suffice; more would mean a bug.
@@ -36,7 +36,7 @@ pub struct PgStore {
 
 /// An unfinished key locked for reconciliation. The lock is a row lock in an open transaction:
 /// finish, release or postpone it; dropping it rolls back and frees the key for another try.
-pub struct LockedKey {
+pub struct PgLockedKey {
     tx: Transaction<'static, Postgres>,
     /// The key and its pending movement.
     pub unfinished: UnfinishedKey,
@@ -63,7 +63,7 @@ impl PgStore {
         PgStore { pool }
     }
 
-    /// The pool, for tests that count rows.
+    /// The pool, for tests and diagnostics that read the tables directly.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -225,26 +225,26 @@ impl PgStore {
     }
 
     /// Locks this unfinished key for reconciliation, if no one else holds it.
-    pub async fn lock_unfinished(&self, key: KeyRef) -> Result<Option<LockedKey>, StoreError> {
+    pub async fn lock_unfinished(&self, key: KeyRef) -> Result<Option<PgLockedKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let Some((stored, failed_lookups)) = keys::lock_unfinished_key(&mut tx, key).await? else {
             return Ok(None);
         };
-        LockedKey::load(tx, key, stored, failed_lookups).await
+        PgLockedKey::load(tx, key, stored, failed_lookups).await
     }
 
     /// Locks the oldest key due for a bank look-up, if any.
     pub async fn lock_next_due(
         &self,
         stuck_after: Duration,
-    ) -> Result<Option<LockedKey>, StoreError> {
+    ) -> Result<Option<PgLockedKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let Some((key, stored, failed_lookups)) =
             keys::lock_next_due_key(&mut tx, stuck_after.as_secs_f64()).await?
         else {
             return Ok(None);
         };
-        LockedKey::load(tx, key, stored, failed_lookups).await
+        PgLockedKey::load(tx, key, stored, failed_lookups).await
     }
 
     /// Deletes one batch of finished keys older than `keep_for`; returns how many.
@@ -268,13 +268,13 @@ impl PgStore {
     }
 }
 
-impl LockedKey {
+impl PgLockedKey {
     async fn load(
         mut tx: Transaction<'static, Postgres>,
         key: KeyRef,
         stored: StoredKey,
         failed_lookups: i16,
-    ) -> Result<Option<LockedKey>, StoreError> {
+    ) -> Result<Option<PgLockedKey>, StoreError> {
         let Some(movement) =
             load_movement(&mut tx, key, stored.operation, stored.resource_id).await?
         else {
@@ -285,7 +285,7 @@ impl LockedKey {
                 stored.resource_id
             )));
         };
-        Ok(Some(LockedKey {
+        Ok(Some(PgLockedKey {
             tx,
             unfinished: UnfinishedKey {
                 key,

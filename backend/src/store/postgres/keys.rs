@@ -1,4 +1,4 @@
-//! Statements on `idempotency_keys`, one function each. States are written and read as text and
+//! Statements on PostgreSQL's `idempotency_keys`, one function each. States are written and read as text and
 //! mapped through `shared::KeyState`, so the enum's names live in one place.
 
 use shared::{Fingerprint, KeyState, Operation, StoredRecord};
@@ -7,8 +7,10 @@ use sqlx::{PgConnection, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::error::StoreError;
-use super::types::{KeyRef, MovementStatus, PaymentRow, RefundRow, SavedMovement, StoredKey};
+use crate::store::error::StoreError;
+use crate::store::types::{
+    KeyRef, MovementStatus, PaymentRow, RefundRow, SavedMovement, StoredKey,
+};
 
 /// The columns `stored_key_from_row` reads, plus the database clock.
 const KEY_COLUMNS: &str = "k.user_id, k.key, k.operation::text AS operation, \

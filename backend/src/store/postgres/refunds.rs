@@ -1,0 +1,117 @@
+//! Statements on PostgreSQL's `refunds`, one function each.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::store::error::StoreError;
+use crate::store::types::{KeyRef, MovementResult, NewRefund, RefundRow};
+
+const REFUND_COLUMNS: &str =
+    "refund_id, payment_id, user_id, amount_paise, status, bank_reference, decline_reason";
+
+/// What has been or may have been refunded of a payment: succeeded and pending refunds (a
+/// pending one may already have moved money), not declined ones.
+pub(super) async fn committed_total(
+    conn: &mut PgConnection,
+    user_id: i64,
+    payment_id: Uuid,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM refunds \
+         WHERE payment_id = $1 AND user_id = $2 AND status <> 'declined'",
+    )
+    .bind(payment_id)
+    .bind(user_id)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Writes a pending refund, in the claim's transaction.
+pub(super) async fn insert_pending(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    refund: &NewRefund,
+) -> Result<RefundRow, StoreError> {
+    let sql = format!(
+        "INSERT INTO refunds (refund_id, payment_id, user_id, amount_paise, status, bank_reference) \
+         VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING {REFUND_COLUMNS}"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(refund.refund_id)
+        .bind(refund.payment_id)
+        .bind(key.user.as_i64())
+        .bind(refund.amount_paise)
+        .bind(&refund.bank_reference)
+        .fetch_one(conn)
+        .await?)
+}
+
+/// Writes the bank's final word on a pending refund; see `payments::finish`.
+pub(super) async fn finish(
+    conn: &mut PgConnection,
+    user_id: i64,
+    refund_id: Uuid,
+    result: &MovementResult,
+) -> Result<Option<RefundRow>, StoreError> {
+    let (status, reason) = result.status_and_reason();
+    let sql = format!(
+        "UPDATE refunds SET status = $3, decline_reason = $4, finished_at = now() \
+         WHERE refund_id = $1 AND user_id = $2 AND status = 'pending' RETURNING {REFUND_COLUMNS}"
+    );
+    let updated: Option<RefundRow> = sqlx::query_as(&sql)
+        .bind(refund_id)
+        .bind(user_id)
+        .bind(status)
+        .bind(reason)
+        .fetch_optional(&mut *conn)
+        .await?;
+    match updated {
+        Some(row) => Ok(Some(row)),
+        None => select(conn, user_id, refund_id).await,
+    }
+}
+
+/// A refund of this user.
+pub(super) async fn select(
+    conn: &mut PgConnection,
+    user_id: i64,
+    refund_id: Uuid,
+) -> Result<Option<RefundRow>, StoreError> {
+    let sql = format!("SELECT {REFUND_COLUMNS} FROM refunds WHERE refund_id = $1 AND user_id = $2");
+    Ok(sqlx::query_as(&sql)
+        .bind(refund_id)
+        .bind(user_id)
+        .fetch_optional(conn)
+        .await?)
+}
+
+/// The refunds of a payment, oldest first, for reads.
+pub(super) async fn select_for_payment(
+    conn: &mut PgConnection,
+    user_id: i64,
+    payment_id: Uuid,
+) -> Result<Vec<RefundRow>, StoreError> {
+    let sql = format!(
+        "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND user_id = $2 \
+         ORDER BY created_at, refund_id"
+    );
+    Ok(sqlx::query_as(&sql)
+        .bind(payment_id)
+        .bind(user_id)
+        .fetch_all(conn)
+        .await?)
+}
+
+/// Deletes a refund that never reached the bank (its key is released in the same transaction).
+pub(super) async fn delete_pending(
+    conn: &mut PgConnection,
+    user_id: i64,
+    refund_id: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query("DELETE FROM refunds WHERE refund_id = $1 AND user_id = $2 AND status = 'pending'")
+        .bind(refund_id)
+        .bind(user_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
