@@ -62,19 +62,7 @@ pub(super) async fn answer_existing_key(
 }
 
 async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Answer, StoreError> {
-    if let Some(saved) = &stored.saved {
-        return Ok(Answer::saved(saved)?.replayed());
-    }
-    let movement = state
-        .store
-        .load_movement(key, stored)
-        .await?
-        .ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "finished key's movement {} is gone",
-                stored.resource_id
-            ))
-        })?;
+    let movement = state.store.saved_movement(key, stored).await?;
     Ok(Answer::saved(&movement)?.replayed())
 }
 

@@ -86,19 +86,7 @@ async fn saved_answer(
     key: KeyRef,
     stored: &StoredKey,
 ) -> Result<KeyStatusResponse, StoreError> {
-    let movement = match &stored.saved {
-        Some(saved) => (**saved).clone(),
-        None => state
-            .store
-            .load_movement(key, stored)
-            .await?
-            .ok_or_else(|| {
-                StoreError::Corrupt(format!(
-                    "finished key's movement {} is gone",
-                    stored.resource_id
-                ))
-            })?,
-    };
+    let movement = state.store.saved_movement(key, stored).await?;
     let answer = Answer::saved(&movement)?;
     let body = serde_json::from_slice(&answer.body)
         .map_err(|error| StoreError::Corrupt(format!("saved answer is not JSON: {error}")))?;

@@ -116,16 +116,26 @@ impl Store {
         }
     }
 
-    /// Loads the payment or refund a key created, to render its saved answer.
-    pub async fn load_movement(
+    /// The payment or refund behind a finished key, to render its saved answer: the one read
+    /// with the key when there is one, else loaded. A finished key without it is corrupt.
+    pub async fn saved_movement(
         &self,
         key: KeyRef,
         stored: &StoredKey,
-    ) -> Result<Option<SavedMovement>, StoreError> {
-        match self {
-            Store::Postgres(store) => store.load_movement(key, stored).await,
-            Store::Sqlite(store) => store.load_movement(key, stored).await,
+    ) -> Result<SavedMovement, StoreError> {
+        if let Some(saved) = &stored.saved {
+            return Ok((**saved).clone());
         }
+        let loaded = match self {
+            Store::Postgres(store) => store.load_movement(key, stored).await?,
+            Store::Sqlite(store) => store.load_movement(key, stored).await?,
+        };
+        loaded.ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "finished key's movement {} is gone",
+                stored.resource_id
+            ))
+        })
     }
 
     /// Writes the bank's final word: the movement and the key's `done` state in one
