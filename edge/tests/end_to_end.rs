@@ -423,3 +423,39 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
     assert_eq!((kept.status, kept.is_replay()), (201, true));
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() {
+    let stack = Stack::start(StackOptions::default()).await;
+    stack.set_bank_knobs(json!({ "latency_ms": 1_500 })).await;
+    let key = new_key();
+    let call = Call::pay(9, &key, "elec-77", PAY_BODY);
+
+    // The phone times out while the bank is slow, and closes its connection to the edge.
+    let impatient = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let mut request = impatient
+        .post(format!("{}{}", stack.edge_url, call.path))
+        .body(call.body.clone());
+    for (name, value) in &call.headers {
+        request = request.header(name, value);
+    }
+    assert!(request.send().await.is_err(), "the phone gave up");
+
+    // Its retries soon get the finished payment, not 409 until the in-flight mark's alarm (20 s):
+    // the edge finishes the forward and records the answer even though the phone left.
+    let mut answer = stack.send(Via::Edge, &call).await;
+    for _ in 0..20 {
+        if answer.status != 409 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        answer = stack.send(Via::Edge, &call).await;
+    }
+    assert_eq!(answer.status, 201, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(answer.is_replay());
+    assert_eq!(stack.debits().await.len(), 1);
+    stack.stop().await;
+}
