@@ -6,6 +6,7 @@
 //! object. Everything else is forwarded unchanged. Errors never escape as a bare runtime error:
 //! they become problem+json answers, and the details go to the log.
 
+use futures_channel::oneshot;
 use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, event};
 
@@ -25,8 +26,8 @@ use crate::reply::Reply;
 
 /// The entry point: answers every request, turning an unexpected error into a 500 problem.
 #[event(fetch)]
-async fn fetch(request: Request, env: Env, _context: worker::Context) -> Result<Response> {
-    match handle(request, &env).await {
+async fn fetch(request: Request, env: Env, context: worker::Context) -> Result<Response> {
+    match handle(request, &env, &context).await {
         Ok(response) => Ok(response),
         Err(error) => {
             console_error!("edge error: {error}");
@@ -36,7 +37,7 @@ async fn fetch(request: Request, env: Env, _context: worker::Context) -> Result<
 }
 
 /// Reads the settings, then passes the request through or guards it.
-async fn handle(request: Request, env: &Env) -> Result<Response> {
+async fn handle(request: Request, env: &Env, context: &worker::Context) -> Result<Response> {
     let config = match edge_config(env) {
         Ok(config) => config,
         Err(error) => {
@@ -69,7 +70,7 @@ async fn handle(request: Request, env: &Env) -> Result<Response> {
     match gate.check(&route, checked, now_unix()) {
         Verdict::Reject(problem) => reply_response(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
-            coordinate_and_forward(&request, &body, &attempt, &config, env).await
+            coordinate_and_forward(&request, body, &attempt, config, env, context).await
         }
     }
 }
@@ -77,10 +78,11 @@ async fn handle(request: Request, env: &Env) -> Result<Response> {
 /// One attempt of a guarded operation: asks the key's object, and forwards only if it says so.
 async fn coordinate_and_forward(
     request: &Request,
-    body: &[u8],
+    body: Vec<u8>,
     attempt: &Attempt,
-    config: &EdgeConfig,
+    config: EdgeConfig,
     env: &Env,
+    context: &worker::Context,
 ) -> Result<Response> {
     let request_id = new_request_id();
     let began_at_ms = now_ms();
@@ -99,26 +101,40 @@ async fn coordinate_and_forward(
         Err(error) => {
             // The backend stays the authority: without the object it still does the work once.
             console_error!("key coordinator unavailable, forwarding uncoordinated: {error}");
-            let forwarded = forward_buffered(request, body, config, &request_id).await;
-            return answer_response(forwarded, config);
+            let forwarded = forward_buffered(request, &body, &config, &request_id).await;
+            return answer_response(forwarded, &config);
         }
     }
-    let forwarded = forward_buffered(request, body, config, &request_id).await;
-    let report = FinishReport {
-        attempt_id: request_id,
-        fingerprint: attempt.fingerprint,
-        began_at_ms,
-        final_answer: forwarded
-            .as_ref()
-            .ok()
-            .and_then(BackendAnswer::final_answer),
-    };
-    if let Err(error) = coordinator.finish(&report).await {
-        console_error!(
-            "could not report to the key coordinator; its mark lapses by alarm: {error}"
-        );
+    // The forward and the report to the object run as a `wait_until` task: a phone that times
+    // out and disconnects must not cancel them, or its key would stay marked in flight until the
+    // alarm instead of holding the finished answer for the phone's next retry.
+    let (answered, answer) = oneshot::channel();
+    let outgoing = request.clone()?;
+    let task_config = config.clone();
+    let fingerprint = attempt.fingerprint;
+    context.wait_until(async move {
+        let forwarded = forward_buffered(&outgoing, &body, &task_config, &request_id).await;
+        let report = FinishReport {
+            attempt_id: request_id,
+            fingerprint,
+            began_at_ms,
+            final_answer: forwarded
+                .as_ref()
+                .ok()
+                .and_then(BackendAnswer::final_answer),
+        };
+        if let Err(error) = coordinator.finish(&report).await {
+            console_error!(
+                "could not report to the key coordinator; its mark lapses by alarm: {error}"
+            );
+        }
+        // The phone may be gone; then nobody is waiting for the answer, and that is fine.
+        let _ = answered.send(forwarded);
+    });
+    match answer.await {
+        Ok(forwarded) => answer_response(forwarded, &config),
+        Err(_) => reply_response(Reply::problem(&internal_problem())),
     }
-    answer_response(forwarded, config)
 }
 
 /// The backend's answer, or the problem for a failed forward.

@@ -142,6 +142,10 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
     say(&introduction(&cli));
 
     let mut tallies = Vec::new();
+    // Each client gets its own users (and so its own accounts): taken after the highest user the
+    // table has seen and after the previous client's, since a client's phones may never have
+    // reached the server and left no key to count.
+    let mut first_user = keys.next_free_user_id().await?;
     for kind in ClientKind::ALL {
         let api = match kind {
             ClientKind::NoKey => &cli.no_key_api,
@@ -161,7 +165,19 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
             seed: cli.seed,
         };
         let settle = seconds(cli.settle_seconds, "--settle-seconds")?;
-        let tally = replay_one(kind, &night, &phones, &bank, &keys, settle, &say).await;
+        let users = first_user..first_user + night.customers.len() as u64;
+        first_user = users.end;
+        let tally = replay_one(
+            kind,
+            users.start,
+            &night,
+            &phones,
+            &bank,
+            &keys,
+            settle,
+            &say,
+        )
+        .await;
         let _ = std::fs::remove_dir_all(phones.store.dir());
         tallies.push(tally?);
     }
@@ -181,8 +197,10 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// Runs the night once with phones of `kind`, waits for reconciliation, and counts.
+#[allow(clippy::too_many_arguments)] // The run's parts, each named; a struct would only rename them.
 async fn replay_one(
     kind: ClientKind,
+    first_user: u64,
     night: &Night,
     phones: &Phones,
     bank: &Bank,
@@ -190,7 +208,6 @@ async fn replay_one(
     settle: Duration,
     say: &impl Fn(&str),
 ) -> anyhow::Result<Tally> {
-    let first_user = keys.next_free_user_id().await?;
     let payers = night
         .customers
         .iter()
