@@ -454,7 +454,12 @@ async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() 
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
         answer = stack.send(Via::Edge, &call).await;
     }
-    assert_eq!(answer.status, 201, "{}", String::from_utf8_lossy(&answer.body));
+    assert_eq!(
+        answer.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
     assert!(answer.is_replay());
     assert_eq!(stack.debits().await.len(), 1);
     stack.stop().await;
