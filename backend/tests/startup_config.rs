@@ -1,0 +1,92 @@
+//! Start-up refuses what SPEC §3 and §7 say it must: the development JWT secret outside
+//! development mode, and an invalid policy file (with a message naming the field). Runs the
+//! real `backend` binary; `dev-token` is the cheapest command that needs a full configuration.
+
+use std::process::{Command, Output};
+
+const POLICY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
+const REAL_SECRET: &str = "a-real-secret-for-this-test-only-0123456789";
+
+fn backend(env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_backend"));
+    command
+        .arg("dev-token")
+        .env_remove("AUTH_JWT_SECRET")
+        .env_remove("APP_ENV")
+        .env("POLICY_FILE", POLICY);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("the backend binary runs")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn production_refuses_the_development_secret() {
+    let refused = backend(&[]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("AUTH_JWT_SECRET is the development default"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let development = backend(&[("APP_ENV", "development")]);
+    assert!(development.status.success(), "{}", stderr(&development));
+
+    let production = backend(&[("AUTH_JWT_SECRET", REAL_SECRET)]);
+    assert!(production.status.success(), "{}", stderr(&production));
+    let token = String::from_utf8_lossy(&production.stdout);
+    assert_eq!(token.trim().split('.').count(), 3, "a JWT: {token}");
+}
+
+#[test]
+fn a_short_secret_is_refused() {
+    let refused = backend(&[("AUTH_JWT_SECRET", "short")]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("at least 32 bytes"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn an_invalid_policy_file_stops_start_up_naming_the_field() {
+    let dir = std::env::temp_dir().join(format!("policy-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shipped = std::fs::read_to_string(POLICY).expect("read policy.yaml");
+    for (field, bad_line) in [
+        ("keep_keys_for_hours", "  keep_keys_for_hours: 0"),
+        ("required_for", "  required_for: [pay_bill, wire_transfer]"),
+        ("key_format", "  key_format: ulid"),
+    ] {
+        let broken: String = shipped
+            .lines()
+            .map(|line| {
+                if line.trim_start().starts_with(&format!("{field}:")) {
+                    bad_line.to_owned()
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let path = dir.join(format!("{field}.yaml"));
+        std::fs::write(&path, broken).expect("write policy");
+        let refused = backend(&[
+            ("AUTH_JWT_SECRET", REAL_SECRET),
+            ("POLICY_FILE", path.to_str().expect("utf-8 path")),
+        ]);
+        assert!(!refused.status.success(), "{field}: started anyway");
+        assert!(
+            stderr(&refused).contains(field),
+            "{field}: {}",
+            stderr(&refused)
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
