@@ -112,13 +112,18 @@ pub async fn run_until_stopped(
     shutdown: impl Future<Output = ()>,
 ) {
     tokio::pin!(shutdown);
+    let mut gauges_refreshed = tokio::time::Instant::now();
     loop {
-        let pause = match try_reconcile_once(&state).await {
+        let outcome = try_reconcile_once(&state).await;
+        // The age gauges matter most during a backlog, so they are refreshed then too, at most
+        // once per idle pause, not only when the reconciler runs out of work.
+        if !matches!(outcome, Ok(Outcome::Handled)) || gauges_refreshed.elapsed() >= idle_pause {
+            refresh_age_gauges(&state).await;
+            gauges_refreshed = tokio::time::Instant::now();
+        }
+        let pause = match outcome {
             Ok(Outcome::Handled) => Duration::ZERO,
-            Ok(Outcome::NothingDue) => {
-                refresh_age_gauges(&state).await;
-                idle_pause
-            }
+            Ok(Outcome::NothingDue) => idle_pause,
             Err(error) => {
                 tracing::warn!(%error, "reconciler step failed");
                 idle_pause
