@@ -75,12 +75,18 @@ async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreEr
             shared::decision::IN_PROGRESS_RETRY_AFTER,
         )));
     };
-    Ok(match resolve_locked(state, locked).await? {
-        Resolution::Finished(movement) => Step::Answer(Answer::saved(&movement)?.replayed()),
-        Resolution::Released => Step::ClaimAgain,
-        Resolution::NotYet => Step::Answer(outcome_pending(
+    Ok(match resolve_locked(state, locked).await {
+        Ok(Resolution::Finished(movement)) => Step::Answer(Answer::saved(&movement)?.replayed()),
+        Ok(Resolution::Released) => Step::ClaimAgain,
+        Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,
         )),
+        // SQLite only: the look-up outlasted the lease and another reconciler took the key over;
+        // nothing was written, and the key is being resolved. The client retries shortly.
+        Err(StoreError::LeaseLost) => {
+            Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
+        }
+        Err(error) => return Err(error),
     })
 }
 
