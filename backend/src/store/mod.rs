@@ -9,6 +9,7 @@
 
 mod error;
 mod interface;
+mod joined_rows;
 pub mod postgres;
 pub mod sqlite;
 mod types;

@@ -8,9 +8,8 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::store::error::StoreError;
-use crate::store::types::{
-    KeyRef, MovementStatus, PaymentRow, RefundRow, SavedMovement, StoredKey,
-};
+use crate::store::joined_rows::saved_movement_from_row;
+use crate::store::types::{KeyRef, StoredKey};
 
 /// The columns `stored_key_from_row` reads, plus the database clock.
 const KEY_COLUMNS: &str = "k.user_id, k.key, k.operation::text AS operation, \
@@ -50,38 +49,6 @@ pub(super) async fn select_key(
         Ok(stored)
     })
     .transpose()
-}
-
-/// The joined payment or refund columns of `select_key`, if the join found one.
-fn saved_movement_from_row(
-    row: &PgRow,
-    stored: &StoredKey,
-) -> Result<Option<SavedMovement>, StoreError> {
-    let user_id: i64 = row.try_get("user_id")?;
-    if let Some(status) = row.try_get::<Option<MovementStatus>, _>("p_status")? {
-        return Ok(Some(SavedMovement::Payment(PaymentRow {
-            payment_id: stored.resource_id,
-            user_id,
-            bill_id: row.try_get("p_bill_id")?,
-            amount_paise: row.try_get("p_amount_paise")?,
-            payer_vpa: row.try_get("p_payer_vpa")?,
-            status,
-            bank_reference: row.try_get("p_bank_reference")?,
-            decline_reason: row.try_get("p_decline_reason")?,
-        })));
-    }
-    if let Some(status) = row.try_get::<Option<MovementStatus>, _>("r_status")? {
-        return Ok(Some(SavedMovement::Refund(RefundRow {
-            refund_id: stored.resource_id,
-            payment_id: row.try_get("r_payment_id")?,
-            user_id,
-            amount_paise: row.try_get("r_amount_paise")?,
-            status,
-            bank_reference: row.try_get("r_bank_reference")?,
-            decline_reason: row.try_get("r_decline_reason")?,
-        })));
-    }
-    Ok(None)
 }
 
 /// Locks one unfinished key of a user for reconciliation; `None` if it is finished, gone, or
