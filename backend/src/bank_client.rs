@@ -3,9 +3,22 @@
 //!
 //! A money-moving call has three outcomes, and the third is the one the article is about: the
 //! bank moved the money ([`BankOutcome::Succeeded`]), refused ([`BankOutcome::Declined`], a final
-//! business answer), or we cannot know ([`BankOutcome::Unknown`]: a timeout, a 5xx, a dropped
-//! connection, an answer we cannot read). Unknown is never treated as failure: the key moves to
-//! `unknown` and reconciliation asks the bank by reference ([`BankClient::look_up`]).
+//! business answer), or we cannot know ([`BankOutcome::Unknown`]). Unknown is never treated as
+//! failure: the key moves to `unknown` and reconciliation asks the bank by reference
+//! ([`BankClient::look_up`]).
+//!
+//! Answers are read by what they say, not by one bank's habits (SPEC §7; docs/design.md,
+//! "Reading the bank's answers"):
+//! - a call: any 2xx is judged by the body's `status`; 402, or a 4xx whose body says `declined`
+//!   or `rejected`, is a decline. A definite error (500, 501, 503, 505 and up, 429, any other
+//!   4xx) ended the call: unknown, but with nothing of it still on its way
+//!   ([`BankOutcome::Unknown::call_ended`]). A 502 or 504 (a gateway may still be delivering
+//!   the call), a timeout, a dropped connection or an unreadable answer is unknown with the call
+//!   possibly still in flight.
+//! - a look-up: any 2xx is judged by the body's `status`; 402 (and for refunds 422 with
+//!   `rejected`) is a decline; only `404 {"status": "unknown"}` (naming our reference, if it
+//!   names one) means the bank never saw it. Anything else, a 404 from a wrong route or a proxy
+//!   included, is a failed look-up ([`LookUpError`]): never "never seen".
 
 use std::time::Duration;
 
@@ -29,10 +42,15 @@ pub enum BankOutcome {
         /// The bank's reason.
         reason: String,
     },
-    /// No readable answer: the money may or may not have moved.
+    /// No readable outcome: the money may or may not have moved.
     Unknown {
         /// What went wrong, for the logs.
         reason: String,
+        /// Whether the call ended with a definite answer (a 500, say), so nothing of it is
+        /// still on its way to the bank: a look-up that finds nothing may release the claim
+        /// at once. `false` for a timeout, a dropped connection, a 502/504 or an unreadable
+        /// answer, where the call may still reach the bank.
+        call_ended: bool,
     },
 }
 
@@ -69,12 +87,38 @@ struct RefundCall<'a> {
     amount_paise: i64,
 }
 
-/// The body of every bank answer: a status word and, for refusals, a reason.
+/// The body of a bank answer, as far as it is read: a status word, a reason for refusals, and
+/// the reference a "never seen" look-up names.
 #[derive(Deserialize)]
 struct BankAnswer {
     status: String,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    reference: Option<String>,
+}
+
+/// What a body's `status` word says about a movement.
+enum StatusWord {
+    Moved,
+    Refused,
+    NeverSeen,
+    Other,
+}
+
+impl BankAnswer {
+    fn word(&self) -> StatusWord {
+        match self.status.as_str() {
+            "debited" | "refunded" => StatusWord::Moved,
+            "declined" | "rejected" => StatusWord::Refused,
+            "unknown" => StatusWord::NeverSeen,
+            _ => StatusWord::Other,
+        }
+    }
+
+    fn reason(self) -> String {
+        self.reason.unwrap_or(self.status)
+    }
 }
 
 impl BankClient {
@@ -132,45 +176,80 @@ impl BankClient {
             .send()
             .await
             .map_err(|error| LookUpError(error.to_string()))?;
-        match response.status().as_u16() {
-            404 => Ok(LookUp::NeverSeen),
-            200 => {
-                let answer: BankAnswer = response
-                    .json()
-                    .await
-                    .map_err(|error| LookUpError(error.to_string()))?;
-                match answer.status.as_str() {
-                    "debited" | "refunded" => Ok(LookUp::Succeeded),
-                    "declined" | "rejected" => Ok(LookUp::Declined {
-                        reason: answer.reason.unwrap_or_else(|| answer.status.clone()),
-                    }),
-                    other => Err(LookUpError(format!("unexpected status {other:?}"))),
-                }
-            }
-            status => Err(LookUpError(format!("HTTP {status}"))),
-        }
+        let status = response.status().as_u16();
+        let answer: Option<BankAnswer> = response.json().await.ok();
+        read_look_up(status, answer, reference)
     }
 
     async fn move_money(&self, collection: &str, call: &impl Serialize) -> BankOutcome {
         let url = format!("{}/{collection}", self.base_url);
         let response = match self.http.post(url).json(call).send().await {
             Ok(response) => response,
-            Err(error) => return unknown(format!("no answer: {error}")),
+            Err(error) => return unknown(format!("no answer: {error}"), false),
         };
         let status = response.status().as_u16();
-        let answer: BankAnswer = match response.json().await {
-            Ok(answer) => answer,
-            Err(error) => {
-                return unknown(format!("HTTP {status} with an unreadable body: {error}"));
-            }
-        };
-        match (status, answer.status.as_str()) {
-            (201, "debited" | "refunded") => BankOutcome::Succeeded,
-            (402 | 422, "declined" | "rejected") => BankOutcome::Declined {
-                reason: answer.reason.unwrap_or(answer.status),
-            },
-            _ => unknown(format!("HTTP {status} with status {:?}", answer.status)),
+        match response.json::<BankAnswer>().await {
+            Ok(answer) => read_call(status, Some(answer)),
+            // A body that cannot be read may have been cut off mid-way (a dropped connection).
+            Err(error) if (200..300).contains(&status) => unknown(
+                format!("HTTP {status} with an unreadable body: {error}"),
+                false,
+            ),
+            Err(_) => read_call(status, None),
         }
+    }
+}
+
+/// Reads the answer to a debit or refund call.
+fn read_call(status: u16, answer: Option<BankAnswer>) -> BankOutcome {
+    let word = answer.as_ref().map_or(StatusWord::Other, BankAnswer::word);
+    match (status, word, answer) {
+        (200..=299, StatusWord::Moved, _) => BankOutcome::Succeeded,
+        (200..=299 | 400..=499, StatusWord::Refused, Some(answer)) => BankOutcome::Declined {
+            reason: answer.reason(),
+        },
+        (402, _, answer) => BankOutcome::Declined {
+            reason: answer.map_or_else(|| "declined".to_owned(), BankAnswer::reason),
+        },
+        (200..=299, _, answer) => unknown(
+            format!("HTTP {status} with status {:?}", answer.map(|a| a.status)),
+            false,
+        ),
+        // A gateway's 502 or 504: the call may still be on its way to the bank.
+        (502 | 504, _, _) => unknown(format!("HTTP {status} from a gateway"), false),
+        // Any other error answer ended the call without moving money, as far as we know; the
+        // look-up that follows at once checks.
+        (_, _, _) => unknown(format!("HTTP {status}"), true),
+    }
+}
+
+/// Reads the answer to a status look-up of `reference`.
+fn read_look_up(
+    status: u16,
+    answer: Option<BankAnswer>,
+    reference: &str,
+) -> Result<LookUp, LookUpError> {
+    let word = answer.as_ref().map_or(StatusWord::Other, BankAnswer::word);
+    match (status, word, answer) {
+        (200..=299, StatusWord::Moved, _) => Ok(LookUp::Succeeded),
+        (200..=299 | 402 | 422, StatusWord::Refused, Some(answer)) => Ok(LookUp::Declined {
+            reason: answer.reason(),
+        }),
+        (402, _, answer) => Ok(LookUp::Declined {
+            reason: answer.map_or_else(|| "declined".to_owned(), BankAnswer::reason),
+        }),
+        (404, StatusWord::NeverSeen, Some(answer))
+            if answer
+                .reference
+                .as_deref()
+                .is_none_or(|named| named == reference) =>
+        {
+            Ok(LookUp::NeverSeen)
+        }
+        (status, _, answer) => Err(LookUpError(format!(
+            "HTTP {status} with status {:?}",
+            answer.map(|a| a.status)
+        ))),
     }
 }
 
@@ -181,6 +260,99 @@ fn collection(operation: Operation) -> &'static str {
     }
 }
 
-fn unknown(reason: String) -> BankOutcome {
-    BankOutcome::Unknown { reason }
+fn unknown(reason: String, call_ended: bool) -> BankOutcome {
+    BankOutcome::Unknown { reason, call_ended }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(json: &str) -> Option<BankAnswer> {
+        Some(serde_json::from_str(json).expect("test bodies are JSON"))
+    }
+
+    fn ended(outcome: &BankOutcome) -> Option<bool> {
+        match outcome {
+            BankOutcome::Unknown { call_ended, .. } => Some(*call_ended),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_call_is_judged_by_its_body_on_any_2xx() {
+        for status in [200, 201, 202] {
+            let moved = read_call(status, answer(r#"{"status":"debited"}"#));
+            assert_eq!(moved, BankOutcome::Succeeded, "{status}");
+        }
+        let refused = read_call(200, answer(r#"{"status":"declined","reason":"limit"}"#));
+        assert_eq!(
+            refused,
+            BankOutcome::Declined {
+                reason: "limit".to_owned()
+            }
+        );
+        let odd = read_call(201, answer(r#"{"status":"queued"}"#));
+        assert_eq!(
+            ended(&odd),
+            Some(false),
+            "an unknown word may still move money"
+        );
+    }
+
+    #[test]
+    fn a_402_or_a_refusal_body_is_a_decline() {
+        assert!(matches!(read_call(402, None), BankOutcome::Declined { .. }));
+        assert!(matches!(
+            read_call(422, answer(r#"{"status":"rejected","reason":"exceeds_debit"}"#)),
+            BankOutcome::Declined { reason } if reason == "exceeds_debit"
+        ));
+    }
+
+    #[test]
+    fn definite_errors_end_the_call_and_gateway_errors_do_not() {
+        for status in [500, 501, 503, 505, 429, 400, 404] {
+            let outcome = read_call(status, answer(r#"{"status":"error"}"#));
+            assert_eq!(ended(&outcome), Some(true), "{status}");
+        }
+        for status in [502, 504] {
+            assert_eq!(ended(&read_call(status, None)), Some(false), "{status}");
+        }
+    }
+
+    #[test]
+    fn a_look_up_is_judged_by_its_body_whatever_the_2xx() {
+        for status in [200, 201] {
+            let found = read_look_up(status, answer(r#"{"status":"debited"}"#), "pay-1");
+            assert_eq!(found.expect("read"), LookUp::Succeeded, "{status}");
+        }
+        let declined = read_look_up(402, answer(r#"{"status":"declined"}"#), "pay-1");
+        assert!(matches!(declined, Ok(LookUp::Declined { .. })));
+        let rejected = read_look_up(422, answer(r#"{"status":"rejected"}"#), "refund-1");
+        assert!(matches!(rejected, Ok(LookUp::Declined { .. })));
+    }
+
+    #[test]
+    fn only_a_404_saying_unknown_is_never_seen() {
+        let unknown = r#"{"status":"unknown","reference":"pay-1"}"#;
+        assert_eq!(
+            read_look_up(404, answer(unknown), "pay-1").expect("read"),
+            LookUp::NeverSeen
+        );
+        let unnamed = read_look_up(404, answer(r#"{"status":"unknown"}"#), "pay-1");
+        assert_eq!(unnamed.expect("read"), LookUp::NeverSeen);
+        for (status, body) in [
+            (404, None),
+            (404, answer(r#"{"status":"not_found"}"#)),
+            (404, answer(r#"{"status":"unknown","reference":"pay-2"}"#)),
+            (200, answer(r#"{"status":"unknown"}"#)),
+            (500, answer(r#"{"status":"error"}"#)),
+            (503, None),
+        ] {
+            assert!(
+                read_look_up(status, body, "pay-1").is_err(),
+                "{status} must be a failed look-up"
+            );
+        }
+    }
 }

@@ -111,6 +111,7 @@ impl Settings {
             .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
         let policy = Policy::from_yaml(&policy_text)
             .with_context(|| format!("in {}", self.policy_file.display()))?;
+        self.refuse_unsafe_timings(&policy)?;
         Ok(Config {
             database_url: self.database_url,
             bank_url: self.bank_url,
@@ -123,5 +124,28 @@ impl Settings {
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),
             run_workers: true,
         })
+    }
+
+    /// Refuses timings that would break the promise rather than merely slow things down: a
+    /// bank call that may outlive `stuck_after` could still reach the bank after its claim was
+    /// looked up and released (docs/design.md, "Configuration that cannot be unsafe"), and a
+    /// zero interval would spin a worker.
+    fn refuse_unsafe_timings(&self, policy: &Policy) -> anyhow::Result<()> {
+        let bank_timeout = Duration::from_millis(self.bank_timeout_ms);
+        if bank_timeout.is_zero() || bank_timeout >= policy.stuck_after {
+            bail!(
+                "BANK_TIMEOUT_MS must be above 0 and shorter than the policy's stuck_after_minutes \
+                 ({} ms); it is {} ms",
+                policy.stuck_after.as_millis(),
+                self.bank_timeout_ms
+            );
+        }
+        if self.reconcile_interval_ms == 0 {
+            bail!("RECONCILE_INTERVAL_MS must be above 0");
+        }
+        if self.janitor_interval_seconds == 0 {
+            bail!("JANITOR_INTERVAL_SECONDS must be above 0");
+        }
+        Ok(())
     }
 }

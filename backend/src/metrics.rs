@@ -40,7 +40,7 @@ pub struct BankCallLabels {
 pub struct OutcomeLabels {
     /// `pay_bill` or `refund_payment`.
     pub operation: &'static str,
-    /// `succeeded`, `declined`, `unknown` or `released`.
+    /// `succeeded`, `declined`, `unknown`, `released` or `void`.
     pub outcome: &'static str,
 }
 
@@ -68,6 +68,9 @@ pub struct Metrics {
     pub keys_resolved: Family<OutcomeLabels, Counter>,
     /// Bank look-ups that got no usable answer.
     pub lookup_failures: Counter,
+    /// Movements the bank executed after their claim was released (a first call that arrived
+    /// late), found and recorded by a released key's later look-up.
+    pub late_movements_found: Family<OperationLabels, Counter>,
     /// Expired keys deleted.
     pub keys_expired: Counter,
     /// Age in seconds of the oldest `started` key.
@@ -126,6 +129,11 @@ impl Metrics {
             "reconcile_lookup_failures",
             "Bank look-ups without a usable answer",
             metrics.lookup_failures.clone(),
+        );
+        registry.register(
+            "reconcile_late_movements_found",
+            "Movements the bank executed after their claim was released",
+            metrics.late_movements_found.clone(),
         );
         registry.register(
             "janitor_keys_expired",

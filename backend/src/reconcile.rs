@@ -1,18 +1,25 @@
-//! Reconciliation: no key stays `started` or `unknown` for ever (SPEC §5, invariant 5).
+//! Reconciliation: no key stays `started` or `unknown` for ever, and no money moves without a
+//! matching record (SPEC §5, invariant 5).
 //!
-//! A key is due when it is `unknown` (a bank call timed out, failed with a 5xx or lost its
-//! connection) or `started` for longer than `stuck_after` (its attempt crashed). For each, the
-//! bank is asked by reference, and its true result is written:
+//! A key is due when it is `unknown` (a bank call got no readable outcome), `started` for
+//! longer than `stuck_after` (its attempt crashed), or `released` with a check for a late debit
+//! due. For each, the bank is asked by the claim's own reference, and its true result is
+//! written:
 //! - **moved the money** → the payment (or refund) and the finished key, in one transaction,
-//!   so a retry replays the 201 the first attempt would have given;
-//! - **declined** → the saved decline;
-//! - **never saw it** → the key and its pending movement are *released* (deleted), so the
-//!   client's next retry claims the key afresh and calls the bank with the same reference.
-//!   Released rather than re-sent by the reconciler, because only the client knows whether
-//!   the customer still wants the payment; the bank reference stays (user, key), so even a
-//!   late arrival of the first call cannot debit twice at a bank that dedupes. A key whose
-//!   claim is younger than `stuck_after` is not released on "never seen" (the first call may
-//!   still be on its way to the bank); it is asked again later.
+//!   so a retry replays the 201 the first attempt would have given. On a released key this is a
+//!   *late* movement (the first call reached the bank after the release), counted in
+//!   `reconcile_late_movements_found`.
+//! - **declined** → the saved decline.
+//! - **never saw it** → the claim is *released*: the key and its pending movement are kept, and
+//!   the client's next retry claims the key again and calls the bank under the same reference.
+//!   Released rather than re-sent by the reconciler, because only the client knows whether the
+//!   customer still wants the payment. A claim is released only once no call for it can still
+//!   be on its way: its call ended with a definite error, or the claim is older than
+//!   `stuck_after` (longer than any bank call may take; start-up enforces it). A younger one is
+//!   asked again when it turns `stuck_after` old. A released key is asked again `stuck_after`
+//!   after its release and a last time when it expires; if the bank still has not seen it
+//!   then, its movement becomes `void` and the key may expire (docs/design.md, "Late-debit
+//!   checks").
 //! - **no usable answer** → tried again after a back-off (1 s doubling to 5 minutes).
 //!
 //! Keys are taken so that no two reconcilers ever hold one at once: with `FOR UPDATE SKIP LOCKED`
@@ -22,10 +29,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use shared::Operation;
+use shared::{KeyState, Operation};
 
 use crate::bank_client::LookUp;
-use crate::metrics::OutcomeLabels;
+use crate::metrics::{Metrics, OutcomeLabels};
 use crate::state::AppState;
 use crate::store::{LockedKey, MovementResult, SavedMovement, StoreError};
 
@@ -37,9 +44,12 @@ const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
 pub enum Resolution {
     /// The bank's true result was saved.
     Finished(SavedMovement),
-    /// The bank never saw it: the key was released for the client's retry.
+    /// The bank never saw it: the claim was released for the client's retry.
     Released,
-    /// No answer yet (look-up failed, or too early to release): try again later.
+    /// A released claim's last check found nothing: its movement is void and the key may expire.
+    Voided,
+    /// No answer yet (look-up failed, too early to release, or a released key's next check is
+    /// still to come): asked again later.
     NotYet,
 }
 
@@ -56,8 +66,9 @@ pub enum Outcome {
 #[tracing::instrument(skip_all, fields(user_id = %locked.unfinished().key.user, key = %locked.unfinished().key.key))]
 pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
-    let operation = locked.unfinished().stored.operation;
-    let reference = bank_reference(&locked.unfinished().movement);
+    let unfinished = locked.unfinished();
+    let operation = unfinished.stored.operation;
+    let reference = unfinished.movement.bank_reference();
     match state.bank.look_up(operation, reference).await {
         Ok(LookUp::Succeeded) => {
             finish(state, locked, MovementResult::Succeeded, "succeeded").await
@@ -73,26 +84,47 @@ pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resol
         }
         Ok(LookUp::NeverSeen) => {
             state.metrics.bank_call("look_up", "never_seen");
-            let stored = &locked.unfinished().stored;
-            let claim_age = stored.read_at - stored.record.claimed_at;
-            if claim_age < state.policy.stuck_after {
-                let wait = backoff(locked.unfinished().failed_lookups);
-                locked.postpone(wait).await?;
-                return Ok(Resolution::NotYet);
-            }
-            locked.release().await?;
-            resolved(state, operation, "released");
-            Ok(Resolution::Released)
+            never_seen(state, locked).await
         }
         Err(error) => {
             state.metrics.bank_call("look_up", "failed");
             state.metrics.lookup_failures.inc();
             tracing::warn!(%error, "bank look-up failed; will retry");
-            let wait = backoff(locked.unfinished().failed_lookups);
-            locked.postpone(wait).await?;
+            let wait = backoff(locked.unfinished().history.failed_lookups);
+            locked.postpone_after_failure(wait).await?;
             Ok(Resolution::NotYet)
         }
     }
+}
+
+/// The bank has no record of the claim's reference: release the claim if no call for it can
+/// still arrive, end a released claim's checks when its key expires, or ask again later.
+async fn never_seen(state: &AppState, locked: LockedKey) -> Result<Resolution, StoreError> {
+    let unfinished = locked.unfinished();
+    let (stored, operation) = (&unfinished.stored, unfinished.stored.operation);
+    let policy = &state.policy;
+    if stored.record.state == KeyState::Released {
+        let expires_at = stored.record.created_at + policy.keep_keys_for;
+        if stored.read_at >= expires_at {
+            locked.void().await?;
+            resolved(state, operation, "void");
+            return Ok(Resolution::Voided);
+        }
+        let until_expiry = (expires_at - stored.read_at).unsigned_abs();
+        locked.check_again_in(until_expiry).await?;
+        return Ok(Resolution::NotYet);
+    }
+    let claim_age = stored.read_at - stored.record.claimed_at;
+    if !unfinished.history.bank_call_ended && claim_age < policy.stuck_after {
+        // A call that timed out may still be on its way to the bank; once the claim is
+        // `stuck_after` old, none can be (bank calls give up sooner).
+        let wait = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
+        locked.check_again_in(wait).await?;
+        return Ok(Resolution::NotYet);
+    }
+    locked.release(policy.stuck_after).await?;
+    resolved(state, operation, "released");
+    Ok(Resolution::Released)
 }
 
 /// One reconciler step: takes the oldest due key, if any, and resolves it.
@@ -161,6 +193,13 @@ async fn finish(
     match locked.finish(&result).await? {
         Some(movement) => {
             resolved(state, operation, label);
+            if was == KeyState::Released && result == MovementResult::Succeeded {
+                Metrics::count(&state.metrics.late_movements_found, operation.name());
+                tracing::warn!(
+                    reference = movement.bank_reference(),
+                    "late movement: the bank executed a released claim's first call"
+                );
+            }
             tracing::info!(was = was.as_str(), outcome = label, "key reconciled");
             Ok(Resolution::Finished(movement))
         }
@@ -179,15 +218,8 @@ fn resolved(state: &AppState, operation: Operation, outcome: &'static str) {
             outcome,
         })
         .inc();
-    if outcome != "released" {
+    if !matches!(outcome, "released" | "void") {
         state.metrics.outcome(operation.name(), outcome);
-    }
-}
-
-fn bank_reference(movement: &SavedMovement) -> &str {
-    match movement {
-        SavedMovement::Payment(payment) => &payment.bank_reference,
-        SavedMovement::Refund(refund) => &refund.bank_reference,
     }
 }
 

@@ -241,7 +241,11 @@ async fn a_simulated_failure_records_nothing() {
     assert_eq!(body["status"], "error");
     assert_eq!(
         get(&client, &bank, "/debits/pay-1-h").await,
-        (StatusCode::NOT_FOUND, json!({"status": "not_found"}))
+        (
+            StatusCode::NOT_FOUND,
+            json!({"status": "unknown", "reference": "pay-1-h"})
+        ),
+        "a reference the bank never saw"
     );
     assert!(bank.simulator.ledger().debits.is_empty());
 
@@ -493,4 +497,76 @@ async fn malformed_requests_get_a_json_client_error() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 
     assert!(bank.simulator.ledger().debits.is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_route_is_a_404_that_does_not_say_unknown() {
+    let bank = bank(Knobs::default()).await;
+    let client = Client::new();
+    for path in ["/wrong/debits/pay-1-k", "/debit/pay-1-k", "/"] {
+        let (status, body) = get(&client, &bank, path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert_eq!(body, json!({"status": "not_found"}), "{path}");
+    }
+    let (status, body) = get(&client, &bank, "/refunds/refund-1-k").await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"status": "unknown", "reference": "refund-1-k"})
+        )
+    );
+}
+
+#[tokio::test]
+async fn look_ups_answer_200_or_the_original_calls_status_as_the_knob_says() {
+    let bank = bank(Knobs::default()).await;
+    let client = Client::new();
+    post_debit(&client, &bank, &debit_request("pay-1-l", 1_000, PAYER)).await;
+    post_debit(
+        &client,
+        &bank,
+        &debit_request("pay-1-m", 1_000, "decline.test@bank"),
+    )
+    .await;
+    post_refund(
+        &client,
+        &bank,
+        &refund_request("refund-1-l", "pay-1-l", 400),
+    )
+    .await;
+    post_refund(
+        &client,
+        &bank,
+        &refund_request("refund-1-m", "pay-1-l", 9_999),
+    )
+    .await;
+    let look_ups = async || {
+        let mut statuses = Vec::new();
+        for path in [
+            "/debits/pay-1-l",
+            "/debits/pay-1-m",
+            "/refunds/refund-1-l",
+            "/refunds/refund-1-m",
+        ] {
+            statuses.push(get(&client, &bank, path).await.0);
+        }
+        statuses
+    };
+    assert_eq!(look_ups().await, [StatusCode::OK; 4], "the default: 200");
+
+    let (status, _) = put_knobs(&client, &bank, &json!({"lookup_status": "original"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        look_ups().await,
+        [
+            StatusCode::CREATED,
+            StatusCode::PAYMENT_REQUIRED,
+            StatusCode::CREATED,
+            StatusCode::UNPROCESSABLE_ENTITY
+        ],
+        "as the original calls answered"
+    );
+    let (_, body) = get(&client, &bank, "/debits/pay-1-l").await;
+    assert_eq!(body, debited("pay-1-l"), "the same body either way");
 }

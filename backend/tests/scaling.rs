@@ -18,7 +18,8 @@ use support::{Answer, Options, TestApp, new_key, payment_body};
 const PARTITIONS: u32 = 4;
 const TABLES: [&str; 3] = ["payments", "refunds", "idempotency_keys"];
 
-/// The migration with each table declared `PARTITION BY HASH (user_id)` and given partitions.
+/// The migrations, the first with each table declared `PARTITION BY HASH (user_id)` and given
+/// partitions, the later ones as they are.
 fn partitioned_migration() -> String {
     let mut sql = include_str!("../../migrations/20261130000001_idempotency.sql").to_owned();
     for table in TABLES {
@@ -34,6 +35,10 @@ fn partitioned_migration() -> String {
             ));
         }
     }
+    sql.push('\n');
+    sql.push_str(include_str!(
+        "../../migrations/20261201000001_claims_keep_their_reference.sql"
+    ));
     sql
 }
 

@@ -31,8 +31,13 @@ async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
     assert_eq!(body["bill_id"], "elec-1");
     assert_eq!(body["amount_paise"], 230_000);
     assert_eq!(body["status"], "succeeded");
-    assert_eq!(body["bank_reference"], format!("pay-7-{key}"));
     let payment_id = body["payment_id"].as_str().expect("payment id");
+    let reference = format!("pay-{payment_id}");
+    assert_eq!(
+        body["bank_reference"],
+        reference.as_str(),
+        "the claim's own"
+    );
     assert_eq!(
         answer.header("location"),
         Some(format!("/v1/payments/{payment_id}").as_str())
@@ -42,7 +47,7 @@ async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
     assert_eq!(app.count("payments").await, 1);
     let ledger = app.ledger().await;
     assert_eq!(ledger.debits.len(), 1);
-    assert_eq!(ledger.debits[0].reference, format!("pay-7-{key}"));
+    assert_eq!(ledger.debits[0].reference, reference);
     assert_eq!(ledger.debits[0].amount_paise, 230_000);
     assert_eq!(ledger.debits[0].account, "asha@okbank");
 }
@@ -188,8 +193,9 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
     let after = app.pay(9, Some(&key), "elec-1", &body).await;
     assert_eq!(after.status, 201);
     assert!(after.is_replay());
-    assert_eq!(after.json()["bank_reference"], format!("pay-9-{key}"));
-    assert_eq!(app.ledger().await.debits.len(), 1, "still one debit");
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 1, "still one debit");
+    assert_eq!(after.json()["bank_reference"], ledger.debits[0].reference);
 }
 
 async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save(store: StoreKind) {
@@ -238,7 +244,7 @@ async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer(store: StoreKind) {
+async fn bank_5xx_before_the_debit_releases_the_claim_at_once_and_the_retry_runs(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         store,
         knobs: Knobs {
@@ -249,10 +255,47 @@ async fn bank_5xx_is_unknown_and_never_saved_as_a_final_answer(store: StoreKind)
     })
     .await;
     let key = new_key();
-    let answer = app.pay(2, Some(&key), "elec-1", &payment_body(100)).await;
-    answer.assert_problem(503, "outcome-pending");
-    assert_eq!(app.key_state(2, &key).await.as_deref(), Some("unknown"));
+    let body = payment_body(100);
+    let answer = app.pay(2, Some(&key), "elec-1", &body).await;
+    // A 500 is a definite answer: looked up at once, never seen, released on the spot. Never
+    // a saved error: the key is released, not done, and its payment kept, pending.
+    let problem = answer.assert_problem(503, "service-unavailable");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("no money moved"),
+        "{problem}"
+    );
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(app.key_state(2, &key).await.as_deref(), Some("released"));
+    assert_eq!(
+        app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
+        ["pending"]
+    );
+    let reference = app.texts("SELECT bank_reference FROM payments").await;
     assert!(app.ledger().await.debits.is_empty());
+
+    app.bank.simulator.set_knobs(Knobs::default());
+    let retry = app.pay(2, Some(&key), "elec-1", &body).await;
+    assert_eq!(
+        retry.status, 201,
+        "the retry runs at once, not after stuck_after"
+    );
+    assert!(!retry.is_replay(), "this attempt did the work");
+    assert_eq!(
+        retry.json()["bank_reference"],
+        reference[0].as_str(),
+        "under the released claim's own reference"
+    );
+    assert_eq!(
+        app.count("payments").await,
+        1,
+        "the same payment, claimed again"
+    );
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 1);
+    assert_eq!(ledger.debits[0].reference, reference[0]);
 }
 
 async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result(store: StoreKind) {
@@ -287,44 +330,94 @@ async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs(store: St
         !answer.is_replay(),
         "the bank never saw it: this attempt did the work"
     );
-    assert_eq!(app.ledger().await.debits.len(), 1);
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 1);
     assert_eq!(
         app.count("payments").await,
         1,
-        "the abandoned pending payment is gone"
+        "the released claim's payment, claimed again, not a second one"
     );
+    assert_eq!(answer.json()["bank_reference"], ledger.debits[0].reference);
 }
 
-async fn key_past_its_retention_is_a_new_request(store: StoreKind) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            dedupe: false,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    })
-    .await;
+/// The reproduction: user 77 pays `phone-nov` Rs 1 with key K; K ages past its 48
+/// hours; user 77 pays `big-bill` Rs 10,00,000 with K. Against a bank that dedupes by
+/// reference (the default), the second payment must move its own money under its own
+/// reference, never be "found" from the first.
+async fn key_past_its_retention_is_a_new_payment_under_a_new_reference(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let first = app.pay(8, Some(&key), "elec-1", &payment_body(500)).await;
+    let first = app
+        .pay(77, Some(&key), "phone-nov", &payment_body(100))
+        .await;
     assert_eq!(first.status, 201);
     app.age_keys(None, Duration::from_secs(49 * 3600)).await;
 
-    let again = app.pay(8, Some(&key), "elec-1", &payment_body(600)).await;
+    let again = app
+        .pay(77, Some(&key), "big-bill", &payment_body(100_000_000))
+        .await;
     assert_eq!(again.status, 201);
     assert!(!again.is_replay());
-    assert_ne!(again.json()["payment_id"], first.json()["payment_id"]);
-    assert_eq!(
-        app.ledger().await.debits.len(),
-        2,
-        "the bank was called again"
-    );
+    let (first, again) = (first.json(), again.json());
+    assert_ne!(again["payment_id"], first["payment_id"]);
+    assert_ne!(again["bank_reference"], first["bank_reference"]);
+    assert_eq!(again["amount_paise"], 100_000_000);
+
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 2, "money moved again");
+    for payment in [&first, &again] {
+        let debit = ledger
+            .debits
+            .iter()
+            .find(|debit| payment["bank_reference"] == debit.reference.as_str())
+            .unwrap_or_else(|| panic!("no debit under {}", payment["bank_reference"]));
+        assert_eq!(payment["amount_paise"], debit.amount_paise, "{payment}");
+    }
     assert_eq!(
         app.count("idempotency_keys").await,
         1,
         "the key row was replaced"
     );
-    assert_eq!(app.count("payments").await, 2, "payments are kept");
+    assert_eq!(
+        app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
+        ["succeeded", "succeeded"],
+        "payments are kept, each matching its own ledger entry"
+    );
+}
+
+/// The same for a refund key reused after it expired: a second refund under a new reference.
+async fn refund_key_past_its_retention_is_a_new_refund_under_a_new_reference(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let paid = app
+        .pay(77, Some(&new_key()), "elec-1", &payment_body(10_000))
+        .await;
+    let payment_id = paid.json()["payment_id"].as_str().expect("id").to_owned();
+    let key = new_key();
+    let first = app.refund(77, &key, &payment_id, 1_000).await;
+    assert_eq!(first.status, 201);
+    app.age_keys(Some(&key), Duration::from_secs(49 * 3600))
+        .await;
+
+    let again = app.refund(77, &key, &payment_id, 2_500).await;
+    assert_eq!(
+        again.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&again.bytes)
+    );
+    assert!(!again.is_replay());
+    let (first, again) = (first.json(), again.json());
+    assert_ne!(again["bank_reference"], first["bank_reference"]);
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.refunds.len(), 2, "money moved back again");
+    for refund in [&first, &again] {
+        let entry = ledger
+            .refunds
+            .iter()
+            .find(|entry| refund["bank_reference"] == entry.reference.as_str())
+            .unwrap_or_else(|| panic!("no refund under {}", refund["bank_reference"]));
+        assert_eq!(refund["amount_paise"], entry.amount_paise, "{refund}");
+    }
 }
 
 async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing(store: StoreKind) {
@@ -348,7 +441,8 @@ async fn refund_runs_once_per_key_and_an_excessive_refund_saves_nothing(store: S
     let refund = app.refund(6, &key, &payment_id, 4_000).await;
     assert_eq!(refund.status, 201);
     let body = refund.json();
-    assert_eq!(body["bank_reference"], format!("refund-6-{key}"));
+    let refund_id = body["refund_id"].as_str().expect("refund id");
+    assert_eq!(body["bank_reference"], format!("refund-{refund_id}"));
     assert_eq!(body["amount_paise"], 4_000);
     let replay = app.refund(6, &key, &payment_id, 4_000).await;
     assert!(replay.is_replay());
@@ -387,7 +481,7 @@ async fn another_users_same_key_gets_its_own_fresh_result(store: StoreKind) {
     assert_eq!(ravi.status, 201);
     assert!(!ravi.is_replay(), "never another user's saved reply");
     assert_ne!(ravi.json()["payment_id"], asha.json()["payment_id"]);
-    assert_eq!(ravi.json()["bank_reference"], format!("pay-2-{key}"));
+    assert_ne!(ravi.json()["bank_reference"], asha.json()["bank_reference"]);
     let ledger = app.ledger().await;
     assert_eq!(ledger.debits.len(), 2);
     assert_eq!(app.count("idempotency_keys").await, 2);
@@ -428,9 +522,8 @@ async fn simulate_crash_after_claim(
     body: &serde_json::Value,
     bank_debited: bool,
 ) {
-    app.claim_without_paying(user, key, body).await;
+    let reference = app.claim_without_paying(user, key, body).await;
     if bank_debited {
-        let reference = format!("pay-{user}-{key}");
         let debited = app
             .http
             .post(format!("{}/debits", app.bank.url))
@@ -452,10 +545,11 @@ for_each_store!(
     bank_decline_is_saved_and_replayed_as_402,
     bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth,
     a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save,
-    bank_5xx_is_unknown_and_never_saved_as_a_final_answer,
+    bank_5xx_before_the_debit_releases_the_claim_at_once_and_the_retry_runs,
     key_stuck_in_started_is_resolved_inline_to_the_banks_true_result,
     key_stuck_before_the_bank_call_is_released_and_the_retry_runs,
-    key_past_its_retention_is_a_new_request,
+    key_past_its_retention_is_a_new_payment_under_a_new_reference,
+    refund_key_past_its_retention_is_a_new_refund_under_a_new_reference,
     refund_runs_once_per_key_and_an_excessive_refund_saves_nothing,
     another_users_same_key_gets_its_own_fresh_result,
     published_policy_and_problem_pages_resolve,

@@ -1,5 +1,6 @@
 //! Start-up refuses what SPEC §3 and §7 say it must: the development JWT secret outside
-//! development mode, and an invalid policy file (with a message naming the field). Runs the
+//! development mode, an invalid policy file (with a message naming the field), and timings that
+//! could release a claim whose bank call is still on its way (naming the setting). Runs the
 //! real `backend` binary; `dev-token` is the cheapest command that needs a full configuration.
 
 use std::process::{Command, Output};
@@ -89,4 +90,32 @@ fn an_invalid_policy_file_stops_start_up_naming_the_field() {
         );
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn timings_that_could_release_a_call_still_on_its_way_are_refused_naming_the_setting() {
+    // The shipped policy's stuck_after is 5 minutes (300,000 ms).
+    for (setting, value) in [
+        ("BANK_TIMEOUT_MS", "300000"),
+        ("BANK_TIMEOUT_MS", "900000"),
+        ("BANK_TIMEOUT_MS", "0"),
+        ("RECONCILE_INTERVAL_MS", "0"),
+        ("JANITOR_INTERVAL_SECONDS", "0"),
+    ] {
+        let refused = backend(&[("AUTH_JWT_SECRET", REAL_SECRET), (setting, value)]);
+        assert!(
+            !refused.status.success(),
+            "{setting}={value}: started anyway"
+        );
+        assert!(
+            stderr(&refused).contains(setting),
+            "{setting}={value}: {}",
+            stderr(&refused)
+        );
+    }
+    let just_under = backend(&[
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("BANK_TIMEOUT_MS", "299999"),
+    ]);
+    assert!(just_under.status.success(), "{}", stderr(&just_under));
 }

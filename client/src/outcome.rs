@@ -25,9 +25,9 @@ pub enum Outcome {
     /// The deadline passed and the outcome is not settled yet. The action stays saved: show a
     /// status screen, resume later, never pay again in the meantime.
     Unsettled(Unsettled),
-    /// The deadline passed and the server has no record of the key: no attempt arrived, or the
-    /// bank never saw it and the server released the key. Nothing was charged; the action is
-    /// deleted, and paying after all is a new action with a new key.
+    /// The deadline passed and the server has no record of the key: no attempt arrived (or the
+    /// key expired long ago). Nothing was charged; the action is deleted, and paying after all
+    /// is a new action with a new key.
     NotReceived,
     /// The server refused the token (401). The action stays saved: an earlier attempt may have
     /// gone through, so sign in again and resume it, never start it afresh.
@@ -43,6 +43,10 @@ pub enum Unsettled {
     Unknown,
     /// The server could not be asked.
     Unreachable,
+    /// The bank never received the payment and the server released the key: nothing was
+    /// charged so far. The action stays saved: resuming it sends the same request with the same
+    /// key, which the bank dedupes against the first call should that still arrive late.
+    Released,
 }
 
 /// A final answer from the server.

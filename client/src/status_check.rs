@@ -1,7 +1,8 @@
 //! After the deadline: ask the server for the key's outcome (`GET /v1/idempotency-keys/{key}`)
 //! instead of paying again. A finished key gives the saved answer and ends the action; a key
-//! still `started` or `unknown`, or a server that cannot be asked, leaves the action saved for a
-//! later resume; a key the server never received ends the action unpaid.
+//! still `started` or `unknown`, a `released` one (nothing charged, safe to resume with the same
+//! key), or a server that cannot be asked, leaves the action saved for a later resume; a key the
+//! server never received ends the action unpaid.
 
 use shared::api::KeyStatusResponse;
 
@@ -96,6 +97,9 @@ fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
             }
             Ok(KeyStatusResponse::Unknown { .. }) => {
                 LookedUp::Settled(Outcome::Unsettled(Unsettled::Unknown))
+            }
+            Ok(KeyStatusResponse::Released { .. }) => {
+                LookedUp::Settled(Outcome::Unsettled(Unsettled::Released))
             }
             Err(error) => {
                 report(&Event::StatusUnavailable {

@@ -62,11 +62,25 @@ pub enum ConfigError {
     /// The timeout is not a positive whole number of milliseconds.
     #[error("{BACKEND_TIMEOUT_VAR} must be a positive whole number of milliseconds, not {0:?}")]
     BadTimeout(String),
+    /// The in-flight mark (timeout plus [`IN_FLIGHT_MARK_MARGIN`]) would outlive the policy's
+    /// `stuck_after`: the edge would answer 409 for a key the backend already reconciles.
+    #[error(
+        "{BACKEND_TIMEOUT_VAR} plus the in-flight mark's {}-second margin must be shorter than the \
+         policy's stuck_after_minutes ({stuck_after_ms} ms); {BACKEND_TIMEOUT_VAR} is {timeout_ms} ms",
+        IN_FLIGHT_MARK_MARGIN.as_secs()
+    )]
+    TimeoutNotUnderStuckAfter {
+        /// The configured forward timeout, in milliseconds.
+        timeout_ms: u128,
+        /// The policy's `stuck_after`, in milliseconds.
+        stuck_after_ms: u128,
+    },
 }
 
 impl EdgeConfig {
     /// Checks the raw settings: the backend URL and the secret are required, the timeout is
-    /// optional ([`DEFAULT_BACKEND_TIMEOUT`]).
+    /// optional ([`DEFAULT_BACKEND_TIMEOUT`]) and its in-flight mark must end before the
+    /// policy's `stuck_after`, so a key the edge holds is never one the backend reconciles.
     pub fn from_settings(
         backend_url: Option<String>,
         jwt_secret: Option<String>,
@@ -95,6 +109,13 @@ impl EdgeConfig {
                 .map(Duration::from_millis)
                 .ok_or(ConfigError::BadTimeout(text))?,
         };
+        let stuck_after = compiled_policy().stuck_after;
+        if backend_timeout + IN_FLIGHT_MARK_MARGIN >= stuck_after {
+            return Err(ConfigError::TimeoutNotUnderStuckAfter {
+                timeout_ms: backend_timeout.as_millis(),
+                stuck_after_ms: stuck_after.as_millis(),
+            });
+        }
         Ok(EdgeConfig {
             backend_base,
             jwt_secret: jwt_secret.into_bytes(),
@@ -199,6 +220,20 @@ mod tests {
                 "{timeout}"
             );
         }
+    }
+
+    #[test]
+    fn a_timeout_whose_mark_reaches_stuck_after_is_refused_naming_it() {
+        // The shipped policy's stuck_after is 5 minutes; the mark adds 5 s to the timeout.
+        for timeout in ["295000", "600000"] {
+            let error = config("http://b", Some(timeout)).expect_err("refused");
+            assert!(
+                matches!(error, ConfigError::TimeoutNotUnderStuckAfter { .. }),
+                "{timeout}"
+            );
+            assert!(error.to_string().contains(BACKEND_TIMEOUT_VAR), "{error}");
+        }
+        assert!(config("http://b", Some("294999")).is_ok());
     }
 
     #[test]

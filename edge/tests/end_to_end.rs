@@ -166,11 +166,11 @@ async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_e
             round,
             "round {round}: only the first attempt reached the backend; every 409 came from the edge"
         );
-        let reference = format!("pay-7-{key}");
+        let reference = first_answers[0].json()["bank_reference"].clone();
         let debits = stack.debits().await;
         let for_key = debits
             .iter()
-            .filter(|debit| debit["reference"] == reference.as_str())
+            .filter(|debit| debit["reference"] == reference)
             .count();
         assert_eq!(for_key, 1, "round {round}: one debit at the bank");
     }
@@ -311,7 +311,15 @@ async fn two_users_with_the_same_key_stay_apart() {
         .iter()
         .filter_map(|debit| debit["reference"].as_str().map(str::to_owned))
         .collect();
-    let expected: HashSet<String> = [format!("pay-1-{key}"), format!("pay-2-{key}")].into();
+    let expected: HashSet<String> = [&asha_first, &ravi_first]
+        .iter()
+        .filter_map(|answer| answer.json()["bank_reference"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        expected.len(),
+        2,
+        "each user's payment has its own reference"
+    );
     assert_eq!(references, expected, "one debit per user");
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
     stack.stop().await;
@@ -352,12 +360,13 @@ async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_that_are_not_final_are_not_kept_at_the_edge() {
     let stack = Stack::start(StackOptions::default()).await;
-    // The bank fails before debiting: the backend answers "outcome pending".
+    // The bank fails before debiting: the backend releases the claim and answers 503
+    // "service unavailable, no money moved", which is not final.
     stack.set_bank_knobs(json!({ "error_rate": 1.0 })).await;
     let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
     let first = stack.send(Via::Edge, &call).await;
     assert_eq!(first.status, 503);
-    assert_eq!(first.problem_type(), "/problems/outcome-pending");
+    assert_eq!(first.problem_type(), "/problems/service-unavailable");
     let retry = stack.send(Via::Edge, &call).await;
     assert!(!retry.is_replay());
     assert_eq!(

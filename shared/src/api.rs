@@ -74,7 +74,7 @@ pub struct PaymentResponse {
     pub amount_paise: Paise,
     /// Always `succeeded`: a decline is a 402 problem, not a payment.
     pub status: String,
-    /// The reference the bank debited under: `pay-{user_id}-{key}`.
+    /// The reference the bank debited under: `pay-{payment_id}`, one per claim (SPEC §7).
     pub bank_reference: String,
 }
 
@@ -89,7 +89,7 @@ pub struct RefundResponse {
     pub amount_paise: Paise,
     /// Always `succeeded`.
     pub status: String,
-    /// The reference the bank refunded under: `refund-{user_id}-{key}`.
+    /// The reference the bank refunded under: `refund-{refund_id}`, one per claim (SPEC §7).
     pub bank_reference: String,
 }
 
@@ -116,6 +116,12 @@ pub enum KeyStatusResponse {
     },
     /// The bank's answer is unknown; reconciliation is asking the bank by reference.
     Unknown {
+        /// The operation the key was used for.
+        operation: Operation,
+    },
+    /// The bank never saw the key's claim: nothing was charged. Sending the same request with
+    /// the key again claims it again (under the same bank reference).
+    Released {
         /// The operation the key was used for.
         operation: Operation,
     },

@@ -16,13 +16,20 @@
 //! | same key, finished (success or bank decline)          | `Replay`                | saved answer, `Idempotent-Replayed: true` |
 //! | bank outcome unknown (key in `unknown`)               | `OutcomePending`        | 503 "outcome pending", `Retry-After` |
 //! | same key, `started` for longer than `stuck_after`     | `Reconcile`             | ask the bank, save, answer     |
-//! | same key, finished longer than `keep_keys_for` ago    | `ClaimExpired`          | a new request, replacing the row |
+//! | same key, finished longer than `keep_keys_for` ago    | `ClaimExpired`          | a new request under a new bank reference |
+//! | same key, its claim released (the bank never saw it)  | `ClaimReleased`         | claim again, call the bank under the claim's own reference |
 //! | two attempts at the same instant                      | (the store's claim: one wins, the other sees `started`) | 409 or replay |
 //!
-//! Two choices the SPEC leaves open, made here for safety: expiry only ever frees a `done` key
-//! (a `started` or `unknown` key may hide a debit, so it is reconciled however old it is), and
-//! the fingerprint is compared before the state, so a changed body gets 422 even while the first
-//! attempt is running.
+//! A claim is *released* when the bank's look-up says it never saw the claim's reference and no
+//! call can still be on its way (SPEC §4, "bank answered a definite error"; docs/design.md,
+//! "Release"). The released key keeps its payment or refund and its bank reference, so the retry
+//! that claims it again calls the bank under the same reference, and a late first call and the
+//! retry cannot both move money at a bank that dedupes.
+//!
+//! Choices the SPEC leaves open, made here for safety: expiry frees only a `done` or `released`
+//! key (a `started` or `unknown` key may hide a debit, so it is reconciled however old it is),
+//! and the fingerprint is compared before the state, so a changed body gets 422 even while the
+//! first attempt is running or after its claim was released.
 
 use std::time::Duration;
 
@@ -47,6 +54,10 @@ pub enum KeyState {
     Started,
     /// The bank call timed out, failed with a 5xx or lost its connection: money may have moved.
     Unknown,
+    /// The bank never saw the claim's reference: nothing moved, and the next attempt with the
+    /// same request claims the key again under the same reference. Kept, never deleted, and
+    /// looked up again later in case the first call reaches the bank late.
+    Released,
     /// Finished with a final answer (success or bank decline), saved for replay.
     Done,
 }
@@ -57,15 +68,21 @@ impl KeyState {
         match self {
             KeyState::Started => "started",
             KeyState::Unknown => "unknown",
+            KeyState::Released => "released",
             KeyState::Done => "done",
         }
     }
 
     /// The inverse of [`KeyState::as_str`].
     pub fn from_name(name: &str) -> Option<KeyState> {
-        [KeyState::Started, KeyState::Unknown, KeyState::Done]
-            .into_iter()
-            .find(|state| state.as_str() == name)
+        [
+            KeyState::Started,
+            KeyState::Unknown,
+            KeyState::Released,
+            KeyState::Done,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == name)
     }
 }
 
@@ -102,8 +119,12 @@ pub enum Decision {
     ProceedWithoutKey,
     /// A new (user, key): claim it, then do the work once and save the answer.
     Claim,
-    /// The key was finished longer ago than `keep_keys_for`: a new request replacing the old row.
+    /// The key was finished (or released) longer ago than `keep_keys_for`: a new request
+    /// replacing the old row, with a payment or refund and a bank reference of its own.
     ClaimExpired,
+    /// The key's claim was released (the bank never saw it): claim it again and call the bank
+    /// under the claim's own payment or refund and reference.
+    ClaimReleased,
     /// 422: the key was used for a different request. Nothing changes.
     RejectMismatch,
     /// 409 with `Retry-After`: the first attempt is still running.
@@ -144,7 +165,8 @@ pub fn decide(
         return Decision::Claim;
     };
     let age = now - stored.created_at;
-    if stored.state == KeyState::Done && age >= policy.keep_keys_for {
+    let may_expire = matches!(stored.state, KeyState::Done | KeyState::Released);
+    if may_expire && age >= policy.keep_keys_for {
         return Decision::ClaimExpired;
     }
     if stored.fingerprint != attempt.fingerprint {
@@ -152,6 +174,7 @@ pub fn decide(
     }
     match stored.state {
         KeyState::Done => Decision::Replay,
+        KeyState::Released => Decision::ClaimReleased,
         KeyState::Unknown => Decision::OutcomePending {
             retry_after: OUTCOME_PENDING_RETRY_AFTER,
         },
@@ -340,8 +363,35 @@ mod tests {
     }
 
     #[test]
+    fn released_key_is_claimed_again_by_the_same_request_only() {
+        let record = stored(KeyState::Released, 1, time::Duration::minutes(6));
+        assert_eq!(
+            decide_now(&attempt(1), Some(&record)),
+            Decision::ClaimReleased
+        );
+        assert_eq!(
+            decide_now(&attempt(2), Some(&record)),
+            Decision::RejectMismatch
+        );
+    }
+
+    #[test]
+    fn released_key_past_retention_is_a_new_request() {
+        let record = stored(KeyState::Released, 1, time::Duration::hours(48));
+        assert_eq!(
+            decide_now(&attempt(2), Some(&record)),
+            Decision::ClaimExpired
+        );
+    }
+
+    #[test]
     fn key_states_round_trip_through_their_names() {
-        for state in [KeyState::Started, KeyState::Unknown, KeyState::Done] {
+        for state in [
+            KeyState::Started,
+            KeyState::Unknown,
+            KeyState::Released,
+            KeyState::Done,
+        ] {
             assert_eq!(KeyState::from_name(state.as_str()), Some(state));
         }
         assert_eq!(KeyState::from_name("finished"), None);

@@ -14,8 +14,6 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 use uuid::Uuid;
 
-use crate::auth::UserId;
-use crate::operation::Operation;
 use crate::policy::KeyFormat;
 
 /// The longest key accepted in any format, in characters.
@@ -153,17 +151,6 @@ impl IdempotencyKey {
                 uuid::Builder::from_custom_bytes(bytes).into_uuid()
             }
         }
-    }
-
-    /// The bank reference for this key's operation: `pay-{user_id}-{key}` or
-    /// `refund-{user_id}-{key}`. Derived from (user, key) alone, so the bank can refuse a
-    /// repeat and reconciliation can look the outcome up without storing it.
-    pub fn bank_reference(&self, operation: Operation, user: UserId) -> String {
-        format!(
-            "{}-{user}-{}",
-            operation.bank_reference_prefix(),
-            self.storage_uuid().hyphenated()
-        )
     }
 
     /// The header value in the draft's Structured Field string form, ready to send.
@@ -388,20 +375,6 @@ mod tests {
         let text_b = IdempotencyKey::parse_header(b"order-2", KeyFormat::Any).expect("valid");
         assert_ne!(text_a.storage_uuid(), text_b.storage_uuid());
         assert_eq!(text_a.storage_uuid().get_version_num(), 8);
-    }
-
-    #[test]
-    fn bank_reference_names_operation_user_and_key() {
-        let key = uuid_v4(V4).expect("valid");
-        let user = UserId::new(42).expect("positive");
-        assert_eq!(
-            key.bank_reference(Operation::PayBill, user),
-            format!("pay-42-{V4}")
-        );
-        assert_eq!(
-            key.bank_reference(Operation::RefundPayment, user),
-            format!("refund-42-{V4}")
-        );
     }
 
     #[test]

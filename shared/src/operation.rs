@@ -6,6 +6,7 @@
 //! [`Operation::route_template`] so that a key reused for another operation is caught.
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// A state-changing operation of the payments API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -47,12 +48,17 @@ impl Operation {
         }
     }
 
-    /// The prefix of the bank reference for this operation: `pay-…` or `refund-…`.
-    pub fn bank_reference_prefix(self) -> &'static str {
-        match self {
+    /// The bank reference of the payment or refund `movement_id` that a claim of this
+    /// operation minted: `pay-{payment_id}` or `refund-{refund_id}` (SPEC §7, "Bank references
+    /// identify one claim"). Every call and look-up for that claim names it, across a release
+    /// and the retry that re-claims it; a key claimed again after it expired mints a new
+    /// movement and so a reference never used before.
+    pub fn bank_reference(self, movement_id: Uuid) -> String {
+        let prefix = match self {
             Operation::PayBill => "pay",
             Operation::RefundPayment => "refund",
-        }
+        };
+        format!("{prefix}-{}", movement_id.hyphenated())
     }
 
     /// Recognises a request path, returning the operation and its one path parameter.
@@ -91,6 +97,19 @@ mod tests {
             assert_eq!(Operation::from_name(op.name()), Some(op));
         }
         assert_eq!(Operation::from_name("pay"), None);
+    }
+
+    #[test]
+    fn bank_references_name_the_operation_and_the_claims_movement() {
+        let id = Uuid::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
+        assert_eq!(
+            Operation::PayBill.bank_reference(id),
+            "pay-01234567-89ab-4def-8123-456789abcdef"
+        );
+        assert_eq!(
+            Operation::RefundPayment.bank_reference(id),
+            "refund-01234567-89ab-4def-8123-456789abcdef"
+        );
     }
 
     #[test]

@@ -112,20 +112,30 @@ impl Policy {
             serde_saphyr::from_str(yaml).map_err(|error| PolicyError::Shape(error.to_string()))?;
         let raw = file.idempotency;
         let (UniquePer::User, WhenStuck::AskBankForStatus) = (raw.unique_per, raw.when_stuck);
+        let keep_keys_for = positive(
+            "keep_keys_for_hours",
+            raw.keep_keys_for_hours,
+            SECONDS_PER_HOUR,
+        )?;
+        let stuck_after = positive(
+            "stuck_after_minutes",
+            raw.stuck_after_minutes,
+            SECONDS_PER_MINUTE,
+        )?;
+        // A released claim is looked up once more `stuck_after` after its release and a last
+        // time `stuck_after` before its key expires; both must fit in the key's life.
+        if keep_keys_for <= stuck_after * 2 {
+            return Err(PolicyError::Value {
+                field: "keep_keys_for_hours",
+                problem: "must be more than twice stuck_after_minutes".to_owned(),
+            });
+        }
         Ok(Policy {
             header: validate_header_name(raw.header)?,
             required_for: validate_operations(&raw.required_for)?,
             key_format: raw.key_format,
-            keep_keys_for: positive(
-                "keep_keys_for_hours",
-                raw.keep_keys_for_hours,
-                SECONDS_PER_HOUR,
-            )?,
-            stuck_after: positive(
-                "stuck_after_minutes",
-                raw.stuck_after_minutes,
-                SECONDS_PER_MINUTE,
-            )?,
+            keep_keys_for,
+            stuck_after,
         })
     }
 
@@ -281,6 +291,18 @@ mod tests {
             assert!(error.contains(field), "{field}={value}: {error}");
             assert!(error.contains("positive"), "{field}={value}: {error}");
         }
+    }
+
+    #[test]
+    fn retention_too_short_for_the_late_debit_checks_is_named() {
+        // 1 hour is not more than twice 30 minutes: no room for a released claim's checks.
+        let yaml = with_line("stuck_after_minutes", "30")
+            .replace("keep_keys_for_hours: 48", "keep_keys_for_hours: 1");
+        let error = Policy::from_yaml(&yaml)
+            .expect_err("retention too short")
+            .to_string();
+        assert!(error.contains("keep_keys_for_hours"), "{error}");
+        assert!(error.contains("stuck_after_minutes"), "{error}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::knobs::KnobsError;
-use super::wire::{ErrorBody, ErrorStatus, RequestError};
+use super::wire::{ErrorBody, ErrorStatus, RequestError, UnknownReference};
 
 /// Why a request got no outcome.
 #[derive(Debug, thiserror::Error)]
@@ -24,9 +24,12 @@ pub(crate) enum SimulatorError {
     /// `PUT /knobs` with a rate outside `0..=1`.
     #[error(transparent)]
     InvalidKnobs(#[from] KnobsError),
-    /// The bank never executed this reference, or there is no such route.
-    #[error("not found")]
-    NotFound,
+    /// A look-up of a reference the bank never saw.
+    #[error("the bank never saw reference {0}")]
+    UnknownReference(String),
+    /// No such route.
+    #[error("no such route")]
+    NoSuchRoute,
     /// `error_rate` fired: answered before anything was done.
     #[error("simulated bank failure (error_rate); nothing was done")]
     SimulatedFailure,
@@ -35,6 +38,12 @@ pub(crate) enum SimulatorError {
 impl IntoResponse for SimulatorError {
     fn into_response(self) -> Response {
         let (status_code, status, message) = match &self {
+            Self::UnknownReference(reference) => {
+                let body = UnknownReference {
+                    reference: reference.clone(),
+                };
+                return (StatusCode::NOT_FOUND, Json(body)).into_response();
+            }
             Self::UnreadableBody(rejection) => (
                 rejection.status(),
                 ErrorStatus::InvalidRequest,
@@ -45,7 +54,7 @@ impl IntoResponse for SimulatorError {
                 ErrorStatus::InvalidRequest,
                 Some(self.to_string()),
             ),
-            Self::NotFound => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None),
+            Self::NoSuchRoute => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None),
             Self::SimulatedFailure => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ErrorStatus::Error,

@@ -13,7 +13,7 @@ use tower_http::trace::TraceLayer;
 
 use super::error::SimulatorError;
 use super::extract::JsonBody;
-use super::knobs::Knobs;
+use super::knobs::{Knobs, LookupStatus};
 use super::ledger::Ledger;
 use super::simulator::BankSimulator;
 use super::wire::{DebitOutcome, DebitRequest, RefundOutcome, RefundRequest};
@@ -51,14 +51,20 @@ async fn post_debit(
     Ok((status, Json(outcome)))
 }
 
-/// 200 with the recorded outcome, whichever it was; 404 if never decided.
+/// The recorded outcome, whichever it was (200, or the original call's status per the
+/// `lookup_status` knob); `404 {"status": "unknown"}` if never decided.
 async fn get_debit(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
-) -> Result<Json<DebitOutcome>, SimulatorError> {
-    bank.debit_outcome(&reference)
-        .map(Json)
-        .ok_or(SimulatorError::NotFound)
+) -> Result<(StatusCode, Json<DebitOutcome>), SimulatorError> {
+    let outcome = bank
+        .debit_outcome(&reference)
+        .ok_or(SimulatorError::UnknownReference(reference))?;
+    let original = match outcome {
+        DebitOutcome::Debited { .. } => StatusCode::CREATED,
+        DebitOutcome::Declined { .. } => StatusCode::PAYMENT_REQUIRED,
+    };
+    Ok((lookup_status(&bank, original), Json(outcome)))
 }
 
 /// 201 refunded, 422 rejected.
@@ -75,14 +81,27 @@ async fn post_refund(
     Ok((status, Json(outcome)))
 }
 
-/// 200 with the recorded outcome, whichever it was; 404 if never decided.
+/// The recorded outcome, as [`get_debit`] answers it.
 async fn get_refund(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
-) -> Result<Json<RefundOutcome>, SimulatorError> {
-    bank.refund_outcome(&reference)
-        .map(Json)
-        .ok_or(SimulatorError::NotFound)
+) -> Result<(StatusCode, Json<RefundOutcome>), SimulatorError> {
+    let outcome = bank
+        .refund_outcome(&reference)
+        .ok_or(SimulatorError::UnknownReference(reference))?;
+    let original = match outcome {
+        RefundOutcome::Refunded { .. } => StatusCode::CREATED,
+        RefundOutcome::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+    };
+    Ok((lookup_status(&bank, original), Json(outcome)))
+}
+
+/// A found look-up's status: 200, or `original` when the knob says so.
+fn lookup_status(bank: &BankSimulator, original: StatusCode) -> StatusCode {
+    match bank.knobs().lookup_status {
+        LookupStatus::Ok => StatusCode::OK,
+        LookupStatus::Original => original,
+    }
 }
 
 async fn get_ledger(State(bank): State<BankSimulator>) -> Json<Ledger> {
@@ -115,5 +134,5 @@ async fn healthz() -> Json<Value> {
 }
 
 async fn unknown_route() -> SimulatorError {
-    SimulatorError::NotFound
+    SimulatorError::NoSuchRoute
 }

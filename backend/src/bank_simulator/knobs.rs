@@ -46,6 +46,27 @@ pub struct Knobs {
     /// Seed of the one random generator behind every draw, for repeatable runs.
     #[arg(long, env = "BANK_SEED", default_value_t = 0)]
     pub seed: u64,
+    /// Whether a call whose caller hangs up before the bank decided it is still decided (and
+    /// its money moved) when its latency ends, as a bank that queues requests does: the call
+    /// reaches the bank "late", after the caller gave up. Off: the bank drops it with the
+    /// connection.
+    #[arg(long, env = "BANK_EXECUTES_ABANDONED_CALLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub executes_abandoned_calls: bool,
+    /// The HTTP status of a look-up that finds an outcome: `ok` (200) or `original` (the
+    /// status the original call answered: 201, 402 or 422), as some banks do.
+    #[arg(long, env = "BANK_LOOKUP_STATUS", value_enum, default_value_t = LookupStatus::Ok)]
+    pub lookup_status: LookupStatus,
+}
+
+/// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
+/// debited body, others `200`").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupStatus {
+    /// 200 with the recorded outcome.
+    Ok,
+    /// The status the original call answered with the same outcome: 201, 402 or 422.
+    Original,
 }
 
 impl Default for Knobs {
@@ -60,6 +81,8 @@ impl Default for Knobs {
             lost_reply_delay_ms: DEFAULT_LOST_REPLY_DELAY_MS,
             dedupe: true,
             seed: 0,
+            executes_abandoned_calls: false,
+            lookup_status: LookupStatus::Ok,
         }
     }
 }
@@ -127,6 +150,8 @@ mod tests {
             "--lost-reply-delay-ms=7",
             "--dedupe=false",
             "--seed=8",
+            "--executes-abandoned-calls=true",
+            "--lookup-status=original",
         ])
         .expect("valid flags parse");
         let expected = Knobs {
@@ -138,6 +163,8 @@ mod tests {
             lost_reply_delay_ms: 7,
             dedupe: false,
             seed: 8,
+            executes_abandoned_calls: true,
+            lookup_status: LookupStatus::Original,
         };
         assert_eq!(cli.knobs, expected);
     }

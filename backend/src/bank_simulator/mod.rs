@@ -11,8 +11,7 @@
 //! Sandbox rule: a debit from an account whose name part starts with `decline`
 //! (`decline@okbank`) is always declined; see [`is_always_declined`].
 //!
-//! The wire contract is SPEC section 7; the body types are in this module so the backend's
-//! bank client reuses them. Run it with the `bank-simulator` binary, or in-process with
+//! The wire contract is SPEC §7. Run it with the `bank-simulator` binary, or in-process with
 //! [`BankSimulator::spawn`] (a real socket on a free port) or [`BankSimulator::router`].
 
 mod books;
@@ -27,6 +26,7 @@ mod server;
 mod simulator;
 mod wire;
 
+pub use knobs::LookupStatus;
 pub use knobs::{DEFAULT_LOST_REPLY_DELAY_MS, Knobs, KnobsError};
 pub use ledger::{Ledger, LedgerEntry};
 pub use sandbox::{ALWAYS_DECLINED_PREFIX, is_always_declined};
@@ -34,5 +34,5 @@ pub use server::{RunningBank, serve};
 pub use simulator::BankSimulator;
 pub use wire::{
     DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus, RefundOutcome,
-    RefundRejection, RefundRequest, RequestError,
+    RefundRejection, RefundRequest, RequestError, UnknownReference,
 };

@@ -32,6 +32,8 @@ pub(crate) struct RequestPlan {
     pub(crate) lost_reply_delay: Option<Duration>,
     /// Replay the recorded outcome of a repeated reference.
     pub(crate) dedupe: bool,
+    /// Decide the request even if its caller hangs up first.
+    pub(crate) executes_abandoned: bool,
 }
 
 impl Behaviour {
@@ -60,6 +62,7 @@ impl Behaviour {
             lost_reply_delay: (lost_reply_draw < knobs.lost_reply_rate)
                 .then(|| Duration::from_millis(knobs.lost_reply_delay_ms)),
             dedupe: knobs.dedupe,
+            executes_abandoned: knobs.executes_abandoned_calls,
         }
     }
 }

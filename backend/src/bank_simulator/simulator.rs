@@ -3,8 +3,10 @@
 //! A money-moving request draws its [`RequestPlan`] on arrival, sleeps the planned latency,
 //! fails with a 500 if planned (nothing recorded), then checks and records its outcome under a
 //! single acquisition of the books' lock (so concurrent repeats of a reference execute once
-//! while dedupe is on), and finally, if the reply is planned lost, holds it back. Locks are
-//! `std` mutexes, never held across an `.await`.
+//! while dedupe is on), and finally, if the reply is planned lost, holds it back. A caller that
+//! hangs up before the decision cancels it, unless the `executes_abandoned_calls` knob is on:
+//! then the decision runs in a task of its own and happens anyway, late. Locks are `std`
+//! mutexes, never held across an `.await`.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -75,8 +77,10 @@ impl BankSimulator {
         &self,
         request: DebitRequest,
     ) -> Result<DebitOutcome, SimulatorError> {
-        let plan = self.start_request().await?;
-        let outcome = self.decide_debit(&request, &plan);
+        let plan = self.behaviour().plan_request();
+        let outcome = self
+            .decide_after_latency(&plan, move |bank, plan| bank.decide_debit(&request, plan))
+            .await?;
         tracing::info!(
             ?outcome,
             reply_lost = plan.lost_reply_delay.is_some(),
@@ -92,8 +96,10 @@ impl BankSimulator {
         &self,
         request: RefundRequest,
     ) -> Result<RefundOutcome, SimulatorError> {
-        let plan = self.start_request().await?;
-        let outcome = self.decide_refund(&request, &plan);
+        let plan = self.behaviour().plan_request();
+        let outcome = self
+            .decide_after_latency(&plan, move |bank, plan| bank.decide_refund(&request, plan))
+            .await?;
         tracing::info!(
             ?outcome,
             reply_lost = plan.lost_reply_delay.is_some(),
@@ -118,15 +124,28 @@ impl BankSimulator {
         self.shared.held_replies_released.send_replace(true);
     }
 
-    /// Draws the plan, waits the latency, and fails if planned.
-    async fn start_request(&self) -> Result<RequestPlan, SimulatorError> {
-        let plan = self.behaviour().plan_request();
-        tokio::time::sleep(plan.latency).await;
-        if plan.fail {
-            tracing::info!("simulated failure");
-            return Err(SimulatorError::SimulatedFailure);
+    /// Waits the planned latency, fails if planned, then decides; in a task of its own when
+    /// abandoned calls are executed, so the caller hanging up cannot cancel it.
+    async fn decide_after_latency<T: Send + 'static>(
+        &self,
+        plan: &RequestPlan,
+        decide: impl FnOnce(&BankSimulator, &RequestPlan) -> T + Send + 'static,
+    ) -> Result<T, SimulatorError> {
+        let (bank, planned) = (self.clone(), plan.clone());
+        let work = async move {
+            tokio::time::sleep(planned.latency).await;
+            if planned.fail {
+                tracing::info!("simulated failure");
+                return Err(SimulatorError::SimulatedFailure);
+            }
+            Ok(decide(&bank, &planned))
+        };
+        if !plan.executes_abandoned {
+            return work.await;
         }
-        Ok(plan)
+        tokio::spawn(work)
+            .await
+            .unwrap_or(Err(SimulatorError::SimulatedFailure))
     }
 
     /// Replays or records the debit's outcome under one lock acquisition.

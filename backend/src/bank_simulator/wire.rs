@@ -1,9 +1,11 @@
 //! The JSON bodies the simulated bank reads and writes.
 //!
-//! They are public so the backend's bank client and the tests speak exactly this contract
-//! (SPEC section 7) instead of a copy of it. An outcome's `status` field says which outcome it
-//! is; the HTTP status code says the same thing once more (201, 402, 422), except on lookups,
-//! which answer 200 with whichever outcome was recorded.
+//! An outcome's `status` field says which outcome it is; the HTTP status code says the same
+//! thing once more (201, 402, 422). Look-ups answer 200 with whichever outcome was recorded, or,
+//! with the `lookup_status` knob at `original`, the status the original call answered (201,
+//! 402, 422), as some banks do (SPEC §7). A reference the bank never saw is
+//! `404 {"status": "unknown", "reference": …}`; an unknown route is a 404 with another body, so
+//! a caller can never mistake a wrong route for "never seen".
 
 use serde::{Deserialize, Serialize};
 
@@ -80,8 +82,17 @@ pub enum RefundRejection {
     ExceedsDebit,
 }
 
-/// The body of every answer that is not an outcome: `{"status": "not_found"}` for a reference
-/// the bank never executed, a malformed request, or a simulated failure.
+/// The answer to a look-up of a reference the bank never saw:
+/// `{"status": "unknown", "reference": …}` with 404.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename = "unknown")]
+pub struct UnknownReference {
+    /// The reference asked about.
+    pub reference: String,
+}
+
+/// The body of every other answer that is not an outcome: an unknown route
+/// (`{"status": "not_found"}`), a malformed request, or a simulated failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// Which kind of error.
@@ -95,7 +106,7 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorStatus {
-    /// 404: the bank never executed this reference (or the route does not exist).
+    /// 404: no such route.
     NotFound,
     /// 400/415/422: the request could not be read or has a wrong value; nothing was done.
     InvalidRequest,
@@ -182,6 +193,13 @@ mod tests {
         assert_eq!(
             serde_json::to_value(not_found).expect("serializes"),
             json!({"status": "not_found"})
+        );
+        let never_seen = UnknownReference {
+            reference: "pay-x".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(never_seen).expect("serializes"),
+            json!({"status": "unknown", "reference": "pay-x"})
         );
     }
 

@@ -43,7 +43,7 @@ impl Answer {
     }
 
     /// The answer a finished payment or refund stands for: 201 with the resource, or the 402
-    /// decline. A movement still pending has no saved answer, which is a broken invariant.
+    /// decline. A pending or void movement has no saved answer, which is a broken invariant.
     pub fn saved(movement: &SavedMovement) -> Result<Answer, StoreError> {
         match movement {
             SavedMovement::Payment(payment) => payment_answer(payment),
@@ -100,7 +100,9 @@ fn payment_answer(payment: &PaymentRow) -> Result<Answer, StoreError> {
             })
         }
         MovementStatus::Declined => Ok(declined("debit", payment.decline_reason.as_deref())),
-        MovementStatus::Pending => Err(pending_has_no_answer(payment.payment_id)),
+        MovementStatus::Pending | MovementStatus::Void => {
+            Err(unfinished_has_no_answer(payment.payment_id))
+        }
     }
 }
 
@@ -114,7 +116,9 @@ fn refund_answer(refund: &RefundRow) -> Result<Answer, StoreError> {
             bank_reference: refund.bank_reference.clone(),
         })),
         MovementStatus::Declined => Ok(declined("refund", refund.decline_reason.as_deref())),
-        MovementStatus::Pending => Err(pending_has_no_answer(refund.refund_id)),
+        MovementStatus::Pending | MovementStatus::Void => {
+            Err(unfinished_has_no_answer(refund.refund_id))
+        }
     }
 }
 
@@ -144,6 +148,8 @@ fn paise(amount: i64) -> Result<Paise, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("amount {amount} out of range")))
 }
 
-fn pending_has_no_answer(id: uuid::Uuid) -> StoreError {
-    StoreError::Corrupt(format!("finished key points at pending movement {id}"))
+fn unfinished_has_no_answer(id: uuid::Uuid) -> StoreError {
+    StoreError::Corrupt(format!(
+        "finished key points at movement {id}, which has no final answer"
+    ))
 }

@@ -1,21 +1,29 @@
 //! What a request does when its (user, key) is already stored: the shared decision on the
 //! stored record, turned into I/O. Replays render the saved answer; a key stuck in `started`
-//! is reconciled inline (SPEC §4) instead of answering 409 for ever.
+//! is reconciled inline (SPEC §4) instead of answering 409 for ever; a released key is claimed
+//! again under its claim's own reference; an expired key makes way for a new claim.
 
 use shared::decision::Attempt;
-use shared::{Decision, Problem, ProblemKind, decide};
+use shared::{Decision, KeyState, Problem, ProblemKind, decide};
 
 use super::answer::Answer;
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_locked};
 use crate::state::AppState;
-use crate::store::{KeyRef, StoreError, StoredKey};
+use crate::store::{KeyRef, SavedMovement, StoreError, StoredKey};
+
+/// How many claim rounds a request makes. Reusing an expired key that was released with a
+/// check still to come takes three (settle the old claim, delete the key, claim it); one more
+/// spares a rare race a spurious error.
+pub(super) const CLAIM_ROUNDS: usize = 4;
 
 /// The next step for a request whose key exists.
 pub(super) enum Step {
     /// Answer this.
     Answer(Answer),
-    /// The key was expired or released: try to claim it again.
+    /// The key's released claim is this request's again: call the bank for its movement.
+    CallBank(SavedMovement),
+    /// The key was expired (or vanished): try to claim it again.
     ClaimAgain,
 }
 
@@ -45,13 +53,20 @@ pub(super) async fn answer_existing_key(
             Answer::problem(Problem::idempotency_key_reused())
         }
         Decision::Reconcile => return reconcile_inline(state, key).await,
-        Decision::ClaimExpired => {
-            state
+        Decision::ClaimReleased => {
+            return match state
                 .store
-                .release_expired(key, stored.record.created_at)
-                .await?;
-            return Ok(Step::ClaimAgain);
+                .reclaim_released(key, &attempt.fingerprint)
+                .await?
+            {
+                Some(movement) => Ok(Step::CallBank(movement)),
+                // Another retry re-claimed it first, or a reconciler is checking it.
+                None => Ok(Step::Answer(in_progress(
+                    shared::decision::IN_PROGRESS_RETRY_AFTER,
+                ))),
+            };
         }
+        Decision::ClaimExpired => return make_way_for_new_claim(state, key, stored).await,
         // The key vanished between the claim and the read; or decisions that only arise
         // before a key is looked up.
         Decision::Claim
@@ -77,12 +92,45 @@ async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreEr
     };
     Ok(match resolve_locked(state, locked).await {
         Ok(Resolution::Finished(movement)) => Step::Answer(Answer::saved(&movement)?.replayed()),
-        Ok(Resolution::Released) => Step::ClaimAgain,
+        // Released: the next round finds it released and claims it again for this request.
+        Ok(Resolution::Released | Resolution::Voided) => Step::ClaimAgain,
         Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,
         )),
         // SQLite only: the look-up outlasted the lease and another reconciler took the key over;
         // nothing was written, and the key is being resolved. The client retries shortly.
+        Err(StoreError::LeaseLost) => {
+            Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
+        }
+        Err(error) => return Err(error),
+    })
+}
+
+/// The key expired: delete it so the request claims it afresh. A released key whose last check
+/// for a late debit is still to come gets that check first, here, so the old claim is settled
+/// (succeeded, declined or void) before the key that points at it goes.
+async fn make_way_for_new_claim(
+    state: &AppState,
+    key: KeyRef,
+    stored: &StoredKey,
+) -> Result<Step, StoreError> {
+    let deleted = state
+        .store
+        .release_expired(key, stored.record.created_at)
+        .await?;
+    if deleted || stored.record.state != KeyState::Released {
+        return Ok(Step::ClaimAgain);
+    }
+    let Some(locked) = state.store.lock_unfinished(key).await? else {
+        return Ok(Step::Answer(in_progress(
+            shared::decision::IN_PROGRESS_RETRY_AFTER,
+        )));
+    };
+    Ok(match resolve_locked(state, locked).await {
+        Ok(Resolution::Finished(_) | Resolution::Voided | Resolution::Released) => Step::ClaimAgain,
+        Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
+            shared::decision::OUTCOME_PENDING_RETRY_AFTER,
+        )),
         Err(StoreError::LeaseLost) => {
             Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
         }

@@ -4,6 +4,7 @@
 //! modules only do it.
 
 mod answer;
+mod bank_call;
 mod existing_key;
 mod pay_bill;
 mod refund_payment;

@@ -6,15 +6,11 @@ use shared::{Operation, Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
 use super::answer::Answer;
-use super::existing_key::{Step, answer_existing_key};
-use super::pay_bill::{run_to_completion, save_outcome};
+use super::bank_call::{call_bank_and_save, run_to_completion};
+use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
 use super::request::{Admitted, admit};
-use crate::metrics::Metrics;
 use crate::state::AppState;
-use crate::store::{KeyRef, NewRefund, RefundClaimResult, RefundRow, StoreError};
-
-/// How many claim rounds a request makes: an expired or released key is claimed again once.
-const CLAIM_ROUNDS: usize = 3;
+use crate::store::{KeyRef, NewRefund, RefundClaimResult, SavedMovement, StoreError};
 
 /// Refunds part of `payment_id` for `user` once per key.
 #[tracing::instrument(skip_all, fields(user_id = %user, payment_id, key))]
@@ -58,11 +54,12 @@ async fn claim_and_refund(
     request: &RefundRequest,
 ) -> Result<Answer, StoreError> {
     let key = KeyRef::new(user, &admitted.key);
+    let refund_id = Uuid::new_v4();
     let refund = NewRefund {
-        refund_id: Uuid::new_v4(),
+        refund_id,
         payment_id,
         amount_paise: request.amount_paise.as_i64(),
-        bank_reference: admitted.key.bank_reference(Operation::RefundPayment, user),
+        bank_reference: Operation::RefundPayment.bank_reference(refund_id),
     };
     for _ in 0..CLAIM_ROUNDS {
         let stored = match state
@@ -70,10 +67,10 @@ async fn claim_and_refund(
             .claim_refund(key, &admitted.attempt.fingerprint, &refund)
             .await?
         {
-            RefundClaimResult::Claimed {
-                refund,
-                debit_reference,
-            } => return Ok(refund_and_save(state, key, refund, &debit_reference).await),
+            RefundClaimResult::Claimed(refund) => {
+                let movement = SavedMovement::Refund(refund);
+                return Ok(call_bank_and_save(state, key, &movement).await);
+            }
             RefundClaimResult::Existing(stored) => stored,
             RefundClaimResult::PaymentNotFound => return Ok(payment_not_found()),
             RefundClaimResult::ExceedsRemaining { remaining_paise } => {
@@ -88,34 +85,13 @@ async fn claim_and_refund(
         };
         match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
             Step::Answer(answer) => return Ok(answer),
+            Step::CallBank(movement) => return Ok(call_bank_and_save(state, key, &movement).await),
             Step::ClaimAgain => continue,
         }
     }
     Err(StoreError::Corrupt(
         "the key was released on every claim round".to_owned(),
     ))
-}
-
-async fn refund_and_save(
-    state: &AppState,
-    key: KeyRef,
-    refund: RefundRow,
-    debit_reference: &str,
-) -> Answer {
-    Metrics::count(&state.metrics.claims, Operation::RefundPayment.name());
-    let outcome = state
-        .bank
-        .refund(&refund.bank_reference, debit_reference, refund.amount_paise)
-        .await;
-    save_outcome(
-        state,
-        key,
-        Operation::RefundPayment,
-        refund.refund_id,
-        outcome,
-        "refund",
-    )
-    .await
 }
 
 fn payment_not_found() -> Answer {

@@ -8,7 +8,9 @@
 //! - `done`: the saved answer rendered by [`Answer::saved`], as a retry would replay it: its
 //!   status (201, or 402 for a bank decline) and its body as JSON;
 //! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
-//!   is being looked up by reconciliation, `Retry-After: 5`).
+//!   is being looked up by reconciliation, `Retry-After: 5`);
+//! - `released`: the bank never saw the key's claim, so nothing was charged; the same request
+//!   sent again with the key claims it again.
 //!
 //! Reading changes nothing: a key stuck in `started` is left to the reconciler.
 
@@ -73,6 +75,7 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
             KeyStatusResponse::Unknown { operation },
             OUTCOME_PENDING_RETRY_AFTER,
         ),
+        KeyState::Released => json_response(&KeyStatusResponse::Released { operation }, None),
         KeyState::Done => match saved_answer(state, key, stored).await {
             Ok(status) => json_response(&status, None),
             Err(error) => Answer::store_failure(&error).into_response(),

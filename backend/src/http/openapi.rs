@@ -95,7 +95,7 @@ pub fn document(state: &AppState) -> Value {
                 None,
                 json!({
                     "200": {
-                        "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After",
+                        "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After; released: the bank never saw the claim, nothing was charged, and the same request with the key claims it again",
                         "headers": { "Retry-After": { "$ref": "#/components/headers/Retry-After" } },
                         "content": { "application/json": { "schema": { "$ref": "#/components/schemas/KeyStatus" } } },
                     },
@@ -160,8 +160,8 @@ pub fn document(state: &AppState) -> Value {
                         "payment_id": { "type": "string", "format": "uuid" },
                         "bill_id": { "type": "string" },
                         "amount_paise": amount(),
-                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined"] },
-                        "bank_reference": { "type": "string", "description": "pay-{user_id}-{key}" },
+                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined", "void"] },
+                        "bank_reference": { "type": "string", "description": "pay-{payment_id}: this claim's own (rows before per-claim references: pay-{user_id}-{key})" },
                     },
                 },
                 "Refund": {
@@ -171,8 +171,8 @@ pub fn document(state: &AppState) -> Value {
                         "refund_id": { "type": "string", "format": "uuid" },
                         "payment_id": { "type": "string", "format": "uuid" },
                         "amount_paise": amount(),
-                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined"] },
-                        "bank_reference": { "type": "string", "description": "refund-{user_id}-{key}" },
+                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined", "void"] },
+                        "bank_reference": { "type": "string", "description": "refund-{refund_id}: this claim's own (older rows: refund-{user_id}-{key})" },
                     },
                 },
                 "PaymentWithRefunds": {
@@ -185,7 +185,7 @@ pub fn document(state: &AppState) -> Value {
                 "KeyStatus": {
                     "type": "object", "required": ["state", "operation"],
                     "properties": {
-                        "state": { "type": "string", "enum": ["started", "unknown", "done"] },
+                        "state": { "type": "string", "enum": ["started", "unknown", "released", "done"] },
                         "operation": { "type": "string", "enum": ["pay_bill", "refund_payment"] },
                         "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
                         "answer": { "description": "done only: the saved answer's body", "oneOf": [

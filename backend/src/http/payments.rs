@@ -134,6 +134,7 @@ fn status_name(status: MovementStatus) -> &'static str {
         MovementStatus::Pending => "pending",
         MovementStatus::Succeeded => "succeeded",
         MovementStatus::Declined => "declined",
+        MovementStatus::Void => "void",
     }
 }
 

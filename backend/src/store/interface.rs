@@ -15,7 +15,7 @@ use super::postgres::{PgLockedKey, PgStore};
 use super::sqlite::{SqliteLockedKey, SqliteStore};
 use super::types::{
     ClaimResult, KeyRef, MovementResult, NewPayment, NewRefund, PaymentRow, RefundClaimResult,
-    RefundRow, SavedMovement, StoredKey, UnfinishedKey,
+    RefundRow, SavedMovement, StoredKey, UnfinishedKey, UnknownCall,
 };
 
 /// The keys, payments and refunds, in whichever database `DATABASE_URL` names. Cheap to clone.
@@ -153,20 +153,40 @@ impl Store {
         }
     }
 
-    /// Moves a `started` key to `unknown` after a bank timeout, 5xx or dropped connection.
-    pub async fn mark_unknown(&self, key: KeyRef, resource_id: Uuid) -> Result<bool, StoreError> {
+    /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
+    pub async fn mark_unknown(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        call: UnknownCall,
+    ) -> Result<bool, StoreError> {
         match self {
-            Store::Postgres(store) => store.mark_unknown(key, resource_id).await,
-            Store::Sqlite(store) => store.mark_unknown(key, resource_id).await,
+            Store::Postgres(store) => store.mark_unknown(key, resource_id, call).await,
+            Store::Sqlite(store) => store.mark_unknown(key, resource_id, call).await,
         }
     }
 
-    /// Deletes a finished key that the decision found expired, exactly as it was read.
+    /// Claims a released key again for the request with `fingerprint`, and returns its pending
+    /// payment or refund to call the bank for under the claim's own reference; `None` if the key
+    /// is not released (any more), was released for another request, or is being checked.
+    pub async fn reclaim_released(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        match self {
+            Store::Postgres(store) => store.reclaim_released(key, fingerprint).await,
+            Store::Sqlite(store) => store.reclaim_released(key, fingerprint).await,
+        }
+    }
+
+    /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
+    /// changed meanwhile, or is released with its last check for a late debit still to come.
     pub async fn release_expired(
         &self,
         key: KeyRef,
         created_at: OffsetDateTime,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         match self {
             Store::Postgres(store) => store.release_expired(key, created_at).await,
             Store::Sqlite(store) => store.release_expired(key, created_at).await,
@@ -251,20 +271,41 @@ impl LockedKey {
         }
     }
 
-    /// The bank never saw the movement: deletes the key and its pending movement, so the
-    /// client's retry claims the key afresh (and calls the bank with the same reference).
-    pub async fn release(self) -> Result<(), StoreError> {
+    /// The bank never saw the movement: releases the key, keeping it and its pending movement,
+    /// so the client's retry claims it again under the same reference; the first check for a
+    /// late debit comes `check_after` from now.
+    pub async fn release(self, check_after: Duration) -> Result<(), StoreError> {
         match self {
-            LockedKey::Postgres(locked) => locked.release().await,
-            LockedKey::Sqlite(locked) => locked.release().await,
+            LockedKey::Postgres(locked) => locked.release(check_after).await,
+            LockedKey::Sqlite(locked) => locked.release(check_after).await,
         }
     }
 
-    /// The look-up failed: records it and when to try again, and lets go.
-    pub async fn postpone(self, wait: Duration) -> Result<(), StoreError> {
+    /// A released key's last check found nothing at the bank: its movement becomes `void` (no
+    /// money moved; it no longer counts against a payment's refundable rest) and the key may
+    /// expire.
+    pub async fn void(self) -> Result<(), StoreError> {
         match self {
-            LockedKey::Postgres(locked) => locked.postpone(wait).await,
-            LockedKey::Sqlite(locked) => locked.postpone(wait).await,
+            LockedKey::Postgres(locked) => locked.void().await,
+            LockedKey::Sqlite(locked) => locked.void().await,
+        }
+    }
+
+    /// The look-up failed: records it, asks again after `wait`, and lets go.
+    pub async fn postpone_after_failure(self, wait: Duration) -> Result<(), StoreError> {
+        self.look_again_in(wait, true).await
+    }
+
+    /// The look-up answered, but the key is to be asked about again after `wait` (a young
+    /// claim the bank has not seen yet, or a released key's next check); lets go.
+    pub async fn check_again_in(self, wait: Duration) -> Result<(), StoreError> {
+        self.look_again_in(wait, false).await
+    }
+
+    async fn look_again_in(self, wait: Duration, failed: bool) -> Result<(), StoreError> {
+        match self {
+            LockedKey::Postgres(locked) => locked.look_again_in(wait, failed).await,
+            LockedKey::Sqlite(locked) => locked.look_again_in(wait, failed).await,
         }
     }
 }

@@ -41,6 +41,7 @@ where
             amount_paise: row.try_get("r_amount_paise")?,
             status,
             bank_reference: row.try_get("r_bank_reference")?,
+            debit_reference: row.try_get("r_debit_reference")?,
             decline_reason: row.try_get("r_decline_reason")?,
         })));
     }

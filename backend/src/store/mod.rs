@@ -17,6 +17,6 @@ mod types;
 pub use error::StoreError;
 pub use interface::{LockedKey, Store};
 pub use types::{
-    ClaimResult, KeyRef, MovementResult, MovementStatus, NewPayment, NewRefund, PaymentRow,
-    RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnfinishedKey,
+    ClaimResult, KeyRef, LookupHistory, MovementResult, MovementStatus, NewPayment, NewRefund,
+    PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnfinishedKey, UnknownCall,
 };

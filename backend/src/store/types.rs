@@ -1,6 +1,8 @@
 //! The values the store takes and returns: keys, claims, and the payment and refund rows from
 //! which a saved answer is rendered.
 
+use std::time::Duration;
+
 use shared::{IdempotencyKey, Operation, StoredRecord, UserId};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -50,6 +52,9 @@ pub enum MovementStatus {
     Succeeded,
     /// The bank refused; no money moved.
     Declined,
+    /// Released, and its last look-up before the key expired still found nothing at the bank:
+    /// no money moved, and nothing will (the claim can no longer be retried).
+    Void,
 }
 
 /// The bank's final word on a movement, as written by [`crate::store::Store::finish`].
@@ -91,7 +96,8 @@ pub struct PaymentRow {
     pub payer_vpa: String,
     /// Pending, succeeded or declined.
     pub status: MovementStatus,
-    /// `pay-{user_id}-{key}`.
+    /// `pay-{payment_id}`, this claim's own (`pay-{user_id}-{key}` on rows written before
+    /// references were per claim).
     pub bank_reference: String,
     /// The bank's reason for a decline.
     pub decline_reason: Option<String>,
@@ -110,8 +116,10 @@ pub struct RefundRow {
     pub amount_paise: i64,
     /// Pending, succeeded or declined.
     pub status: MovementStatus,
-    /// `refund-{user_id}-{key}`.
+    /// `refund-{refund_id}`, this claim's own (`refund-{user_id}-{key}` on older rows).
     pub bank_reference: String,
+    /// The reference of the debit the refund reverses, which every refund call names.
+    pub debit_reference: String,
     /// The bank's reason for a refusal.
     pub decline_reason: Option<String>,
 }
@@ -133,6 +141,14 @@ impl SavedMovement {
             SavedMovement::Refund(refund) => refund.status,
         }
     }
+
+    /// The bank reference every call and look-up for this movement names.
+    pub fn bank_reference(&self) -> &str {
+        match self {
+            SavedMovement::Payment(payment) => &payment.bank_reference,
+            SavedMovement::Refund(refund) => &refund.bank_reference,
+        }
+    }
 }
 
 /// A payment to create, pending, together with its key's claim.
@@ -146,7 +162,7 @@ pub struct NewPayment {
     pub amount_paise: i64,
     /// The payer's UPI address.
     pub payer_vpa: String,
-    /// `pay-{user_id}-{key}`.
+    /// `pay-{payment_id}` (see `shared::Operation::bank_reference`).
     pub bank_reference: String,
 }
 
@@ -159,7 +175,7 @@ pub struct NewRefund {
     pub payment_id: Uuid,
     /// The amount, in paise.
     pub amount_paise: i64,
-    /// `refund-{user_id}-{key}`.
+    /// `refund-{refund_id}`.
     pub bank_reference: String,
 }
 
@@ -176,12 +192,7 @@ pub enum ClaimResult<T> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefundClaimResult {
     /// The key was claimed and the refund written pending.
-    Claimed {
-        /// The pending refund.
-        refund: RefundRow,
-        /// The bank reference of the payment's debit, which the refund call names.
-        debit_reference: String,
-    },
+    Claimed(RefundRow),
     /// The (user, key) already exists; decide on the stored row.
     Existing(StoredKey),
     /// The user has no succeeded payment with that id. Nothing was written.
@@ -202,6 +213,49 @@ pub struct UnfinishedKey {
     pub stored: StoredKey,
     /// Its pending movement.
     pub movement: SavedMovement,
-    /// How many bank look-ups for it have failed so far.
+    /// What earlier bank calls and look-ups for it said.
+    pub history: LookupHistory,
+}
+
+/// What the key row remembers of the bank calls and look-ups made for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookupHistory {
+    /// How many bank look-ups for it have failed so far (for the back-off).
     pub failed_lookups: i16,
+    /// Whether its latest bank call ended with a definite answer that carried no outcome (a
+    /// 500, say): nothing of that call is still on its way, so "never seen" may release it at
+    /// once rather than after `stuck_after`.
+    pub bank_call_ended: bool,
+}
+
+/// How a bank call that left its key `unknown` ended, which decides when the key is due for
+/// a look-up and whether "never seen" may release it at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownCall {
+    /// A timeout, a dropped connection, a gateway's 502/504 or an unreadable answer: the call
+    /// may still reach the bank. Due for a look-up at once; released only once the claim is
+    /// `stuck_after` old.
+    MayBeInFlight,
+    /// A definite error answer (a 500, say): nothing of the call is still on its way. The
+    /// attempt that got it looks the key up itself at once; the reconciler steps in only after
+    /// [`UnknownCall::OWN_LOOK_UP_GRACE`], should that attempt not finish the job.
+    Ended,
+}
+
+impl UnknownCall {
+    /// How long the reconciler leaves an ended call's key to the attempt that got the error.
+    pub const OWN_LOOK_UP_GRACE: Duration = Duration::from_secs(5);
+
+    /// Whether the call ended (see [`LookupHistory::bank_call_ended`]).
+    pub fn ended(self) -> bool {
+        self == UnknownCall::Ended
+    }
+
+    /// When the reconciler should look the key up.
+    pub fn look_up_after(self) -> Duration {
+        match self {
+            UnknownCall::MayBeInFlight => Duration::ZERO,
+            UnknownCall::Ended => UnknownCall::OWN_LOOK_UP_GRACE,
+        }
+    }
 }

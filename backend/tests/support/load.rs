@@ -35,6 +35,8 @@ pub struct ClientRun {
     pub service_unavailable: u32,
     /// 409 "request in progress" answers before it.
     pub in_progress: u32,
+    /// From the first attempt to the final answer.
+    pub took: Duration,
 }
 
 /// Sends `user`'s payment with `key` (and the same body every time) until the answer is final
@@ -54,12 +56,14 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
         outcome_pending: 0,
         service_unavailable: 0,
         in_progress: 0,
+        took: Duration::ZERO,
     };
     for failed_attempts in 1.. {
         let answer = app.pay(user, Some(&run.key), "elec-1", &body).await;
         match (answer.status, problem_slug(&answer).as_deref()) {
             (201 | 402, _) => {
                 run.answer = answer;
+                run.took = started.elapsed();
                 return run;
             }
             (503, Some("outcome-pending")) => run.outcome_pending += 1,
@@ -134,38 +138,39 @@ pub struct Reconciled {
     pub declined: usize,
 }
 
-/// Asserts that the bank's ledger and the tables agree after `runs` ended: no key `started` or
-/// `unknown`; no payment `pending`; one payment per key; no reference debited twice; the
-/// debited references are exactly the succeeded payments' (each with its finished key); and
-/// every client's final answer is what the tables hold for its key.
+/// Asserts that the bank's ledger and the tables agree after `runs` ended: every key `done`
+/// (none `started`, `unknown` or `released`); one payment per key, under its own reference (a
+/// released claim's retry reuses its payment and reference); no reference debited twice; the
+/// debited references are exactly the succeeded payments' (each with its finished key), with
+/// the same amount; and every client's final answer is what the tables hold for its key. Runs
+/// on either store.
 pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> Reconciled {
-    let pool = app.pg_pool();
-    let unfinished: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE state <> 'done'")
-            .fetch_one(pool)
-            .await
-            .expect("count unfinished keys");
-    assert_eq!(unfinished, 0, "no key left started or unknown");
+    let unfinished = app
+        .scalar("SELECT count(*) FROM idempotency_keys WHERE state <> 'done'")
+        .await;
+    assert_eq!(unfinished, 0, "no key left started, unknown or released");
     let expected = i64::try_from(runs.len()).expect("small");
     assert_eq!(app.count("idempotency_keys").await, expected, "key rows");
-    assert_eq!(
-        app.count("payments").await,
-        expected,
-        "one payment per key: released claims took their pending payments with them"
-    );
-    let rows: Vec<(i64, uuid::Uuid, uuid::Uuid, String, String)> = sqlx::query_as(
-        "SELECT k.user_id, k.key, p.payment_id, p.status::text, p.bank_reference \
-         FROM idempotency_keys k \
-         JOIN payments p ON p.user_id = k.user_id AND p.payment_id = k.resource_id",
-    )
-    .fetch_all(pool)
-    .await
-    .expect("keys with their payments");
+    assert_eq!(app.count("payments").await, expected, "one payment per key");
+    let rows: Vec<(i64, uuid::Uuid, uuid::Uuid, String, String, i64)> = app
+        .rows(
+            "SELECT k.user_id, k.key, p.payment_id, CAST(p.status AS TEXT), p.bank_reference, \
+                    p.amount_paise \
+             FROM idempotency_keys k \
+             JOIN payments p ON p.user_id = k.user_id AND p.payment_id = k.resource_id",
+        )
+        .await;
     assert_eq!(rows.len(), runs.len(), "every key points at its payment");
+    let mut amounts: HashMap<String, i64> = HashMap::new();
     let by_key: HashMap<(i64, String), (String, String, String)> = rows
         .into_iter()
-        .map(|(user, key, payment_id, status, reference)| {
-            assert_eq!(reference, format!("pay-{user}-{key}"));
+        .map(|(user, key, payment_id, status, reference, amount)| {
+            assert_eq!(
+                reference,
+                format!("pay-{payment_id}"),
+                "the claim's own reference"
+            );
+            amounts.insert(reference.clone(), amount);
             (
                 (user, key.to_string()),
                 (payment_id.to_string(), status, reference),
@@ -193,6 +198,14 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
         debited, succeeded,
         "every debit has one succeeded payment with a finished key, and the reverse"
     );
+    for debit in &ledger.debits {
+        assert_eq!(
+            Some(i64::try_from(debit.amount_paise).expect("small")),
+            amounts.get(&debit.reference).copied(),
+            "debit {} moved its payment's amount",
+            debit.reference
+        );
+    }
 
     let mut declined = 0;
     for run in runs {

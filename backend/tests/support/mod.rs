@@ -69,6 +69,9 @@ pub struct Options {
     pub bank_timeout: Duration,
     /// The store.
     pub store: StoreKind,
+    /// A path put before every bank route (`/wrong` sends `/wrong/debits`): a misrouted
+    /// `BANK_URL`.
+    pub bank_path: &'static str,
 }
 
 impl Default for Options {
@@ -78,6 +81,7 @@ impl Default for Options {
             policy: Policy::default_policy(),
             bank_timeout: Duration::from_secs(5),
             store: StoreKind::Postgres,
+            bank_path: "",
         }
     }
 }
@@ -170,7 +174,8 @@ impl TestApp {
             .await
             .expect("bank simulator starts");
         let (database_url, sqlite_dir) = fresh_store(options.store).await;
-        let config = test_config(database_url.clone(), &bank.url, &options);
+        let bank_url = format!("{}{}", bank.url, options.bank_path);
+        let config = test_config(database_url.clone(), &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
         let state = app.state().clone();
@@ -262,6 +267,21 @@ impl TestApp {
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
+    /// The rows a query that reads the same on both stores returns.
+    pub async fn rows<T>(&self, sql: &str) -> Vec<T>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + Send
+            + Unpin,
+    {
+        match &self.state.store {
+            Store::Postgres(store) => sqlx::query_as(sql).fetch_all(store.pool()).await,
+            Store::Sqlite(store) => sqlx::query_as(sql).fetch_all(store.pool()).await,
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
     /// The texts a query that reads the same on both stores returns.
     pub async fn texts(&self, sql: &str) -> Vec<String> {
         match &self.state.store {
@@ -316,10 +336,36 @@ impl TestApp {
         .expect("age the keys");
     }
 
+    /// Makes `key`'s next bank look-up due now, as if its wait (a back-off, or a released key's
+    /// next check) had passed.
+    pub async fn make_lookup_due(&self, key: &str) {
+        let key = storage_uuid(key);
+        match &self.state.store {
+            Store::Postgres(store) => sqlx::query(
+                "UPDATE idempotency_keys SET next_lookup_at = now() - interval '1 second' \
+                 WHERE key = $1",
+            )
+            .bind(key)
+            .execute(store.pool())
+            .await
+            .map(drop),
+            Store::Sqlite(store) => sqlx::query(
+                "UPDATE idempotency_keys \
+                 SET next_lookup_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 \
+                 WHERE key = ?1",
+            )
+            .bind(key)
+            .execute(store.pool())
+            .await
+            .map(drop),
+        }
+        .expect("make the look-up due");
+    }
+
     /// Claims `key` for a payment of `body` to bill `elec-1` through the store, as the backend
     /// does before it calls the bank, and leaves it `started`: what a crash right after the
-    /// claim leaves behind.
-    pub async fn claim_without_paying(&self, user: u64, key: &str, body: &Value) {
+    /// claim leaves behind. Returns the claim's bank reference.
+    pub async fn claim_without_paying(&self, user: u64, key: &str, body: &Value) -> String {
         let user = UserId::new(user).expect("positive");
         let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
         let fingerprint = shared::fingerprint::fingerprint(
@@ -330,12 +376,13 @@ impl TestApp {
         )
         .expect("a valid body")
         .fingerprint;
+        let payment_id = uuid::Uuid::new_v4();
         let payment = NewPayment {
-            payment_id: uuid::Uuid::new_v4(),
+            payment_id,
             bill_id: "elec-1".to_owned(),
             amount_paise: body["amount_paise"].as_i64().expect("amount"),
             payer_vpa: body["payer_vpa"].as_str().expect("vpa").to_owned(),
-            bank_reference: key.bank_reference(shared::Operation::PayBill, user),
+            bank_reference: shared::Operation::PayBill.bank_reference(payment_id),
         };
         let claimed = self
             .state
@@ -344,6 +391,7 @@ impl TestApp {
             .await
             .expect("claim");
         assert!(matches!(claimed, ClaimResult::Claimed(_)), "a new key");
+        payment.bank_reference
     }
 
     /// Asserts that nothing was written anywhere: no key, no payment, no refund, no debit.

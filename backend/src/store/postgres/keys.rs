@@ -9,12 +9,12 @@ use uuid::Uuid;
 
 use crate::store::error::StoreError;
 use crate::store::joined_rows::saved_movement_from_row;
-use crate::store::types::{KeyRef, StoredKey};
+use crate::store::types::{KeyRef, LookupHistory, StoredKey};
 
 /// The columns `stored_key_from_row` reads, plus the database clock.
 const KEY_COLUMNS: &str = "k.user_id, k.key, k.operation::text AS operation, \
      k.state::text AS state, k.fingerprint, k.resource_id, k.created_at, k.claimed_at, \
-     k.failed_lookups, now() AS read_at";
+     k.failed_lookups, k.bank_call_ended, now() AS read_at";
 
 /// Loads the key of a user, if stored, and for a finished key its payment or refund too (one
 /// round trip for a replay: retry storms are mostly replays).
@@ -28,7 +28,8 @@ pub(super) async fn select_key(
            p.status AS p_status, p.bank_reference AS p_bank_reference, \
            p.decline_reason AS p_decline_reason, \
            r.payment_id AS r_payment_id, r.amount_paise AS r_amount_paise, r.status AS r_status, \
-           r.bank_reference AS r_bank_reference, r.decline_reason AS r_decline_reason \
+           r.bank_reference AS r_bank_reference, r.debit_reference AS r_debit_reference, \
+           r.decline_reason AS r_decline_reason \
          FROM idempotency_keys k \
          LEFT JOIN payments p \
            ON k.state = 'done' AND k.operation = 'pay_bill' \
@@ -51,12 +52,13 @@ pub(super) async fn select_key(
     .transpose()
 }
 
-/// Locks one unfinished key of a user for reconciliation; `None` if it is finished, gone, or
-/// already locked by another reconciler (`SKIP LOCKED`: never wait behind a bank look-up).
+/// Locks one unfinished (or released) key of a user for reconciliation; `None` if it is
+/// finished, gone, or already locked by another reconciler (`SKIP LOCKED`: never wait behind a
+/// bank look-up).
 pub(super) async fn lock_unfinished_key(
     conn: &mut PgConnection,
     key: KeyRef,
-) -> Result<Option<(StoredKey, i16)>, StoreError> {
+) -> Result<Option<(StoredKey, LookupHistory)>, StoreError> {
     let sql = format!(
         "SELECT {KEY_COLUMNS} FROM idempotency_keys k \
          WHERE user_id = $1 AND key = $2 AND state <> 'done' FOR UPDATE SKIP LOCKED"
@@ -66,22 +68,25 @@ pub(super) async fn lock_unfinished_key(
         .bind(key.key)
         .fetch_optional(conn)
         .await?;
-    row.map(|row| Ok((stored_key_from_row(&row)?, row.try_get("failed_lookups")?)))
+    row.map(|row| Ok((stored_key_from_row(&row)?, lookup_history_from_row(&row)?)))
         .transpose()
 }
 
 /// Locks the oldest key due for a bank look-up: any `unknown` key, or a `started` key whose
-/// claim is older than `stuck_after`, and whose back-off has passed. `SKIP LOCKED` lets every
-/// replica run this at once without two of them taking the same row.
+/// claim is older than `stuck_after`, whose back-off has passed; or a `released` key whose next
+/// check for a late debit has come. `SKIP LOCKED` lets every replica run this at once without
+/// two of them taking the same row.
 pub(super) async fn lock_next_due_key(
     conn: &mut PgConnection,
     stuck_after_seconds: f64,
-) -> Result<Option<(KeyRef, StoredKey, i16)>, StoreError> {
+) -> Result<Option<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
     let sql = format!(
         "SELECT {KEY_COLUMNS} FROM idempotency_keys k \
-         WHERE (state = 'unknown' \
-                OR (state = 'started' AND claimed_at <= now() - make_interval(secs => $1))) \
-           AND (next_lookup_at IS NULL OR next_lookup_at <= now()) \
+         WHERE state <> 'done' \
+           AND (((state = 'unknown' \
+                  OR (state = 'started' AND claimed_at <= now() - make_interval(secs => $1))) \
+                 AND (next_lookup_at IS NULL OR next_lookup_at <= now())) \
+                OR (state = 'released' AND next_lookup_at <= now())) \
          ORDER BY claimed_at LIMIT 1 FOR UPDATE SKIP LOCKED"
     );
     let row = sqlx::query(&sql)
@@ -97,7 +102,7 @@ pub(super) async fn lock_next_due_key(
         Ok((
             key,
             stored_key_from_row(&row)?,
-            row.try_get("failed_lookups")?,
+            lookup_history_from_row(&row)?,
         ))
     })
     .transpose()
@@ -146,84 +151,156 @@ pub(super) async fn set_done(
     Ok(())
 }
 
-/// Moves a `started` key to `unknown`, due for a bank look-up at once. `true` if it moved.
+/// Moves a `started` key to `unknown`, due for a bank look-up `due_in_seconds` from now;
+/// `call_ended` records whether the bank call ended with a definite answer (nothing of it
+/// still on its way). `true` if it moved.
 pub(super) async fn set_unknown(
     conn: &mut PgConnection,
     key: KeyRef,
     resource_id: Uuid,
+    call_ended: bool,
+    due_in_seconds: f64,
 ) -> Result<bool, StoreError> {
     let result = sqlx::query(
-        "UPDATE idempotency_keys SET state = 'unknown', next_lookup_at = now() \
+        "UPDATE idempotency_keys \
+         SET state = 'unknown', bank_call_ended = $4, \
+             next_lookup_at = now() + make_interval(secs => $5) \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
     )
     .bind(user_id(key))
     .bind(key.key)
     .bind(resource_id)
+    .bind(call_ended)
+    .bind(due_in_seconds)
     .execute(conn)
     .await?;
     Ok(result.rows_affected() == 1)
 }
 
-/// Records a failed bank look-up and when to try again.
-pub(super) async fn postpone_lookup(
+/// Sets when to ask the bank about the key next; a failed look-up also counts towards the
+/// back-off (`failed` is 1), a scheduled check of a released key does not (0).
+pub(super) async fn schedule_lookup(
     conn: &mut PgConnection,
     key: KeyRef,
     wait_seconds: f64,
+    failed: i16,
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE idempotency_keys \
-         SET failed_lookups = LEAST(failed_lookups + 1, 1000), \
+         SET failed_lookups = LEAST(failed_lookups + $4, 1000), \
              next_lookup_at = now() + make_interval(secs => $3) \
          WHERE user_id = $1 AND key = $2",
     )
     .bind(user_id(key))
     .bind(key.key)
     .bind(wait_seconds)
+    .bind(failed)
     .execute(conn)
     .await?;
     Ok(())
 }
 
-/// Deletes an unfinished key of this resource (the bank never saw its movement).
-pub(super) async fn delete_unfinished_key(
+/// Releases an unfinished key of this resource (the bank never saw its reference), with its
+/// first check for a late debit `check_after_seconds` from now. The key and its movement stay.
+pub(super) async fn set_released(
     conn: &mut PgConnection,
     key: KeyRef,
     resource_id: Uuid,
-) -> Result<bool, StoreError> {
-    let result = sqlx::query(
-        "DELETE FROM idempotency_keys \
-         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done'",
+    check_after_seconds: f64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE idempotency_keys \
+         SET state = 'released', failed_lookups = 0, bank_call_ended = false, \
+             next_lookup_at = now() + make_interval(secs => $4) \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state IN ('started', 'unknown')",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(resource_id)
+    .bind(check_after_seconds)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Ends a released key's checks: its last look-up found nothing at the bank, so the key may
+/// now expire (its movement is made `void` in the same transaction).
+pub(super) async fn end_checks(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE idempotency_keys SET next_lookup_at = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'released'",
     )
     .bind(user_id(key))
     .bind(key.key)
     .bind(resource_id)
     .execute(conn)
     .await?;
-    Ok(result.rows_affected() == 1)
+    Ok(())
 }
 
-/// Deletes a finished key exactly as it was read (same `created_at`), so that of two requests
-/// that both found it expired, only one deletes it and the other's claim then finds the new row.
+/// Claims a released key again for the request that released it (same fingerprint): back to
+/// `started`, stuck detection counting from now. `SKIP LOCKED`: a key a reconciler is checking
+/// is left alone (the caller answers 409). Returns the operation and movement to call the bank
+/// for, under the claim's own reference; `None` if the key is not released (any more), belongs
+/// to another request, or is being checked.
+pub(super) async fn reclaim_released_key(
+    conn: &mut PgConnection,
+    key: KeyRef,
+    fingerprint: &Fingerprint,
+) -> Result<Option<(Operation, Uuid)>, StoreError> {
+    let row = sqlx::query(
+        "UPDATE idempotency_keys k \
+         SET state = 'started', claimed_at = now(), next_lookup_at = NULL, failed_lookups = 0 \
+         WHERE (k.user_id, k.key) IN ( \
+             SELECT user_id, key FROM idempotency_keys \
+             WHERE user_id = $1 AND key = $2 AND state = 'released' AND fingerprint = $3 \
+             FOR UPDATE SKIP LOCKED) \
+         RETURNING k.operation::text AS operation, k.resource_id",
+    )
+    .bind(user_id(key))
+    .bind(key.key)
+    .bind(fingerprint.as_bytes().as_slice())
+    .fetch_optional(conn)
+    .await?;
+    row.map(|row| {
+        let operation: String = row.try_get("operation")?;
+        let operation = Operation::from_name(&operation)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown operation {operation:?}")))?;
+        Ok((operation, row.try_get("resource_id")?))
+    })
+    .transpose()
+}
+
+/// Deletes a key that the decision found expired, exactly as it was read (same `created_at`),
+/// so that of two requests that both found it expired, only one deletes it and the other's claim
+/// then finds the new row. A released key goes only once its last check is done. `true` if
+/// deleted.
 pub(super) async fn delete_expired_key(
     conn: &mut PgConnection,
     key: KeyRef,
     created_at: OffsetDateTime,
-) -> Result<(), StoreError> {
-    sqlx::query(
+) -> Result<bool, StoreError> {
+    let result = sqlx::query(
         "DELETE FROM idempotency_keys \
-         WHERE user_id = $1 AND key = $2 AND state = 'done' AND created_at = $3",
+         WHERE user_id = $1 AND key = $2 AND created_at = $3 \
+           AND (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL))",
     )
     .bind(user_id(key))
     .bind(key.key)
     .bind(created_at)
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(result.rows_affected() == 1)
 }
 
-/// Deletes up to `batch_size` finished keys older than `keep_for_seconds`, oldest first.
-/// `SKIP LOCKED` and the small batch keep each statement short, so expiry never queues claims
-/// behind it; unfinished keys are never expired (money may have moved).
+/// Deletes up to `batch_size` expired keys older than `keep_for_seconds`, oldest first: finished
+/// keys, and released keys whose last check is done. `SKIP LOCKED` and the small batch keep
+/// each statement short, so expiry never queues claims behind it; unfinished keys are never
+/// expired (money may have moved).
 pub(super) async fn delete_expired_batch(
     conn: &mut PgConnection,
     keep_for_seconds: f64,
@@ -232,7 +309,8 @@ pub(super) async fn delete_expired_batch(
     let result = sqlx::query(
         "DELETE FROM idempotency_keys k USING ( \
              SELECT user_id, key FROM idempotency_keys \
-             WHERE state = 'done' AND created_at < now() - make_interval(secs => $1) \
+             WHERE (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL)) \
+               AND created_at < now() - make_interval(secs => $1) \
              ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) old \
          WHERE k.user_id = old.user_id AND k.key = old.key",
     )
@@ -260,6 +338,13 @@ pub(super) async fn oldest_unfinished_ages(
 
 fn user_id(key: KeyRef) -> i64 {
     key.user.as_i64()
+}
+
+fn lookup_history_from_row(row: &PgRow) -> Result<LookupHistory, StoreError> {
+    Ok(LookupHistory {
+        failed_lookups: row.try_get("failed_lookups")?,
+        bank_call_ended: row.try_get("bank_call_ended")?,
+    })
 }
 
 fn stored_key_from_row(row: &PgRow) -> Result<StoredKey, StoreError> {

@@ -99,14 +99,16 @@ pub(super) async fn lock_succeeded_for_refund(
     .await?)
 }
 
-/// Deletes a payment that never reached the bank (its key is released in the same transaction).
-pub(super) async fn delete_pending(
+/// Marks a released payment `void`: its last look-up found nothing at the bank (its key's
+/// checks end in the same transaction).
+pub(super) async fn set_void(
     conn: &mut PgConnection,
     user_id: i64,
     payment_id: Uuid,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "DELETE FROM payments WHERE payment_id = $1 AND user_id = $2 AND status = 'pending'",
+        "UPDATE payments SET status = 'void', finished_at = now() \
+         WHERE payment_id = $1 AND user_id = $2 AND status = 'pending'",
     )
     .bind(payment_id)
     .bind(user_id)

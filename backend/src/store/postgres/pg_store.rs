@@ -20,8 +20,8 @@ use uuid::Uuid;
 use super::{keys, payments, refunds};
 use crate::store::error::StoreError;
 use crate::store::types::{
-    ClaimResult, KeyRef, MovementResult, NewPayment, NewRefund, PaymentRow, RefundClaimResult,
-    RefundRow, SavedMovement, StoredKey, UnfinishedKey,
+    ClaimResult, KeyRef, LookupHistory, MovementResult, NewPayment, NewRefund, PaymentRow,
+    RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnfinishedKey, UnknownCall,
 };
 
 /// How many times a claim is retried when its key disappears between the insert and the read
@@ -148,12 +148,9 @@ impl PgStore {
                 // retry with the same key can go through.
                 return Ok(RefundClaimResult::ExceedsRemaining { remaining_paise });
             }
-            let row = refunds::insert_pending(&mut tx, key, refund).await?;
+            let row = refunds::insert_pending(&mut tx, key, refund, &debit_reference).await?;
             tx.commit().await?;
-            return Ok(RefundClaimResult::Claimed {
-                refund: row,
-                debit_reference,
-            });
+            return Ok(RefundClaimResult::Claimed(row));
         }
         Err(StoreError::Corrupt(
             "the key vanished during every claim".to_owned(),
@@ -193,19 +190,50 @@ impl PgStore {
         Ok(finished)
     }
 
-    /// Moves a `started` key to `unknown` after a bank timeout, 5xx or dropped connection.
+    /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
-    pub async fn mark_unknown(&self, key: KeyRef, resource_id: Uuid) -> Result<bool, StoreError> {
+    pub async fn mark_unknown(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        call: UnknownCall,
+    ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::set_unknown(&mut conn, key, resource_id).await
+        let (call_ended, due_in) = (call.ended(), call.look_up_after());
+        keys::set_unknown(
+            &mut conn,
+            key,
+            resource_id,
+            call_ended,
+            due_in.as_secs_f64(),
+        )
+        .await
     }
 
-    /// Deletes a finished key that the decision found expired, exactly as it was read.
+    /// Claims a released key again for the same request; its pending movement, to call the
+    /// bank for under the claim's own reference.
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    pub async fn reclaim_released(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let Some((operation, resource_id)) =
+            keys::reclaim_released_key(&mut conn, key, fingerprint).await?
+        else {
+            return Ok(None);
+        };
+        load_movement(&mut conn, key, operation, resource_id).await
+    }
+
+    /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
+    /// changed meanwhile or is a released key with its last check still to come.
     pub async fn release_expired(
         &self,
         key: KeyRef,
         created_at: OffsetDateTime,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
         keys::delete_expired_key(&mut conn, key, created_at).await
     }
@@ -227,10 +255,10 @@ impl PgStore {
     /// Locks this unfinished key for reconciliation, if no one else holds it.
     pub async fn lock_unfinished(&self, key: KeyRef) -> Result<Option<PgLockedKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let Some((stored, failed_lookups)) = keys::lock_unfinished_key(&mut tx, key).await? else {
+        let Some((stored, history)) = keys::lock_unfinished_key(&mut tx, key).await? else {
             return Ok(None);
         };
-        PgLockedKey::load(tx, key, stored, failed_lookups).await
+        PgLockedKey::load(tx, key, stored, history).await
     }
 
     /// Locks the oldest key due for a bank look-up, if any.
@@ -239,12 +267,12 @@ impl PgStore {
         stuck_after: Duration,
     ) -> Result<Option<PgLockedKey>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let Some((key, stored, failed_lookups)) =
+        let Some((key, stored, history)) =
             keys::lock_next_due_key(&mut tx, stuck_after.as_secs_f64()).await?
         else {
             return Ok(None);
         };
-        PgLockedKey::load(tx, key, stored, failed_lookups).await
+        PgLockedKey::load(tx, key, stored, history).await
     }
 
     /// Deletes one batch of finished keys older than `keep_for`; returns how many.
@@ -273,7 +301,7 @@ impl PgLockedKey {
         mut tx: Transaction<'static, Postgres>,
         key: KeyRef,
         stored: StoredKey,
-        failed_lookups: i16,
+        history: LookupHistory,
     ) -> Result<Option<PgLockedKey>, StoreError> {
         let Some(movement) =
             load_movement(&mut tx, key, stored.operation, stored.resource_id).await?
@@ -291,7 +319,7 @@ impl PgLockedKey {
                 key,
                 stored,
                 movement,
-                failed_lookups,
+                history,
             },
         }))
     }
@@ -314,27 +342,44 @@ impl PgLockedKey {
         Ok(finished)
     }
 
-    /// The bank never saw the movement: deletes the key and its pending movement and commits,
-    /// so the client's retry claims the key afresh (and calls the bank with the same reference).
-    pub async fn release(mut self) -> Result<(), StoreError> {
+    /// The bank never saw the movement: releases the key (kept, with its pending movement) for
+    /// the client's retry, with a check for a late debit `check_after` from now, and commits.
+    pub async fn release(mut self, check_after: Duration) -> Result<(), StoreError> {
         let UnfinishedKey { key, stored, .. } = &self.unfinished;
-        keys::delete_unfinished_key(&mut self.tx, *key, stored.resource_id).await?;
-        match stored.operation {
-            Operation::PayBill => {
-                payments::delete_pending(&mut self.tx, key.user.as_i64(), stored.resource_id)
-                    .await?
-            }
-            Operation::RefundPayment => {
-                refunds::delete_pending(&mut self.tx, key.user.as_i64(), stored.resource_id).await?
-            }
-        }
+        keys::set_released(
+            &mut self.tx,
+            *key,
+            stored.resource_id,
+            check_after.as_secs_f64(),
+        )
+        .await?;
         self.tx.commit().await?;
         Ok(())
     }
 
-    /// The look-up failed: records it and the time of the next try, and commits.
-    pub async fn postpone(mut self, wait: Duration) -> Result<(), StoreError> {
-        keys::postpone_lookup(&mut self.tx, self.unfinished.key, wait.as_secs_f64()).await?;
+    /// A released key's last check found nothing at the bank: its movement becomes `void` and
+    /// its checks end (so it may expire), in one transaction.
+    pub async fn void(mut self) -> Result<(), StoreError> {
+        let UnfinishedKey { key, stored, .. } = &self.unfinished;
+        let user_id = key.user.as_i64();
+        match stored.operation {
+            Operation::PayBill => {
+                payments::set_void(&mut self.tx, user_id, stored.resource_id).await?
+            }
+            Operation::RefundPayment => {
+                refunds::set_void(&mut self.tx, user_id, stored.resource_id).await?
+            }
+        }
+        keys::end_checks(&mut self.tx, *key, stored.resource_id).await?;
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    /// Sets the next look-up `wait` from now and commits; `failed` counts this look-up
+    /// towards the back-off.
+    pub async fn look_again_in(mut self, wait: Duration, failed: bool) -> Result<(), StoreError> {
+        let key = self.unfinished.key;
+        keys::schedule_lookup(&mut self.tx, key, wait.as_secs_f64(), i16::from(failed)).await?;
         self.tx.commit().await?;
         Ok(())
     }

@@ -7,11 +7,11 @@ use super::timestamps::NOW;
 use crate::store::error::StoreError;
 use crate::store::types::{KeyRef, MovementResult, NewRefund, RefundRow};
 
-const REFUND_COLUMNS: &str =
-    "refund_id, payment_id, user_id, amount_paise, status, bank_reference, decline_reason";
+const REFUND_COLUMNS: &str = "refund_id, payment_id, user_id, amount_paise, status, \
+     bank_reference, debit_reference, decline_reason";
 
-/// What has been or may have been refunded of a payment: succeeded and pending refunds (a
-/// pending one may already have moved money), not declined ones.
+/// What has been or may still be refunded of a payment: every refund but the declined and the
+/// void ones (a pending refund, released or not, may yet move money).
 pub(super) async fn committed_total(
     conn: &mut SqliteConnection,
     user_id: i64,
@@ -19,7 +19,7 @@ pub(super) async fn committed_total(
 ) -> Result<i64, StoreError> {
     Ok(sqlx::query_scalar(
         "SELECT COALESCE(sum(amount_paise), 0) FROM refunds \
-         WHERE payment_id = ?1 AND user_id = ?2 AND status <> 'declined'",
+         WHERE payment_id = ?1 AND user_id = ?2 AND status NOT IN ('declined', 'void')",
     )
     .bind(payment_id)
     .bind(user_id)
@@ -27,16 +27,17 @@ pub(super) async fn committed_total(
     .await?)
 }
 
-/// Writes a pending refund, in the claim's transaction.
+/// Writes a pending refund of the debit `debit_reference`, in the claim's transaction.
 pub(super) async fn insert_pending(
     conn: &mut SqliteConnection,
     key: KeyRef,
     refund: &NewRefund,
+    debit_reference: &str,
 ) -> Result<RefundRow, StoreError> {
     let sql = format!(
         "INSERT INTO refunds (refund_id, payment_id, user_id, amount_paise, status, \
-                              bank_reference) \
-         VALUES (?1, ?2, ?3, ?4, 'pending', ?5) RETURNING {REFUND_COLUMNS}"
+                              bank_reference, debit_reference) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6) RETURNING {REFUND_COLUMNS}"
     );
     Ok(sqlx::query_as(&sql)
         .bind(refund.refund_id)
@@ -44,6 +45,7 @@ pub(super) async fn insert_pending(
         .bind(key.user.as_i64())
         .bind(refund.amount_paise)
         .bind(&refund.bank_reference)
+        .bind(debit_reference)
         .fetch_one(conn)
         .await?)
 }
@@ -104,13 +106,17 @@ pub(super) async fn select_for_payment(
         .await?)
 }
 
-/// Deletes a refund that never reached the bank (its key is released in the same transaction).
-pub(super) async fn delete_pending(
+/// Marks a released refund `void` (see `payments::set_void`).
+pub(super) async fn set_void(
     conn: &mut SqliteConnection,
     user_id: i64,
     refund_id: Uuid,
 ) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM refunds WHERE refund_id = ?1 AND user_id = ?2 AND status = 'pending'")
+    let sql = format!(
+        "UPDATE refunds SET status = 'void', finished_at = {NOW} \
+         WHERE refund_id = ?1 AND user_id = ?2 AND status = 'pending'"
+    );
+    sqlx::query(&sql)
         .bind(refund_id)
         .bind(user_id)
         .execute(conn)

@@ -19,7 +19,7 @@ use super::{RECONCILE_LEASE, payments, refunds};
 use crate::store::error::StoreError;
 use crate::store::types::{
     ClaimResult, KeyRef, MovementResult, NewPayment, NewRefund, PaymentRow, RefundClaimResult,
-    RefundRow, SavedMovement, StoredKey, UnfinishedKey,
+    RefundRow, SavedMovement, StoredKey, UnfinishedKey, UnknownCall,
 };
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
@@ -153,12 +153,9 @@ impl SqliteStore {
             // with the same key can go through.
             return Ok(RefundClaimResult::ExceedsRemaining { remaining_paise });
         }
-        let row = refunds::insert_pending(&mut tx, key, refund).await?;
+        let row = refunds::insert_pending(&mut tx, key, refund, &debit_reference).await?;
         tx.commit().await?;
-        Ok(RefundClaimResult::Claimed {
-            refund: row,
-            debit_reference,
-        })
+        Ok(RefundClaimResult::Claimed(row))
     }
 
     /// Loads a key of a user.
@@ -193,19 +190,43 @@ impl SqliteStore {
         Ok(finished)
     }
 
-    /// Moves a `started` key to `unknown` after a bank timeout, 5xx or dropped connection.
+    /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
-    pub async fn mark_unknown(&self, key: KeyRef, resource_id: Uuid) -> Result<bool, StoreError> {
+    pub async fn mark_unknown(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        call: UnknownCall,
+    ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::set_unknown(&mut conn, key, resource_id).await
+        let (call_ended, due_in) = (call.ended(), call.look_up_after());
+        keys::set_unknown(&mut conn, key, resource_id, call_ended, span_micros(due_in)).await
     }
 
-    /// Deletes a finished key that the decision found expired, exactly as it was read.
+    /// Claims a released key again for the same request; its pending movement, to call the
+    /// bank for under the claim's own reference.
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    pub async fn reclaim_released(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let Some((operation, resource_id)) =
+            keys::reclaim_released_key(&mut conn, key, fingerprint).await?
+        else {
+            return Ok(None);
+        };
+        load_movement(&mut conn, key, operation, resource_id).await
+    }
+
+    /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
+    /// changed meanwhile or is a released key with its last check still to come.
     pub async fn release_expired(
         &self,
         key: KeyRef,
         created_at: OffsetDateTime,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
         keys::delete_expired_key(&mut conn, key, created_at).await
     }
@@ -282,7 +303,7 @@ impl SqliteStore {
         let LeasedKey {
             key,
             stored,
-            failed_lookups,
+            history,
             lease_until,
         } = leased;
         let Some(movement) = load_movement(conn, key, stored.operation, stored.resource_id).await?
@@ -301,7 +322,7 @@ impl SqliteStore {
                 key,
                 stored,
                 movement,
-                failed_lookups,
+                history,
             },
         })
     }
@@ -325,31 +346,60 @@ impl SqliteLockedKey {
         Ok(finished)
     }
 
-    /// The bank never saw the movement: deletes the key and its pending movement, in one
-    /// transaction; nothing if the lease was lost.
-    pub async fn release(self) -> Result<(), StoreError> {
+    /// The bank never saw the movement: releases the key (kept, with its pending movement) for
+    /// the client's retry, with a check for a late debit `check_after` from now, and ends the
+    /// lease; nothing if the lease was lost.
+    pub async fn release(self, check_after: Duration) -> Result<(), StoreError> {
         let UnfinishedKey { key, stored, .. } = &self.unfinished;
-        let mut tx = begin_write(&self.pool).await?;
-        if !keys::delete_leased_key(&mut tx, *key, stored.resource_id, self.lease_until).await? {
+        let mut conn = self.pool.acquire().await?;
+        let released = keys::set_released(
+            &mut conn,
+            *key,
+            stored.resource_id,
+            self.lease_until,
+            span_micros(check_after),
+        )
+        .await?;
+        if !released {
             return Err(StoreError::LeaseLost);
         }
+        Ok(())
+    }
+
+    /// A released key's last check found nothing at the bank: its movement becomes `void` and
+    /// its checks end (so it may expire), in one transaction; nothing if the lease was lost.
+    pub async fn void(self) -> Result<(), StoreError> {
+        let UnfinishedKey { key, stored, .. } = &self.unfinished;
+        let mut tx = begin_write(&self.pool).await?;
+        if !keys::end_lease(&mut tx, *key, self.lease_until).await? {
+            return Err(StoreError::LeaseLost);
+        }
+        let user_id = key.user.as_i64();
         match stored.operation {
-            Operation::PayBill => {
-                payments::delete_pending(&mut tx, key.user.as_i64(), stored.resource_id).await?
-            }
+            Operation::PayBill => payments::set_void(&mut tx, user_id, stored.resource_id).await?,
             Operation::RefundPayment => {
-                refunds::delete_pending(&mut tx, key.user.as_i64(), stored.resource_id).await?
+                refunds::set_void(&mut tx, user_id, stored.resource_id).await?
             }
         }
+        keys::end_checks(&mut tx, *key, stored.resource_id).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// The look-up failed: records it and the time of the next try, and ends the lease.
-    pub async fn postpone(self, wait: Duration) -> Result<(), StoreError> {
+    /// Sets the next look-up `wait` from now and ends the lease; `failed` counts this look-up
+    /// towards the back-off. Nothing if the lease was lost.
+    pub async fn look_again_in(self, wait: Duration, failed: bool) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
         let key = self.unfinished.key;
-        if !keys::postpone_lookup(&mut conn, key, self.lease_until, span_micros(wait)).await? {
+        let scheduled = keys::schedule_lookup(
+            &mut conn,
+            key,
+            self.lease_until,
+            span_micros(wait),
+            i16::from(failed),
+        )
+        .await?;
+        if !scheduled {
             return Err(StoreError::LeaseLost);
         }
         Ok(())

@@ -1,5 +1,5 @@
 //! The bank simulator as the replay drives and reads it: its knobs over `PUT /knobs` (the
-//! latency ramp, lost replies, declines, dedupe on) and its ledger over `GET /ledger`, where
+//! latency ramp, lost replies, declines, 500s before debiting, dedupe on) and its ledger over `GET /ledger`, where
 //! every executed debit is one entry, so a double debit is two entries for one account.
 
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ impl Bank {
             "latency_ms": millis(latency),
             "jitter_ms": millis(night.jitter),
             "decline_rate": night.decline_rate,
-            "error_rate": 0.0,
+            "error_rate": night.error_rate,
             "lost_reply_rate": night.lost_reply_rate,
             "lost_reply_delay_ms": millis(night.lost_reply_delay),
             "dedupe": true,

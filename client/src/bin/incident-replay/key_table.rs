@@ -1,6 +1,7 @@
 //! The backend's `idempotency_keys` table, read for two things no API offers: a block of user
 //! ids no earlier run used (so runs against one database never mix), and how many of a run's
-//! keys are still `started` or `unknown`, which is the table's column "unresolved keys": after
+//! keys are still `started` or `unknown` (a `released` key is resolved: the bank never saw it),
+//! which is the table's column "unresolved keys": after
 //! the night, the backend's reconciler asks the bank about every such key by reference and
 //! writes the true outcome, so anything left is money the system cannot account for.
 
@@ -45,7 +46,7 @@ impl KeyTable {
     pub async fn unresolved(&self, first: u64, last: u64) -> anyhow::Result<u64> {
         let count: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM idempotency_keys \
-             WHERE user_id BETWEEN $1 AND $2 AND state <> 'done'",
+             WHERE user_id BETWEEN $1 AND $2 AND state IN ('started', 'unknown')",
         )
         .bind(i64::try_from(first).context("user id too large")?)
         .bind(i64::try_from(last).context("user id too large")?)

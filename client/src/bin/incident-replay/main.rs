@@ -100,6 +100,9 @@ struct Cli {
     /// Probability that the bank declines a debit.
     #[arg(long, default_value_t = 0.05)]
     decline_rate: f64,
+    /// Probability that the bank answers a call with a 500 before doing anything.
+    #[arg(long, default_value_t = 0.0)]
+    bank_error_rate: f64,
     /// How many times the plain phones (a) and (b) try before giving up.
     #[arg(long, default_value_t = 3)]
     plain_attempts: u32,
@@ -291,7 +294,7 @@ fn introduction(cli: &Cli) -> String {
          1 s of the night = {scale} ms here.\n\
          The bank's latency climbs {from} s -> {to} s (+ up to {jitter} s) over {evening} s; \
          phones give up after {timeout} s. Lost replies {lost:.0} %, declines {declines:.0} %, \
-         bank dedupe by reference ON.\n\
+         500s before debiting {errors:.0} %, bank dedupe by reference ON.\n\
          (a) no key, plain retries ({plain} tries)  -> {no_key}\n    \
              a backend whose policy has `required_for: []`: without a key it mints one per \
              request, so every retry is a new payment (the shipped policy would answer 400)\n\
@@ -309,6 +312,7 @@ fn introduction(cli: &Cli) -> String {
         timeout = cli.timeout_seconds,
         lost = cli.lost_reply_rate * 100.0,
         declines = cli.decline_rate * 100.0,
+        errors = cli.bank_error_rate * 100.0,
         plain = cli.plain_attempts,
         no_key = cli.no_key_api,
         api = cli.api,
@@ -327,6 +331,7 @@ fn night_settings(cli: &Cli) -> anyhow::Result<NightSettings> {
         lost_reply_rate: rate(cli.lost_reply_rate, "--lost-reply-rate")?,
         lost_reply_delay: LOST_REPLY_DELAY,
         decline_rate: rate(cli.decline_rate, "--decline-rate")?,
+        error_rate: rate(cli.bank_error_rate, "--bank-error-rate")?,
         seed: cli.seed,
     })
 }

@@ -27,6 +27,8 @@ pub struct NightSettings {
     pub lost_reply_delay: Duration,
     /// Probability that the bank declines a debit.
     pub decline_rate: f64,
+    /// Probability that the bank answers a call with a 500 before doing anything.
+    pub error_rate: f64,
     /// The seed of everything drawn.
     pub seed: u64,
 }
@@ -113,6 +115,7 @@ mod tests {
             lost_reply_rate: 0.05,
             lost_reply_delay: Duration::from_secs(60),
             decline_rate: 0.05,
+            error_rate: 0.05,
             seed,
         }
     }

@@ -102,6 +102,8 @@ pub struct PhoneResult {
     pub attempts: u32,
     /// What the phone showed.
     pub view: PhoneView,
+    /// From the first attempt to the phone's last answer (or giving up), in the night's time.
+    pub took: Duration,
 }
 
 /// Everything the phones share in one run.
@@ -128,11 +130,17 @@ pub struct Phones {
 impl Phones {
     /// `payer` pays their bill with a phone of `kind`.
     pub async fn pay(&self, kind: ClientKind, payer: &Payer) -> anyhow::Result<PhoneResult> {
-        match kind {
-            ClientKind::NoKey => Ok(self.plain_retries(payer, false).await),
-            ClientKind::NewKeyPerRetry => Ok(self.plain_retries(payer, true).await),
-            ClientKind::RuleFollowing => self.rule_following(payer).await,
-        }
+        let started = std::time::Instant::now();
+        let (attempts, view) = match kind {
+            ClientKind::NoKey => self.plain_retries(payer, false).await,
+            ClientKind::NewKeyPerRetry => self.plain_retries(payer, true).await,
+            ClientKind::RuleFollowing => self.rule_following(payer).await?,
+        };
+        Ok(PhoneResult {
+            attempts,
+            view,
+            took: self.clock.night(started.elapsed()),
+        })
     }
 
     fn token(&self, user: UserId) -> String {
@@ -141,7 +149,8 @@ impl Phones {
     }
 
     /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final answer.
-    async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> PhoneResult {
+    /// The attempts sent and what the phone showed.
+    async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> (u32, PhoneView) {
         let token = self.token(payer.user);
         let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
         let body = serde_json::json!({"amount_paise": payer.amount_paise, "payer_vpa": payer.vpa});
@@ -160,23 +169,17 @@ impl Phones {
                 tokio::time::timeout(self.clock.real(self.timeout), answer).await
                 && classify_status(status) == AnswerClass::Final
             {
-                return PhoneResult {
-                    attempts: attempt,
-                    view: view_of(status),
-                };
+                return (attempt, view_of(status));
             }
             if attempt < self.plain_attempts {
                 tokio::time::sleep(self.clock.real(PLAIN_RETRY_PAUSE)).await;
             }
         }
-        PhoneResult {
-            attempts: self.plain_attempts,
-            view: PhoneView::NoFinalAnswer,
-        }
+        (self.plain_attempts, PhoneView::NoFinalAnswer)
     }
 
     /// (c): the client library on the night's clock.
-    async fn rule_following(&self, payer: &Payer) -> anyhow::Result<PhoneResult> {
+    async fn rule_following(&self, payer: &Payer) -> anyhow::Result<(u32, PhoneView)> {
         let transport = HttpTransport::new(self.http.clone(), &self.api, &self.token(payer.user));
         let config = ClientConfig {
             attempt_timeout: self.timeout,
@@ -200,10 +203,7 @@ impl Phones {
                 PhoneView::NoFinalAnswer
             }
         };
-        Ok(PhoneResult {
-            attempts: completion.attempts,
-            view,
-        })
+        Ok((completion.attempts, view))
     }
 }
 

@@ -33,6 +33,11 @@ impl ScaledClock {
     pub fn real(&self, night: Duration) -> Duration {
         self.real_per_second.mul_f64(night.as_secs_f64())
     }
+
+    /// How much of the night `real` time is.
+    pub fn night(&self, real: Duration) -> Duration {
+        real.div_f64(self.real_per_second.as_secs_f64())
+    }
 }
 
 impl Clock for ScaledClock {

@@ -33,6 +33,9 @@ pub struct Tally {
     pub refused: u64,
     /// Phones left without a final answer.
     pub no_final_answer: u64,
+    /// The longest any phone took from its first attempt to its final answer, in seconds of
+    /// the night (phones without a final answer not counted).
+    pub slowest_final_seconds: f64,
 }
 
 impl Tally {
@@ -57,6 +60,11 @@ impl Tally {
             declined: views(PhoneView::Declined),
             refused: views(PhoneView::Refused),
             no_final_answer: views(PhoneView::NoFinalAnswer),
+            slowest_final_seconds: results
+                .iter()
+                .filter(|r| r.view != PhoneView::NoFinalAnswer)
+                .map(|r| r.took.as_secs_f64())
+                .fold(0.0, f64::max),
         }
     }
 }
@@ -92,12 +100,14 @@ pub fn render(tallies: &[Tally]) -> String {
     for t in tallies {
         let _ = writeln!(
             out,
-            "  {:<34} paid {}, declined {}, refused {}, no final answer {}",
+            "  {:<34} paid {}, declined {}, refused {}, no final answer {}; slowest to a final \
+             answer {:.1} s of the night",
             t.client.label(),
             t.paid,
             t.declined,
             t.refused,
-            t.no_final_answer
+            t.no_final_answer,
+            t.slowest_final_seconds
         );
     }
     out
@@ -118,6 +128,8 @@ pub fn rupees(paise: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -126,14 +138,17 @@ mod tests {
             PhoneResult {
                 attempts: 3,
                 view: PhoneView::NoFinalAnswer,
+                took: Duration::from_secs(90),
             },
             PhoneResult {
                 attempts: 1,
                 view: PhoneView::Paid,
+                took: Duration::from_secs(12),
             },
             PhoneResult {
                 attempts: 1,
                 view: PhoneView::Declined,
+                took: Duration::from_secs(2),
             },
         ];
         let debits = BTreeMap::from([
@@ -154,6 +169,10 @@ mod tests {
         assert_eq!(
             (tally.paid, tally.declined, tally.no_final_answer),
             (1, 1, 1)
+        );
+        assert_eq!(
+            tally.slowest_final_seconds, 12.0,
+            "the phone that gave up is not a final answer"
         );
         assert_eq!(rupees(41_000_050), "Rs 410,000.50");
         assert_eq!(rupees(0), "Rs 0.00");

@@ -68,6 +68,9 @@ pub fn outcome(completion: &Completion) -> u8 {
                 Unsettled::Started => "the server is still working on it",
                 Unsettled::Unknown => "the server is asking the bank what happened",
                 Unsettled::Unreachable => "the server could not be asked",
+                Unsettled::Released => {
+                    "the bank never received it and nothing was charged; resume to send it again"
+                }
             };
             println!(
                 "{key}: not settled yet ({reason}). You will not be charged twice; \

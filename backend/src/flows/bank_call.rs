@@ -1,0 +1,178 @@
+//! The claim winner's work, the same for payments and refunds: one bank call under the claim's
+//! own reference, then the outcome and the key's state in one transaction, and the answer.
+//!
+//! From the bank call on, every failure leaves the key `started` or `unknown` for
+//! reconciliation and answers "outcome pending": money may have moved, so no error is final.
+//! The one exception is a bank call that ended with a definite error (a 500, say): the key is
+//! looked up at once, and if the bank never saw the reference the claim is released on the spot
+//! and the attempt told that nothing was charged (SPEC §4, "bank answered a definite error").
+
+use std::time::Duration;
+
+use shared::{Operation, Problem, ProblemKind};
+
+use super::answer::Answer;
+use super::existing_key::outcome_pending;
+use crate::bank_client::BankOutcome;
+use crate::metrics::Metrics;
+use crate::reconcile::{Resolution, resolve_locked};
+use crate::state::AppState;
+use crate::store::{KeyRef, MovementResult, SavedMovement, StoreError, UnknownCall};
+
+/// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
+/// the connection, and the server drops the request's future) cannot cut it off between the
+/// bank call and the save. The client's retry then finds the saved answer instead of a key
+/// left `started` until reconciliation.
+pub(super) async fn run_to_completion(
+    work: impl Future<Output = Result<Answer, StoreError>> + Send + 'static,
+) -> Answer {
+    match tokio::spawn(work).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(error)) => Answer::store_failure(&error),
+        Err(error) => {
+            tracing::error!(%error, "the request's task failed");
+            Answer::store_failure(&StoreError::Corrupt("the request's task failed".to_owned()))
+        }
+    }
+}
+
+/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said.
+pub(super) async fn call_bank_and_save(
+    state: &AppState,
+    key: KeyRef,
+    movement: &SavedMovement,
+) -> Answer {
+    let (operation, resource_id, call, outcome) = match movement {
+        SavedMovement::Payment(payment) => (
+            Operation::PayBill,
+            payment.payment_id,
+            "debit",
+            state
+                .bank
+                .debit(
+                    &payment.bank_reference,
+                    payment.amount_paise,
+                    &payment.payer_vpa,
+                )
+                .await,
+        ),
+        SavedMovement::Refund(refund) => (
+            Operation::RefundPayment,
+            refund.refund_id,
+            "refund",
+            state
+                .bank
+                .refund(
+                    &refund.bank_reference,
+                    &refund.debit_reference,
+                    refund.amount_paise,
+                )
+                .await,
+        ),
+    };
+    Metrics::count(&state.metrics.claims, operation.name());
+    let result = match outcome {
+        BankOutcome::Succeeded => MovementResult::Succeeded,
+        BankOutcome::Declined { reason } => MovementResult::Declined { reason },
+        BankOutcome::Unknown { reason, call_ended } => {
+            state.metrics.bank_call(call, "unknown");
+            state.metrics.outcome(operation.name(), "unknown");
+            tracing::warn!(%reason, call_ended, "bank outcome unknown; the key goes to reconciliation");
+            let call = if call_ended {
+                UnknownCall::Ended
+            } else {
+                UnknownCall::MayBeInFlight
+            };
+            return match state.store.mark_unknown(key, resource_id, call).await {
+                Ok(true) if call_ended => look_up_at_once(state, key).await,
+                Ok(_) => outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER),
+                Err(error) => {
+                    tracing::error!(%error, "could not mark the key unknown; it stays started");
+                    outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+                }
+            };
+        }
+    };
+    let label = match result {
+        MovementResult::Succeeded => "succeeded",
+        MovementResult::Declined { .. } => "declined",
+    };
+    state.metrics.bank_call(call, label);
+    save(state, key, operation, resource_id, &result, label).await
+}
+
+/// Writes the bank's final word and renders it as the first answer.
+async fn save(
+    state: &AppState,
+    key: KeyRef,
+    operation: Operation,
+    resource_id: uuid::Uuid,
+    result: &MovementResult,
+    label: &'static str,
+) -> Answer {
+    match state
+        .store
+        .finish(key, operation, resource_id, result)
+        .await
+    {
+        Ok(Some(movement)) => {
+            state.metrics.outcome(operation.name(), label);
+            render_fresh(&movement)
+        }
+        Ok(None) => {
+            tracing::error!("the movement vanished before its outcome was saved");
+            outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
+            // Best effort: an `unknown` key is looked up at once, a `started` one only after
+            // `stuck_after`. If the database is away this fails too, and the key stays `started`.
+            let call = UnknownCall::MayBeInFlight;
+            if let Err(error) = state.store.mark_unknown(key, resource_id, call).await {
+                tracing::warn!(%error, "could not mark the key unknown either");
+            }
+            outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+        }
+    }
+}
+
+/// The bank ended the call with an error and no outcome: ask it at once what it did, as the
+/// reconciler would. Never seen → the claim is released and the attempt hears that nothing was
+/// charged, so its retry runs again at once instead of waiting for `stuck_after`.
+async fn look_up_at_once(state: &AppState, key: KeyRef) -> Answer {
+    let pending = || outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER);
+    let locked = match state.store.lock_unfinished(key).await {
+        Ok(Some(locked)) => locked,
+        // The reconciler took it first, or the database is away: it will be resolved.
+        Ok(None) => return pending(),
+        Err(error) => {
+            tracing::warn!(%error, "could not take the key for an immediate look-up");
+            return pending();
+        }
+    };
+    match resolve_locked(state, locked).await {
+        Ok(Resolution::Finished(movement)) => render_fresh(&movement),
+        Ok(Resolution::Released) => nothing_charged(),
+        Ok(Resolution::Voided | Resolution::NotYet) => pending(),
+        Err(error) => {
+            tracing::warn!(%error, "immediate look-up could not be saved; reconciliation will");
+            pending()
+        }
+    }
+}
+
+/// The answer to an attempt whose claim was released after a definite bank error.
+fn nothing_charged() -> Answer {
+    Answer::problem(
+        Problem::new(
+            ProblemKind::ServiceUnavailable,
+            "The bank answered with an error and has no record of this request: no money \
+             moved. Retry with the same Idempotency-Key and body.",
+        )
+        .with_retry_after(Duration::from_secs(1)),
+    )
+}
+
+fn render_fresh(movement: &SavedMovement) -> Answer {
+    Answer::saved(movement).unwrap_or_else(|error| Answer::store_failure(&error))
+}
