@@ -4,7 +4,7 @@
 use anyhow::Context;
 use backend::config::Settings;
 use backend::startup::{Application, build_state};
-use backend::store::Store;
+use backend::store::{self, SharedStore};
 use backend::{janitor, reconcile, shutdown, telemetry};
 use clap::{Parser, Subcommand};
 use shared::UserId;
@@ -109,8 +109,8 @@ async fn healthcheck(listen_addr: std::net::SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn connect(config: &backend::config::Config) -> anyhow::Result<Store> {
-    let store = Store::connect(&config.database_url, 2, config.database_acquire_timeout).await?;
+async fn connect(config: &backend::config::Config) -> anyhow::Result<SharedStore> {
+    let store = store::connect(&config.database_url, 2, config.database_acquire_timeout).await?;
     store.migrate().await.context("applying migrations")?;
     Ok(store)
 }

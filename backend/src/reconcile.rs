@@ -22,9 +22,9 @@
 //!   checks").
 //! - **no usable answer** → tried again after a back-off (1 s doubling to 5 minutes).
 //!
-//! Keys are taken so that no two reconcilers ever hold one at once: with `FOR UPDATE SKIP LOCKED`
-//! on PostgreSQL, so every replica can run this loop; with a lease on the key row on the
-//! embedded SQLite store (see `store::sqlite`).
+//! Keys are taken under a lease written on the key row (`store::sql::keys`), chosen with
+//! `FOR UPDATE SKIP LOCKED` on PostgreSQL, so every replica can run this loop and no two
+//! reconcilers ever hold one key; the bank's answer is written only while the lease holds.
 
 use std::future::Future;
 use std::time::Duration;
@@ -34,7 +34,7 @@ use shared::{KeyState, Operation};
 use crate::bank_client::LookUp;
 use crate::metrics::{Metrics, OutcomeLabels};
 use crate::state::AppState;
-use crate::store::{LockedKey, MovementResult, SavedMovement, StoreError};
+use crate::store::{LeasedKey, MovementResult, SavedMovement, StoreError};
 
 /// The longest pause between two look-ups of one key.
 const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
@@ -62,21 +62,20 @@ pub enum Outcome {
     Handled,
 }
 
-/// Asks the bank about a locked key and writes what it says.
-#[tracing::instrument(skip_all, fields(user_id = %locked.unfinished().key.user, key = %locked.unfinished().key.key))]
-pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resolution, StoreError> {
+/// Asks the bank about a leased key and writes what it says.
+#[tracing::instrument(skip_all, fields(user_id = %leased.key.user, key = %leased.key.key))]
+pub async fn resolve_leased(state: &AppState, leased: LeasedKey) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
-    let unfinished = locked.unfinished();
-    let operation = unfinished.stored.operation;
-    let reference = unfinished.movement.bank_reference();
+    let operation = leased.stored.operation;
+    let reference = leased.movement.bank_reference();
     match state.bank.look_up(operation, reference).await {
         Ok(LookUp::Succeeded) => {
-            finish(state, locked, MovementResult::Succeeded, "succeeded").await
+            finish(state, leased, MovementResult::Succeeded, "succeeded").await
         }
         Ok(LookUp::Declined { reason }) => {
             finish(
                 state,
-                locked,
+                leased,
                 MovementResult::Declined { reason },
                 "declined",
             )
@@ -84,14 +83,14 @@ pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resol
         }
         Ok(LookUp::NeverSeen) => {
             state.metrics.bank_call("look_up", "never_seen");
-            never_seen(state, locked).await
+            never_seen(state, leased).await
         }
         Err(error) => {
             state.metrics.bank_call("look_up", "failed");
             state.metrics.lookup_failures.inc();
             tracing::warn!(%error, "bank look-up failed; will retry");
-            let wait = backoff(locked.unfinished().history.failed_lookups);
-            locked.postpone_after_failure(wait).await?;
+            let wait = backoff(leased.history.failed_lookups);
+            state.store.look_again(leased, wait, true).await?;
             Ok(Resolution::NotYet)
         }
     }
@@ -99,40 +98,42 @@ pub async fn resolve_locked(state: &AppState, locked: LockedKey) -> Result<Resol
 
 /// The bank has no record of the claim's reference: release the claim if no call for it can
 /// still arrive, end a released claim's checks when its key expires, or ask again later.
-async fn never_seen(state: &AppState, locked: LockedKey) -> Result<Resolution, StoreError> {
-    let unfinished = locked.unfinished();
-    let (stored, operation) = (&unfinished.stored, unfinished.stored.operation);
+async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, StoreError> {
+    let (stored, operation) = (&leased.stored, leased.stored.operation);
     let policy = &state.policy;
     if stored.record.state == KeyState::Released {
         let expires_at = stored.record.created_at + policy.keep_keys_for;
         if stored.read_at >= expires_at {
-            locked.void().await?;
+            state.store.void_leased(leased).await?;
             resolved(state, operation, "void");
             return Ok(Resolution::Voided);
         }
         let until_expiry = (expires_at - stored.read_at).unsigned_abs();
-        locked.check_again_in(until_expiry).await?;
+        state.store.look_again(leased, until_expiry, false).await?;
         return Ok(Resolution::NotYet);
     }
     let claim_age = stored.read_at - stored.record.claimed_at;
-    if !unfinished.history.bank_call_ended && claim_age < policy.stuck_after {
+    if !leased.history.bank_call_ended && claim_age < policy.stuck_after {
         // A call that timed out may still be on its way to the bank; once the claim is
         // `stuck_after` old, none can be (bank calls give up sooner).
         let wait = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
-        locked.check_again_in(wait).await?;
+        state.store.look_again(leased, wait, false).await?;
         return Ok(Resolution::NotYet);
     }
-    locked.release(policy.stuck_after).await?;
+    state
+        .store
+        .release_leased(leased, policy.stuck_after)
+        .await?;
     resolved(state, operation, "released");
     Ok(Resolution::Released)
 }
 
 /// One reconciler step: takes the oldest due key, if any, and resolves it.
 pub async fn try_reconcile_once(state: &AppState) -> Result<Outcome, StoreError> {
-    let Some(locked) = state.store.lock_next_due(state.policy.stuck_after).await? else {
+    let Some(leased) = state.store.lease_next_due(state.policy.stuck_after).await? else {
         return Ok(Outcome::NothingDue);
     };
-    resolve_locked(state, locked).await?;
+    resolve_leased(state, leased).await?;
     Ok(Outcome::Handled)
 }
 
@@ -183,14 +184,14 @@ async fn refresh_age_gauges(state: &AppState) {
 
 async fn finish(
     state: &AppState,
-    locked: LockedKey,
+    leased: LeasedKey,
     result: MovementResult,
     label: &'static str,
 ) -> Result<Resolution, StoreError> {
     state.metrics.bank_call("look_up", label);
-    let operation = locked.unfinished().stored.operation;
-    let was = locked.unfinished().stored.record.state;
-    match locked.finish(&result).await? {
+    let operation = leased.stored.operation;
+    let was = leased.stored.record.state;
+    match state.store.finish_leased(leased, &result).await? {
         Some(movement) => {
             resolved(state, operation, label);
             if was == KeyState::Released && result == MovementResult::Succeeded {
@@ -204,7 +205,7 @@ async fn finish(
             Ok(Resolution::Finished(movement))
         }
         None => Err(StoreError::Corrupt(
-            "a locked key's movement vanished".to_owned(),
+            "a leased key's movement vanished".to_owned(),
         )),
     }
 }

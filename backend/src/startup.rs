@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
-use crate::store::Store;
+use crate::store::{self, SharedStore};
 use crate::{http, janitor, reconcile};
 
 /// The backend, built and bound, not yet serving.
@@ -27,7 +27,7 @@ impl Application {
     /// Connects to the database, applies migrations, and binds the listen address.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
         let store =
-            Store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
+            store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
         store.migrate().await.context("applying migrations")?;
         let state = build_state(&config, store)?;
         let listener = TcpListener::bind(config.listen_addr)
@@ -82,7 +82,7 @@ impl Application {
 }
 
 /// The state the router and workers share.
-pub fn build_state(config: &Config, store: Store) -> anyhow::Result<AppState> {
+pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
     let bank = BankClient::new(&config.bank_url, config.bank_timeout)
         .context("building the bank client")?;
     Ok(AppState {

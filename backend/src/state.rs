@@ -8,13 +8,13 @@ use shared::fingerprint::BodyLimits;
 
 use crate::bank_client::BankClient;
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::SharedStore;
 
 /// Shared state; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
     /// The database.
-    pub store: Store,
+    pub store: SharedStore,
     /// The partner bank.
     pub bank: BankClient,
     /// The idempotency policy.

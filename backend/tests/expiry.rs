@@ -11,8 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use backend::janitor::{self, EXPIRY_BATCH_SIZE};
-use backend::store::Store;
-use support::{StoreKind, TestApp, new_key, payment_body, wait_for};
+use support::{StoreKind, TestApp, TestDb, new_key, payment_body, wait_for};
 
 /// Clients paying with new keys while the janitor sweeps.
 const CLAIM_LOOPS: usize = 4;
@@ -22,8 +21,8 @@ const BACKLOG_AGE: Duration = Duration::from_secs(50 * 3600);
 /// Writes `count` finished keys, each with its succeeded payment, all 50 hours old (past
 /// `keep_keys_for_hours: 48`), in one or two statements.
 async fn insert_expired_backlog(app: &TestApp, count: i64) {
-    match &app.state.store {
-        Store::Postgres(store) => sqlx::query(
+    match &app.db {
+        TestDb::Postgres(pool) => sqlx::query(
             "WITH old AS ( \
                  SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key, \
                         gen_random_uuid() AS payment_id, now() - make_interval(secs => $2) AS at \
@@ -32,7 +31,7 @@ async fn insert_expired_backlog(app: &TestApp, count: i64) {
                  INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
                                        status, bank_reference, created_at, finished_at) \
                  SELECT payment_id, user_id, 'old-' || g, 1000, 'asha@okbank', 'succeeded', \
-                        'pay-' || user_id || '-' || key, at, at FROM old) \
+                        'pay-' || payment_id, at, at FROM old) \
              INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
                                            resource_id, created_at, claimed_at) \
              SELECT user_id, key, 'pay_bill', 'done', sha256(key::text::bytea), payment_id, at, at \
@@ -40,13 +39,13 @@ async fn insert_expired_backlog(app: &TestApp, count: i64) {
         )
         .bind(count)
         .bind(BACKLOG_AGE.as_secs_f64())
-        .execute(store.pool())
+        .execute(pool)
         .await
         .map(drop),
-        Store::Sqlite(store) => {
+        TestDb::Sqlite(pool) => {
             let at = time::OffsetDateTime::now_utc() - BACKLOG_AGE;
             let at = i64::try_from(at.unix_timestamp_nanos() / 1_000).expect("fits");
-            let mut tx = store.pool().begin().await.expect("begin");
+            let mut tx = pool.begin().await.expect("begin");
             sqlx::query(
                 "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?1) \
                  INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
@@ -63,7 +62,7 @@ async fn insert_expired_backlog(app: &TestApp, count: i64) {
                 "INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
                                        status, bank_reference, created_at, finished_at) \
                  SELECT resource_id, user_id, 'old-' || rowid, 1000, 'asha@okbank', 'succeeded', \
-                        'pay-' || user_id || '-' || lower(hex(key)), created_at, created_at \
+                        'pay-' || lower(hex(resource_id)), created_at, created_at \
                  FROM idempotency_keys",
             )
             .execute(&mut *tx)

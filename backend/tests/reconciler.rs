@@ -17,7 +17,6 @@ use backend::metrics::{Metrics, OutcomeLabels};
 use backend::reconcile::{self, Outcome};
 use backend::startup::build_state;
 use backend::state::AppState;
-use backend::store::Store;
 use serde_json::json;
 use sqlx::PgPool;
 use support::process::{BackendEnv, BackendProcess};
@@ -109,7 +108,7 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once(store: StoreKi
 
     // A second replica: its own pool and metrics, the same database and bank.
     let options = Options::default();
-    let replica_store = Store::connect(&app.database_url, 5, Duration::from_secs(3))
+    let replica_store = backend::store::connect(&app.database_url, 5, Duration::from_secs(3))
         .await
         .expect("the second replica connects");
     let replica = build_state(

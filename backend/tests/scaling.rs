@@ -9,8 +9,6 @@ mod support;
 use std::collections::HashSet;
 
 use backend::bank_simulator::{BankSimulator, Knobs};
-use backend::store::Store;
-use backend::store::postgres::PgStore;
 use futures_util::future::join_all;
 use sqlx::{Connection, PgConnection, PgPool};
 use support::{Answer, Options, TestApp, new_key, payment_body};
@@ -18,10 +16,19 @@ use support::{Answer, Options, TestApp, new_key, payment_body};
 const PARTITIONS: u32 = 4;
 const TABLES: [&str; 3] = ["payments", "refunds", "idempotency_keys"];
 
-/// The migrations, the first with each table declared `PARTITION BY HASH (user_id)` and given
-/// partitions, the later ones as they are.
+/// The migrations in order, the first with each table declared `PARTITION BY HASH (user_id)`
+/// and given partitions, the later ones as they are.
 fn partitioned_migration() -> String {
-    let mut sql = include_str!("../../migrations/20261130000001_idempotency.sql").to_owned();
+    let directory = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations");
+    let mut files: Vec<_> = std::fs::read_dir(directory)
+        .expect("the migrations directory")
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "sql"))
+        .collect();
+    files.sort();
+    let read = |path: &std::path::PathBuf| std::fs::read_to_string(path).expect("a migration");
+    let (first, later) = files.split_first().expect("some migrations");
+    let mut sql = read(first);
     for table in TABLES {
         let start = sql
             .find(&format!("CREATE TABLE {table} ("))
@@ -35,10 +42,10 @@ fn partitioned_migration() -> String {
             ));
         }
     }
-    sql.push('\n');
-    sql.push_str(include_str!(
-        "../../migrations/20261201000001_claims_keep_their_reference.sql"
-    ));
+    for migration in later {
+        sql.push('\n');
+        sql.push_str(&read(migration));
+    }
     sql
 }
 
@@ -65,9 +72,10 @@ async fn spawn_partitioned() -> PartitionedApp {
     .expect("bank");
     let config = support::test_config(database_url.clone(), &bank.url, &Options::default());
     let pool = PgPool::connect(&database_url).await.expect("pool");
-    let state =
-        backend::startup::build_state(&config, Store::Postgres(PgStore::from_pool(pool.clone())))
-            .expect("state");
+    let store = backend::store::connect(&database_url, 10, std::time::Duration::from_secs(3))
+        .await
+        .expect("the store connects");
+    let state = backend::startup::build_state(&config, store).expect("state");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

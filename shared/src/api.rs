@@ -47,6 +47,49 @@ impl fmt::Display for Paise {
     }
 }
 
+/// Where a payment or refund stands: one type for the store's rows, the flows and the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MovementStatus {
+    /// Claimed; the bank's outcome is not known yet (or its claim was released and may be
+    /// retried).
+    Pending,
+    /// The bank moved the money.
+    Succeeded,
+    /// The bank refused; no money moved.
+    Declined,
+    /// Released, and its last look-up when its key expired still found nothing at the bank: no
+    /// money moved, and nothing will (the claim can no longer be retried).
+    Void,
+}
+
+impl MovementStatus {
+    /// Every status, in a stable order.
+    pub const ALL: [MovementStatus; 4] = [
+        MovementStatus::Pending,
+        MovementStatus::Succeeded,
+        MovementStatus::Declined,
+        MovementStatus::Void,
+    ];
+
+    /// The name stored in the database and sent on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            MovementStatus::Pending => "pending",
+            MovementStatus::Succeeded => "succeeded",
+            MovementStatus::Declined => "declined",
+            MovementStatus::Void => "void",
+        }
+    }
+
+    /// The inverse of [`MovementStatus::name`].
+    pub fn from_name(name: &str) -> Option<MovementStatus> {
+        MovementStatus::ALL
+            .into_iter()
+            .find(|status| status.name() == name)
+    }
+}
+
 /// `POST /v1/bills/{bill_id}/pay`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PayBillRequest {
@@ -72,8 +115,9 @@ pub struct PaymentResponse {
     pub bill_id: String,
     /// The amount debited.
     pub amount_paise: Paise,
-    /// Always `succeeded`: a decline is a 402 problem, not a payment.
-    pub status: String,
+    /// `succeeded` in a 201 (a decline is a 402 problem, not a payment); a read may also show
+    /// `pending`, `declined` or `void`.
+    pub status: MovementStatus,
     /// The reference the bank debited under: `pay-{payment_id}`, one per claim (SPEC §7).
     pub bank_reference: String,
 }
@@ -87,8 +131,8 @@ pub struct RefundResponse {
     pub payment_id: Uuid,
     /// The amount refunded.
     pub amount_paise: Paise,
-    /// Always `succeeded`.
-    pub status: String,
+    /// `succeeded` in a 201; a read may also show `pending`, `declined` or `void`.
+    pub status: MovementStatus,
     /// The reference the bank refunded under: `refund-{refund_id}`, one per claim (SPEC §7).
     pub bank_reference: String,
 }
@@ -247,6 +291,18 @@ mod tests {
         let problem = result.expect_err("must be refused");
         assert_eq!(problem.kind(), Some(ProblemKind::InvalidField));
         problem.field.expect("names a field")
+    }
+
+    #[test]
+    fn movement_statuses_round_trip_through_their_names_and_serialise_as_them() {
+        for status in MovementStatus::ALL {
+            assert_eq!(MovementStatus::from_name(status.name()), Some(status));
+            assert_eq!(
+                serde_json::to_value(status).expect("serialises"),
+                serde_json::Value::String(status.name().to_owned())
+            );
+        }
+        assert_eq!(MovementStatus::from_name("refunded"), None);
     }
 
     #[test]

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use shared::api::{Paise, PaymentResponse, RefundResponse};
+use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
 use shared::problem::PROBLEM_CONTENT_TYPE;
 use shared::{Problem, ProblemKind};
 
-use crate::store::{MovementStatus, PaymentRow, RefundRow, SavedMovement, StoreError};
+use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
 
 /// An HTTP answer in domain terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +91,7 @@ fn payment_answer(payment: &PaymentRow) -> Result<Answer, StoreError> {
                 payment_id: payment.payment_id,
                 bill_id: payment.bill_id.clone(),
                 amount_paise: paise(payment.amount_paise)?,
-                status: "succeeded".to_owned(),
+                status: MovementStatus::Succeeded,
                 bank_reference: payment.bank_reference.clone(),
             };
             Ok(Answer {
@@ -112,7 +112,7 @@ fn refund_answer(refund: &RefundRow) -> Result<Answer, StoreError> {
             refund_id: refund.refund_id,
             payment_id: refund.payment_id,
             amount_paise: paise(refund.amount_paise)?,
-            status: "succeeded".to_owned(),
+            status: MovementStatus::Succeeded,
             bank_reference: refund.bank_reference.clone(),
         })),
         MovementStatus::Declined => Ok(declined("refund", refund.decline_reason.as_deref())),

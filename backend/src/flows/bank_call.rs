@@ -15,7 +15,7 @@ use super::answer::Answer;
 use super::existing_key::outcome_pending;
 use crate::bank_client::BankOutcome;
 use crate::metrics::Metrics;
-use crate::reconcile::{Resolution, resolve_locked};
+use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, MovementResult, SavedMovement, StoreError, UnknownCall};
 
@@ -141,8 +141,8 @@ async fn save(
 /// charged, so its retry runs again at once instead of waiting for `stuck_after`.
 async fn look_up_at_once(state: &AppState, key: KeyRef) -> Answer {
     let pending = || outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER);
-    let locked = match state.store.lock_unfinished(key).await {
-        Ok(Some(locked)) => locked,
+    let leased = match state.store.lease_key(key).await {
+        Ok(Some(leased)) => leased,
         // The reconciler took it first, or the database is away: it will be resolved.
         Ok(None) => return pending(),
         Err(error) => {
@@ -150,7 +150,7 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Answer {
             return pending();
         }
     };
-    match resolve_locked(state, locked).await {
+    match resolve_leased(state, leased).await {
         Ok(Resolution::Finished(movement)) => render_fresh(&movement),
         Ok(Resolution::Released) => nothing_charged(),
         Ok(Resolution::Voided | Resolution::NotYet) => pending(),

@@ -8,7 +8,7 @@ use shared::{Decision, KeyState, Problem, ProblemKind, decide};
 
 use super::answer::Answer;
 use crate::metrics::Metrics;
-use crate::reconcile::{Resolution, resolve_locked};
+use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, SavedMovement, StoreError, StoredKey};
 
@@ -84,21 +84,21 @@ async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Ans
 /// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank
 /// now, holding the key as reconcilers do, and answer the true result.
 async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreError> {
-    let Some(locked) = state.store.lock_unfinished(key).await? else {
+    let Some(leased) = state.store.lease_key(key).await? else {
         // A reconciler holds it (or it just finished): the client retries shortly.
         return Ok(Step::Answer(in_progress(
             shared::decision::IN_PROGRESS_RETRY_AFTER,
         )));
     };
-    Ok(match resolve_locked(state, locked).await {
+    Ok(match resolve_leased(state, leased).await {
         Ok(Resolution::Finished(movement)) => Step::Answer(Answer::saved(&movement)?.replayed()),
         // Released: the next round finds it released and claims it again for this request.
         Ok(Resolution::Released | Resolution::Voided) => Step::ClaimAgain,
         Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,
         )),
-        // SQLite only: the look-up outlasted the lease and another reconciler took the key over;
-        // nothing was written, and the key is being resolved. The client retries shortly.
+        // The look-up outlasted the lease and another reconciler took the key over; nothing
+        // was written, and the key is being resolved. The client retries shortly.
         Err(StoreError::LeaseLost) => {
             Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
         }
@@ -121,12 +121,12 @@ async fn make_way_for_new_claim(
     if deleted || stored.record.state != KeyState::Released {
         return Ok(Step::ClaimAgain);
     }
-    let Some(locked) = state.store.lock_unfinished(key).await? else {
+    let Some(leased) = state.store.lease_key(key).await? else {
         return Ok(Step::Answer(in_progress(
             shared::decision::IN_PROGRESS_RETRY_AFTER,
         )));
     };
-    Ok(match resolve_locked(state, locked).await {
+    Ok(match resolve_leased(state, leased).await {
         Ok(Resolution::Finished(_) | Resolution::Voided | Resolution::Released) => Step::ClaimAgain,
         Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,

@@ -17,7 +17,7 @@ use super::body::read_limited;
 use super::problem_response::problem_response;
 use crate::flows::{Answer, pay_bill, refund_payment};
 use crate::state::AppState;
-use crate::store::{MovementStatus, PaymentRow, RefundRow};
+use crate::store::{PaymentRow, RefundRow};
 
 /// The payment routes, to be nested behind authentication.
 pub fn router() -> Router<AppState> {
@@ -111,7 +111,7 @@ fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWit
             payment_id: payment.payment_id,
             bill_id: payment.bill_id.clone(),
             amount_paise: paise(payment.amount_paise)?,
-            status: status_name(payment.status).to_owned(),
+            status: payment.status,
             bank_reference: payment.bank_reference.clone(),
         },
         refunds: refunds
@@ -121,21 +121,12 @@ fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWit
                     refund_id: refund.refund_id,
                     payment_id: refund.payment_id,
                     amount_paise: paise(refund.amount_paise)?,
-                    status: status_name(refund.status).to_owned(),
+                    status: refund.status,
                     bank_reference: refund.bank_reference.clone(),
                 })
             })
             .collect::<Option<Vec<_>>>()?,
     })
-}
-
-fn status_name(status: MovementStatus) -> &'static str {
-    match status {
-        MovementStatus::Pending => "pending",
-        MovementStatus::Succeeded => "succeeded",
-        MovementStatus::Declined => "declined",
-        MovementStatus::Void => "void",
-    }
 }
 
 fn not_found() -> Response {

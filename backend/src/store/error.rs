@@ -15,7 +15,7 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),
     /// A reconciler's lease on a key ran out and another reconciler took the key over, so this
-    /// one wrote nothing; the other's work stands (embedded SQLite store only).
+    /// one wrote nothing; the other's work stands.
     #[error("the reconciliation lease on the key was lost to another reconciler")]
     LeaseLost,
     /// A row held a value the code does not know (a hand-edited database).

@@ -1,22 +1,30 @@
 //! Persistence: every SQL statement of the backend, behind one narrow interface, [`Store`].
 //!
-//! Callers speak in domain terms (claim a key, load it, finish it, mark it unknown, release it,
-//! take a stuck key for reconciliation, expire old ones) and never see SQL or learn which
-//! database holds the rows. Each database has its own module with one function per statement
-//! and its own way of giving SPEC §5's guarantees: [`postgres`] for production and any
-//! deployment with more than one replica, [`sqlite`] (the default) for one process on one
-//! machine with nothing else installed.
+//! Callers speak in domain terms (claim a key, load it, finish it, mark it unknown, lease it
+//! to ask the bank, release it, expire old ones) through a [`SharedStore`], and never see SQL
+//! or learn which database holds the rows. Inside, the layers are:
+//! - [`sql`]: each statement once, generic over the database ([`db::Db`]), with the few pieces
+//!   that differ put in by a [`dialect::Dialect`];
+//! - [`sql_store`]: the statements composed into the transactions SPEC §5 requires, once;
+//! - [`postgres`] (production, and any deployment with more than one replica) and [`sqlite`]
+//!   (the default: one process, nothing else to install): each database's dialect, connection
+//!   and migrations.
 
+mod columns;
+mod db;
+mod dialect;
 mod error;
 mod interface;
-mod joined_rows;
 pub mod postgres;
+mod sql;
+mod sql_store;
 pub mod sqlite;
 mod types;
 
 pub use error::StoreError;
-pub use interface::{LockedKey, Store};
+pub use interface::{SharedStore, Store, connect};
 pub use types::{
-    ClaimResult, KeyRef, LookupHistory, MovementResult, MovementStatus, NewPayment, NewRefund,
-    PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnfinishedKey, UnknownCall,
+    ClaimResult, KeyRef, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
+    PaymentRow, RECONCILE_LEASE, RefundClaimResult, RefundRow, SavedMovement, StoredKey,
+    UnknownCall,
 };

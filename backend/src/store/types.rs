@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use shared::api::MovementStatus;
 use shared::{IdempotencyKey, Operation, StoredRecord, UserId};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -42,21 +43,6 @@ pub struct StoredKey {
     pub saved: Option<Box<SavedMovement>>,
 }
 
-/// Where a payment or refund stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
-#[sqlx(type_name = "movement_status", rename_all = "snake_case")]
-pub enum MovementStatus {
-    /// Claimed; the bank's outcome is not known yet.
-    Pending,
-    /// The bank moved the money.
-    Succeeded,
-    /// The bank refused; no money moved.
-    Declined,
-    /// Released, and its last look-up before the key expired still found nothing at the bank:
-    /// no money moved, and nothing will (the claim can no longer be retried).
-    Void,
-}
-
 /// The bank's final word on a movement, as written by [`crate::store::Store::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MovementResult {
@@ -82,7 +68,7 @@ impl MovementResult {
 }
 
 /// A payment row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentRow {
     /// Its id.
     pub payment_id: Uuid,
@@ -104,7 +90,7 @@ pub struct PaymentRow {
 }
 
 /// A refund row.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefundRow {
     /// Its id.
     pub refund_id: Uuid,
@@ -204,9 +190,17 @@ pub enum RefundClaimResult {
     },
 }
 
-/// An unfinished key taken by reconciliation, with everything needed to ask the bank.
+/// How long a reconciler holds a key it took: far longer than a bank look-up takes (the bank
+/// client gives up after `BANK_TIMEOUT_MS`, 5 s by default), short enough that a key taken by a
+/// crashed reconciler is asked about again well within `stuck_after`.
+pub const RECONCILE_LEASE: Duration = Duration::from_secs(60);
+
+/// An unfinished (or released) key taken by reconciliation under a lease, with everything
+/// needed to ask the bank. Until the lease is given back (by writing the bank's answer,
+/// releasing, voiding or postponing, each checking the lease is still this one's) or runs out,
+/// no other reconciler or retry takes the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnfinishedKey {
+pub struct LeasedKey {
     /// The key.
     pub key: KeyRef,
     /// The stored key.
@@ -215,6 +209,27 @@ pub struct UnfinishedKey {
     pub movement: SavedMovement,
     /// What earlier bank calls and look-ups for it said.
     pub history: LookupHistory,
+    /// Who holds the lease: every write of this taking checks the row still names it.
+    pub(in crate::store) owner: Uuid,
+}
+
+/// A lease to take on a key: a fresh owner id, for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) struct Lease {
+    /// Written to the row; a later taking writes another.
+    pub owner: Uuid,
+    /// How long the lease holds unless given back.
+    pub lasts: Duration,
+}
+
+impl Lease {
+    /// A new lease for a reconciler.
+    pub fn for_reconciler() -> Lease {
+        Lease {
+            owner: Uuid::new_v4(),
+            lasts: RECONCILE_LEASE,
+        }
+    }
 }
 
 /// What the key row remembers of the bank calls and look-ups made for it.

@@ -17,7 +17,7 @@ use backend::bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use backend::config::Config;
 use backend::startup::Application;
 use backend::state::AppState;
-use backend::store::{ClaimResult, KeyRef, NewPayment, Store};
+use backend::store::{ClaimResult, KeyRef, NewPayment};
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use sqlx::{Connection, PgConnection};
@@ -86,6 +86,30 @@ impl Default for Options {
     }
 }
 
+/// A pool on a test's database, whichever store it is.
+pub enum TestDb {
+    /// A PostgreSQL database.
+    Postgres(sqlx::PgPool),
+    /// A SQLite file.
+    Sqlite(sqlx::SqlitePool),
+}
+
+impl TestDb {
+    /// A small pool on the database `database_url` names (already migrated by the backend).
+    pub async fn connect(database_url: &str) -> TestDb {
+        let connected = if database_url.starts_with("sqlite://") {
+            sqlx::SqlitePool::connect(database_url)
+                .await
+                .map(TestDb::Sqlite)
+        } else {
+            sqlx::PgPool::connect(database_url)
+                .await
+                .map(TestDb::Postgres)
+        };
+        connected.unwrap_or_else(|error| panic!("connect to {database_url}: {error}"))
+    }
+}
+
 /// A running backend with its database and bank.
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`.
@@ -98,6 +122,8 @@ pub struct TestApp {
     pub state: AppState,
     /// The URL of its fresh database (for a second "replica" on the same rows).
     pub database_url: String,
+    /// A pool of the test's own on that database, to count and change rows directly.
+    pub db: TestDb,
     _stop: oneshot::Sender<()>,
     /// The SQLite file's directory, deleted when the app is dropped.
     _sqlite_dir: Option<tempfile::TempDir>,
@@ -178,6 +204,7 @@ impl TestApp {
         let config = test_config(database_url.clone(), &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
+        let db = TestDb::connect(&database_url).await;
         let state = app.state().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
@@ -196,6 +223,7 @@ impl TestApp {
             bank,
             state,
             database_url,
+            db,
             _stop: stop,
             _sqlite_dir: sqlite_dir,
         }
@@ -247,9 +275,9 @@ impl TestApp {
 
     /// The PostgreSQL pool behind the app, for the tests that only run on PostgreSQL.
     pub fn pg_pool(&self) -> &sqlx::PgPool {
-        match &self.state.store {
-            Store::Postgres(store) => store.pool(),
-            Store::Sqlite(_) => panic!("this test runs on PostgreSQL only"),
+        match &self.db {
+            TestDb::Postgres(pool) => pool,
+            TestDb::Sqlite(_) => panic!("this test runs on PostgreSQL only"),
         }
     }
 
@@ -260,9 +288,9 @@ impl TestApp {
 
     /// The one integer a query that reads the same on both stores returns.
     pub async fn scalar(&self, sql: &str) -> i64 {
-        match &self.state.store {
-            Store::Postgres(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
-            Store::Sqlite(store) => sqlx::query_scalar(sql).fetch_one(store.pool()).await,
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+            TestDb::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
         }
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
@@ -275,32 +303,32 @@ impl TestApp {
             + Send
             + Unpin,
     {
-        match &self.state.store {
-            Store::Postgres(store) => sqlx::query_as(sql).fetch_all(store.pool()).await,
-            Store::Sqlite(store) => sqlx::query_as(sql).fetch_all(store.pool()).await,
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::query_as(sql).fetch_all(pool).await,
+            TestDb::Sqlite(pool) => sqlx::query_as(sql).fetch_all(pool).await,
         }
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
     /// The texts a query that reads the same on both stores returns.
     pub async fn texts(&self, sql: &str) -> Vec<String> {
-        match &self.state.store {
-            Store::Postgres(store) => sqlx::query_scalar(sql).fetch_all(store.pool()).await,
-            Store::Sqlite(store) => sqlx::query_scalar(sql).fetch_all(store.pool()).await,
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::query_scalar(sql).fetch_all(pool).await,
+            TestDb::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await,
         }
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
     /// The state of `user`'s key, if stored.
     pub async fn key_state(&self, user: u64, key: &str) -> Option<String> {
-        match &self.state.store {
-            Store::Postgres(store) => key_state_in(store.pool(), user, key).await,
-            Store::Sqlite(store) => sqlx::query_scalar(
+        match &self.db {
+            TestDb::Postgres(pool) => key_state_in(pool, user, key).await,
+            TestDb::Sqlite(pool) => sqlx::query_scalar(
                 "SELECT state FROM idempotency_keys WHERE user_id = ?1 AND key = ?2",
             )
             .bind(i64::try_from(user).expect("small"))
             .bind(storage_uuid(key))
-            .fetch_optional(store.pool())
+            .fetch_optional(pool)
             .await
             .expect("read key state"),
         }
@@ -310,8 +338,8 @@ impl TestApp {
     /// had been made that long ago.
     pub async fn age_keys(&self, key: Option<&str>, by: Duration) {
         let key = key.map(storage_uuid);
-        match &self.state.store {
-            Store::Postgres(store) => sqlx::query(
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
                  SET created_at = created_at - make_interval(secs => $1), \
                      claimed_at = claimed_at - make_interval(secs => $1) \
@@ -319,17 +347,17 @@ impl TestApp {
             )
             .bind(by.as_secs_f64())
             .bind(key)
-            .execute(store.pool())
+            .execute(pool)
             .await
             .map(drop),
-            Store::Sqlite(store) => sqlx::query(
+            TestDb::Sqlite(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
                  SET created_at = created_at - ?1, claimed_at = claimed_at - ?1 \
                  WHERE ?2 IS NULL OR key = ?2",
             )
             .bind(i64::try_from(by.as_micros()).expect("small"))
             .bind(key)
-            .execute(store.pool())
+            .execute(pool)
             .await
             .map(drop),
         }
@@ -340,22 +368,22 @@ impl TestApp {
     /// next check) had passed.
     pub async fn make_lookup_due(&self, key: &str) {
         let key = storage_uuid(key);
-        match &self.state.store {
-            Store::Postgres(store) => sqlx::query(
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::query(
                 "UPDATE idempotency_keys SET next_lookup_at = now() - interval '1 second' \
                  WHERE key = $1",
             )
             .bind(key)
-            .execute(store.pool())
+            .execute(pool)
             .await
             .map(drop),
-            Store::Sqlite(store) => sqlx::query(
+            TestDb::Sqlite(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
                  SET next_lookup_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 \
                  WHERE key = ?1",
             )
             .bind(key)
-            .execute(store.pool())
+            .execute(pool)
             .await
             .map(drop),
         }

@@ -1,0 +1,211 @@
+//! The store's own column types, each encoded the way its database keeps it, so a statement
+//! binds and reads them the same way on both:
+//! - [`Timestamp`]: `timestamptz` in PostgreSQL, INTEGER unix microseconds in SQLite;
+//! - [`Span`]: a length of time added to or taken from a timestamp: an `interval` in
+//!   PostgreSQL, microseconds in SQLite (`{now} - $1` reads right in both);
+//! - [`Label`]: a named state (`KeyState`, `Operation`, `MovementStatus`): a PostgreSQL enum
+//!   type, or TEXT under a CHECK in SQLite.
+
+use std::time::Duration;
+
+use shared::api::MovementStatus;
+use shared::{KeyState, Operation};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::types::PgInterval;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
+use sqlx::sqlite::{SqliteArgumentValue, SqliteTypeInfo, SqliteValueRef};
+use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+use time::OffsetDateTime;
+
+/// A point in time, as a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp(pub OffsetDateTime);
+
+/// A length of time, as an argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span(pub Duration);
+
+/// A named state, as a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label<T>(pub T);
+
+/// A state stored by its name.
+pub trait Labelled: Copy + Send + Sync + 'static {
+    /// The PostgreSQL enum type of the column.
+    const PG_TYPE: &'static str;
+    /// The stored name.
+    fn label(self) -> &'static str;
+    /// The state a stored name stands for.
+    fn from_label(label: &str) -> Option<Self>;
+}
+
+impl Labelled for KeyState {
+    const PG_TYPE: &'static str = "key_state";
+    fn label(self) -> &'static str {
+        self.as_str()
+    }
+    fn from_label(label: &str) -> Option<Self> {
+        KeyState::from_name(label)
+    }
+}
+
+impl Labelled for Operation {
+    const PG_TYPE: &'static str = "idempotent_operation";
+    fn label(self) -> &'static str {
+        self.name()
+    }
+    fn from_label(label: &str) -> Option<Self> {
+        Operation::from_name(label)
+    }
+}
+
+impl Labelled for MovementStatus {
+    const PG_TYPE: &'static str = "movement_status";
+    fn label(self) -> &'static str {
+        self.name()
+    }
+    fn from_label(label: &str) -> Option<Self> {
+        MovementStatus::from_name(label)
+    }
+}
+
+impl<T: Labelled> Label<T> {
+    fn parse(label: &str) -> Result<Self, BoxDynError> {
+        T::from_label(label)
+            .map(Label)
+            .ok_or_else(|| format!("unknown {} {label:?}", T::PG_TYPE).into())
+    }
+}
+
+/// Microseconds, the unit of SQLite's timestamps and spans.
+fn micros(span: Duration) -> i64 {
+    i64::try_from(span.as_micros()).unwrap_or(i64::MAX)
+}
+
+// PostgreSQL.
+
+impl Type<Postgres> for Timestamp {
+    fn type_info() -> PgTypeInfo {
+        <OffsetDateTime as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Timestamp {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <OffsetDateTime as Encode<Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Timestamp {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Timestamp(<OffsetDateTime as Decode<Postgres>>::decode(
+            value,
+        )?))
+    }
+}
+
+impl Type<Postgres> for Span {
+    fn type_info() -> PgTypeInfo {
+        <PgInterval as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Span {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        let interval = PgInterval {
+            months: 0,
+            days: 0,
+            microseconds: micros(self.0),
+        };
+        <PgInterval as Encode<Postgres>>::encode_by_ref(&interval, buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Span {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        let interval = <PgInterval as Decode<Postgres>>::decode(value)?;
+        Ok(Span(Duration::from_micros(u64::try_from(
+            interval.microseconds,
+        )?)))
+    }
+}
+
+impl<T: Labelled> Type<Postgres> for Label<T> {
+    fn type_info() -> PgTypeInfo {
+        PgTypeInfo::with_name(T::PG_TYPE)
+    }
+}
+
+impl<T: Labelled> Encode<'_, Postgres> for Label<T> {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <&str as Encode<Postgres>>::encode(self.0.label(), buf)
+    }
+}
+
+impl<'r, T: Labelled> Decode<'r, Postgres> for Label<T> {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Label::parse(<&str as Decode<Postgres>>::decode(value)?)
+    }
+}
+
+// SQLite.
+
+impl Type<Sqlite> for Timestamp {
+    fn type_info() -> SqliteTypeInfo {
+        <i64 as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Timestamp {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        let micros = i64::try_from(self.0.unix_timestamp_nanos() / 1_000)?;
+        <i64 as Encode<Sqlite>>::encode(micros, buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Timestamp {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        let micros = <i64 as Decode<Sqlite>>::decode(value)?;
+        Ok(Timestamp(OffsetDateTime::from_unix_timestamp_nanos(
+            i128::from(micros) * 1_000,
+        )?))
+    }
+}
+
+impl Type<Sqlite> for Span {
+    fn type_info() -> SqliteTypeInfo {
+        <i64 as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Span {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        <i64 as Encode<Sqlite>>::encode(micros(self.0), buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Span {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        let micros = <i64 as Decode<Sqlite>>::decode(value)?;
+        Ok(Span(Duration::from_micros(u64::try_from(micros)?)))
+    }
+}
+
+impl<T: Labelled> Type<Sqlite> for Label<T> {
+    fn type_info() -> SqliteTypeInfo {
+        <str as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q, T: Labelled> Encode<'q, Sqlite> for Label<T> {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        <&str as Encode<Sqlite>>::encode(self.0.label(), buf)
+    }
+}
+
+impl<'r, T: Labelled> Decode<'r, Sqlite> for Label<T> {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        Label::parse(<&str as Decode<Sqlite>>::decode(value)?)
+    }
+}

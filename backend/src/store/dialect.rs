@@ -1,0 +1,55 @@
+//! [`Dialect`]: what truly differs between PostgreSQL and the embedded SQLite store, and nothing
+//! else. Every statement is written once (`store::sql`), with these few pieces put in:
+//!
+//! | piece | PostgreSQL | SQLite |
+//! |---|---|---|
+//! | the clock, [`Dialect::NOW`] | `now()` (`timestamptz`) | unix microseconds from `unixepoch('subsec')` |
+//! | taking rows another writer is not using, [`Dialect::SKIP_LOCKED`] | `FOR UPDATE SKIP LOCKED` | nothing: writers take turns |
+//! | locking a row read before a write, [`Dialect::FOR_UPDATE`] | `FOR UPDATE` | nothing: the write lock is taken at `BEGIN` |
+//! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
+//! | the `pay_bill` claim, [`Dialect::claim_key_with_pending_payment`] | one statement (a data-modifying `WITH`) | two `INSERT`s in one transaction |
+//! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
+
+use std::future::Future;
+
+use shared::Fingerprint;
+use sqlx::{Database, Pool, Transaction};
+
+use super::error::StoreError;
+use super::types::{KeyRef, NewPayment, PaymentRow};
+
+/// The pieces of SQL and behaviour that differ between the two databases.
+pub trait Dialect: Database {
+    /// SQL for the database's clock, in the unit [`super::columns::Timestamp`] is stored in.
+    const NOW: &'static str;
+
+    /// Ends a `SELECT` that picks rows to change, so concurrent writers never pick the same row
+    /// and never wait for one another.
+    const SKIP_LOCKED: &'static str;
+
+    /// Ends a `SELECT` whose row the transaction will act on, so no other writer changes it
+    /// before the transaction ends.
+    const FOR_UPDATE: &'static str;
+
+    /// How many rows a statement changed.
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+
+    /// Begins a transaction that will write.
+    fn begin_write(
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
+
+    /// The claim of a `pay_bill` key with its pending payment, committed before it returns (and
+    /// so before the bank is called): the payment row, or `None` if the (user, key) exists.
+    fn claim_key_with_pending_payment(
+        pool: &Pool<Self>,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        payment: &NewPayment,
+    ) -> impl Future<Output = Result<Option<PaymentRow>, StoreError>> + Send;
+
+    /// Applies this database's migrations (embedded at build time).
+    fn migrate(
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+}

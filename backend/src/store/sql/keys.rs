@@ -1,0 +1,395 @@
+//! Statements on `idempotency_keys`, one function each, written once for both databases.
+//!
+//! Reconciliation takes a key by writing a *lease* on its row (`lease_owner`, a fresh id per
+//! taking, and `lease_until`) in one statement, and every write of the bank's answer checks the
+//! row still carries that owner. So no transaction and no connection is held across a bank
+//! look-up, two reconcilers never hold one key, and a reconciler that died frees its keys when
+//! their leases run out.
+
+use shared::{Fingerprint, KeyState, Operation, StoredRecord, UserId};
+use uuid::Uuid;
+
+use super::movements::saved_movement_from_joined_row;
+use crate::store::columns::{Label, Span, Timestamp};
+use crate::store::db::{Arg, Db, Fields};
+use crate::store::error::StoreError;
+use crate::store::types::{KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
+
+/// The key columns [`stored_key_from_row`] reads, of the table aliased `alias` (`"k."`, or `""`
+/// where `RETURNING` takes no alias), and the database's clock as `read_at`.
+fn key_columns<D: Db>(alias: &str) -> String {
+    format!(
+        "{alias}user_id, {alias}key, {alias}operation, {alias}state, {alias}fingerprint, \
+         {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}failed_lookups, \
+         {alias}bank_call_ended, {now} AS read_at",
+        now = D::NOW
+    )
+}
+
+/// Loads the key of a user, if stored, and for a finished key its payment or refund too, in
+/// the same query (one round trip for a replay: retry storms are mostly replays).
+pub async fn select_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+) -> Result<Option<StoredKey>, StoreError> {
+    let sql = format!(
+        "SELECT {}, {} FROM idempotency_keys k \
+         LEFT JOIN payments p \
+           ON k.state = 'done' AND k.operation = 'pay_bill' \
+              AND p.user_id = k.user_id AND p.payment_id = k.resource_id \
+         LEFT JOIN refunds r \
+           ON k.state = 'done' AND k.operation = 'refund_payment' \
+              AND r.user_id = k.user_id AND r.refund_id = k.resource_id \
+         WHERE k.user_id = $1 AND k.key = $2",
+        key_columns::<D>("k."),
+        super::movements::JOINED_COLUMNS,
+    );
+    let query = sqlx::query(&sql).arg(key.user.as_i64()).arg(key.key);
+    let Some(row) = D::fetch_optional(conn, query).await? else {
+        return Ok(None);
+    };
+    let mut stored = stored_key_from_row::<D>(&row)?;
+    stored.saved = saved_movement_from_joined_row::<D>(&row, &stored)?.map(Box::new);
+    Ok(Some(stored))
+}
+
+/// The claim: inserts the key as `started` unless the (user, key) exists. `true` if this call
+/// inserted it. Run inside the claim's transaction, never around the bank call.
+pub async fn insert_started_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    operation: Operation,
+    fingerprint: &Fingerprint,
+    resource_id: Uuid,
+) -> Result<bool, StoreError> {
+    let query = sqlx::query(
+        "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
+         VALUES ($1, $2, $3, 'started', $4, $5) \
+         ON CONFLICT (user_id, key) DO NOTHING",
+    )
+    .arg(key.user.as_i64())
+    .arg(key.key)
+    .arg(Label(operation))
+    .arg(fingerprint.as_bytes().to_vec())
+    .arg(resource_id);
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Marks the key finished (and free of any lease). Only an unfinished key of this resource
+/// moves, so a late writer (the request path and a reconciler racing) changes nothing the
+/// first one wrote.
+pub async fn set_done<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<(), StoreError> {
+    let query = sqlx::query(
+        "UPDATE idempotency_keys \
+         SET state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done'",
+    )
+    .arg(key.user.as_i64())
+    .arg(key.key)
+    .arg(resource_id);
+    D::execute(conn, query).await?;
+    Ok(())
+}
+
+/// Moves a `started` key to `unknown`, due for a look-up when `call` says. `true` if it moved.
+pub async fn set_unknown<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    resource_id: Uuid,
+    call: UnknownCall,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5 \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(resource_id)
+        .arg(call.ended())
+        .arg(Span(call.look_up_after()));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Claims a released key again for the request that released it (same fingerprint): back to
+/// `started`, stuck detection counting from now; a key a reconciler holds is left alone.
+/// Returns the operation and the movement to call the bank for; `None` if the key is not
+/// released (any more), belongs to another request, or is being checked.
+pub async fn reclaim_released_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    fingerprint: &Fingerprint,
+) -> Result<Option<(Operation, Uuid)>, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET state = 'started', claimed_at = {now}, next_lookup_at = NULL, failed_lookups = 0 \
+         WHERE user_id = $1 AND key = $2 AND state = 'released' AND fingerprint = $3 \
+           AND (lease_until IS NULL OR lease_until <= {now}) \
+         RETURNING operation, resource_id",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(fingerprint.as_bytes().to_vec());
+    let Some(row) = D::fetch_optional(conn, query).await? else {
+        return Ok(None);
+    };
+    let fields = Fields::<D>::of(&row);
+    let operation: Label<Operation> = fields.get("operation")?;
+    Ok(Some((operation.0, fields.get("resource_id")?)))
+}
+
+/// Deletes a key that the decision found expired, exactly as it was read (same `created_at`),
+/// so that of two requests that both found it expired, only one deletes it and the other's
+/// claim then finds the new row. A released key goes only once its last check is done. `true`
+/// if deleted.
+pub async fn delete_expired_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    created_at: time::OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let query = sqlx::query(
+        "DELETE FROM idempotency_keys \
+         WHERE user_id = $1 AND key = $2 AND created_at = $3 \
+           AND (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL))",
+    )
+    .arg(key.user.as_i64())
+    .arg(key.key)
+    .arg(Timestamp(created_at));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Deletes up to `batch_size` expired keys older than `keep_for`, oldest first: finished keys,
+/// and released keys whose last check is done. Each batch is one short statement (on
+/// PostgreSQL skipping rows another statement holds), so expiry never queues claims behind
+/// it; unfinished keys are never expired (money may have moved).
+pub async fn delete_expired_batch<D: Db>(
+    conn: &mut D::Connection,
+    keep_for: std::time::Duration,
+    batch_size: i64,
+) -> Result<u64, StoreError> {
+    let sql = format!(
+        "DELETE FROM idempotency_keys WHERE (user_id, key) IN ( \
+             SELECT user_id, key FROM idempotency_keys \
+             WHERE (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL)) \
+               AND created_at < {now} - $1 \
+             ORDER BY created_at LIMIT $2 {skip_locked})",
+        now = D::NOW,
+        skip_locked = D::SKIP_LOCKED
+    );
+    let query = sqlx::query(&sql).arg(Span(keep_for)).arg(batch_size);
+    Ok(D::execute(conn, query).await?)
+}
+
+/// When the oldest `started` and the oldest `unknown` key were claimed (`None` when there is
+/// none), and the database's clock.
+pub async fn oldest_unfinished<D: Db>(
+    conn: &mut D::Connection,
+) -> Result<(Option<Timestamp>, Option<Timestamp>, Timestamp), StoreError> {
+    let sql = format!(
+        "SELECT \
+           min(claimed_at) FILTER (WHERE state = 'started') AS started, \
+           min(claimed_at) FILTER (WHERE state = 'unknown') AS unknown, \
+           {now} AS read_at \
+         FROM idempotency_keys WHERE state IN ('started', 'unknown')",
+        now = D::NOW
+    );
+    let row = D::fetch_one(conn, sqlx::query(&sql)).await?;
+    let fields = Fields::<D>::of(&row);
+    Ok((
+        fields.get("started")?,
+        fields.get("unknown")?,
+        fields.get("read_at")?,
+    ))
+}
+
+/// Takes `lease` on one unfinished (or released) key of a user, if nobody holds it: one
+/// `UPDATE`, so two reconcilers can never both take it. `None` if it is finished, gone, or
+/// held.
+pub async fn lease_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    lease: Lease,
+) -> Result<Option<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys SET lease_owner = $3, lease_until = {now} + $4 \
+         WHERE user_id = $1 AND key = $2 AND state <> 'done' \
+           AND (lease_until IS NULL OR lease_until <= {now}) \
+         RETURNING {}",
+        key_columns::<D>(""),
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(lease.owner)
+        .arg(Span(lease.lasts));
+    let row = D::fetch_optional(conn, query).await?;
+    row.map(|row| leased_key_from_row::<D>(&row)).transpose()
+}
+
+/// Takes `lease` on the oldest key due for a bank look-up, if any: an `unknown` key, or a
+/// `started` key claimed more than `stuck_after` ago, whose back-off has passed; or a
+/// `released` key whose next check for a late debit has come; in each case only if nobody
+/// holds it. The choice and the lease are one statement, so reconcilers (on every replica)
+/// never take the same key, and none ever waits behind another's bank look-up.
+pub async fn lease_next_due_key<D: Db>(
+    conn: &mut D::Connection,
+    stuck_after: std::time::Duration,
+    lease: Lease,
+) -> Result<Option<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys SET lease_owner = $2, lease_until = {now} + $3 \
+         WHERE (user_id, key) = ( \
+             SELECT user_id, key FROM idempotency_keys \
+             WHERE state <> 'done' \
+               AND (((state = 'unknown' \
+                      OR (state = 'started' AND claimed_at <= {now} - $1)) \
+                     AND (next_lookup_at IS NULL OR next_lookup_at <= {now})) \
+                    OR (state = 'released' AND next_lookup_at <= {now})) \
+               AND (lease_until IS NULL OR lease_until <= {now}) \
+             ORDER BY claimed_at LIMIT 1 {skip_locked}) \
+         RETURNING {}",
+        key_columns::<D>(""),
+        now = D::NOW,
+        skip_locked = D::SKIP_LOCKED
+    );
+    let query = sqlx::query(&sql)
+        .arg(Span(stuck_after))
+        .arg(lease.owner)
+        .arg(Span(lease.lasts));
+    let row = D::fetch_optional(conn, query).await?;
+    row.map(|row| leased_key_from_row::<D>(&row)).transpose()
+}
+
+/// Ends the lease `owner` holds on the key; `false` if it ran out and another reconciler took
+/// the key (then that one's work stands). Run in the transaction that writes the result.
+pub async fn end_lease<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    owner: Uuid,
+) -> Result<bool, StoreError> {
+    let query = sqlx::query(
+        "UPDATE idempotency_keys SET lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND lease_owner = $3",
+    )
+    .arg(key.user.as_i64())
+    .arg(key.key)
+    .arg(owner);
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Sets when to ask the bank next (`failed` = 1: a failed look-up, which also counts towards
+/// the back-off) and ends `owner`'s lease. `false` if the lease had been taken over.
+pub async fn schedule_lookup<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    owner: Uuid,
+    wait: std::time::Duration,
+    failed: i16,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET failed_lookups = CASE WHEN failed_lookups + $4 > 1000 THEN 1000 \
+                                   ELSE failed_lookups + $4 END, \
+             next_lookup_at = {now} + $5, lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND lease_owner = $3",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(owner)
+        .arg(failed)
+        .arg(Span(wait));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Releases an unfinished key of this resource (the bank never saw its reference), with its
+/// first check for a late debit `check_after` from now, and ends `owner`'s lease. The key and
+/// its movement stay. `false` if the lease had been taken over.
+pub async fn set_released<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    resource_id: Uuid,
+    owner: Uuid,
+    check_after: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET state = 'released', failed_lookups = 0, bank_call_ended = false, \
+             next_lookup_at = {now} + $5, lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 \
+           AND state IN ('started', 'unknown') AND lease_owner = $4",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(resource_id)
+        .arg(owner)
+        .arg(Span(check_after));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Ends a released key's checks (its last look-up found nothing at the bank), so it may now
+/// expire; run after [`end_lease`] in the transaction that makes its movement `void`.
+pub async fn end_checks<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    resource_id: Uuid,
+) -> Result<(), StoreError> {
+    let query = sqlx::query(
+        "UPDATE idempotency_keys SET next_lookup_at = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'released'",
+    )
+    .arg(key.user.as_i64())
+    .arg(key.key)
+    .arg(resource_id);
+    D::execute(conn, query).await?;
+    Ok(())
+}
+
+fn leased_key_from_row<D: Db>(
+    row: &D::Row,
+) -> Result<(KeyRef, StoredKey, LookupHistory), StoreError> {
+    let fields = Fields::<D>::of(row);
+    let user: i64 = fields.get("user_id")?;
+    let key = KeyRef {
+        user: UserId::from_i64(user)
+            .ok_or_else(|| StoreError::Corrupt(format!("user_id {user} is not positive")))?,
+        key: fields.get("key")?,
+    };
+    let history = LookupHistory {
+        failed_lookups: fields.get("failed_lookups")?,
+        bank_call_ended: fields.get("bank_call_ended")?,
+    };
+    Ok((key, stored_key_from_row::<D>(row)?, history))
+}
+
+fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError> {
+    let fields = Fields::<D>::of(row);
+    let fingerprint: Vec<u8> = fields.get("fingerprint")?;
+    let state: Label<KeyState> = fields.get("state")?;
+    let operation: Label<Operation> = fields.get("operation")?;
+    Ok(StoredKey {
+        record: StoredRecord {
+            fingerprint: Fingerprint::from_slice(&fingerprint)
+                .ok_or_else(|| StoreError::Corrupt("fingerprint is not 32 bytes".to_owned()))?,
+            state: state.0,
+            created_at: fields.time("created_at")?,
+            claimed_at: fields.time("claimed_at")?,
+        },
+        operation: operation.0,
+        resource_id: fields.get("resource_id")?,
+        read_at: fields.time("read_at")?,
+        saved: None,
+    })
+}

@@ -1,0 +1,370 @@
+//! [`SqlStore`]: the [`Store`] on either database, composing the statements of `store::sql`
+//! into the transactions SPEC §5 requires, written once:
+//! - the claim commits on its own before the bank is called (invariant 2): for a payment one
+//!   statement on PostgreSQL, one short transaction on SQLite
+//!   ([`Dialect`](super::dialect::Dialect)); for a refund one
+//!   short transaction that also takes the payment, to check the remaining amount;
+//! - the movement's outcome and the key's `done` state are written in one transaction
+//!   (invariant 4);
+//! - reconciliation takes a key under a lease (`store::sql::keys`), so no transaction is open
+//!   across a bank look-up, and writes the bank's answer only while it still holds the lease.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use shared::{Fingerprint, Operation};
+use sqlx::Pool;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::db::Db;
+use super::error::StoreError;
+use super::interface::Store;
+use super::sql::{keys, movements};
+use super::types::{
+    ClaimResult, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
+    PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
+};
+
+/// How many times a claim is tried when its key disappears between the claim and the read of
+/// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// The store on a pool of database `D`. Cheap to clone (a pool handle).
+#[derive(Debug, Clone)]
+pub struct SqlStore<D: Db> {
+    pool: Pool<D>,
+}
+
+impl<D: Db> SqlStore<D> {
+    /// The store on `pool`.
+    pub fn new(pool: Pool<D>) -> SqlStore<D> {
+        SqlStore { pool }
+    }
+
+    /// A write transaction that has given back `owner`'s lease on `key` (and so writes the
+    /// bank's answer only if the lease still held): [`StoreError::LeaseLost`] if it ran out and
+    /// another reconciler took the key.
+    async fn write_giving_back_lease(
+        &self,
+        key: KeyRef,
+        owner: Uuid,
+    ) -> Result<sqlx::Transaction<'static, D>, StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        if !keys::end_lease::<D>(&mut tx, key, owner).await? {
+            return Err(StoreError::LeaseLost);
+        }
+        Ok(tx)
+    }
+
+    /// The leased key, with its movement, or `Corrupt` if the movement is missing.
+    async fn with_movement(
+        &self,
+        conn: &mut D::Connection,
+        (key, stored, history): (KeyRef, StoredKey, LookupHistory),
+        lease: Lease,
+    ) -> Result<LeasedKey, StoreError> {
+        let movement = movements::select::<D>(
+            conn,
+            stored.operation,
+            key.user.as_i64(),
+            stored.resource_id,
+        )
+        .await?
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "key {} has no {} row {}",
+                key.key,
+                stored.operation.name(),
+                stored.resource_id
+            ))
+        })?;
+        Ok(LeasedKey {
+            key,
+            stored,
+            movement,
+            history,
+            owner: lease.owner,
+        })
+    }
+}
+
+#[async_trait]
+impl<D: Db> Store for SqlStore<D> {
+    async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
+        D::migrate(&self.pool).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        D::execute(&mut conn, sqlx::query("SELECT 1")).await?;
+        Ok(())
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn claim_payment(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        payment: &NewPayment,
+    ) -> Result<ClaimResult<PaymentRow>, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let claimed =
+                D::claim_key_with_pending_payment(&self.pool, key, fingerprint, payment).await?;
+            if let Some(row) = claimed {
+                return Ok(ClaimResult::Claimed(row));
+            }
+            if let Some(existing) = self.load_key(key).await? {
+                return Ok(ClaimResult::Existing(existing));
+            }
+        }
+        Err(StoreError::Corrupt(
+            "the key vanished between every claim and its read".to_owned(),
+        ))
+    }
+
+    /// One short write transaction that takes the payment first (a row lock on PostgreSQL,
+    /// the write lock on SQLite), so two refunds with different keys can never together exceed
+    /// it; a refused refund rolls the key back too, so a corrected retry with it can go through.
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn claim_refund(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        refund: &NewRefund,
+    ) -> Result<RefundClaimResult, StoreError> {
+        let user_id = key.user.as_i64();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let mut tx = D::begin_write(&self.pool).await?;
+            let Some((paid, debit_reference)) =
+                movements::lock_succeeded_payment::<D>(&mut tx, user_id, refund.payment_id).await?
+            else {
+                // A retry of a finished refund still replays: look at the key first.
+                return Ok(match keys::select_key::<D>(&mut tx, key).await? {
+                    Some(existing) => RefundClaimResult::Existing(existing),
+                    None => RefundClaimResult::PaymentNotFound,
+                });
+            };
+            let inserted = keys::insert_started_key::<D>(
+                &mut tx,
+                key,
+                Operation::RefundPayment,
+                fingerprint,
+                refund.refund_id,
+            )
+            .await?;
+            if !inserted {
+                drop(tx);
+                match self.load_key(key).await? {
+                    Some(existing) => return Ok(RefundClaimResult::Existing(existing)),
+                    None => continue,
+                }
+            }
+            let committed =
+                movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id)
+                    .await?;
+            let remaining_paise = paid - committed;
+            if refund.amount_paise > remaining_paise {
+                return Ok(RefundClaimResult::ExceedsRemaining { remaining_paise });
+            }
+            let row = movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference)
+                .await?;
+            tx.commit().await?;
+            return Ok(RefundClaimResult::Claimed(row));
+        }
+        Err(StoreError::Corrupt(
+            "the key vanished between every claim and its read".to_owned(),
+        ))
+    }
+
+    async fn load_key(&self, key: KeyRef) -> Result<Option<StoredKey>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::select_key::<D>(&mut conn, key).await
+    }
+
+    async fn load_movement(
+        &self,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn finish(
+        &self,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+        result: &MovementResult,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        let finished = finish_in::<D>(&mut tx, key, operation, resource_id, result).await?;
+        tx.commit().await?;
+        Ok(finished)
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn mark_unknown(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        call: UnknownCall,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::set_unknown::<D>(&mut conn, key, resource_id, call).await
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn reclaim_released(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let Some((operation, resource_id)) =
+            keys::reclaim_released_key::<D>(&mut conn, key, fingerprint).await?
+        else {
+            return Ok(None);
+        };
+        movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+    }
+
+    async fn release_expired(
+        &self,
+        key: KeyRef,
+        created_at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::delete_expired_key::<D>(&mut conn, key, created_at).await
+    }
+
+    async fn load_payment_with_refunds(
+        &self,
+        user_id: i64,
+        payment_id: Uuid,
+    ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let payment =
+            movements::select::<D>(&mut conn, Operation::PayBill, user_id, payment_id).await?;
+        let Some(SavedMovement::Payment(payment)) = payment else {
+            return Ok(None);
+        };
+        let refunds = movements::select_refunds_of::<D>(&mut conn, user_id, payment_id).await?;
+        Ok(Some((payment, refunds)))
+    }
+
+    async fn lease_key(&self, key: KeyRef) -> Result<Option<LeasedKey>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let lease = Lease::for_reconciler();
+        let Some(taken) = keys::lease_key::<D>(&mut conn, key, lease).await? else {
+            return Ok(None);
+        };
+        self.with_movement(&mut conn, taken, lease).await.map(Some)
+    }
+
+    async fn lease_next_due(&self, stuck_after: Duration) -> Result<Option<LeasedKey>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let lease = Lease::for_reconciler();
+        let Some(taken) = keys::lease_next_due_key::<D>(&mut conn, stuck_after, lease).await?
+        else {
+            return Ok(None);
+        };
+        self.with_movement(&mut conn, taken, lease).await.map(Some)
+    }
+
+    async fn finish_leased(
+        &self,
+        leased: LeasedKey,
+        result: &MovementResult,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let mut tx = self.write_giving_back_lease(key, owner).await?;
+        let finished =
+            finish_in::<D>(&mut tx, key, stored.operation, stored.resource_id, result).await?;
+        tx.commit().await?;
+        Ok(finished)
+    }
+
+    async fn release_leased(
+        &self,
+        leased: LeasedKey,
+        check_after: Duration,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let released =
+            keys::set_released::<D>(&mut conn, key, stored.resource_id, owner, check_after).await?;
+        if !released {
+            return Err(StoreError::LeaseLost);
+        }
+        Ok(())
+    }
+
+    async fn void_leased(&self, leased: LeasedKey) -> Result<(), StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let mut tx = self.write_giving_back_lease(key, owner).await?;
+        let user_id = key.user.as_i64();
+        movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.resource_id).await?;
+        keys::end_checks::<D>(&mut tx, key, stored.resource_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn look_again(
+        &self,
+        leased: LeasedKey,
+        wait: Duration,
+        failed: bool,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let failed = i16::from(failed);
+        let scheduled =
+            keys::schedule_lookup::<D>(&mut conn, leased.key, leased.owner, wait, failed).await?;
+        if !scheduled {
+            return Err(StoreError::LeaseLost);
+        }
+        Ok(())
+    }
+
+    async fn expire_batch(&self, keep_for: Duration, batch_size: i64) -> Result<u64, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::delete_expired_batch::<D>(&mut conn, keep_for, batch_size).await
+    }
+
+    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let (started, unknown, now) = keys::oldest_unfinished::<D>(&mut conn).await?;
+        let age = |claimed: Option<super::columns::Timestamp>| {
+            claimed.map_or(Duration::ZERO, |claimed| {
+                (now.0 - claimed.0).try_into().unwrap_or(Duration::ZERO)
+            })
+        };
+        Ok((age(started), age(unknown)))
+    }
+}
+
+/// The movement's final word and the key's `done` state, in the caller's transaction. The key
+/// moves only if the movement exists.
+async fn finish_in<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    operation: Operation,
+    resource_id: Uuid,
+    result: &MovementResult,
+) -> Result<Option<SavedMovement>, StoreError> {
+    let user_id = key.user.as_i64();
+    let finished = movements::finish::<D>(conn, operation, user_id, resource_id, result).await?;
+    if finished.is_some() {
+        keys::set_done::<D>(conn, key, resource_id).await?;
+    }
+    Ok(finished)
+}

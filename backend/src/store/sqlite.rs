@@ -1,0 +1,114 @@
+//! The embedded SQLite store: the default when no `DATABASE_URL` names PostgreSQL, so the
+//! backend runs on a fresh machine with nothing else installed. One file
+//! (`data/payments.sqlite` by default), one process: deployments with more than one replica
+//! need PostgreSQL.
+//!
+//! Its [`Dialect`], where SQLite differs:
+//! - **Writers take turns.** SQLite has no row locks; a write transaction locks the whole
+//!   database. Every transaction that reads before it writes (the claims, `finish`) starts with
+//!   `BEGIN IMMEDIATE`, which takes the write lock up front, so writers queue (behind
+//!   `busy_timeout`) instead of failing half-way; that also serialises the refund claim's
+//!   remaining-amount check. The journal is in WAL mode, so readers never wait for a writer.
+//! - **The claim** is two `INSERT`s in one short transaction (SQLite cannot `INSERT` inside a
+//!   `WITH`), still committed before the bank is called.
+//! - **Time** is INTEGER unix microseconds from SQLite's clock (the process's: the database is
+//!   in-process); UUIDs are 16-byte BLOBs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use shared::{Fingerprint, Operation};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
+    SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+use super::db::Db;
+use super::dialect::Dialect;
+use super::error::StoreError;
+use super::sql::{keys, movements};
+use super::types::{KeyRef, NewPayment, PaymentRow};
+
+/// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
+/// than any one of this store's write transactions holds it.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Db for Sqlite {}
+
+impl Dialect for Sqlite {
+    const NOW: &'static str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
+    const SKIP_LOCKED: &'static str = "";
+    const FOR_UPDATE: &'static str = "";
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    /// Takes SQLite's write lock from the first statement, so the transaction never fails
+    /// half-way because another writer got in between its read and its write.
+    async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        pool.begin_with("BEGIN IMMEDIATE").await
+    }
+
+    async fn claim_key_with_pending_payment(
+        pool: &SqlitePool,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        payment: &NewPayment,
+    ) -> Result<Option<PaymentRow>, StoreError> {
+        let mut tx = Sqlite::begin_write(pool).await?;
+        let inserted = keys::insert_started_key::<Sqlite>(
+            &mut tx,
+            key,
+            Operation::PayBill,
+            fingerprint,
+            payment.payment_id,
+        )
+        .await?;
+        if !inserted {
+            return Ok(None);
+        }
+        let row = movements::insert_pending_payment::<Sqlite>(&mut tx, key, payment).await?;
+        tx.commit().await?;
+        Ok(Some(row))
+    }
+
+    async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {
+        sqlx::migrate!("../migrations/sqlite").run(pool).await
+    }
+}
+
+/// Opens (creating it and its directory if missing) the database file at `path`, in WAL mode
+/// with full fsync on commit, and a pool of `max_connections`.
+pub async fn open(
+    path: &Path,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> Result<SqlitePool, sqlx::Error> {
+    if let Some(directory) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(directory)?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+    SqlitePoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(acquire_timeout)
+        .connect_with(options)
+        .await
+}
+
+/// SQLite's "try again later": `SQLITE_BUSY` (another writer held the lock past
+/// `busy_timeout`) and `SQLITE_LOCKED`, with any extended code.
+pub(super) fn is_busy(error: &dyn sqlx::error::DatabaseError) -> bool {
+    error
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .and_then(sqlx::error::DatabaseError::code)
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}
