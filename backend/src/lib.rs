@@ -9,6 +9,7 @@
 pub mod bank_client;
 pub mod bank_simulator;
 pub mod config;
+pub mod error;
 pub mod flows;
 pub mod http;
 pub mod janitor;

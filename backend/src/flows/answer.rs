@@ -58,30 +58,6 @@ impl Answer {
             ..self
         }
     }
-
-    /// The answer for a store failure: 503 if the database is away (nothing was done, retry),
-    /// otherwise a 500 whose details stay in the logs.
-    pub fn store_failure(error: &StoreError) -> Answer {
-        match error {
-            StoreError::Unavailable(_) => {
-                tracing::warn!(%error, "database unavailable");
-                Answer::problem(
-                    Problem::new(
-                        ProblemKind::ServiceUnavailable,
-                        "The payments database is unavailable; nothing was done. Retry shortly.",
-                    )
-                    .with_retry_after(Duration::from_secs(1)),
-                )
-            }
-            _ => {
-                tracing::error!(%error, "store failure");
-                Answer::problem(Problem::new(
-                    ProblemKind::Internal,
-                    "An internal error occurred; it has been logged.",
-                ))
-            }
-        }
-    }
 }
 
 fn payment_answer(payment: &PaymentRow) -> Result<Answer, StoreError> {

@@ -14,26 +14,22 @@ use shared::{Operation, Problem, ProblemKind};
 use super::answer::Answer;
 use super::existing_key::outcome_pending;
 use crate::bank_client::BankOutcome;
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{KeyRef, MovementResult, SavedMovement, StoreError, UnknownCall};
+use crate::store::{KeyRef, MovementResult, SavedMovement, UnknownCall};
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
 /// bank call and the save. The client's retry then finds the saved answer instead of a key
 /// left `started` until reconciliation.
 pub(super) async fn run_to_completion(
-    work: impl Future<Output = Result<Answer, StoreError>> + Send + 'static,
-) -> Answer {
-    match tokio::spawn(work).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(error)) => Answer::store_failure(&error),
-        Err(error) => {
-            tracing::error!(%error, "the request's task failed");
-            Answer::store_failure(&StoreError::Corrupt("the request's task failed".to_owned()))
-        }
-    }
+    work: impl Future<Output = Result<Answer>> + Send + 'static,
+) -> Result<Answer> {
+    tokio::spawn(work)
+        .await
+        .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }
 
 /// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said.
@@ -41,7 +37,7 @@ pub(super) async fn call_bank_and_save(
     state: &AppState,
     key: KeyRef,
     movement: &SavedMovement,
-) -> Answer {
+) -> Result<Answer> {
     let (operation, resource_id, call, outcome) = match movement {
         SavedMovement::Payment(payment) => (
             Operation::PayBill,
@@ -85,10 +81,14 @@ pub(super) async fn call_bank_and_save(
             };
             return match state.store.mark_unknown(key, resource_id, call).await {
                 Ok(true) if call_ended => look_up_at_once(state, key).await,
-                Ok(_) => outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER),
+                Ok(_) => Ok(outcome_pending(
+                    shared::decision::OUTCOME_PENDING_RETRY_AFTER,
+                )),
                 Err(error) => {
                     tracing::error!(%error, "could not mark the key unknown; it stays started");
-                    outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+                    Ok(outcome_pending(
+                        shared::decision::OUTCOME_PENDING_RETRY_AFTER,
+                    ))
                 }
             };
         }
@@ -109,38 +109,44 @@ async fn save(
     resource_id: uuid::Uuid,
     result: &MovementResult,
     label: &'static str,
-) -> Answer {
-    match state
-        .store
-        .finish(key, operation, resource_id, result)
-        .await
-    {
-        Ok(Some(movement)) => {
-            state.metrics.outcome(operation.name(), label);
-            render_fresh(&movement)
-        }
-        Ok(None) => {
-            tracing::error!("the movement vanished before its outcome was saved");
-            outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
-        }
-        Err(error) => {
-            tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
-            // Best effort: an `unknown` key is looked up at once, a `started` one only after
-            // `stuck_after`. If the database is away this fails too, and the key stays `started`.
-            let call = UnknownCall::MayBeInFlight;
-            if let Err(error) = state.store.mark_unknown(key, resource_id, call).await {
-                tracing::warn!(%error, "could not mark the key unknown either");
+) -> Result<Answer> {
+    Ok(
+        match state
+            .store
+            .finish(key, operation, resource_id, result)
+            .await
+        {
+            Ok(Some(movement)) => {
+                state.metrics.outcome(operation.name(), label);
+                Answer::saved(&movement)?
             }
-            outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
-        }
-    }
+            Ok(None) => {
+                tracing::error!("the movement vanished before its outcome was saved");
+                outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
+                // Best effort: an `unknown` key is looked up at once, a `started` one only after
+                // `stuck_after`. If the database is away this fails too, and the key stays `started`.
+                let call = UnknownCall::MayBeInFlight;
+                if let Err(error) = state.store.mark_unknown(key, resource_id, call).await {
+                    tracing::warn!(%error, "could not mark the key unknown either");
+                }
+                outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+            }
+        },
+    )
 }
 
 /// The bank ended the call with an error and no outcome: ask it at once what it did, as the
 /// reconciler would. Never seen → the claim is released and the attempt hears that nothing was
 /// charged, so its retry runs again at once instead of waiting for `stuck_after`.
-async fn look_up_at_once(state: &AppState, key: KeyRef) -> Answer {
-    let pending = || outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER);
+async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
+    let pending = || {
+        Ok(outcome_pending(
+            shared::decision::OUTCOME_PENDING_RETRY_AFTER,
+        ))
+    };
     let leased = match state.store.lease_key(key).await {
         Ok(Some(leased)) => leased,
         // The reconciler took it first, or the database is away: it will be resolved.
@@ -151,8 +157,8 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Answer {
         }
     };
     match resolve_leased(state, leased).await {
-        Ok(Resolution::Finished(movement)) => render_fresh(&movement),
-        Ok(Resolution::Released) => nothing_charged(),
+        Ok(Resolution::Finished(movement)) => Ok(Answer::saved(&movement)?),
+        Ok(Resolution::Released) => Ok(nothing_charged()),
         Ok(Resolution::Voided | Resolution::NotYet) => pending(),
         Err(error) => {
             tracing::warn!(%error, "immediate look-up could not be saved; reconciliation will");
@@ -171,8 +177,4 @@ fn nothing_charged() -> Answer {
         )
         .with_retry_after(Duration::from_secs(1)),
     )
-}
-
-fn render_fresh(movement: &SavedMovement) -> Answer {
-    Answer::saved(movement).unwrap_or_else(|error| Answer::store_failure(&error))
 }

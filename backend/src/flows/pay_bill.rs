@@ -9,8 +9,9 @@ use super::answer::Answer;
 use super::bank_call::{call_bank_and_save, run_to_completion};
 use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
 use super::request::{Admitted, admit};
+use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::{ClaimResult, KeyRef, NewPayment, SavedMovement, StoreError};
+use crate::store::{ClaimResult, KeyRef, NewPayment, SavedMovement};
 
 /// Pays `bill_id` for `user` once per key.
 #[tracing::instrument(skip_all, fields(user_id = %user, bill_id, key))]
@@ -20,17 +21,11 @@ pub async fn pay_bill<'a>(
     key_header_values: impl IntoIterator<Item = &'a [u8]>,
     bill_id: &str,
     body: &[u8],
-) -> Answer {
-    let admitted = match admit(state, Operation::PayBill, key_header_values, bill_id, body) {
-        Ok(admitted) => admitted,
-        Err(problem) => return Answer::problem(problem),
-    };
+) -> Result<Answer> {
+    let admitted = admit(state, Operation::PayBill, key_header_values, bill_id, body)?;
     tracing::Span::current().record("key", tracing::field::display(&admitted.key));
-    let request =
-        match check_bill_id(bill_id).and_then(|()| PayBillRequest::from_json(&admitted.body)) {
-            Ok(request) => request,
-            Err(problem) => return Answer::problem(problem),
-        };
+    check_bill_id(bill_id)?;
+    let request = PayBillRequest::from_json(&admitted.body)?;
     let work = {
         let (state, bill_id) = (state.clone(), bill_id.to_owned());
         async move { claim_and_pay(&state, user, &admitted, &bill_id, &request).await }
@@ -44,7 +39,7 @@ async fn claim_and_pay(
     admitted: &Admitted,
     bill_id: &str,
     request: &PayBillRequest,
-) -> Result<Answer, StoreError> {
+) -> Result<Answer> {
     let key = KeyRef::new(user, &admitted.key);
     let payment_id = Uuid::new_v4();
     let payment = NewPayment {
@@ -62,17 +57,15 @@ async fn claim_and_pay(
         {
             ClaimResult::Claimed(payment) => {
                 let movement = SavedMovement::Payment(payment);
-                return Ok(call_bank_and_save(state, key, &movement).await);
+                return call_bank_and_save(state, key, &movement).await;
             }
             ClaimResult::Existing(stored) => stored,
         };
         match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
             Step::Answer(answer) => return Ok(answer),
-            Step::CallBank(movement) => return Ok(call_bank_and_save(state, key, &movement).await),
+            Step::CallBank(movement) => return call_bank_and_save(state, key, &movement).await,
             Step::ClaimAgain => continue,
         }
     }
-    Err(StoreError::Corrupt(
-        "the key was released on every claim round".to_owned(),
-    ))
+    Err(Error::ClaimRoundsExhausted)
 }

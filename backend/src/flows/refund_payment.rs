@@ -9,8 +9,9 @@ use super::answer::Answer;
 use super::bank_call::{call_bank_and_save, run_to_completion};
 use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
 use super::request::{Admitted, admit};
+use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::{KeyRef, NewRefund, RefundClaimResult, SavedMovement, StoreError};
+use crate::store::{KeyRef, NewRefund, RefundClaimResult, SavedMovement};
 
 /// Refunds part of `payment_id` for `user` once per key.
 #[tracing::instrument(skip_all, fields(user_id = %user, payment_id, key))]
@@ -20,24 +21,13 @@ pub async fn refund_payment<'a>(
     key_header_values: impl IntoIterator<Item = &'a [u8]>,
     payment_id: &str,
     body: &[u8],
-) -> Answer {
-    let admitted = match admit(
-        state,
-        Operation::RefundPayment,
-        key_header_values,
-        payment_id,
-        body,
-    ) {
-        Ok(admitted) => admitted,
-        Err(problem) => return Answer::problem(problem),
-    };
+) -> Result<Answer> {
+    let operation = Operation::RefundPayment;
+    let admitted = admit(state, operation, key_header_values, payment_id, body)?;
     tracing::Span::current().record("key", tracing::field::display(&admitted.key));
-    let request = match RefundRequest::from_json(&admitted.body) {
-        Ok(request) => request,
-        Err(problem) => return Answer::problem(problem),
-    };
+    let request = RefundRequest::from_json(&admitted.body)?;
     let Ok(payment_id) = Uuid::try_parse(payment_id) else {
-        return payment_not_found();
+        return Ok(payment_not_found());
     };
     let state = state.clone();
     run_to_completion(async move {
@@ -52,7 +42,7 @@ async fn claim_and_refund(
     admitted: &Admitted,
     payment_id: Uuid,
     request: &RefundRequest,
-) -> Result<Answer, StoreError> {
+) -> Result<Answer> {
     let key = KeyRef::new(user, &admitted.key);
     let refund_id = Uuid::new_v4();
     let refund = NewRefund {
@@ -69,7 +59,7 @@ async fn claim_and_refund(
         {
             RefundClaimResult::Claimed(refund) => {
                 let movement = SavedMovement::Refund(refund);
-                return Ok(call_bank_and_save(state, key, &movement).await);
+                return call_bank_and_save(state, key, &movement).await;
             }
             RefundClaimResult::Existing(stored) => stored,
             RefundClaimResult::PaymentNotFound => return Ok(payment_not_found()),
@@ -85,13 +75,11 @@ async fn claim_and_refund(
         };
         match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
             Step::Answer(answer) => return Ok(answer),
-            Step::CallBank(movement) => return Ok(call_bank_and_save(state, key, &movement).await),
+            Step::CallBank(movement) => return call_bank_and_save(state, key, &movement).await,
             Step::ClaimAgain => continue,
         }
     }
-    Err(StoreError::Corrupt(
-        "the key was released on every claim round".to_owned(),
-    ))
+    Err(Error::ClaimRoundsExhausted)
 }
 
 fn payment_not_found() -> Answer {

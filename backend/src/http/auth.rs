@@ -4,11 +4,11 @@
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use shared::Problem;
 use shared::auth::verify_authorization;
 
-use super::problem_response::problem_response;
+use crate::error::Error;
 use crate::state::AppState;
 
 /// Verifies the token and puts the [`shared::UserId`] into the request's extensions.
@@ -29,7 +29,7 @@ pub async fn require_user(
         }
         Err(error) => {
             tracing::info!(%error, "request refused: not authenticated");
-            let mut response = problem_response(Problem::from(&error));
+            let mut response = Error::from(Problem::from(&error)).into_response();
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde_json::json;
 use shared::{Problem, ProblemKind};
 
-use super::problem_response::problem_response;
+use crate::error::Error;
 use crate::state::AppState;
 
 /// The documentation routes (no authentication).
@@ -38,14 +38,13 @@ async fn published_policy(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-async fn problem_type(Path(slug): Path<String>) -> Response {
-    match ProblemKind::from_slug(&slug) {
-        Some(kind) => axum::Json(json!({
-            "type": kind.type_uri(),
-            "title": kind.title(),
-            "status": kind.status(),
-        }))
-        .into_response(),
-        None => problem_response(Problem::new(ProblemKind::NotFound, "No such problem type.")),
-    }
+async fn problem_type(Path(slug): Path<String>) -> Result<Response, Error> {
+    let kind = ProblemKind::from_slug(&slug)
+        .ok_or_else(|| Problem::new(ProblemKind::NotFound, "No such problem type."))?;
+    Ok(axum::Json(json!({
+        "type": kind.type_uri(),
+        "title": kind.title(),
+        "status": kind.status(),
+    }))
+    .into_response())
 }

@@ -8,9 +8,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use shared::{Problem, ProblemKind};
 
-use super::problem_response::problem_response;
+use crate::error::Error;
 use crate::state::AppState;
-use crate::store::StoreError;
 
 /// How long readiness waits for the database.
 const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(800);
@@ -29,20 +28,20 @@ async fn healthz() -> &'static str {
 
 async fn readyz(State(state): State<AppState>) -> Response {
     // Answer within a typical one-second probe timeout, not the pool's acquire timeout.
-    let ping = tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await;
-    match ping.unwrap_or_else(|_| Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut))) {
-        Ok(()) => (StatusCode::OK, "ready").into_response(),
-        Err(error) => {
-            tracing::warn!(%error, "not ready: database unreachable");
-            problem_response(
-                Problem::new(
-                    ProblemKind::ServiceUnavailable,
-                    "The database is unreachable.",
-                )
-                .with_retry_after(std::time::Duration::from_secs(1)),
-            )
-        }
-    }
+    let why_not = match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => return (StatusCode::OK, "ready").into_response(),
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("no answer within {READINESS_TIMEOUT:?}"),
+    };
+    tracing::warn!(why_not, "not ready: the database does not answer");
+    Error::from(
+        Problem::new(
+            ProblemKind::ServiceUnavailable,
+            "The database is unreachable.",
+        )
+        .with_retry_after(std::time::Duration::from_secs(1)),
+    )
+    .into_response()
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {

@@ -26,7 +26,7 @@ use shared::api::KeyStatusResponse;
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
 use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
 
-use super::problem_response::problem_response;
+use crate::error::Result;
 use crate::flows::Answer;
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
@@ -41,32 +41,29 @@ async fn key_status_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
     key: Result<Path<String>, PathRejection>,
-) -> Response {
-    let Ok(Path(key)) = key else {
-        return problem_response(Problem::new(
+) -> Result<Response> {
+    let Path(key) = key.map_err(|_| {
+        Problem::new(
             ProblemKind::IdempotencyKeyMalformed,
             "The key in the path is not valid text.",
-        ));
-    };
-    let key = match IdempotencyKey::parse_header(key.as_bytes(), state.policy.key_format) {
-        Ok(key) => key,
-        Err(error) => return problem_response(Problem::from(&error)),
-    };
+        )
+    })?;
+    let key = IdempotencyKey::parse_header(key.as_bytes(), state.policy.key_format)
+        .map_err(|error| Problem::from(&error))?;
     tracing::Span::current().record("key", tracing::field::display(&key));
     let key = KeyRef::new(user, &key);
-    match state.store.load_key(key).await {
-        Ok(Some(stored)) => answer_stored_key(&state, key, &stored).await,
-        Ok(None) => problem_response(Problem::new(
+    let stored = state.store.load_key(key).await?.ok_or_else(|| {
+        Problem::new(
             ProblemKind::NotFound,
             "You have no idempotency key with this value.",
-        )),
-        Err(error) => Answer::store_failure(&error).into_response(),
-    }
+        )
+    })?;
+    answer_stored_key(&state, key, &stored).await
 }
 
-async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Response {
+async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {
     let operation = stored.operation;
-    match stored.record.state {
+    Ok(match stored.record.state {
         KeyState::Started => pending(
             KeyStatusResponse::Started { operation },
             IN_PROGRESS_RETRY_AFTER,
@@ -76,11 +73,8 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
             OUTCOME_PENDING_RETRY_AFTER,
         ),
         KeyState::Released => json_response(&KeyStatusResponse::Released { operation }, None),
-        KeyState::Done => match saved_answer(state, key, stored).await {
-            Ok(status) => json_response(&status, None),
-            Err(error) => Answer::store_failure(&error).into_response(),
-        },
-    }
+        KeyState::Done => json_response(&saved_answer(state, key, stored).await?, None),
+    })
 }
 
 /// The finished key's answer, rendered as a replay renders it.
@@ -88,7 +82,7 @@ async fn saved_answer(
     state: &AppState,
     key: KeyRef,
     stored: &StoredKey,
-) -> Result<KeyStatusResponse, StoreError> {
+) -> Result<KeyStatusResponse> {
     let movement = state.store.saved_movement(key, stored).await?;
     let answer = Answer::saved(&movement)?;
     let body = serde_json::from_slice(&answer.body)

@@ -1,13 +1,16 @@
-//! The HTTP layer: routes, authentication, and turning [`crate::flows::Answer`]s into responses.
+//! The HTTP layer: routes, authentication, and turning [`crate::flows::Answer`]s and
+//! [`crate::error::Error`]s into responses; handlers return `crate::error::Result` and pass
+//! errors on with `?`.
 
+mod answer_response;
 mod auth;
 mod body;
 mod docs;
+mod failures;
 mod health;
 mod key_status;
 pub mod openapi;
 mod payments;
-mod problem_response;
 mod request_metrics;
 mod router;
 

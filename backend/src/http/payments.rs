@@ -2,22 +2,21 @@
 //! the raw parts (user, key header values, path parameter, body) and hands them to
 //! [`crate::flows`]; only reads talk to the store directly.
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Json, Router};
 use shared::api::{Paise, PaymentResponse, PaymentWithRefunds, RefundResponse};
 use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
 use super::body::read_limited;
-use super::problem_response::problem_response;
+use crate::error::Result;
 use crate::flows::{Answer, pay_bill, refund_payment};
 use crate::state::AppState;
-use crate::store::{PaymentRow, RefundRow};
+use crate::store::{PaymentRow, RefundRow, StoreError};
 
 /// The payment routes, to be nested behind authentication.
 pub fn router() -> Router<AppState> {
@@ -33,21 +32,12 @@ async fn pay_bill_handler(
     bill_id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let Ok(Path(bill_id)) = bill_id else {
-        return problem_response(Problem::invalid_field(
-            "bill_id",
-            "bill_id is not a valid path segment",
-        ));
-    };
-    let body = match read_limited(body, state.body_limits.max_bytes).await {
-        Ok(body) => body,
-        Err(problem) => return problem_response(problem),
-    };
+) -> Result<Answer> {
+    let Path(bill_id) = bill_id
+        .map_err(|_| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
+    let body = read_limited(body, state.body_limits.max_bytes).await?;
     let keys = key_header_values(&state, &headers);
-    pay_bill(&state, user, keys, &bill_id, &body)
-        .await
-        .into_response()
+    pay_bill(&state, user, keys, &bill_id, &body).await
 }
 
 async fn refund_handler(
@@ -56,43 +46,28 @@ async fn refund_handler(
     payment_id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let Ok(Path(payment_id)) = payment_id else {
-        return not_found();
-    };
-    let body = match read_limited(body, state.body_limits.max_bytes).await {
-        Ok(body) => body,
-        Err(problem) => return problem_response(problem),
-    };
+) -> Result<Answer> {
+    let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
+    let body = read_limited(body, state.body_limits.max_bytes).await?;
     let keys = key_header_values(&state, &headers);
-    refund_payment(&state, user, keys, &payment_id, &body)
-        .await
-        .into_response()
+    refund_payment(&state, user, keys, &payment_id, &body).await
 }
 
 async fn read_payment_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
     payment_id: Result<Path<Uuid>, PathRejection>,
-) -> Response {
-    let Ok(Path(payment_id)) = payment_id else {
-        return not_found();
-    };
-    match state
+) -> Result<Json<PaymentWithRefunds>> {
+    let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
+    let (payment, refunds) = state
         .store
         .load_payment_with_refunds(user.as_i64(), payment_id)
-        .await
-    {
-        Ok(Some((payment, refunds))) => match render_read(&payment, &refunds) {
-            Some(body) => axum::Json(body).into_response(),
-            None => Answer::store_failure(&crate::store::StoreError::Corrupt(format!(
-                "payment {payment_id} has an amount out of range"
-            )))
-            .into_response(),
-        },
-        Ok(None) => not_found(),
-        Err(error) => Answer::store_failure(&error).into_response(),
-    }
+        .await?
+        .ok_or_else(no_such_payment)?;
+    let read = render_read(&payment, &refunds).ok_or_else(|| {
+        StoreError::Corrupt(format!("payment {payment_id} has an amount out of range"))
+    })?;
+    Ok(Json(read))
 }
 
 /// All values of the policy's key header, as raw bytes (a repeated header is refused later).
@@ -129,9 +104,6 @@ fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWit
     })
 }
 
-fn not_found() -> Response {
-    problem_response(Problem::new(
-        ProblemKind::NotFound,
-        "You have no payment with this id.",
-    ))
+fn no_such_payment() -> Problem {
+    Problem::new(ProblemKind::NotFound, "You have no payment with this id.")
 }

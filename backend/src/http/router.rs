@@ -6,8 +6,8 @@ use axum::middleware::from_fn_with_state;
 use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
-use super::problem_response::problem_response;
-use super::{auth, docs, health, key_status, openapi, payments, request_metrics};
+use super::{auth, docs, failures, health, key_status, openapi, payments, request_metrics};
+use crate::error::Error;
 use crate::state::AppState;
 
 /// Every route of the backend.
@@ -20,15 +20,14 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(docs::router())
         .merge(openapi::router())
-        .fallback(|| async {
-            problem_response(Problem::new(ProblemKind::NotFound, "No such route."))
-        })
+        .fallback(|| async { Error::from(Problem::new(ProblemKind::NotFound, "No such route.")) })
         .method_not_allowed_fallback(|| async {
-            problem_response(Problem::new(
+            Error::from(Problem::new(
                 ProblemKind::MethodNotAllowed,
                 "This route does not accept this method.",
             ))
         })
+        .layer(axum::middleware::from_fn(failures::log_failures))
         .layer(from_fn_with_state(
             state.clone(),
             request_metrics::count_requests,

@@ -1,5 +1,6 @@
-//! Store errors, split by what the caller should tell the client: "try again later" (the
-//! database is unreachable, 503) or "a bug" (500). Neither is ever saved as a key's answer.
+//! Store errors, each saying what happened, and split by what the caller should tell the
+//! client: "try again later" (the database is unreachable, 503) or "a bug" (500). None is ever
+//! saved as a key's answer.
 
 use thiserror::Error;
 
@@ -18,9 +19,14 @@ pub enum StoreError {
     /// one wrote nothing; the other's work stands.
     #[error("the reconciliation lease on the key was lost to another reconciler")]
     LeaseLost,
-    /// A row held a value the code does not know (a hand-edited database).
+    /// A row held a value the code does not know, or rows broke an invariant (a finished key
+    /// whose payment is gone, say): a hand-edited database or a bug.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// Every claim found the key taken, and every read then found it gone (expired and deleted
+    /// in between, time after time): the claim gave up.
+    #[error("the key vanished between each claim and its read")]
+    KeyKeptVanishing,
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -118,9 +118,7 @@ impl<D: Db> Store for SqlStore<D> {
                 return Ok(ClaimResult::Existing(existing));
             }
         }
-        Err(StoreError::Corrupt(
-            "the key vanished between every claim and its read".to_owned(),
-        ))
+        Err(StoreError::KeyKeptVanishing)
     }
 
     /// One short write transaction that takes the payment first (a row lock on PostgreSQL,
@@ -172,9 +170,7 @@ impl<D: Db> Store for SqlStore<D> {
             tx.commit().await?;
             return Ok(RefundClaimResult::Claimed(row));
         }
-        Err(StoreError::Corrupt(
-            "the key vanished between every claim and its read".to_owned(),
-        ))
+        Err(StoreError::KeyKeptVanishing)
     }
 
     async fn load_key(&self, key: KeyRef) -> Result<Option<StoredKey>, StoreError> {

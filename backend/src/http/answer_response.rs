@@ -1,9 +1,8 @@
-//! Turning answers and problems into HTTP responses, with the headers that matter: `Content-Type`,
-//! `Location`, `Retry-After` and `Idempotent-Replayed`.
+//! Turning an [`Answer`] (a saved or fresh answer, or a problem) into an HTTP response, with the
+//! headers that matter: `Content-Type`, `Location`, `Retry-After` and `Idempotent-Replayed`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use shared::Problem;
 
 use crate::flows::Answer;
 
@@ -31,9 +30,4 @@ impl IntoResponse for Answer {
         }
         response
     }
-}
-
-/// A problem as a response.
-pub fn problem_response(problem: Problem) -> Response {
-    Answer::problem(problem).into_response()
 }
