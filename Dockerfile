@@ -1,6 +1,6 @@
 # The backend container: a static (musl) binary on an empty base image, run as a non-root user.
 # It holds the backend binary and the default policy, nothing else (no bank simulator: that is a
-# test tool).
+# test tool, tools/bank-simulator).
 #   docker build -t payments-backend .
 #   docker run -e DATABASE_URL=postgres://… -e BANK_URL=http://bank:8081 \
 #     -e AUTH_JWT_SECRET=… -v ./policy.yaml:/etc/payments/policy.yaml:ro -p 8080:8080 payments-backend

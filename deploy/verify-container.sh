@@ -20,7 +20,7 @@ tests/start-postgres.sh
 cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend --bin backend
 file target/x86_64-unknown-linux-musl/server/backend | grep -qE 'static(-pie)? linked' \
   || { echo "backend is not statically linked" >&2; exit 1; }
-cargo build -q --locked -p backend --bin bank-simulator
+cargo build -q --locked -p bank-simulator --bin bank-simulator
 bank_simulator=target/debug/bank-simulator
 
 scratch=$(mktemp -d)

@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 done
 
 tests/start-postgres.sh
-cargo build -q -p backend --bins
+cargo build -q -p backend -p bank-simulator --bins
 cargo build -q -p incident-replay
 
 admin_url=postgres://postgres@127.0.0.1:5432/postgres

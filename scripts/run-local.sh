@@ -11,7 +11,7 @@ tests/setup-tools.sh
 tests/start-postgres.sh
 psql -h 127.0.0.1 -U postgres -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'payments'" | grep -q 1 \
   || psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE payments"
-cargo build -q -p backend --bins
+cargo build -q -p backend -p bank-simulator --bins
 
 export APP_ENV=development
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/payments

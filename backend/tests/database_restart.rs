@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::Knobs;
+use bank_simulator::Knobs;
 use shared::Policy;
 use support::load::{BackgroundReconciler, assert_ledger_matches_tables, pay_until_final};
 use support::{Options, TestApp, new_key, payment_body, wait_for};

@@ -7,7 +7,7 @@
 //!
 //! ```sh
 //! tests/build-edge.sh
-//! cargo build --profile server -p backend --bins
+//! cargo build --profile server -p backend -p bank-simulator --bins
 //! cargo run --profile server -p edge --example edge_latency -- 500   # requests per kind (200)
 //! ```
 //!

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use backend::bank_simulator::{BankSimulator, Knobs, RunningBank};
 use backend::config::Config;
 use backend::startup::Application;
+use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use serde_json::Value;
 use shared::Policy;
 use sqlx::{Connection, PgConnection};
