@@ -13,7 +13,7 @@ rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup ta
 # The embedded SQLite store compiles SQLite's C source: it needs a C compiler for musl.
 command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
 export CC_x86_64_unknown_linux_musl=musl-gcc
-tests/start-postgres.sh
+scripts/start-postgres.sh
 
 # The binary the Dockerfile's `prebuilt` stage copies (the one file .dockerignore lets through
 # from target/), and a bank simulator to run beside the image (a test tool, not in the image).

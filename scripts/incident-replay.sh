@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-tests/start-postgres.sh
+scripts/start-postgres.sh
 cargo build -q -p backend -p bank-simulator --bins
 cargo build -q -p incident-replay
 

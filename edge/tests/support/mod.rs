@@ -452,7 +452,7 @@ fn worker_build() -> PathBuf {
     for file in ["index.js", "index_bg.wasm"] {
         assert!(
             build.join(file).is_file(),
-            "the Worker build is missing ({}); build it with tests/build-edge.sh",
+            "the Worker build is missing ({}); build it with scripts/build-edge.sh",
             build.join(file).display()
         );
     }
@@ -464,7 +464,7 @@ fn workerd_binary() -> PathBuf {
     let binary = repo_root().join("node_modules/@cloudflare/workerd-linux-64/bin/workerd");
     assert!(
         binary.is_file(),
-        "workerd is missing ({}); install it with tests/setup-tools.sh (npm ci)",
+        "workerd is missing ({}); install it with scripts/setup-tools.sh (npm ci)",
         binary.display()
     );
     binary
@@ -546,7 +546,7 @@ async fn fresh_database() -> (String, String) {
     let admin = admin_url();
     let mut connection = PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL must run on 127.0.0.1:5432 (tests/start-postgres.sh starts it)");
+        .expect("PostgreSQL must run on 127.0.0.1:5432 (scripts/start-postgres.sh starts it)");
     let name = format!("test_edge_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut connection)

@@ -32,7 +32,7 @@ async fn fresh_database() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let mut conn = PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL must be running (tests/start-postgres.sh starts it)");
+        .expect("PostgreSQL must be running (scripts/start-postgres.sh starts it)");
     let name = format!(
         "test_{}",
         shared::IdempotencyKey::mint().to_string().replace('-', "")
