@@ -26,7 +26,8 @@ bank_simulator=target/debug/bank-simulator
 scratch=$(mktemp -d)
 db=container_check_$$
 cleanup() {
-  podman rm -f payments-verify payments-verify-files >/dev/null 2>&1 || true
+  # One name per call: podman rm given a name it does not know removes none of the others.
+  for container in payments-verify payments-verify-files; do podman rm -f "$container" >/dev/null 2>&1 || true; done
   [ -n "${bank_pid:-}" ] && kill "$bank_pid" 2>/dev/null || true
   [ -n "${backend_pid:-}" ] && kill "$backend_pid" 2>/dev/null || true
   psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true
