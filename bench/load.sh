@@ -8,8 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 duration=${1:-10}
 connections=${2:-16}
 command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }; }
-tests/start-postgres.sh
-cargo build -q --profile server -p backend --bins
+scripts/start-postgres.sh
+cargo build -q --profile server -p backend -p bank-simulator --bins
 bin=target/server
 
 db=load_bench_$$

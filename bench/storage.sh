@@ -3,7 +3,7 @@
 # and prints both sizes (pg_total_relation_size). Usage: bench/storage.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-tests/start-postgres.sh
+scripts/start-postgres.sh
 db=storage_bench_$$
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
 trap 'psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db"' EXIT

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the Dockerfile's runtime stage from a static musl binary built here (no registry for
-# base images on this machine, so the `build` stage is replaced by a local cargo build), then
-# runs the image with podman against the local PostgreSQL and a bank simulator: checks it runs
-# as a non-root user, answers /readyz, passes its HEALTHCHECK command, takes a payment, and
-# stops cleanly on SIGTERM. Usage: deploy/verify-container.sh
+# Builds the Dockerfile's image from a static musl backend binary built here (no registry for
+# base images on this machine: --build-arg BINARY_FROM=prebuilt takes the binary from the build
+# context instead of the `rust` build stage, which is then skipped), lists the image's files and
+# fails if it holds anything but the backend binary and the policy, then runs the image with
+# podman against the local PostgreSQL and a bank simulator: checks it runs as a non-root user,
+# answers /readyz, passes its HEALTHCHECK command, takes a payment, and stops cleanly on
+# SIGTERM. Usage: deploy/verify-container.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v podman >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman >/dev/null; }
@@ -11,50 +13,66 @@ rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup ta
 # The embedded SQLite store compiles SQLite's C source: it needs a C compiler for musl.
 command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
 export CC_x86_64_unknown_linux_musl=musl-gcc
-tests/start-postgres.sh
+scripts/start-postgres.sh
 
-cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend --bins
-bin=target/x86_64-unknown-linux-musl/server
-file "$bin/backend" | grep -qE 'static(-pie)? linked' || { echo "backend is not statically linked" >&2; exit 1; }
+# The binary the Dockerfile's `prebuilt` stage copies (the one file .dockerignore lets through
+# from target/), and a bank simulator to run beside the image (a test tool, not in the image).
+cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend --bin backend
+file target/x86_64-unknown-linux-musl/server/backend | grep -qE 'static(-pie)? linked' \
+  || { echo "backend is not statically linked" >&2; exit 1; }
+cargo build -q --locked -p bank-simulator --bin bank-simulator
+bank_simulator=target/debug/bank-simulator
 
-context=$(mktemp -d)
+scratch=$(mktemp -d)
 db=container_check_$$
 cleanup() {
-  podman rm -f payments-verify >/dev/null 2>&1 || true
+  # One name per call: podman rm given a name it does not know removes none of the others.
+  for container in payments-verify payments-verify-files; do podman rm -f "$container" >/dev/null 2>&1 || true; done
   [ -n "${bank_pid:-}" ] && kill "$bank_pid" 2>/dev/null || true
   [ -n "${backend_pid:-}" ] && kill "$backend_pid" 2>/dev/null || true
   psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db" 2>/dev/null || true
-  rm -rf "$context"
+  rm -rf "$scratch"
 }
 trap cleanup EXIT
-mkdir -p "$context/out"
-cp "$bin/backend" "$bin/bank-simulator" "$context/out/"
-cp policy.yaml "$context/"
-# The runtime stage, exactly as in the Dockerfile, reading the binaries from the context.
-awk '/^FROM /{stage++} stage==2' Dockerfile | sed 's|COPY --from=build /out/|COPY out/|; s| /out/bank-simulator| out/bank-simulator|' > "$context/Containerfile"
-podman build -q --format docker -t payments-backend:verify -f "$context/Containerfile" "$context" >/dev/null
+# The Dockerfile as it is, with the repository as its context, as `docker build .` would use.
+podman build -q --format docker --build-arg BINARY_FROM=prebuilt -t payments-backend:verify -f Dockerfile . >/dev/null
 echo "image size: $(podman image inspect payments-backend:verify --format '{{.Size}}') bytes"
+
+# Every file in the image (a scratch image has no shell to list itself: export a created,
+# never started, container). Only the backend and the policy may be there.
+podman create --no-healthcheck --name payments-verify-files payments-backend:verify >/dev/null
+mkdir -p "$scratch/image"
+podman export payments-verify-files | tar -x -C "$scratch/image"
+podman rm payments-verify-files >/dev/null
+files=$(cd "$scratch/image" && find . -mindepth 1 ! -type d -printf '/%P\n' | sort)
+echo "files in the image:"
+sed 's/^/  /' <<<"$files"
+expected=$(printf '%s\n' /etc/payments/policy.yaml /usr/local/bin/backend)
+[ "$files" = "$expected" ] || { echo "the image must hold exactly the backend binary and the policy" >&2; exit 1; }
+cmp -s "$scratch/image/usr/local/bin/backend" target/x86_64-unknown-linux-musl/server/backend \
+  || { echo "the image's backend is not the binary built here" >&2; exit 1; }
+
 healthcheck=$(podman inspect --type image payments-backend:verify --format '{{.Config.Healthcheck}}')
 echo "health check: $healthcheck"
 user=$(podman image inspect payments-backend:verify --format '{{.Config.User}}')
 [ "$user" = "65532:65532" ] && [ -n "$healthcheck" ] && [ "$healthcheck" != "<no value>" ] || { echo "image runs as '$user', not a non-root user" >&2; exit 1; }
 
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
-"$bin/bank-simulator" --listen 127.0.0.1:18181 >/dev/null 2>&1 & bank_pid=$!
+"$bank_simulator" --listen 127.0.0.1:18181 >/dev/null 2>&1 & bank_pid=$!
 env=(DATABASE_URL="postgres://postgres@127.0.0.1:5432/$db" BANK_URL=http://127.0.0.1:18181
      LISTEN_ADDR=127.0.0.1:18180 APP_ENV=development POLICY_FILE=/etc/payments/policy.yaml)
 if podman run -d --name payments-verify --network host --no-healthcheck \
      $(printf -- '-e %s ' "${env[@]}") -v "$PWD/policy.yaml:/etc/payments/policy.yaml:ro" \
-     payments-backend:verify >/dev/null 2>"$context/run.err"; then
+     payments-backend:verify >/dev/null 2>"$scratch/run.err"; then
   in_image() { podman exec payments-verify /usr/local/bin/backend "$@"; }
   stop_backend() { podman stop -t 10 payments-verify >/dev/null; code=$(podman inspect payments-verify --format '{{.State.ExitCode}}'); }
 else
   # Some sandboxes refuse the container runtime's setrlimit calls; then the image's own binary
   # runs directly, with the image's environment, which is what the container would run.
-  echo "podman run is not permitted here ($(tail -n 1 "$context/run.err")); running the image's binary directly"
+  echo "podman run is not permitted here ($(tail -n 1 "$scratch/run.err")); running the image's binary directly"
   export "${env[@]}" POLICY_FILE="$PWD/policy.yaml"
-  "$context/out/backend" serve >/dev/null 2>&1 & backend_pid=$!
-  in_image() { "$context/out/backend" "$@"; }
+  "$scratch/image/usr/local/bin/backend" serve >/dev/null 2>&1 & backend_pid=$!
+  in_image() { "$scratch/image/usr/local/bin/backend" "$@"; }
   stop_backend() { kill -TERM "$backend_pid"; code=0; wait "$backend_pid" || code=$?; backend_pid=; }
 fi
 for _ in $(seq 1 50); do curl -sf http://127.0.0.1:18180/readyz >/dev/null && break; sleep 0.2; done

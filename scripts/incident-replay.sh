@@ -31,9 +31,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-tests/start-postgres.sh
-cargo build -q -p backend --bins
-cargo build -q -p client --bin incident-replay
+scripts/start-postgres.sh
+cargo build -q -p backend -p bank-simulator --bins
+cargo build -q -p incident-replay
 
 admin_url=postgres://postgres@127.0.0.1:5432/postgres
 db=incident_replay_$(date +%s)_$$

@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-tests/setup-tools.sh
-tests/start-postgres.sh
+scripts/setup-tools.sh
+scripts/start-postgres.sh
 psql -h 127.0.0.1 -U postgres -d postgres -Atc "SELECT 1 FROM pg_database WHERE datname = 'payments'" | grep -q 1 \
   || psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE payments"
-cargo build -q -p backend --bins
+cargo build -q -p backend -p bank-simulator --bins
 
 export APP_ENV=development
 export DATABASE_URL=postgres://postgres@127.0.0.1:5432/payments
@@ -33,8 +33,8 @@ for _ in $(seq 1 100); do curl -sf http://127.0.0.1:8080/readyz >/dev/null && br
 curl -sf http://127.0.0.1:8080/readyz >/dev/null || { echo "the backend did not become ready" >&2; exit 1; }
 
 api=http://127.0.0.1:8080
-if [ -x tests/run-edge-dev.sh ]; then
-  tests/run-edge-dev.sh & pids+=($!)
+if [ -x scripts/run-edge-dev.sh ]; then
+  scripts/run-edge-dev.sh & pids+=($!)
   for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8787/healthz >/dev/null && { api=http://127.0.0.1:8787; break; }; sleep 0.2; done
 fi
 

@@ -10,10 +10,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 step "tools"
-tests/setup-tools.sh
+scripts/setup-tools.sh
 
 step "PostgreSQL"
-tests/start-postgres.sh
+scripts/start-postgres.sh
 # Each backend test makes its own database test_<uuid>; drop those left by earlier runs.
 psql -h 127.0.0.1 -U postgres -d postgres -Atc \
   "SELECT 'DROP DATABASE \"' || datname || '\";' FROM pg_database WHERE datname LIKE 'test\\_%'" \
@@ -27,7 +27,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p shared -p edge --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
 
 step "edge Worker build (worker-build with the local tools)"
-tests/build-edge.sh
+scripts/build-edge.sh
 
 step "native tests"
 cargo test --workspace --locked

@@ -19,10 +19,15 @@
 //!   `rejected`) is a decline; only `404 {"status": "unknown"}` (naming our reference, if it
 //!   names one) means the bank never saw it. Anything else, a 404 from a wrong route or a proxy
 //!   included, is a failed look-up ([`LookUpError`]): never "never seen".
+//!
+//! The request bodies and the status words are the bank's wire contract, from the `bank-api`
+//! crate ([`bank_api::DebitRequest`], [`bank_api::StatusWord`], read leniently as
+//! [`bank_api::AnswerBody`]); the reading rules above are this module's own.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use bank_api::{AnswerBody, DebitRequest, RefundRequest, StatusWord};
+use serde::Serialize;
 use shared::Operation;
 
 /// A client for the bank's HTTP API.
@@ -73,51 +78,21 @@ pub enum LookUp {
 #[error("bank look-up failed: {0}")]
 pub struct LookUpError(String);
 
-#[derive(Serialize)]
-struct DebitCall<'a> {
-    reference: &'a str,
-    amount_paise: i64,
-    account: &'a str,
-}
-
-#[derive(Serialize)]
-struct RefundCall<'a> {
-    reference: &'a str,
-    debit_reference: &'a str,
-    amount_paise: i64,
-}
-
-/// The body of a bank answer, as far as it is read: a status word, a reason for refusals, and
-/// the reference a "never seen" look-up names.
-#[derive(Deserialize)]
-struct BankAnswer {
-    status: String,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    reference: Option<String>,
-}
-
 /// What a body's `status` word says about a movement.
-enum StatusWord {
+enum Meaning {
     Moved,
     Refused,
     NeverSeen,
     Other,
 }
 
-impl BankAnswer {
-    fn word(&self) -> StatusWord {
-        match self.status.as_str() {
-            "debited" | "refunded" => StatusWord::Moved,
-            "declined" | "rejected" => StatusWord::Refused,
-            "unknown" => StatusWord::NeverSeen,
-            _ => StatusWord::Other,
-        }
-    }
-
-    fn reason(self) -> String {
-        self.reason.unwrap_or(self.status)
+/// Reads the word of a body that may be missing: an absent or unexpected word says nothing.
+fn meaning(answer: Option<&AnswerBody>) -> Meaning {
+    match answer.and_then(AnswerBody::word) {
+        Some(StatusWord::Debited | StatusWord::Refunded) => Meaning::Moved,
+        Some(StatusWord::Declined | StatusWord::Rejected) => Meaning::Refused,
+        Some(StatusWord::Unknown) => Meaning::NeverSeen,
+        None => Meaning::Other,
     }
 }
 
@@ -138,10 +113,13 @@ impl BankClient {
     /// Debits `account` under `reference`.
     #[tracing::instrument(skip(self))]
     pub async fn debit(&self, reference: &str, amount_paise: i64, account: &str) -> BankOutcome {
-        let call = DebitCall {
-            reference,
+        let Ok(amount_paise) = u64::try_from(amount_paise) else {
+            return negative_amount(amount_paise);
+        };
+        let call = DebitRequest {
+            reference: reference.to_owned(),
             amount_paise,
-            account,
+            account: account.to_owned(),
         };
         self.move_money("debits", &call).await
     }
@@ -154,9 +132,12 @@ impl BankClient {
         debit_reference: &str,
         amount_paise: i64,
     ) -> BankOutcome {
-        let call = RefundCall {
-            reference,
-            debit_reference,
+        let Ok(amount_paise) = u64::try_from(amount_paise) else {
+            return negative_amount(amount_paise);
+        };
+        let call = RefundRequest {
+            reference: reference.to_owned(),
+            debit_reference: debit_reference.to_owned(),
             amount_paise,
         };
         self.move_money("refunds", &call).await
@@ -177,7 +158,7 @@ impl BankClient {
             .await
             .map_err(|error| LookUpError(error.to_string()))?;
         let status = response.status().as_u16();
-        let answer: Option<BankAnswer> = response.json().await.ok();
+        let answer: Option<AnswerBody> = response.json().await.ok();
         read_look_up(status, answer, reference)
     }
 
@@ -188,7 +169,7 @@ impl BankClient {
             Err(error) => return unknown(format!("no answer: {error}"), false),
         };
         let status = response.status().as_u16();
-        match response.json::<BankAnswer>().await {
+        match response.json::<AnswerBody>().await {
             Ok(answer) => read_call(status, Some(answer)),
             // A body that cannot be read may have been cut off mid-way (a dropped connection).
             Err(error) if (200..300).contains(&status) => unknown(
@@ -201,15 +182,14 @@ impl BankClient {
 }
 
 /// Reads the answer to a debit or refund call.
-fn read_call(status: u16, answer: Option<BankAnswer>) -> BankOutcome {
-    let word = answer.as_ref().map_or(StatusWord::Other, BankAnswer::word);
-    match (status, word, answer) {
-        (200..=299, StatusWord::Moved, _) => BankOutcome::Succeeded,
-        (200..=299 | 400..=499, StatusWord::Refused, Some(answer)) => BankOutcome::Declined {
-            reason: answer.reason(),
+fn read_call(status: u16, answer: Option<AnswerBody>) -> BankOutcome {
+    match (status, meaning(answer.as_ref()), answer) {
+        (200..=299, Meaning::Moved, _) => BankOutcome::Succeeded,
+        (200..=299 | 400..=499, Meaning::Refused, Some(answer)) => BankOutcome::Declined {
+            reason: answer.into_reason(),
         },
         (402, _, answer) => BankOutcome::Declined {
-            reason: answer.map_or_else(|| "declined".to_owned(), BankAnswer::reason),
+            reason: answer.map_or_else(declined, AnswerBody::into_reason),
         },
         (200..=299, _, answer) => unknown(
             format!("HTTP {status} with status {:?}", answer.map(|a| a.status)),
@@ -226,19 +206,18 @@ fn read_call(status: u16, answer: Option<BankAnswer>) -> BankOutcome {
 /// Reads the answer to a status look-up of `reference`.
 fn read_look_up(
     status: u16,
-    answer: Option<BankAnswer>,
+    answer: Option<AnswerBody>,
     reference: &str,
 ) -> Result<LookUp, LookUpError> {
-    let word = answer.as_ref().map_or(StatusWord::Other, BankAnswer::word);
-    match (status, word, answer) {
-        (200..=299, StatusWord::Moved, _) => Ok(LookUp::Succeeded),
-        (200..=299 | 402 | 422, StatusWord::Refused, Some(answer)) => Ok(LookUp::Declined {
-            reason: answer.reason(),
+    match (status, meaning(answer.as_ref()), answer) {
+        (200..=299, Meaning::Moved, _) => Ok(LookUp::Succeeded),
+        (200..=299 | 402 | 422, Meaning::Refused, Some(answer)) => Ok(LookUp::Declined {
+            reason: answer.into_reason(),
         }),
         (402, _, answer) => Ok(LookUp::Declined {
-            reason: answer.map_or_else(|| "declined".to_owned(), BankAnswer::reason),
+            reason: answer.map_or_else(declined, AnswerBody::into_reason),
         }),
-        (404, StatusWord::NeverSeen, Some(answer))
+        (404, Meaning::NeverSeen, Some(answer))
             if answer
                 .reference
                 .as_deref()
@@ -264,11 +243,23 @@ fn unknown(reason: String, call_ended: bool) -> BankOutcome {
     BankOutcome::Unknown { reason, call_ended }
 }
 
+/// The reason of a 402 without a readable body: the status word a decline carries.
+fn declined() -> String {
+    StatusWord::Declined.to_string()
+}
+
+/// A negative amount, which the bank's API cannot carry. Stored amounts are positive (a `CHECK`
+/// on the tables), so this never happens; if it did, the bank would refuse the call without
+/// moving money, so it is not sent and ends like a refused call: a definite error.
+fn negative_amount(amount_paise: i64) -> BankOutcome {
+    unknown(format!("amount {amount_paise} is negative; not sent"), true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn answer(json: &str) -> Option<BankAnswer> {
+    fn answer(json: &str) -> Option<AnswerBody> {
         Some(serde_json::from_str(json).expect("test bodies are JSON"))
     }
 

@@ -1,13 +1,13 @@
 //! The backend: the authority over idempotency keys (the database claim, the bank call, save
-//! and replay, reconciliation and expiry), and the bank simulator that plays the partner bank
-//! in development and tests.
+//! and replay, reconciliation and expiry). The partner bank it calls is played in development
+//! and tests by the `bank-simulator` crate (`tools/bank-simulator/`), which the backend uses
+//! only in its tests.
 //!
 //! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
 //! carried out) → [`store`] (the claim and the saved outcome) and [`bank_client`] (the debit).
 //! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`].
 
 pub mod bank_client;
-pub mod bank_simulator;
 pub mod config;
 pub mod error;
 pub mod flows;

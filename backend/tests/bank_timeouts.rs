@@ -11,8 +11,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::{Knobs, LookupStatus};
 use backend::metrics::OutcomeLabels;
+use bank_simulator::{Knobs, LookupStatus};
 use futures_util::{StreamExt, stream};
 use shared::Policy;
 use support::load::{

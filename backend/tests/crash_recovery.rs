@@ -18,7 +18,7 @@ mod support;
 
 use std::time::Duration;
 
-use backend::bank_simulator::{BankSimulator, Knobs, RunningBank};
+use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use sqlx::PgPool;
 use support::process::{BackendEnv, BackendProcess};
 use support::{

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::Knobs;
+use bank_simulator::Knobs;
 use shared::Policy;
 use support::load::{BackgroundReconciler, assert_ledger_matches_tables, pay_until_final};
 use support::{Options, TestApp, new_key, payment_body, wait_for};
@@ -38,12 +38,12 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// The newest cluster under `/etc/postgresql` (as `tests/start-postgres.sh` picks it).
+    /// The newest cluster under `/etc/postgresql` (as `scripts/start-postgres.sh` picks it).
     fn local() -> Cluster {
         let mut versions: Vec<String> = std::fs::read_dir("/etc/postgresql")
             .expect(
                 "this test restarts PostgreSQL with pg_ctlcluster and needs /etc/postgresql \
-                 (a Debian-style PostgreSQL install, as tests/start-postgres.sh sets up)",
+                 (a Debian-style PostgreSQL install, as scripts/start-postgres.sh sets up)",
             )
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
             .collect();
@@ -69,7 +69,7 @@ impl Cluster {
 
     async fn start(&mut self) {
         if let Err(error) = run_pg_ctlcluster(&self.version, "start").await {
-            // Another run on this machine (its tests/start-postgres.sh) may have started it
+            // Another run on this machine (its scripts/start-postgres.sh) may have started it
             // first; what matters is that it runs.
             run_pg_ctlcluster(&self.version, "status")
                 .await

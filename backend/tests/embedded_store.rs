@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use backend::bank_simulator::{BankSimulator, Knobs};
+use bank_simulator::{BankSimulator, Knobs};
 use support::process::{BackendEnv, BackendProcess};
 use support::{new_key, payment_body, send_pay};
 

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use backend::bank_simulator::Knobs;
 use backend::reconcile::try_reconcile_once;
+use bank_simulator::Knobs;
 use serde_json::{Value, json};
 use support::{Answer, Options, TestApp, new_key, payment_body, wait_for};
 

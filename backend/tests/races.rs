@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::HashSet;
 
-use backend::bank_simulator::Knobs;
+use bank_simulator::Knobs;
 use futures_util::future::join_all;
 use support::{Options, StoreKind, TestApp, new_key, payment_body};
 

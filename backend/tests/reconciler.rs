@@ -12,11 +12,11 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use backend::bank_simulator::{BankSimulator, Knobs};
 use backend::metrics::{Metrics, OutcomeLabels};
 use backend::reconcile::{self, Outcome};
 use backend::startup::build_state;
 use backend::state::AppState;
+use bank_simulator::{BankSimulator, Knobs};
 use serde_json::json;
 use sqlx::PgPool;
 use support::process::{BackendEnv, BackendProcess};

@@ -12,9 +12,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::Knobs;
 use backend::metrics::OperationLabels;
 use backend::reconcile::{Outcome, try_reconcile_once};
+use bank_simulator::Knobs;
 use support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 
 /// The first call's latency in the late-arrival tests: long past the backend's 200 ms bank

@@ -8,7 +8,7 @@ mod support;
 
 use std::collections::HashSet;
 
-use backend::bank_simulator::{BankSimulator, Knobs};
+use bank_simulator::{BankSimulator, Knobs};
 use futures_util::future::join_all;
 use sqlx::{Connection, PgConnection, PgPool};
 use support::{Answer, Options, TestApp, new_key, payment_body};
@@ -52,7 +52,7 @@ fn partitioned_migration() -> String {
 struct PartitionedApp {
     url: String,
     http: reqwest::Client,
-    bank: backend::bank_simulator::RunningBank,
+    bank: bank_simulator::RunningBank,
     state: backend::state::AppState,
     pool: PgPool,
 }
@@ -184,7 +184,7 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
         "20 payment keys and 10 refund keys of users 1-20"
     );
 
-    let ledger: backend::bank_simulator::Ledger = app
+    let ledger: bank_simulator::Ledger = app
         .http
         .get(format!("{}/ledger", app.bank.url))
         .send()

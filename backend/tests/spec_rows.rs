@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use backend::bank_simulator::Knobs;
+use bank_simulator::Knobs;
 use serde_json::json;
 use support::{Options, StoreKind, TestApp, new_key, payment_body};
 

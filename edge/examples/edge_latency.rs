@@ -6,8 +6,8 @@
 //! - a read: `GET /v1/payments/{id}`, forwarded through the edge unchanged.
 //!
 //! ```sh
-//! tests/build-edge.sh
-//! cargo build --profile server -p backend --bins
+//! scripts/build-edge.sh
+//! cargo build --profile server -p backend -p bank-simulator --bins
 //! cargo run --profile server -p edge --example edge_latency -- 500   # requests per kind (200)
 //! ```
 //!

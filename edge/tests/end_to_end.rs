@@ -1,6 +1,7 @@
-//! The edge end to end, under the real runtime: the built Worker (`tests/build-edge.sh`) runs in
-//! `workerd` in front of a real backend process, PostgreSQL and a real bank simulator process,
-//! and every claim is checked over HTTP. Requests that reached the backend are counted at the
+//! The edge end to end, under the real runtime: the built Worker (`scripts/build-edge.sh`) runs
+//! in `workerd` in front of a real backend process, PostgreSQL and a real bank simulator process
+//! (`cargo build -p backend -p bank-simulator --bins` first), and every claim is checked over
+//! HTTP. Requests that reached the backend are counted at the
 //! backend (`/metrics`), debits at the bank (`/ledger`). Each test runs its own stack.
 #![cfg(not(target_arch = "wasm32"))]
 

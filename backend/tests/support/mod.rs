@@ -13,11 +13,11 @@ pub mod process;
 
 use std::time::{Duration, Instant};
 
-use backend::bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use backend::config::Config;
 use backend::startup::Application;
 use backend::state::AppState;
 use backend::store::{ClaimResult, KeyRef, NewPayment};
+use bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use sqlx::{Connection, PgConnection};

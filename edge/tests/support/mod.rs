@@ -119,7 +119,7 @@ impl Stack {
         let bank_addr = free_address();
         let bank = Process::spawn(
             "bank-simulator",
-            Command::new(server_binary("bank-simulator"))
+            Command::new(server_binary("bank-simulator", "bank-simulator"))
                 .arg("--listen")
                 .arg(&bank_addr)
                 .arg("--latency-ms")
@@ -133,7 +133,7 @@ impl Stack {
         let backend_addr = free_address();
         let backend = Process::spawn(
             "backend",
-            Command::new(server_binary("backend"))
+            Command::new(server_binary("backend", "backend"))
                 .env("DATABASE_URL", &database_url)
                 .env("BANK_URL", &bank_url)
                 .env("LISTEN_ADDR", &backend_addr)
@@ -452,7 +452,7 @@ fn worker_build() -> PathBuf {
     for file in ["index.js", "index_bg.wasm"] {
         assert!(
             build.join(file).is_file(),
-            "the Worker build is missing ({}); build it with tests/build-edge.sh",
+            "the Worker build is missing ({}); build it with scripts/build-edge.sh",
             build.join(file).display()
         );
     }
@@ -464,14 +464,17 @@ fn workerd_binary() -> PathBuf {
     let binary = repo_root().join("node_modules/@cloudflare/workerd-linux-64/bin/workerd");
     assert!(
         binary.is_file(),
-        "workerd is missing ({}); install it with tests/setup-tools.sh (npm ci)",
+        "workerd is missing ({}); install it with scripts/setup-tools.sh (npm ci)",
         binary.display()
     );
     binary
 }
 
-/// A binary of the backend crate, built in this test's profile (`target/<profile>/`).
-fn server_binary(name: &str) -> PathBuf {
+/// The binary `name` of the workspace package `package`, built in this test's profile
+/// (`target/<profile>/`): `backend` from `backend/`, `bank-simulator` from
+/// `tools/bank-simulator/`. Cargo builds a package's binaries only for that package's own tests,
+/// so these must be built first (`cargo test --workspace` builds them all).
+fn server_binary(package: &str, name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let profile_dir = exe
         .parent()
@@ -480,7 +483,8 @@ fn server_binary(name: &str) -> PathBuf {
     let binary = profile_dir.join(name);
     assert!(
         binary.is_file(),
-        "{} is missing; build it with `cargo build -p backend --bins` (same profile)",
+        "{} is missing; build it with `cargo build -p {package} --bin {name}` (same profile), \
+         or both servers with `cargo build -p backend -p bank-simulator --bins`",
         binary.display()
     );
     binary
@@ -542,7 +546,7 @@ async fn fresh_database() -> (String, String) {
     let admin = admin_url();
     let mut connection = PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL must run on 127.0.0.1:5432 (tests/start-postgres.sh starts it)");
+        .expect("PostgreSQL must run on 127.0.0.1:5432 (scripts/start-postgres.sh starts it)");
     let name = format!("test_edge_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut connection)

@@ -2,7 +2,7 @@
 //!
 //! This is what "exactly once" is counted against: a debit deduplicated by the bank adds
 //! nothing, a debit executed twice (dedupe off) shows as two entries. Served at `GET /ledger`
-//! and returned in-process by [`crate::bank_simulator::BankSimulator::ledger`].
+//! by the bank simulator (and returned in-process by its `ledger()`), read by tests and tools.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

@@ -8,18 +8,18 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use bank_api::{
+    DebitOutcome, DebitRequest, Knobs, Ledger, LookupStatus, RefundOutcome, RefundRequest,
+};
 use serde_json::{Value, json};
 use tower_http::trace::TraceLayer;
 
-use super::error::SimulatorError;
-use super::extract::JsonBody;
-use super::knobs::{Knobs, LookupStatus};
-use super::ledger::Ledger;
-use super::simulator::BankSimulator;
-use super::wire::{DebitOutcome, DebitRequest, RefundOutcome, RefundRequest};
+use crate::error::SimulatorError;
+use crate::extract::JsonBody;
+use crate::simulator::BankSimulator;
 
 impl BankSimulator {
-    /// The HTTP API over this simulator (SPEC section 7), for [`crate::bank_simulator::serve`]
+    /// The HTTP API over this simulator (SPEC section 7), for [`crate::serve`]
     /// or for calling without a socket.
     pub fn router(&self) -> Router {
         Router::new()

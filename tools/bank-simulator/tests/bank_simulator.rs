@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use backend::bank_simulator::{
+use bank_simulator::{
     BankSimulator, DebitOutcome, DebitRequest, DeclineReason, Knobs, Ledger, RefundOutcome,
     RefundRejection, RefundRequest, RunningBank,
 };

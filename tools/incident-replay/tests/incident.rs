@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use backend::bank_simulator::{BankSimulator, Knobs, RunningBank};
 use backend::config::Config;
 use backend::startup::Application;
+use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use serde_json::Value;
 use shared::Policy;
 use sqlx::{Connection, PgConnection};
@@ -32,7 +32,7 @@ async fn fresh_database() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let mut conn = PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL must be running (tests/start-postgres.sh starts it)");
+        .expect("PostgreSQL must be running (scripts/start-postgres.sh starts it)");
     let name = format!(
         "test_{}",
         shared::IdempotencyKey::mint().to_string().replace('-', "")

@@ -22,7 +22,7 @@ if [ "$installed" != "$locked_wasm_bindgen" ]; then
 fi
 command -v node >/dev/null || { echo "setup-tools: Node.js is required for the Wasm tests (apt-get install nodejs)" >&2; exit 1; }
 
-# The edge Worker's build (tests/build-edge.sh) and its end-to-end tests (workerd).
+# The edge Worker's build (scripts/build-edge.sh) and its end-to-end tests (workerd).
 worker_build_version=0.8.7
 if [ "$(worker-build --version 2>/dev/null || true)" != "$worker_build_version" ]; then
   echo "setup-tools: installing worker-build $worker_build_version (~5 min once)"

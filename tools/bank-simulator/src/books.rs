@@ -6,12 +6,11 @@
 
 use std::collections::HashMap;
 
-use time::OffsetDateTime;
-
-use super::ledger::{Ledger, LedgerEntry};
-use super::wire::{
-    DebitOutcome, DebitRequest, DeclineReason, RefundOutcome, RefundRejection, RefundRequest,
+use bank_api::{
+    DebitOutcome, DebitRequest, DeclineReason, Ledger, LedgerEntry, RefundOutcome, RefundRejection,
+    RefundRequest,
 };
+use time::OffsetDateTime;
 
 /// Executed movements and the outcome recorded for every reference.
 #[derive(Debug, Default)]

@@ -7,11 +7,11 @@ use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 
+use bank_api::Knobs;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::knobs::Knobs;
-use super::simulator::BankSimulator;
+use crate::simulator::BankSimulator;
 
 /// A simulator serving on a local port in a background task; dropping it shuts the server down.
 #[derive(Debug)]

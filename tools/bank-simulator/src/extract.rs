@@ -1,12 +1,12 @@
 //! A JSON body extractor whose rejection is a [`SimulatorError`], so unreadable bodies are
-//! answered in the simulator's own [`crate::bank_simulator::ErrorBody`] format rather than as
+//! answered in the simulator's own [`bank_api::ErrorBody`] format rather than as
 //! axum's plain text.
 
 use axum::Json;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 
-use super::error::SimulatorError;
+use crate::error::SimulatorError;
 
 /// The request body, parsed as JSON into `T`.
 pub(crate) struct JsonBody<T>(pub(crate) T);

@@ -11,28 +11,26 @@
 //! Sandbox rule: a debit from an account whose name part starts with `decline`
 //! (`decline@okbank`) is always declined; see [`is_always_declined`].
 //!
-//! The wire contract is SPEC §7. Run it with the `bank-simulator` binary, or in-process with
-//! [`BankSimulator::spawn`] (a real socket on a free port) or [`BankSimulator::router`].
+//! The wire contract is SPEC §7, typed in the `bank-api` crate (requests, outcomes, the ledger,
+//! the knobs), which this crate serves and re-exports. Run it with the `bank-simulator` binary,
+//! or in-process with [`BankSimulator::spawn`] (a real socket on a free port) or
+//! [`BankSimulator::router`]. A test tool: the backend uses it only in its tests, and the
+//! production image does not carry it.
 
 mod books;
 mod error;
 mod extract;
 mod http;
-mod knobs;
-mod ledger;
 mod plan;
 mod sandbox;
 mod server;
 mod simulator;
-mod wire;
 
-pub use knobs::LookupStatus;
-pub use knobs::{DEFAULT_LOST_REPLY_DELAY_MS, Knobs, KnobsError};
-pub use ledger::{Ledger, LedgerEntry};
+pub use bank_api::{
+    DEFAULT_LOST_REPLY_DELAY_MS, DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus,
+    Knobs, KnobsError, Ledger, LedgerEntry, LookupStatus, RefundOutcome, RefundRejection,
+    RefundRequest, RequestError, UnknownReference,
+};
 pub use sandbox::{ALWAYS_DECLINED_PREFIX, is_always_declined};
 pub use server::{RunningBank, serve};
 pub use simulator::BankSimulator;
-pub use wire::{
-    DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus, RefundOutcome,
-    RefundRejection, RefundRequest, RequestError, UnknownReference,
-};

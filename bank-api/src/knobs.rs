@@ -1,10 +1,10 @@
 //! The knobs that make the simulated bank slow, flaky or forgetful.
 //!
-//! One [`Knobs`] value configures a whole simulator: it is parsed from flags and environment
-//! variables by the `bank-simulator` binary (through `clap`), read and replaced as JSON at
-//! `GET`/`PUT /knobs` on a running process, and built directly by in-process tests. Replacing the
-//! knobs also re-seeds the random generator, so a test that sets knobs and then sends a fixed
-//! sequence of requests sees the same outcomes every run.
+//! One [`Knobs`] value configures a whole simulator: the `bank-simulator` binary builds it from
+//! its flags and environment variables, a running simulator serves and replaces it as JSON at
+//! `GET`/`PUT /knobs`, and tests and tools (the incident replay) build it directly. Replacing the
+//! knobs also re-seeds the simulator's random generator, so a test that sets knobs and then
+//! sends a fixed sequence of requests sees the same outcomes every run.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,56 +17,79 @@ pub const DEFAULT_LOST_REPLY_DELAY_MS: u64 = 60_000;
 ///
 /// As JSON every field is optional on input (an omitted field takes its default) and unknown
 /// fields are refused, so a misspelt knob is an error rather than silently ignored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Knobs {
     /// Fixed delay in milliseconds before the bank decides anything.
-    #[arg(long, env = "BANK_LATENCY_MS", default_value_t = 0)]
     pub latency_ms: u64,
     /// Extra delay in milliseconds, drawn uniformly from `0..=jitter_ms` per request.
-    #[arg(long, env = "BANK_JITTER_MS", default_value_t = 0)]
     pub jitter_ms: u64,
     /// Probability that a debit is declined for insufficient funds (no money moves).
-    #[arg(long, env = "BANK_DECLINE_RATE", default_value_t = 0.0)]
     pub decline_rate: f64,
     /// Probability that a request is answered 500 before anything is done or recorded.
-    #[arg(long, env = "BANK_ERROR_RATE", default_value_t = 0.0)]
     pub error_rate: f64,
     /// Probability that a request is executed and recorded but its reply is held back for
     /// `lost_reply_delay_ms`, so the caller gives up before it arrives.
-    #[arg(long, env = "BANK_LOST_REPLY_RATE", default_value_t = 0.0)]
     pub lost_reply_rate: f64,
     /// How long a lost reply is held back, in milliseconds.
-    #[arg(long, env = "BANK_LOST_REPLY_DELAY_MS", default_value_t = DEFAULT_LOST_REPLY_DELAY_MS)]
     pub lost_reply_delay_ms: u64,
     /// Whether a repeated reference replays its first outcome (`true`, like a real bank) or is
     /// executed again (`false`, to prove that the server alone prevents double debits).
-    #[arg(long, env = "BANK_DEDUPE", default_value_t = true, action = clap::ArgAction::Set)]
     pub dedupe: bool,
     /// Seed of the one random generator behind every draw, for repeatable runs.
-    #[arg(long, env = "BANK_SEED", default_value_t = 0)]
     pub seed: u64,
     /// Whether a call whose caller hangs up before the bank decided it is still decided (and
     /// its money moved) when its latency ends, as a bank that queues requests does: the call
     /// reaches the bank "late", after the caller gave up. Off: the bank drops it with the
     /// connection.
-    #[arg(long, env = "BANK_EXECUTES_ABANDONED_CALLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub executes_abandoned_calls: bool,
     /// The HTTP status of a look-up that finds an outcome: `ok` (200) or `original` (the
     /// status the original call answered: 201, 402 or 422), as some banks do.
-    #[arg(long, env = "BANK_LOOKUP_STATUS", value_enum, default_value_t = LookupStatus::Ok)]
     pub lookup_status: LookupStatus,
 }
 
 /// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
 /// debited body, others `200`").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LookupStatus {
     /// 200 with the recorded outcome.
     Ok,
     /// The status the original call answered with the same outcome: 201, 402 or 422.
     Original,
+}
+
+impl LookupStatus {
+    /// The value as flags and JSON spell it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LookupStatus::Ok => "ok",
+            LookupStatus::Original => "original",
+        }
+    }
+}
+
+impl std::fmt::Display for LookupStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A look-up status that is neither `ok` nor `original`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected `ok` or `original`, got `{0}`")]
+pub struct UnknownLookupStatus(String);
+
+impl std::str::FromStr for LookupStatus {
+    type Err = UnknownLookupStatus;
+
+    /// Parses the spelling of [`LookupStatus::as_str`] (the `--lookup-status` flag's values).
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        [LookupStatus::Ok, LookupStatus::Original]
+            .into_iter()
+            .find(|status| status.as_str() == value)
+            .ok_or_else(|| UnknownLookupStatus(value.to_owned()))
+    }
 }
 
 impl Default for Knobs {
@@ -101,8 +124,8 @@ pub enum KnobsError {
 }
 
 impl Knobs {
-    /// Checks that every rate is a probability. The binary refuses to start and `PUT /knobs`
-    /// answers 422 on an error; [`crate::bank_simulator::BankSimulator::set_knobs`] trusts its
+    /// Checks that every rate is a probability. The simulator's binary refuses to start and
+    /// `PUT /knobs` answers 422 on an error; the simulator's in-process `set_knobs` trusts its
     /// caller (a rate above 1 then always fires, one below 0 never does).
     pub fn validate(&self) -> Result<(), KnobsError> {
         let rates = [
@@ -122,52 +145,7 @@ impl Knobs {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        knobs: Knobs,
-    }
-
-    #[test]
-    fn flag_defaults_match_the_default_knobs() {
-        let cli = Cli::try_parse_from(["bank-simulator"]).expect("no flags parse");
-        assert_eq!(cli.knobs, Knobs::default());
-    }
-
-    #[test]
-    fn flags_set_every_knob() {
-        let cli = Cli::try_parse_from([
-            "bank-simulator",
-            "--latency-ms=5",
-            "--jitter-ms=6",
-            "--decline-rate=0.1",
-            "--error-rate=0.2",
-            "--lost-reply-rate=0.3",
-            "--lost-reply-delay-ms=7",
-            "--dedupe=false",
-            "--seed=8",
-            "--executes-abandoned-calls=true",
-            "--lookup-status=original",
-        ])
-        .expect("valid flags parse");
-        let expected = Knobs {
-            latency_ms: 5,
-            jitter_ms: 6,
-            decline_rate: 0.1,
-            error_rate: 0.2,
-            lost_reply_rate: 0.3,
-            lost_reply_delay_ms: 7,
-            dedupe: false,
-            seed: 8,
-            executes_abandoned_calls: true,
-            lookup_status: LookupStatus::Original,
-        };
-        assert_eq!(cli.knobs, expected);
-    }
 
     #[test]
     fn rates_outside_zero_to_one_are_refused() {
@@ -193,6 +171,16 @@ mod tests {
             ..Knobs::default()
         };
         assert_eq!(edges.validate(), Ok(()));
+    }
+
+    #[test]
+    fn lookup_statuses_parse_as_json_spells_them() {
+        for status in [LookupStatus::Ok, LookupStatus::Original] {
+            let json = serde_json::to_value(status).expect("serializes");
+            assert_eq!(json, status.as_str());
+            assert_eq!(status.as_str().parse::<LookupStatus>(), Ok(status));
+        }
+        assert!("200".parse::<LookupStatus>().is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 # Builds the edge Worker (edge/build/index.js and edge/build/index_bg.wasm) with worker-build
 # and local tools only, never a download: the wasm-bindgen CLI on PATH (at exactly Cargo.lock's
 # wasm-bindgen version), esbuild from wrangler's npm install, wasm-opt from the npm binaryen
-# package. Run tests/setup-tools.sh first on a fresh machine. Prints the module's size.
+# package. Run scripts/setup-tools.sh first on a fresh machine. Prints the module's size.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,14 +14,14 @@ installed=$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)
 if [ "$installed" != "$locked" ]; then
   fail "the wasm-bindgen CLI is '${installed:-missing}' but Cargo.lock pins $locked; fix with:
   cargo install wasm-bindgen-cli --version =$locked
-(or run tests/setup-tools.sh, which does it)"
+(or run scripts/setup-tools.sh, which does it)"
 fi
 command -v worker-build >/dev/null \
-  || fail "worker-build is missing; run tests/setup-tools.sh (cargo install worker-build --version =0.8.7)"
+  || fail "worker-build is missing; run scripts/setup-tools.sh (cargo install worker-build --version =0.8.7)"
 esbuild="$PWD/node_modules/@esbuild/linux-x64/bin/esbuild"
 wasm_opt="$PWD/node_modules/.bin/wasm-opt"
 [ -x "$esbuild" ] && [ -x "$wasm_opt" ] \
-  || fail "esbuild or wasm-opt is missing from node_modules; run tests/setup-tools.sh (npm ci)"
+  || fail "esbuild or wasm-opt is missing from node_modules; run scripts/setup-tools.sh (npm ci)"
 
 WASM_BINDGEN_BIN=$(command -v wasm-bindgen)
 export WASM_BINDGEN_BIN ESBUILD_BIN="$esbuild" WASM_OPT_BIN="$wasm_opt"

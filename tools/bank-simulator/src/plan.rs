@@ -7,10 +7,9 @@
 
 use std::time::Duration;
 
+use bank_api::Knobs;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-use super::knobs::Knobs;
 
 /// The knobs and the generator they seed, replaced together.
 #[derive(Debug)]

@@ -1,13 +1,14 @@
 //! The bank simulator as the replay drives and reads it: its knobs over `PUT /knobs` (the
-//! latency ramp, lost replies, declines, 500s before debiting, dedupe on) and its ledger over `GET /ledger`, where
-//! every executed debit is one entry, so a double debit is two entries for one account.
+//! latency ramp, lost replies, declines, 500s before debiting, dedupe on) and its ledger over
+//! `GET /ledger`, where every executed debit is one entry, so a double debit is two entries for
+//! one account. Both are the `bank-api` crate's types, the ones the simulator itself reads and
+//! writes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::Deserialize;
-use serde_json::json;
+use bank_api::{Knobs, Ledger};
 
 use crate::night::NightSettings;
 
@@ -16,20 +17,6 @@ use crate::night::NightSettings;
 pub struct Bank {
     http: reqwest::Client,
     url: String,
-}
-
-/// One executed debit (the fields the replay needs).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Debit {
-    /// How much moved, in paise.
-    pub amount_paise: u64,
-    /// The account debited: the customer's UPI address.
-    pub account: String,
-}
-
-#[derive(Deserialize)]
-struct Ledger {
-    debits: Vec<Debit>,
 }
 
 impl Bank {
@@ -52,28 +39,29 @@ impl Bank {
     ) -> anyhow::Result<()> {
         let millis =
             |night_time: Duration| u64::try_from(real(night_time).as_millis()).unwrap_or(u64::MAX);
-        self.put_knobs(json!({
-            "latency_ms": millis(latency),
-            "jitter_ms": millis(night.jitter),
-            "decline_rate": night.decline_rate,
-            "error_rate": night.error_rate,
-            "lost_reply_rate": night.lost_reply_rate,
-            "lost_reply_delay_ms": millis(night.lost_reply_delay),
-            "dedupe": true,
-            "seed": night.seed.wrapping_mul(1_000).wrapping_add(u64::from(step)),
-        }))
+        self.put_knobs(&Knobs {
+            latency_ms: millis(latency),
+            jitter_ms: millis(night.jitter),
+            decline_rate: night.decline_rate,
+            error_rate: night.error_rate,
+            lost_reply_rate: night.lost_reply_rate,
+            lost_reply_delay_ms: millis(night.lost_reply_delay),
+            dedupe: true,
+            seed: night.seed.wrapping_mul(1_000).wrapping_add(u64::from(step)),
+            ..Knobs::default()
+        })
         .await
     }
 
     /// Puts the bank back to fast and reliable.
     pub async fn calm(&self) -> anyhow::Result<()> {
-        self.put_knobs(json!({})).await
+        self.put_knobs(&Knobs::default()).await
     }
 
-    async fn put_knobs(&self, knobs: serde_json::Value) -> anyhow::Result<()> {
+    async fn put_knobs(&self, knobs: &Knobs) -> anyhow::Result<()> {
         self.http
             .put(format!("{}/knobs", self.url))
-            .json(&knobs)
+            .json(knobs)
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)

@@ -1,11 +1,12 @@
-//! The JSON bodies the simulated bank reads and writes.
+//! The JSON bodies the bank reads and writes, strictly typed: what the bank simulator serves.
 //!
 //! An outcome's `status` field says which outcome it is; the HTTP status code says the same
-//! thing once more (201, 402, 422). Look-ups answer 200 with whichever outcome was recorded, or,
-//! with the `lookup_status` knob at `original`, the status the original call answered (201,
-//! 402, 422), as some banks do (SPEC §7). A reference the bank never saw is
+//! thing once more (201, 402, 422). Look-ups answer 200 with whichever outcome was recorded, or
+//! the status the original call answered (201, 402, 422), as some banks do (SPEC §7; the
+//! simulator's [`crate::LookupStatus`] knob). A reference the bank never saw is
 //! `404 {"status": "unknown", "reference": …}`; an unknown route is a 404 with another body, so
-//! a caller can never mistake a wrong route for "never seen".
+//! a caller can never mistake a wrong route for "never seen". A client that must also read
+//! banks other than the simulator reads these bodies leniently with [`crate::AnswerBody`].
 
 use serde::{Deserialize, Serialize};
 

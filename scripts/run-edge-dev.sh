@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the edge Worker locally under `wrangler dev`, offline, on 127.0.0.1:${EDGE_PORT:-8787},
 # in front of the backend at ${BACKEND_URL:-http://127.0.0.1:8080} (scripts/run-local.sh starts
-# both). wrangler builds the Worker first ([build] in wrangler.toml: tests/build-edge.sh).
+# both). wrangler builds the Worker first ([build] in wrangler.toml: scripts/build-edge.sh).
 #
 # Writes .dev.vars (gitignored, mode 600) with AUTH_JWT_SECRET, which must be the backend's:
 # $AUTH_JWT_SECRET if set, else the backend's development default (backend/src/config.rs, only
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-tests/setup-tools.sh
+scripts/setup-tools.sh
 umask 077
 printf 'AUTH_JWT_SECRET=%s\n' \
   "${AUTH_JWT_SECRET:-development-only-jwt-secret-never-use-in-production}" > .dev.vars

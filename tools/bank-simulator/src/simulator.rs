@@ -10,16 +10,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bank_api::{DebitOutcome, DebitRequest, Knobs, Ledger, RefundOutcome, RefundRequest};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
-use super::books::Books;
-use super::error::SimulatorError;
-use super::knobs::Knobs;
-use super::ledger::Ledger;
-use super::plan::{Behaviour, RequestPlan};
-use super::sandbox::is_always_declined;
-use super::wire::{DebitOutcome, DebitRequest, RefundOutcome, RefundRequest};
+use crate::books::Books;
+use crate::error::SimulatorError;
+use crate::plan::{Behaviour, RequestPlan};
+use crate::sandbox::is_always_declined;
 
 /// A simulated partner bank. Cheap to clone: clones share one ledger and one set of knobs.
 #[derive(Debug, Clone)]

@@ -4,13 +4,17 @@
 //! `--help`); the knobs can be changed later with `PUT /knobs`. Logs go to stderr, filtered by
 //! `RUST_LOG` (default `info`). Ctrl-C or SIGTERM stops it gracefully.
 
+mod flags;
+
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use backend::bank_simulator::{BankSimulator, Knobs, serve};
+use bank_simulator::{BankSimulator, Knobs, serve};
 use clap::Parser;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
+
+use flags::KnobFlags;
 
 /// Plays the partner bank over HTTP: debits, refunds, a ledger, and knobs for trouble.
 #[derive(Debug, Parser)]
@@ -20,7 +24,7 @@ struct Cli {
     #[arg(long, env = "BANK_LISTEN_ADDR", default_value = "127.0.0.1:8081")]
     listen: SocketAddr,
     #[command(flatten)]
-    knobs: Knobs,
+    knobs: KnobFlags,
 }
 
 #[tokio::main]
@@ -32,7 +36,8 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    cli.knobs.validate().context("invalid knobs")?;
+    let knobs = Knobs::from(cli.knobs);
+    knobs.validate().context("invalid knobs")?;
 
     let listener = TcpListener::bind(cli.listen)
         .await
@@ -41,9 +46,9 @@ async fn main() -> anyhow::Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
     println!("bank simulator listening on http://{addr}");
-    tracing::info!(%addr, knobs = ?cli.knobs, "bank simulator started");
+    tracing::info!(%addr, ?knobs, "bank simulator started");
 
-    serve(listener, BankSimulator::new(cli.knobs), shutdown_signal())
+    serve(listener, BankSimulator::new(knobs), shutdown_signal())
         .await
         .context("serving failed")?;
     tracing::info!("bank simulator stopped");

@@ -8,9 +8,7 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-
-use super::knobs::KnobsError;
-use super::wire::{ErrorBody, ErrorStatus, RequestError, UnknownReference};
+use bank_api::{ErrorBody, ErrorStatus, KnobsError, RequestError, UnknownReference};
 
 /// Why a request got no outcome.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,30 @@
+//! The partner bank's HTTP API: the wire contract of SPEC §7 (docs/SPEC.md, "Bank simulator"),
+//! as types that both sides of the wire share.
+//!
+//! - [`DebitRequest`], [`RefundRequest`] and their outcomes ([`DebitOutcome`],
+//!   [`RefundOutcome`]), the "never seen" answer ([`UnknownReference`]) and every other error
+//!   body ([`ErrorBody`]): what the bank reads and writes, strictly typed.
+//! - [`StatusWord`] and [`AnswerBody`]: what a client of *any* bank needs to read answers
+//!   leniently, by the body's `status` word, whatever else a bank adds or leaves out.
+//! - [`Ledger`]: every money movement the bank executed (`GET /ledger`), what "exactly once"
+//!   is counted against.
+//! - [`Knobs`]: the bank simulator's behaviour (`GET`/`PUT /knobs`), so tools that drive the
+//!   simulator set it with the same type the simulator reads.
+//!
+//! No I/O and no framework: the bank simulator (`tools/bank-simulator`), the backend's bank
+//! client and the tools all link this crate, and it keeps their dependency lists short.
+
+mod answer;
+mod knobs;
+mod ledger;
+mod wire;
+
+pub use answer::{AnswerBody, StatusWord};
+pub use knobs::{
+    DEFAULT_LOST_REPLY_DELAY_MS, Knobs, KnobsError, LookupStatus, UnknownLookupStatus,
+};
+pub use ledger::{Ledger, LedgerEntry};
+pub use wire::{
+    DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus, RefundOutcome,
+    RefundRejection, RefundRequest, RequestError, UnknownReference,
+};
