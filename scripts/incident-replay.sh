@@ -62,24 +62,24 @@ secret=${AUTH_JWT_SECRET:-incident-replay-$(od -An -N16 -tx1 /dev/urandom | tr -
 bank_timeout_ms=$(awk -v scale="$time_scale" 'BEGIN { printf "%d", 30 * scale }')
 sed -E 's/^( *required_for:).*/\1 []/' policy.yaml > "$work/policy-no-key.yaml"
 
-# Waits for `pattern` in `log` and prints the first match of `extract` in that line.
-address_in_log() {
-  local log=$1 pattern=$2 extract=$3
+# Waits for the server's fixed ready line `$label listening on URL` in `log`; prints the URL.
+listening_url() {
+  local log=$1 label=$2 line
   for _ in $(seq 1 300); do
-    if line=$(grep -m1 "$pattern" "$log" 2>/dev/null); then
-      grep -oE "$extract" <<<"$line" | head -n1
+    if line=$(grep -m1 "^$label listening on " "$log" 2>/dev/null); then
+      echo "${line#"$label listening on "}"
       return 0
     fi
     sleep 0.1
   done
-  echo "incident-replay.sh: no '$pattern' in $log:" >&2
+  echo "incident-replay.sh: no '$label listening on' line in $log:" >&2
   cat "$log" >&2
   return 1
 }
 
 target/debug/bank-simulator --listen 127.0.0.1:0 --dedupe true >"$work/bank.log" 2>&1 &
 pids+=($!)
-bank_url=$(address_in_log "$work/bank.log" "listening on" 'http://[0-9.:]+')
+bank_url=$(listening_url "$work/bank.log" "bank simulator")
 
 # Started in this shell (not in a command substitution), so `pids` holds them for cleanup.
 start_backend() {
@@ -90,15 +90,10 @@ start_backend() {
     NO_COLOR=1 target/debug/backend serve >"$log" 2>&1 &
   pids+=($!)
 }
-backend_url_in() {
-  local addr
-  addr=$(address_in_log "$1" "backend listening" 'addr=[0-9.]+:[0-9]+')
-  echo "http://${addr#addr=}"
-}
 start_backend policy.yaml "$backend_addr" "$work/backend.log"
-backend_url=$(backend_url_in "$work/backend.log")
+backend_url=$(listening_url "$work/backend.log" backend)
 start_backend "$work/policy-no-key.yaml" 127.0.0.1:0 "$work/backend-no-key.log"
-no_key_url=$(backend_url_in "$work/backend-no-key.log")
+no_key_url=$(listening_url "$work/backend-no-key.log" backend)
 
 if [ -n "$api" ]; then
   echo "incident-replay.sh: clients (b) and (c) go through $api (backend $backend_url behind it)"

@@ -56,6 +56,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve => {
             let app = Application::build(config).await?;
             tracing::info!(addr = %app.local_addr(), "backend listening");
+            // The one fixed line on standard output: where it listens (port 0 picks one), for
+            // whoever started it (tests, scripts) to read instead of guessing a port.
+            println!("backend listening on http://{}", app.local_addr());
             app.run_until_stopped(shutdown::terminate_signal()).await
         }
         Command::Migrate => {

@@ -23,8 +23,8 @@ fn new_key() -> String {
 fn assert_same_problem(what: &str, at_edge: &Answer, direct: &Answer) {
     assert_eq!(at_edge.status, direct.status, "{what}: status");
     assert_eq!(
-        String::from_utf8_lossy(&at_edge.body),
-        String::from_utf8_lossy(&direct.body),
+        String::from_utf8_lossy(&at_edge.bytes),
+        String::from_utf8_lossy(&direct.bytes),
         "{what}: body"
     );
     for header in ["content-type", "retry-after", "www-authenticate"] {
@@ -99,7 +99,7 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
             (400..500).contains(&answer.status),
             "{what}: {} {}",
             answer.status,
-            String::from_utf8_lossy(&answer.body)
+            String::from_utf8_lossy(&answer.bytes)
         );
         at_edge.push(answer);
     }
@@ -154,7 +154,7 @@ async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_e
         );
         for answer in &answers {
             match answer.status {
-                201 => assert_eq!(answer.body, first_answers[0].body, "round {round}"),
+                201 => assert_eq!(answer.bytes, first_answers[0].bytes, "round {round}"),
                 409 => {
                     assert_eq!(answer.problem_type(), "/problems/request-in-progress");
                     assert_eq!(answer.header("retry-after"), Some("1"));
@@ -193,7 +193,7 @@ async fn a_finished_key_replays_from_the_edge_without_a_backend_request() {
         let replay = stack.send(Via::Edge, &call).await;
         assert_eq!(replay.status, 201);
         assert!(replay.is_replay());
-        assert_eq!(replay.body, first.body);
+        assert_eq!(replay.bytes, first.bytes);
         assert_eq!(replay.header("location"), Some(location.as_str()));
         assert_eq!(replay.header("content-type"), Some("application/json"));
     }
@@ -212,7 +212,7 @@ async fn a_finished_key_replays_from_the_edge_without_a_backend_request() {
     let replayed = stack.send(Via::Edge, &declined_call).await;
     assert_eq!(replayed.status, 402);
     assert!(replayed.is_replay());
-    assert_eq!(replayed.body, declined.body);
+    assert_eq!(replayed.bytes, declined.bytes);
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
 
     // The backend's own replay (the key was finished without the edge) is kept as well.
@@ -224,7 +224,7 @@ async fn a_finished_key_replays_from_the_edge_without_a_backend_request() {
     assert!(through_edge.is_replay(), "the backend replayed it");
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 4);
     let from_edge = stack.send(Via::Edge, &direct_call).await;
-    assert_eq!(from_edge.body, direct.body);
+    assert_eq!(from_edge.bytes, direct.bytes);
     assert!(from_edge.is_replay());
     assert_eq!(
         stack.backend_requests(PAY_ROUTE).await,
@@ -303,8 +303,8 @@ async fn two_users_with_the_same_key_stay_apart() {
     let asha_again = stack.send(Via::Edge, &asha).await;
     let ravi_again = stack.send(Via::Edge, &ravi).await;
     assert!(asha_again.is_replay() && ravi_again.is_replay());
-    assert_eq!(asha_again.body, asha_first.body);
-    assert_eq!(ravi_again.body, ravi_first.body);
+    assert_eq!(asha_again.bytes, asha_first.bytes);
+    assert_eq!(ravi_again.bytes, ravi_first.bytes);
 
     let references: HashSet<String> = stack
         .debits()
@@ -345,7 +345,7 @@ async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
         let at_edge = stack.send(Via::Edge, &call).await;
         let direct = stack.send(Via::Backend, &call).await;
         assert_eq!(at_edge.status, direct.status, "{what}");
-        assert_eq!(at_edge.body, direct.body, "{what}");
+        assert_eq!(at_edge.bytes, direct.bytes, "{what}");
         assert_eq!(
             at_edge.header("content-type"),
             direct.header("content-type"),
@@ -354,7 +354,7 @@ async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
     }
     let metrics = stack.send(Via::Edge, &Call::get("/metrics", None)).await;
     assert_eq!(metrics.status, 200);
-    assert!(String::from_utf8_lossy(&metrics.body).contains("http_requests_total"));
+    assert!(String::from_utf8_lossy(&metrics.bytes).contains("http_requests_total"));
     stack.stop().await;
 }
 
@@ -404,7 +404,7 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
         retry.status,
         409,
         "{}",
-        String::from_utf8_lossy(&retry.body)
+        String::from_utf8_lossy(&retry.bytes)
     );
     assert_eq!(retry.problem_type(), "/problems/request-in-progress");
     assert_eq!(
@@ -468,7 +468,7 @@ async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() 
         answer.status,
         201,
         "{}",
-        String::from_utf8_lossy(&answer.body)
+        String::from_utf8_lossy(&answer.bytes)
     );
     assert!(answer.is_replay());
     assert_eq!(stack.debits().await.len(), 1);

@@ -1,17 +1,17 @@
-//! The test harness: a real backend on a real socket, with its own fresh database and its own
-//! bank simulator on a real socket. Every test gets a new database, so tests run in parallel
-//! without seeing each other's rows: on PostgreSQL one named `test_<uuid>` (on
-//! `TEST_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`), on SQLite a file
-//! in a temporary directory of its own.
+//! The backend's part of the test harness (the shared part is the `test-harness` crate): a real
+//! backend on a real socket, with its own fresh database and its own bank simulator on a real
+//! socket. Every test gets a new database, so tests run in parallel without seeing each other's
+//! rows, and it is dropped when the test ends: on PostgreSQL a `test_harness::TestDatabase`, on
+//! SQLite a file in a temporary directory of its own.
 //!
 //! The contract suite is written once, as `async fn(StoreKind)` test bodies, and
 //! [`for_each_store!`](crate::for_each_store) runs each against both stores.
-#![allow(dead_code)] // Each test binary uses its own part of the harness.
+#![allow(dead_code)] // The two test binaries use different parts of the harness.
 
 pub mod load;
 pub mod process;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use backend::config::Config;
 use backend::startup::Application;
@@ -20,8 +20,9 @@ use backend::store::{ClaimResult, KeyRef, NewPayment};
 use bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
-use sqlx::{Connection, PgConnection};
 use tokio::sync::oneshot;
+
+pub use test_harness::{Answer, TestDatabase, metric_in, wait_for};
 
 /// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
 /// and `on_sqlite::NAME`: one contract, checked against each store.
@@ -125,39 +126,39 @@ pub struct TestApp {
     /// A pool of the test's own on that database, to count and change rows directly.
     pub db: TestDb,
     _stop: oneshot::Sender<()>,
-    /// The SQLite file's directory, deleted when the app is dropped.
+    /// The database or SQLite file, dropped when the app is dropped.
+    _store: FreshStore,
+}
+
+/// A fresh, empty store of one kind, deleted when dropped.
+pub struct FreshStore {
+    /// `postgres://…` or `sqlite://…`.
+    pub url: String,
+    _database: Option<TestDatabase>,
     _sqlite_dir: Option<tempfile::TempDir>,
 }
 
-/// The maintenance database URL.
-fn admin_url() -> String {
-    std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// Creates a fresh, empty database and returns its URL.
-pub async fn fresh_database() -> String {
-    let admin = admin_url();
-    let mut conn = PgConnection::connect(&admin)
-        .await
-        .expect("PostgreSQL must be running for the backend tests (tests/run-all.sh starts it)");
-    let name = format!("test_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create test database");
-    let (base, _) = admin.rsplit_once('/').expect("URL has a database part");
-    format!("{base}/{name}")
-}
-
-/// A fresh, empty database of `kind`: its URL, and for SQLite the directory that holds it.
-pub async fn fresh_store(kind: StoreKind) -> (String, Option<tempfile::TempDir>) {
-    match kind {
-        StoreKind::Postgres => (fresh_database().await, None),
-        StoreKind::Sqlite => {
-            let dir = tempfile::tempdir().expect("a temporary directory");
-            let url = format!("sqlite://{}", dir.path().join("payments.sqlite").display());
-            (url, Some(dir))
+impl FreshStore {
+    /// A fresh, empty store of `kind`: a PostgreSQL database, or a SQLite file in a
+    /// temporary directory of its own.
+    pub async fn create(kind: StoreKind) -> FreshStore {
+        match kind {
+            StoreKind::Postgres => {
+                let database = TestDatabase::create().await;
+                FreshStore {
+                    url: database.url().to_owned(),
+                    _database: Some(database),
+                    _sqlite_dir: None,
+                }
+            }
+            StoreKind::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                FreshStore {
+                    url: format!("sqlite://{}", dir.path().join("payments.sqlite").display()),
+                    _database: None,
+                    _sqlite_dir: Some(dir),
+                }
+            }
         }
     }
 }
@@ -199,7 +200,8 @@ impl TestApp {
         let bank = BankSimulator::spawn(options.knobs.clone())
             .await
             .expect("bank simulator starts");
-        let (database_url, sqlite_dir) = fresh_store(options.store).await;
+        let store = FreshStore::create(options.store).await;
+        let database_url = store.url.clone();
         let bank_url = format!("{}{}", bank.url, options.bank_path);
         let config = test_config(database_url.clone(), &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
@@ -225,7 +227,7 @@ impl TestApp {
             database_url,
             db,
             _stop: stop,
-            _sqlite_dir: sqlite_dir,
+            _store: store,
         }
     }
 
@@ -505,96 +507,6 @@ pub async fn key_state_in(pool: &sqlx::PgPool, user: u64, key: &str) -> Option<S
         .fetch_optional(pool)
         .await
         .expect("read key state")
-}
-
-/// The value of the series `name{labels}` in a `/metrics` text, 0 if absent.
-pub fn metric_in(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| {
-            let rest = line.strip_prefix(series)?;
-            // `name 1` or `name{...} 1`, never a longer name that merely starts with `series`.
-            rest.starts_with(' ').then(|| rest.trim().parse().ok())?
-        })
-        .unwrap_or(0.0)
-}
-
-/// Polls `check` every 25 ms until it holds; panics naming `what` if it does not within
-/// `within`. Every wait in these tests is bounded by one of these.
-pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let started = Instant::now();
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            started.elapsed() < within,
-            "gave up after {within:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-/// A response, read whole.
-#[derive(Debug, Clone)]
-pub struct Answer {
-    /// Status code.
-    pub status: u16,
-    /// Headers.
-    pub headers: reqwest::header::HeaderMap,
-    /// Raw body.
-    pub bytes: Vec<u8>,
-}
-
-impl Answer {
-    /// Reads a response.
-    pub async fn from(response: reqwest::Response) -> Answer {
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.expect("body").to_vec();
-        Answer {
-            status,
-            headers,
-            bytes,
-        }
-    }
-
-    /// The body as JSON.
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.bytes).unwrap_or_else(|error| {
-            panic!(
-                "body is not JSON ({error}): {}",
-                String::from_utf8_lossy(&self.bytes)
-            )
-        })
-    }
-
-    /// A header as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    /// Whether the answer is a replay.
-    pub fn is_replay(&self) -> bool {
-        self.header("idempotent-replayed") == Some("true")
-    }
-
-    /// Asserts a problem+json of the given type slug and status, and returns the body.
-    pub fn assert_problem(&self, status: u16, slug: &str) -> Value {
-        assert_eq!(
-            self.status,
-            status,
-            "status; body: {}",
-            String::from_utf8_lossy(&self.bytes)
-        );
-        assert_eq!(
-            self.header("content-type"),
-            Some("application/problem+json")
-        );
-        let body = self.json();
-        assert_eq!(body["type"], format!("/problems/{slug}"), "{body}");
-        assert_eq!(body["status"], status);
-        body
-    }
 }
 
 /// A fresh v4 key as text.

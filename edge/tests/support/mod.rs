@@ -1,24 +1,26 @@
 //! The end-to-end stack: the built Worker under `workerd` (Durable Objects in memory) in front
 //! of a real `backend` process on a fresh PostgreSQL database, and a real `bank-simulator`
-//! process, all on free ports of 127.0.0.1.
+//! process, each on a port of 127.0.0.1 it bound itself and reported (the `test-harness`
+//! crate's `ServerProcess`; `workerd` reports its port through its control messages).
 //!
 //! Every process runs in its own process group and is killed (the whole group) when the stack is
-//! dropped, however the test ends; every wait is bounded. Nothing is skipped: a missing Worker
-//! build, `workerd` or server binary fails the test with the command that makes it.
+//! dropped, and the database is dropped with it, however the test ends; every wait is bounded.
+//! Nothing is skipped: a missing Worker build, `workerd` or server binary fails the test with
+//! the command that makes it.
 //!
 //! Used by `tests/end_to_end.rs` and `examples/edge_latency.rs`.
 #![allow(dead_code)] // Each of the two users uses its own part of the harness.
 
-use std::fs::File;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
-use sqlx::{Connection, PgConnection};
+use test_harness::{ServerProcess, TestDatabase, listening_url, server_binary};
+
+pub use test_harness::Answer;
 
 /// The JWT secret the edge and the backend of a stack share.
 pub const SECRET: &str = "edge-end-to-end-secret-of-at-least-32-bytes";
@@ -28,9 +30,6 @@ pub const PAY_ROUTE: &str = "/v1/bills/{bill_id}/pay";
 
 /// The backend's route template of `refund_payment`.
 pub const REFUND_ROUTE: &str = "/v1/payments/{payment_id}/refunds";
-
-/// How long a process may take to answer after it is spawned (the backend migrates first).
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The repository root.
 fn repo_root() -> PathBuf {
@@ -74,11 +73,11 @@ pub struct Stack {
     pub bank_url: String,
     /// A client with a bounded timeout.
     pub http: reqwest::Client,
-    database: String,
-    workerd: Process,
-    backend: Process,
-    bank: Process,
+    workerd: ServerProcess,
+    backend: ServerProcess,
+    bank: ServerProcess,
     scratch: PathBuf,
+    _database: TestDatabase,
 }
 
 /// A request to send, to the edge or the backend.
@@ -94,19 +93,8 @@ pub struct Call {
     pub body: Vec<u8>,
 }
 
-/// A response, read whole.
-#[derive(Debug, Clone)]
-pub struct Answer {
-    /// Status code.
-    pub status: u16,
-    /// Headers.
-    pub headers: reqwest::header::HeaderMap,
-    /// Body.
-    pub body: Vec<u8>,
-}
-
 impl Stack {
-    /// Starts bank, backend (fresh database) and the Worker, and waits until each answers.
+    /// Starts bank, backend (fresh database) and the Worker, each reporting where it listens.
     pub async fn start(options: StackOptions) -> Stack {
         let worker = worker_build();
         let scratch = std::env::temp_dir().join(format!("edge-e2e-{}", uuid::Uuid::new_v4()));
@@ -116,76 +104,65 @@ impl Stack {
             .build()
             .expect("HTTP client");
 
-        let bank_addr = free_address();
-        let bank = Process::spawn(
-            "bank-simulator",
-            Command::new(server_binary("bank-simulator", "bank-simulator"))
-                .arg("--listen")
-                .arg(&bank_addr)
-                .arg("--latency-ms")
-                .arg(options.bank_latency_ms.to_string()),
-            &scratch,
-        );
-        let bank_url = format!("http://{bank_addr}");
-        wait_until_answers(&http, &format!("{bank_url}/ledger"), &bank).await;
+        let mut bank_command = Command::new(server_binary("bank-simulator"));
+        bank_command
+            .args(["--listen", "127.0.0.1:0", "--latency-ms"])
+            .arg(options.bank_latency_ms.to_string());
+        let (bank, bank_url) = ServerProcess::start("bank-simulator", bank_command, |line| {
+            listening_url(line, "bank simulator")
+        })
+        .await;
 
-        let (database, database_url) = fresh_database().await;
-        let backend_addr = free_address();
-        let backend = Process::spawn(
-            "backend",
-            Command::new(server_binary("backend", "backend"))
-                .env("DATABASE_URL", &database_url)
-                .env("BANK_URL", &bank_url)
-                .env("LISTEN_ADDR", &backend_addr)
-                .env("AUTH_JWT_SECRET", SECRET)
-                .env("APP_ENV", "production")
-                .env("POLICY_FILE", repo_root().join("policy.yaml"))
-                .env("RUST_LOG", "warn"),
-            &scratch,
-        );
-        let backend_url = format!("http://{backend_addr}");
-        wait_until_answers(&http, &format!("{backend_url}/healthz"), &backend).await;
+        let database = TestDatabase::create().await;
+        let mut backend_command = Command::new(server_binary("backend"));
+        backend_command
+            .env("DATABASE_URL", database.url())
+            .env("BANK_URL", &bank_url)
+            .env("LISTEN_ADDR", "127.0.0.1:0")
+            .env("AUTH_JWT_SECRET", SECRET)
+            .env("APP_ENV", "production")
+            .env("POLICY_FILE", repo_root().join("policy.yaml"))
+            .env("RUST_LOG", "warn");
+        let (backend, backend_url) = ServerProcess::start("backend", backend_command, |line| {
+            listening_url(line, "backend")
+        })
+        .await;
 
-        let edge_addr = free_address();
-        let config = workerd_config(&edge_addr, &backend_url, &options);
+        let config = workerd_config(&backend_url, &options);
         std::fs::write(scratch.join("edge.capnp"), config).expect("write the workerd config");
         for file in ["index.js", "index_bg.wasm"] {
             std::fs::copy(worker.join(file), scratch.join(file)).expect("copy the Worker build");
         }
-        let workerd = Process::spawn(
-            "workerd",
-            Command::new(workerd_binary())
-                .arg("serve")
-                .arg(scratch.join("edge.capnp")),
-            &scratch,
-        );
-        let edge_url = format!("http://{edge_addr}");
-        wait_until_answers(&http, &format!("{edge_url}/healthz"), &workerd).await;
+        let mut workerd_command = Command::new(workerd_binary());
+        // `--control-fd 1`: workerd reports the port its socket bound on standard output.
+        workerd_command
+            .arg("serve")
+            .arg(scratch.join("edge.capnp"))
+            .args(["--control-fd", "1"]);
+        let (workerd, edge_port) =
+            ServerProcess::start("workerd", workerd_command, workerd_listen_port).await;
 
         Stack {
-            edge_url,
+            edge_url: format!("http://127.0.0.1:{edge_port}"),
             backend_url,
             bank_url,
             http,
-            database,
             workerd,
             backend,
             bank,
             scratch,
+            _database: database,
         }
     }
 
     /// Kills every process and drops the database.
-    pub async fn stop(mut self) {
-        self.workerd.kill();
-        self.backend.kill();
-        self.bank.kill();
-        drop_database(&self.database).await;
+    pub async fn stop(self) {
+        drop(self);
     }
 
     /// Kills the backend, leaving the edge in front of nothing.
     pub fn kill_backend(&mut self) {
-        self.backend.kill();
+        self.backend.kill_hard();
     }
 
     /// A valid bearer token for `user`, for an hour.
@@ -217,11 +194,7 @@ impl Stack {
                 call.method, call.path
             )
         });
-        Answer {
-            status: response.status().as_u16(),
-            headers: response.headers().clone(),
-            body: response.bytes().await.expect("read the body").to_vec(),
-        }
+        Answer::from(response).await
     }
 
     /// How many requests to `route` reached the backend (its `/metrics`, all statuses).
@@ -343,109 +316,6 @@ impl Call {
     }
 }
 
-impl Answer {
-    /// A header as text.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|value| value.to_str().ok())
-    }
-
-    /// Whether the answer says it is a replay.
-    pub fn is_replay(&self) -> bool {
-        self.header("idempotent-replayed") == Some("true")
-    }
-
-    /// The body as JSON.
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|error| {
-            panic!(
-                "not JSON ({error}): {}",
-                String::from_utf8_lossy(&self.body)
-            )
-        })
-    }
-
-    /// The problem `type` of a problem+json body.
-    pub fn problem_type(&self) -> String {
-        self.json()["type"].as_str().unwrap_or_default().to_owned()
-    }
-}
-
-/// A process of the stack, in its own process group, logging to a file in the scratch directory;
-/// killed when dropped, so a stack that fails half-way through starting leaves nothing behind.
-struct Process {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-    killed: bool,
-}
-
-impl Process {
-    fn spawn(name: &'static str, command: &mut Command, scratch: &Path) -> Process {
-        let log = scratch.join(format!("{name}.log"));
-        let file = File::create(&log).expect("create a log file");
-        let child = command
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("clone the log file"))
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {name}: {error}"));
-        Process {
-            name,
-            child,
-            log,
-            killed: false,
-        }
-    }
-
-    /// Kills the process group and reaps the process.
-    fn kill(&mut self) {
-        if self.killed {
-            return;
-        }
-        self.killed = true;
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// The end of the log, for failure messages.
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let start = log.len().saturating_sub(4000);
-        log.get(start..).unwrap_or(&log).to_owned()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Polls `url` until it answers 2xx; panics with the process's log if it exits or the time is up.
-async fn wait_until_answers(http: &reqwest::Client, url: &str, process: &Process) {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if let Ok(response) = http.get(url).send().await
-            && response.status().is_success()
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} did not answer {url} within {READY_TIMEOUT:?}; its log:\n{}",
-            process.name,
-            process.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The built Worker's directory; fails loudly if the build is missing.
 fn worker_build() -> PathBuf {
     let build = repo_root().join("edge/build");
@@ -470,29 +340,17 @@ fn workerd_binary() -> PathBuf {
     binary
 }
 
-/// The binary `name` of the workspace package `package`, built in this test's profile
-/// (`target/<profile>/`): `backend` from `backend/`, `bank-simulator` from
-/// `tools/bank-simulator/`. Cargo builds a package's binaries only for that package's own tests,
-/// so these must be built first (`cargo test --workspace` builds them all).
-fn server_binary(package: &str, name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("tests and examples run from target/<profile>/<dir>/");
-    let binary = profile_dir.join(name);
-    assert!(
-        binary.is_file(),
-        "{} is missing; build it with `cargo build -p {package} --bin {name}` (same profile), \
-         or both servers with `cargo build -p backend -p bank-simulator --bins`",
-        binary.display()
-    );
-    binary
+/// The port in workerd's control message `{"event":"listen","socket":"http","port":N}`.
+fn workerd_listen_port(line: &str) -> Option<u16> {
+    let message: Value = serde_json::from_str(line).ok()?;
+    (message["event"] == "listen" && message["socket"] == "http")
+        .then(|| message["port"].as_u64()?.try_into().ok())?
 }
 
-/// The workerd configuration: the Worker on `edge_addr`, its settings as bindings, the key
-/// coordinators in memory, and outbound fetch limited to this machine.
-fn workerd_config(edge_addr: &str, backend_url: &str, options: &StackOptions) -> String {
+/// The workerd configuration: the Worker on port 0 of 127.0.0.1 (workerd reports the port),
+/// its settings as bindings, the key coordinators in memory, and outbound fetch limited to this
+/// machine.
+fn workerd_config(backend_url: &str, options: &StackOptions) -> String {
     format!(
         r#"using Workerd = import "/workerd/workerd.capnp";
 
@@ -501,7 +359,7 @@ const config :Workerd.Config = (
     (name = "edge", worker = .edge),
     (name = "loopback", network = (allow = ["local"])),
   ],
-  sockets = [(name = "http", address = "{edge_addr}", http = (), service = "edge")],
+  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "edge")],
 );
 
 const edge :Workerd.Worker = (
@@ -526,43 +384,6 @@ const edge :Workerd.Worker = (
         timeout = options.edge_backend_timeout_ms,
         binding = edge::runtime::COORDINATOR_BINDING,
     )
-}
-
-/// A free port on 127.0.0.1, as `127.0.0.1:PORT`.
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    let address = listener.local_addr().expect("bound address");
-    address.to_string()
-}
-
-/// The maintenance database URL (`TEST_DATABASE_URL`, as the backend's tests use).
-fn admin_url() -> String {
-    std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// Creates an empty database `test_edge_<uuid>` and returns its name and URL.
-async fn fresh_database() -> (String, String) {
-    let admin = admin_url();
-    let mut connection = PgConnection::connect(&admin)
-        .await
-        .expect("PostgreSQL must run on 127.0.0.1:5432 (scripts/start-postgres.sh starts it)");
-    let name = format!("test_edge_{}", uuid::Uuid::new_v4().simple());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut connection)
-        .await
-        .expect("create the test database");
-    let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
-    (name.clone(), format!("{base}/{name}"))
-}
-
-/// Drops a test database (its backend is gone); a leftover is cleaned by `tests/run-all.sh`.
-async fn drop_database(name: &str) {
-    if let Ok(mut connection) = PgConnection::connect(&admin_url()).await {
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .execute(&mut connection)
-            .await;
-    }
 }
 
 fn time_now_unix() -> i64 {

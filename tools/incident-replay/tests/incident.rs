@@ -12,7 +12,7 @@ use backend::startup::Application;
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use serde_json::Value;
 use shared::Policy;
-use sqlx::{Connection, PgConnection};
+use test_harness::TestDatabase;
 use tokio::process::Command;
 use tokio::sync::oneshot;
 
@@ -25,24 +25,6 @@ const TIME_SCALE_MS: u64 = 10;
 struct RunningBackend {
     url: String,
     _stop: oneshot::Sender<()>,
-}
-
-async fn fresh_database() -> String {
-    let admin = std::env::var("TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let mut conn = PgConnection::connect(&admin)
-        .await
-        .expect("PostgreSQL must be running (scripts/start-postgres.sh starts it)");
-    let name = format!(
-        "test_{}",
-        shared::IdempotencyKey::mint().to_string().replace('-', "")
-    );
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("create the test database");
-    let (base, _) = admin.rsplit_once('/').expect("URL has a database part");
-    format!("{base}/{name}")
 }
 
 /// A backend with its reconciler running, as in production, waiting 30 s of the night for the
@@ -96,7 +78,8 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
     let bank = BankSimulator::spawn(Knobs::default())
         .await
         .expect("bank starts");
-    let database_url = fresh_database().await;
+    let database = TestDatabase::create().await;
+    let database_url = database.url().to_owned();
     let backend = start_backend(&database_url, &bank, Policy::default_policy()).await;
     let no_key_backend = start_backend(&database_url, &bank, policy_requiring_no_key()).await;
 

@@ -10,6 +10,7 @@
 //! `pg_ctlcluster` and the right to use it (root, as `tests/run-all.sh` runs); without them it
 //! fails, saying so, rather than skip.
 
+#[path = "../support/mod.rs"]
 mod support;
 
 use std::process::Command;

@@ -4,14 +4,12 @@
 //! primary key leads with `user_id` and every statement names the user, so each request touches
 //! one partition.
 
-mod support;
-
 use std::collections::HashSet;
 
+use crate::support::{Answer, Options, TestApp, new_key, payment_body};
 use bank_simulator::{BankSimulator, Knobs};
 use futures_util::future::join_all;
 use sqlx::{Connection, PgConnection, PgPool};
-use support::{Answer, Options, TestApp, new_key, payment_body};
 
 const PARTITIONS: u32 = 4;
 const TABLES: [&str; 3] = ["payments", "refunds", "idempotency_keys"];
@@ -55,10 +53,12 @@ struct PartitionedApp {
     bank: bank_simulator::RunningBank,
     state: backend::state::AppState,
     pool: PgPool,
+    _database: crate::support::TestDatabase,
 }
 
 async fn spawn_partitioned() -> PartitionedApp {
-    let database_url = support::fresh_database().await;
+    let database = crate::support::TestDatabase::create().await;
+    let database_url = database.url().to_owned();
     let mut conn = PgConnection::connect(&database_url).await.expect("connect");
     sqlx::raw_sql(&partitioned_migration())
         .execute(&mut conn)
@@ -70,7 +70,7 @@ async fn spawn_partitioned() -> PartitionedApp {
     })
     .await
     .expect("bank");
-    let config = support::test_config(database_url.clone(), &bank.url, &Options::default());
+    let config = crate::support::test_config(database_url.clone(), &bank.url, &Options::default());
     let pool = PgPool::connect(&database_url).await.expect("pool");
     let store = backend::store::connect(&database_url, 10, std::time::Duration::from_secs(3))
         .await
@@ -88,6 +88,7 @@ async fn spawn_partitioned() -> PartitionedApp {
         bank,
         state,
         pool,
+        _database: database,
     }
 }
 

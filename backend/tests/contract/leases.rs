@@ -4,13 +4,11 @@
 //! over writes nothing. (That two reconcilers at once take each key exactly once is in
 //! `reconciler.rs`.)
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{StoreKind, TestApp, TestDb, new_key, payment_body};
 use backend::store::{KeyRef, MovementResult, RECONCILE_LEASE, StoreError};
 use shared::{IdempotencyKey, UserId};
-use support::{StoreKind, TestApp, TestDb, new_key, payment_body};
 
 /// Moves every lease `by` into the past, as if that much time had gone by.
 async fn run_leases_out(app: &TestApp, by: Duration) {

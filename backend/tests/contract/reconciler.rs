@@ -7,11 +7,14 @@
 //!   keys resolved by outcome, expired keys deleted, and, with the bank stopped, failed bank
 //!   look-ups with the keys postponed and the ages of the oldest `started` and `unknown` keys.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::support::process::{BackendEnv, BackendProcess};
+use crate::support::{
+    Options, StoreKind, TestApp, TestDatabase, key_state_in, metric_in, new_key, payment_body,
+    send_pay, test_config, wait_for,
+};
 use backend::metrics::{Metrics, OutcomeLabels};
 use backend::reconcile::{self, Outcome};
 use backend::startup::build_state;
@@ -19,11 +22,6 @@ use backend::state::AppState;
 use bank_simulator::{BankSimulator, Knobs};
 use serde_json::json;
 use sqlx::PgPool;
-use support::process::{BackendEnv, BackendProcess};
-use support::{
-    Options, StoreKind, TestApp, fresh_database, key_state_in, metric_in, new_key, payment_body,
-    send_pay, test_config, wait_for,
-};
 use uuid::Uuid;
 
 /// Stuck keys drained by two reconcilers at once: half debited by the bank, half never seen.
@@ -188,14 +186,14 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
     })
     .await
     .expect("bank starts");
-    let database_url = fresh_database().await;
-    let pool = PgPool::connect(&database_url)
+    let database = TestDatabase::create().await;
+    let pool = PgPool::connect(database.url())
         .await
         .expect("connect to the test database");
     let backend = BackendProcess::start(&BackendEnv {
         bank_timeout_ms: 200,
         janitor_interval_seconds: 1,
-        ..BackendEnv::new(&database_url, &bank.url)
+        ..BackendEnv::new(database.url(), &bank.url)
     })
     .await;
     let http = reqwest::Client::builder()
@@ -212,7 +210,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
             .expect("metrics text")
     };
     let patience = Duration::from_secs(15);
-    let body = support::payment_body(1_500);
+    let body = crate::support::payment_body(1_500);
 
     let lost = new_key();
     send_pay(&http, &backend.url, 41, Some(&lost), "elec-1", &body)

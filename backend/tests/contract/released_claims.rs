@@ -8,14 +8,12 @@
 //! dedupes by reference (its default) unless a test says otherwise. Each test runs on both
 //! stores.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 use backend::metrics::OperationLabels;
 use backend::reconcile::{Outcome, try_reconcile_once};
 use bank_simulator::Knobs;
-use support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 
 /// The first call's latency in the late-arrival tests: long past the backend's 200 ms bank
 /// timeout, and long enough that the test releases the claim before the bank executes it.

@@ -2,13 +2,11 @@
 //! `DATABASE_URL`, in an empty working directory, keeps its keys and payments in the embedded
 //! SQLite file `data/payments.sqlite` (created on start-up), pays once and replays the retry.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::process::{BackendEnv, BackendProcess};
+use crate::support::{new_key, payment_body, send_pay};
 use bank_simulator::{BankSimulator, Knobs};
-use support::process::{BackendEnv, BackendProcess};
-use support::{new_key, payment_body, send_pay};
 
 #[tokio::test]
 async fn without_database_url_the_backend_pays_once_and_replays_from_a_local_sqlite_file() {

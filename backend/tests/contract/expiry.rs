@@ -4,14 +4,12 @@
 //! are kept, only key rows go; a key reused after expiry is a new request, whether or not the
 //! janitor got to it first, and a key still within its retention replays.
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::{StoreKind, TestApp, TestDb, new_key, payment_body, wait_for};
 use backend::janitor::{self, EXPIRY_BATCH_SIZE};
-use support::{StoreKind, TestApp, TestDb, new_key, payment_body, wait_for};
 
 /// Clients paying with new keys while the janitor sweeps.
 const CLAIM_LOOPS: usize = 4;

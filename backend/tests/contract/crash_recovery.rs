@@ -14,16 +14,14 @@
 //! `stuck_after_minutes` (5 in `policy.yaml`). Instead of waiting five minutes, the tests move
 //! the claim's `claimed_at` back by six minutes in SQL: that stands in for the passage of time.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::process::{BackendEnv, BackendProcess};
+use crate::support::{
+    TestDatabase, key_state_in, metric_in, new_key, payment_body, send_pay, send_refund, wait_for,
+};
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use sqlx::PgPool;
-use support::process::{BackendEnv, BackendProcess};
-use support::{
-    fresh_database, key_state_in, metric_in, new_key, payment_body, send_pay, send_refund, wait_for,
-};
 
 /// Bounds every wait for something the backend or the bank does on its own.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -31,21 +29,21 @@ const PATIENCE: Duration = Duration::from_secs(15);
 /// A bank, a fresh database, and a client: what outlives the backend processes of one test.
 struct World {
     bank: RunningBank,
-    database_url: String,
     pool: PgPool,
     http: reqwest::Client,
+    database: TestDatabase,
 }
 
 impl World {
     async fn new(knobs: Knobs) -> World {
         let bank = BankSimulator::spawn(knobs).await.expect("bank starts");
-        let database_url = fresh_database().await;
-        let pool = PgPool::connect(&database_url)
+        let database = TestDatabase::create().await;
+        let pool = PgPool::connect(database.url())
             .await
             .expect("connect to the test database");
         World {
             bank,
-            database_url,
+            database,
             pool,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(60))
@@ -55,7 +53,7 @@ impl World {
     }
 
     async fn start_backend(&self) -> BackendProcess {
-        BackendProcess::start(&BackendEnv::new(&self.database_url, &self.bank.url)).await
+        BackendProcess::start(&BackendEnv::new(self.database.url(), &self.bank.url)).await
     }
 
     /// Ages every unfinished claim past `stuck_after_minutes` (standing in for five minutes).

@@ -2,14 +2,12 @@
 //! the 402 decline) exactly as a replay would, a pending key its state with `Retry-After`, and a
 //! key is only ever found for the user who sent it. Reading never moves money.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{Answer, Options, TestApp, new_key, payment_body, wait_for};
 use backend::reconcile::try_reconcile_once;
 use bank_simulator::Knobs;
 use serde_json::{Value, json};
-use support::{Answer, Options, TestApp, new_key, payment_body, wait_for};
 
 /// `GET /v1/idempotency-keys/{key_in_path}` as `user`.
 async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Answer {
@@ -134,7 +132,9 @@ async fn key_still_running_is_started_with_retry_after() {
     let key = new_key();
     let paying = tokio::spawn({
         let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
-        async move { support::send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(500)).await }
+        async move {
+            crate::support::send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(500)).await
+        }
     });
     wait_for(
         "the key to be claimed",

@@ -2,13 +2,11 @@
 //! Counted at the bank's ledger: exactly one debit per key, with the bank's own dedupe switched
 //! off so the server alone is what prevents doubles.
 
-mod support;
-
 use std::collections::HashSet;
 
+use crate::support::{Options, StoreKind, TestApp, new_key, payment_body};
 use bank_simulator::Knobs;
 use futures_util::future::join_all;
-use support::{Options, StoreKind, TestApp, new_key, payment_body};
 
 /// Runs `rounds` rounds of `attempts` simultaneous requests with one fresh key per round, then
 /// checks every answer and the ledger.

@@ -1,12 +1,10 @@
 //! Bad input never reaches the bank, never writes a row, never panics and never gets a 500: each
 //! case below gets the right 4xx `application/problem+json`. What we tried is in each test name.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{TestApp, new_key, payment_body};
 use serde_json::json;
-use support::{TestApp, new_key, payment_body};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -44,7 +42,7 @@ async fn raw_pay(app: &TestApp, key_header: &[u8], body: &[u8]) -> (u16, String)
     (status, text)
 }
 
-async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> support::Answer {
+async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> crate::support::Answer {
     let response = app
         .http
         .post(format!("{}/v1/bills/elec-1/pay", app.url))
@@ -55,7 +53,7 @@ async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> support::Answer {
         .send()
         .await
         .expect("answers");
-    support::Answer::from(response).await
+    crate::support::Answer::from(response).await
 }
 
 #[tokio::test]
@@ -188,7 +186,7 @@ async fn requests_without_a_valid_token_are_401_before_anything_else() {
     let expired = shared::auth::sign_token(
         shared::UserId::new(1).expect("positive"),
         time::OffsetDateTime::now_utc().unix_timestamp() - 10,
-        support::SECRET.as_bytes(),
+        crate::support::SECRET.as_bytes(),
     );
     let foreign = shared::auth::sign_token(
         shared::UserId::new(1).expect("positive"),
@@ -211,7 +209,7 @@ async fn requests_without_a_valid_token_are_401_before_anything_else() {
             Some(value) => request.header("Authorization", value),
             None => request,
         };
-        let answer = support::Answer::from(request.send().await.expect("answers")).await;
+        let answer = crate::support::Answer::from(request.send().await.expect("answers")).await;
         answer.assert_problem(401, "unauthenticated");
         assert_eq!(answer.header("www-authenticate"), Some("Bearer"), "{what}");
     }
@@ -227,7 +225,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .send()
         .await
         .expect("answers");
-    support::Answer::from(missing)
+    crate::support::Answer::from(missing)
         .await
         .assert_problem(404, "not-found");
     let wrong_method = app
@@ -236,7 +234,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .send()
         .await
         .expect("answers");
-    support::Answer::from(wrong_method)
+    crate::support::Answer::from(wrong_method)
         .await
         .assert_problem(405, "method-not-allowed");
     let bad_id = app.read_payment(1, "not-a-uuid").await;

@@ -2,13 +2,11 @@
 //! body, headers, the rows in the tables and the debits in the bank's ledger; each test runs
 //! against both stores (`on_postgres::…`, `on_sqlite::…`).
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{Options, StoreKind, TestApp, new_key, payment_body};
 use bank_simulator::Knobs;
 use serde_json::json;
-use support::{Options, StoreKind, TestApp, new_key, payment_body};
 
 async fn operation_without_key_is_refused_and_nothing_is_saved(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;

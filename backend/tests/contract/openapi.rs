@@ -2,11 +2,9 @@
 //! routed (answered by its handler, not the fallback), every route declared in
 //! `backend/src/http/` is documented, and every problem type is listed.
 
-mod support;
-
 use std::collections::BTreeSet;
 
-use support::TestApp;
+use crate::support::TestApp;
 
 type Route = (String, String);
 
@@ -81,7 +79,7 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
                 format!("{}{concrete}", app.url),
             )
             .bearer_auth(TestApp::token(1));
-        let answer = support::Answer::from(request.send().await.expect("answers")).await;
+        let answer = crate::support::Answer::from(request.send().await.expect("answers")).await;
         assert_ne!(answer.status, 405, "{method} {path} is not routed");
         if answer.status == 404 {
             let body = answer.json();

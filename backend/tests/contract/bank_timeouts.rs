@@ -7,18 +7,16 @@
 //! `released`, and every debit has exactly one finished key and one succeeded payment row with
 //! its amount, and the reverse. Each test runs on both stores.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::load::{
+    BackgroundReconciler, ClientRun, Reconciled, assert_ledger_matches_tables, pay_until_final,
+};
+use crate::support::{Options, StoreKind, TestApp, new_key};
 use backend::metrics::OutcomeLabels;
 use bank_simulator::{Knobs, LookupStatus};
 use futures_util::{StreamExt, stream};
 use shared::Policy;
-use support::load::{
-    BackgroundReconciler, ClientRun, Reconciled, assert_ledger_matches_tables, pay_until_final,
-};
-use support::{Options, StoreKind, TestApp, new_key};
 
 const CONCURRENCY: usize = 16;
 

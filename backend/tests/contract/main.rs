@@ -1,0 +1,25 @@
+//! The backend's contract suite, one test binary (one link of the whole stack, not fifteen):
+//! every SPEC §4 row and the wire contract over HTTP, bad input, races, a misbehaving bank
+//! under load, crashes of real processes, expiry, reconciliation and its leases, the scaling
+//! path, start-up refusals. Each module says what it proves; the tests shared by both stores
+//! run as `on_postgres::…` and `on_sqlite::…`. (`database_restart` is a binary of its own: it
+//! stops the machine's PostgreSQL, which nothing else may see.)
+
+#[path = "../support/mod.rs"]
+#[macro_use]
+mod support;
+
+mod bad_input;
+mod bank_timeouts;
+mod crash_recovery;
+mod embedded_store;
+mod expiry;
+mod key_status;
+mod leases;
+mod openapi;
+mod races;
+mod reconciler;
+mod released_claims;
+mod scaling;
+mod spec_rows;
+mod startup_config;
