@@ -24,17 +24,30 @@
 //! crate ([`bank_api::DebitRequest`], [`bank_api::StatusWord`], read leniently as
 //! [`bank_api::AnswerBody`]); the reading rules above are this module's own.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bank_api::{AnswerBody, DebitRequest, RefundRequest, StatusWord};
 use serde::Serialize;
 use shared::Operation;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A client for the bank's HTTP API.
 #[derive(Debug, Clone)]
 pub struct BankClient {
     http: reqwest::Client,
     base_url: String,
+    /// Calls in flight are bounded (`MAX_BANK_CALLS`): a money-moving call needs a
+    /// [`CallPermit`]; a look-up waits for one.
+    calls: Arc<Semaphore>,
+}
+
+/// Leave to make one money-moving call to the bank, taken by [`BankClient::reserve_call`] and
+/// held until the call ends.
+#[derive(Debug)]
+pub struct CallPermit {
+    /// Given back when the permit drops.
+    _held: OwnedSemaphorePermit,
 }
 
 /// The outcome of a debit or refund call.
@@ -98,8 +111,12 @@ fn meaning(answer: Option<&AnswerBody>) -> Meaning {
 
 impl BankClient {
     /// A client for the bank at `base_url` (e.g. `http://127.0.0.1:8081`); every call gives up
-    /// after `timeout`.
-    pub fn new(base_url: &str, timeout: Duration) -> Result<BankClient, reqwest::Error> {
+    /// after `timeout`, and at most `max_calls` are in flight at once.
+    pub fn new(
+        base_url: &str,
+        timeout: Duration,
+        max_calls: usize,
+    ) -> Result<BankClient, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
@@ -107,12 +124,29 @@ impl BankClient {
         Ok(BankClient {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
+            calls: Arc::new(Semaphore::new(max_calls)),
         })
     }
 
+    /// Leave for one money-moving call, waiting at most `wait` for a call in flight to end;
+    /// `None` if none did (the bank has all the calls it may have).
+    pub async fn reserve_call(&self, wait: Duration) -> Option<CallPermit> {
+        let permit = Arc::clone(&self.calls).acquire_owned();
+        match tokio::time::timeout(wait, permit).await {
+            Ok(Ok(permit)) => Some(CallPermit { _held: permit }),
+            _ => None,
+        }
+    }
+
     /// Debits `account` under `reference`.
-    #[tracing::instrument(skip(self))]
-    pub async fn debit(&self, reference: &str, amount_paise: i64, account: &str) -> BankOutcome {
+    #[tracing::instrument(skip(self, _permit))]
+    pub async fn debit(
+        &self,
+        _permit: &CallPermit,
+        reference: &str,
+        amount_paise: i64,
+        account: &str,
+    ) -> BankOutcome {
         let Ok(amount_paise) = u64::try_from(amount_paise) else {
             return negative_amount(amount_paise);
         };
@@ -125,9 +159,10 @@ impl BankClient {
     }
 
     /// Refunds part of the debit `debit_reference` under `reference`.
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(skip(self, _permit))]
     pub async fn refund(
         &self,
+        _permit: &CallPermit,
         reference: &str,
         debit_reference: &str,
         amount_paise: i64,
@@ -150,6 +185,11 @@ impl BankClient {
         operation: Operation,
         reference: &str,
     ) -> Result<LookUp, LookUpError> {
+        // Waits its turn: look-ups count against the bound on calls in flight too.
+        let _permit = Arc::clone(&self.calls)
+            .acquire_owned()
+            .await
+            .map_err(|error| LookUpError(error.to_string()))?;
         let url = format!("{}/{}/{reference}", self.base_url, collection(operation));
         let response = self
             .http

@@ -6,12 +6,18 @@
 //! | `DATABASE_URL` | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
 //! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
+//! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
 //! | `AUTH_JWT_SECRET` | a development default | HS256 secret for bearer tokens |
 //! | `APP_ENV` | `production` | `development` allows the development secret |
 //! | `POLICY_FILE` | `policy.yaml` | the idempotency policy |
 //! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
 //! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
 //! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
+//! | `REQUEST_TIMEOUT_MS` | `10000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS` |
+//! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
+//! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
+//! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
+//! | `BANK_QUEUE_WAIT_MS` | `1000` | how long a claimed payment waits for a free bank call before it is released with 503 |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +56,9 @@ pub struct Settings {
     /// Listen address of the API.
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen_addr: SocketAddr,
+    /// Listen address of the admin listener: metrics and detailed readiness, for operators only.
+    #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
+    pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
     #[arg(long, env = "AUTH_JWT_SECRET", default_value = DEVELOPMENT_JWT_SECRET, hide_default_value = true)]
     pub jwt_secret: String,
@@ -68,6 +77,96 @@ pub struct Settings {
     /// Janitor pause between sweeps, in seconds.
     #[arg(long, env = "JANITOR_INTERVAL_SECONDS", default_value_t = 3600)]
     pub janitor_interval_seconds: u64,
+    /// The bounds on requests and bank calls.
+    #[command(flatten)]
+    pub limits: LimitSettings,
+}
+
+/// The bounds as read from flags and environment, in milliseconds and counts.
+#[derive(Debug, Clone, Args)]
+pub struct LimitSettings {
+    /// An API request's answer deadline, in milliseconds.
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 10_000)]
+    pub request_timeout_ms: u64,
+    /// How long a request body may take to arrive, in milliseconds.
+    #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
+    pub body_read_timeout_ms: u64,
+    /// API requests served at once.
+    #[arg(long, env = "MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
+    pub max_concurrent_requests: usize,
+    /// Calls to the bank in flight at once.
+    #[arg(long, env = "MAX_BANK_CALLS", default_value_t = 64)]
+    pub max_bank_calls: usize,
+    /// How long a claimed payment waits for a free bank call, in milliseconds.
+    #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
+    pub bank_queue_wait_ms: u64,
+}
+
+/// The bounds that keep one backend answering under load and abuse (docs/design.md, "Limits
+/// and load shedding"): every request has a deadline, a body must arrive in time, requests
+/// beyond a number are shed at once with 503 rather than queued into timeouts, and the bank
+/// never gets more than a number of calls at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// An API request's answer deadline: past it, 503 (claimed work goes on in its task).
+    pub request_timeout: Duration,
+    /// How long a request body may take to arrive: past it, 408, nothing claimed.
+    pub body_read_timeout: Duration,
+    /// API requests served at once; more are answered 503 at once.
+    pub max_concurrent_requests: usize,
+    /// Calls to the bank in flight at once.
+    pub max_bank_calls: usize,
+    /// How long a claimed payment or refund waits for a free bank call before its claim is
+    /// released (nothing was sent) and the request answered 503.
+    pub bank_queue_wait: Duration,
+}
+
+impl Default for Limits {
+    /// The defaults of the settings.
+    fn default() -> Self {
+        Limits {
+            request_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(5),
+            max_concurrent_requests: 256,
+            max_bank_calls: 64,
+            bank_queue_wait: Duration::from_secs(1),
+        }
+    }
+}
+
+impl LimitSettings {
+    /// The checked bounds: none may be zero, and a request's deadline must outlast a bank call.
+    fn into_limits(self, bank_timeout: Duration) -> anyhow::Result<Limits> {
+        let limits = Limits {
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
+            max_concurrent_requests: self.max_concurrent_requests,
+            max_bank_calls: self.max_bank_calls,
+            bank_queue_wait: Duration::from_millis(self.bank_queue_wait_ms),
+        };
+        for (setting, zero) in [
+            ("REQUEST_TIMEOUT_MS", limits.request_timeout.is_zero()),
+            ("BODY_READ_TIMEOUT_MS", limits.body_read_timeout.is_zero()),
+            (
+                "MAX_CONCURRENT_REQUESTS",
+                limits.max_concurrent_requests == 0,
+            ),
+            ("MAX_BANK_CALLS", limits.max_bank_calls == 0),
+            ("BANK_QUEUE_WAIT_MS", limits.bank_queue_wait.is_zero()),
+        ] {
+            if zero {
+                bail!("{setting} must be above 0");
+            }
+        }
+        if limits.request_timeout <= bank_timeout {
+            bail!(
+                "REQUEST_TIMEOUT_MS ({} ms) must be longer than BANK_TIMEOUT_MS ({} ms)",
+                limits.request_timeout.as_millis(),
+                bank_timeout.as_millis()
+            );
+        }
+        Ok(limits)
+    }
 }
 
 /// The validated configuration the application is built from.
@@ -79,6 +178,8 @@ pub struct Config {
     pub bank_url: String,
     /// Listen address (port 0 picks a free port, as tests do).
     pub listen_addr: SocketAddr,
+    /// Listen address of the admin listener (port 0 picks a free port).
+    pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: Vec<u8>,
     /// The idempotency policy.
@@ -93,6 +194,8 @@ pub struct Config {
     pub janitor_interval: Duration,
     /// Whether the background workers run inside the server process.
     pub run_workers: bool,
+    /// The bounds on requests and bank calls.
+    pub limits: Limits,
 }
 
 impl Settings {
@@ -112,13 +215,16 @@ impl Settings {
         let policy = Policy::from_yaml(&policy_text)
             .with_context(|| format!("in {}", self.policy_file.display()))?;
         self.refuse_unsafe_timings(&policy)?;
+        let bank_timeout = Duration::from_millis(self.bank_timeout_ms);
         Ok(Config {
+            limits: self.limits.into_limits(bank_timeout)?,
             database_url: self.database_url,
             bank_url: self.bank_url,
             listen_addr: self.listen_addr,
+            admin_addr: self.admin_addr,
             jwt_secret: self.jwt_secret.into_bytes(),
             policy,
-            bank_timeout: Duration::from_millis(self.bank_timeout_ms),
+            bank_timeout,
             database_acquire_timeout: Duration::from_secs(3),
             reconcile_interval: Duration::from_millis(self.reconcile_interval_ms),
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),

@@ -14,6 +14,7 @@ pub mod flows;
 pub mod http;
 pub mod janitor;
 pub mod metrics;
+pub mod readiness;
 pub mod reconcile;
 pub mod shutdown;
 pub mod startup;

@@ -56,8 +56,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve => {
             let app = Application::build(config).await?;
             tracing::info!(addr = %app.local_addr(), "backend listening");
-            // The one fixed line on standard output: where it listens (port 0 picks one), for
-            // whoever started it (tests, scripts) to read instead of guessing a port.
+            // Fixed lines on standard output: where it listens (port 0 picks a port), for
+            // whoever started it (tests, scripts) to read instead of guessing; the public
+            // address last, once both listeners are bound.
+            println!("backend admin listening on http://{}", app.admin_addr());
             println!("backend listening on http://{}", app.local_addr());
             app.run_until_stopped(shutdown::terminate_signal()).await
         }

@@ -73,6 +73,8 @@ pub struct Metrics {
     pub late_movements_found: Family<OperationLabels, Counter>,
     /// Expired keys deleted.
     pub keys_expired: Counter,
+    /// API requests answered 503 at once because `MAX_CONCURRENT_REQUESTS` were in flight.
+    pub requests_shed: Counter,
     /// Age in seconds of the oldest `started` key.
     pub oldest_started_seconds: Gauge<f64, AtomicU64>,
     /// Age in seconds of the oldest `unknown` key.
@@ -134,6 +136,11 @@ impl Metrics {
             "reconcile_late_movements_found",
             "Movements the bank executed after their claim was released",
             metrics.late_movements_found.clone(),
+        );
+        registry.register(
+            "http_requests_shed",
+            "API requests shed with 503 at capacity",
+            metrics.requests_shed.clone(),
         );
         registry.register(
             "janitor_keys_expired",

@@ -1,48 +1,63 @@
-//! [`Application`]: builds the state from a [`Config`], binds the listener (port 0 picks a free
-//! one, as tests do), and runs the server with its background workers until shutdown.
+//! [`Application`]: builds the state from a [`Config`], binds the two listeners (port 0 picks a
+//! free one, as tests do): the public API, and the admin listener (metrics, detailed readiness)
+//! that only operators reach; then runs both with the background workers until shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::readiness::{self, Readiness};
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::{self, SharedStore};
 use crate::{http, janitor, reconcile};
 
+/// How often the database's readiness is checked.
+const READINESS_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The backend, built and bound, not yet serving.
 pub struct Application {
     listener: TcpListener,
+    admin_listener: TcpListener,
     state: AppState,
     config: Config,
 }
 
 impl Application {
-    /// Connects to the database, applies migrations, and binds the listen address.
+    /// Connects to the database, applies migrations, and binds both listen addresses.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
         let store =
             store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
         store.migrate().await.context("applying migrations")?;
         let state = build_state(&config, store)?;
-        let listener = TcpListener::bind(config.listen_addr)
-            .await
-            .with_context(|| format!("binding {}", config.listen_addr))?;
+        let listener = bind(config.listen_addr).await?;
+        let admin_listener = bind(config.admin_addr).await?;
         Ok(Application {
             listener,
+            admin_listener,
             state,
             config,
         })
     }
 
-    /// The bound address.
+    /// The public API's bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// The admin listener's bound address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_listener
             .local_addr()
             .expect("a bound listener has an address")
     }
@@ -52,14 +67,20 @@ impl Application {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves: stops accepting, finishes in-flight requests, stops the
-    /// workers after their current step.
+    /// Serves until `shutdown` resolves: both listeners stop accepting and finish their
+    /// in-flight requests, and the workers stop after their current step.
     pub async fn run_until_stopped(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let stop = Shutdown::default();
         let mut workers = tokio::task::JoinSet::new();
+        workers.spawn(readiness::run_until_stopped(
+            Arc::clone(&self.state.readiness),
+            self.state.store.clone(),
+            READINESS_INTERVAL,
+            stop.wait(),
+        ));
         if self.config.run_workers {
             workers.spawn(reconcile::run_until_stopped(
                 self.state.clone(),
@@ -72,19 +93,35 @@ impl Application {
                 stop.wait(),
             ));
         }
-        let server =
-            axum::serve(self.listener, http::router(self.state)).with_graceful_shutdown(shutdown);
-        let served = server.await.context("serving HTTP");
+        let public = axum::serve(self.listener, http::router(self.state.clone()))
+            .with_graceful_shutdown(stop.wait());
+        let admin = axum::serve(self.admin_listener, http::admin_router(self.state))
+            .with_graceful_shutdown(stop.wait());
+        let serving = async { tokio::try_join!(public.into_future(), admin.into_future()) };
+        // On shutdown, tell both servers to drain (and keep polling them until they have).
+        let drain_on_shutdown = async {
+            shutdown.await;
+            stop.trigger();
+            std::future::pending::<()>().await;
+        };
+        let served = tokio::select! {
+            served = serving => served,
+            () = drain_on_shutdown => unreachable!("pends once it has triggered the drain"),
+        };
         stop.trigger();
         while workers.join_next().await.is_some() {}
-        served
+        served.map(drop).context("serving HTTP")
     }
 }
 
-/// The state the router and workers share.
+/// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    let bank = BankClient::new(&config.bank_url, config.bank_timeout)
-        .context("building the bank client")?;
+    let bank = BankClient::new(
+        &config.bank_url,
+        config.bank_timeout,
+        config.limits.max_bank_calls,
+    )
+    .context("building the bank client")?;
     Ok(AppState {
         store,
         bank,
@@ -92,5 +129,14 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         jwt_secret: Arc::from(config.jwt_secret.as_slice()),
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
+        limits: config.limits,
+        readiness: Arc::new(Readiness::new()),
+        requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
     })
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
 }

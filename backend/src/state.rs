@@ -5,9 +5,12 @@ use std::sync::Arc;
 
 use shared::Policy;
 use shared::fingerprint::BodyLimits;
+use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
+use crate::config::Limits;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::store::SharedStore;
 
 /// Shared state; cheap to clone.
@@ -25,4 +28,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Size and depth limits for request bodies.
     pub body_limits: BodyLimits,
+    /// Deadlines and bounds on requests and bank calls.
+    pub limits: Limits,
+    /// Whether the database answers, as the background check last found.
+    pub readiness: Arc<Readiness>,
+    /// One permit per API request being served (`MAX_CONCURRENT_REQUESTS`).
+    pub requests_in_flight: Arc<Semaphore>,
 }

@@ -38,6 +38,9 @@ pub enum ProblemKind {
     BodyTooDeep,
     /// 413: the body is over the size limit.
     BodyTooLarge,
+    /// 408: the body did not arrive within the read deadline (a trickling client). Nothing was
+    /// done.
+    BodyTimeout,
     /// 422: a body field is missing or has a wrong value.
     InvalidField,
     /// 402: the bank declined the debit (a final outcome, saved and replayed).
@@ -60,7 +63,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 18] = [
+    pub const ALL: [ProblemKind; 19] = [
         ProblemKind::Unauthenticated,
         ProblemKind::IdempotencyKeyMissing,
         ProblemKind::IdempotencyKeyMalformed,
@@ -70,6 +73,7 @@ impl ProblemKind {
         ProblemKind::BodyNotJson,
         ProblemKind::BodyTooDeep,
         ProblemKind::BodyTooLarge,
+        ProblemKind::BodyTimeout,
         ProblemKind::InvalidField,
         ProblemKind::PaymentDeclined,
         ProblemKind::RefundExceedsPayment,
@@ -93,6 +97,7 @@ impl ProblemKind {
             ProblemKind::BodyNotJson => "body-not-json",
             ProblemKind::BodyTooDeep => "body-too-deep",
             ProblemKind::BodyTooLarge => "body-too-large",
+            ProblemKind::BodyTimeout => "body-timeout",
             ProblemKind::InvalidField => "invalid-field",
             ProblemKind::PaymentDeclined => "payment-declined",
             ProblemKind::RefundExceedsPayment => "refund-exceeds-payment",
@@ -112,6 +117,7 @@ impl ProblemKind {
             ProblemKind::PaymentDeclined => 402,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
+            ProblemKind::BodyTimeout => 408,
             ProblemKind::RequestInProgress => 409,
             ProblemKind::BodyTooLarge => 413,
             ProblemKind::IdempotencyKeyReused
@@ -142,6 +148,7 @@ impl ProblemKind {
             ProblemKind::BodyNotJson => "Request body is not valid JSON",
             ProblemKind::BodyTooDeep => "Request body nests too deeply",
             ProblemKind::BodyTooLarge => "Request body is too large",
+            ProblemKind::BodyTimeout => "Request body did not arrive in time",
             ProblemKind::InvalidField => "A request field is missing or invalid",
             ProblemKind::PaymentDeclined => "The bank declined the payment",
             ProblemKind::RefundExceedsPayment => "Refund exceeds the refundable amount",
@@ -240,6 +247,17 @@ impl Problem {
         Problem::new(
             ProblemKind::BodyTooLarge,
             format!("The request body is larger than the {limit_bytes} bytes accepted."),
+        )
+    }
+
+    /// 408 `body-timeout`: the body took longer than `deadline` to arrive.
+    pub fn body_timeout(deadline: std::time::Duration) -> Problem {
+        Problem::new(
+            ProblemKind::BodyTimeout,
+            format!(
+                "The request body did not arrive within {} ms; nothing was done.",
+                deadline.as_millis()
+            ),
         )
     }
 

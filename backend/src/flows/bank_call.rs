@@ -32,12 +32,18 @@ pub(super) async fn run_to_completion(
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }
 
-/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said.
+/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said. If
+/// the bank already has all the calls it may have (`MAX_BANK_CALLS`) and none ends within
+/// `BANK_QUEUE_WAIT_MS`, nothing is sent: the claim is released at once and the request
+/// answered 503, and its retry claims the key again.
 pub(super) async fn call_bank_and_save(
     state: &AppState,
     key: KeyRef,
     movement: &SavedMovement,
 ) -> Result<Answer> {
+    let Some(permit) = state.bank.reserve_call(state.limits.bank_queue_wait).await else {
+        return bank_busy(state, key, movement).await;
+    };
     let (operation, resource_id, call, outcome) = match movement {
         SavedMovement::Payment(payment) => (
             Operation::PayBill,
@@ -46,6 +52,7 @@ pub(super) async fn call_bank_and_save(
             state
                 .bank
                 .debit(
+                    &permit,
                     &payment.bank_reference,
                     payment.amount_paise,
                     &payment.payer_vpa,
@@ -59,6 +66,7 @@ pub(super) async fn call_bank_and_save(
             state
                 .bank
                 .refund(
+                    &permit,
                     &refund.bank_reference,
                     &refund.debit_reference,
                     refund.amount_paise,
@@ -165,6 +173,28 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
             pending()
         }
     }
+}
+
+/// No bank call could be had: the claim is released (nothing was sent, so nothing can be on its
+/// way) and the request told to come back.
+async fn bank_busy(state: &AppState, key: KeyRef, movement: &SavedMovement) -> Result<Answer> {
+    let call = match movement.operation() {
+        Operation::PayBill => "debit",
+        Operation::RefundPayment => "refund",
+    };
+    state.metrics.bank_call(call, "busy");
+    state
+        .store
+        .release_unsent(key, movement.id(), state.policy.stuck_after)
+        .await?;
+    Ok(Answer::problem(
+        Problem::new(
+            ProblemKind::ServiceUnavailable,
+            "The bank is at capacity; nothing was sent to it. Retry with the same \
+             Idempotency-Key and body.",
+        )
+        .with_retry_after(Duration::from_secs(1)),
+    ))
 }
 
 /// The answer to an attempt whose claim was released after a definite bank error.

@@ -2,6 +2,7 @@
 //! [`crate::error::Error`]s into responses; handlers return `crate::error::Result` and pass
 //! errors on with `?`.
 
+mod admin;
 mod answer_response;
 mod auth;
 mod body;
@@ -9,9 +10,11 @@ mod docs;
 mod failures;
 mod health;
 mod key_status;
+mod limits;
 pub mod openapi;
 mod payments;
 mod request_metrics;
 mod router;
 
+pub use admin::admin_router;
 pub use router::router;

@@ -106,8 +106,7 @@ pub fn document(state: &AppState) -> Value {
                 }),
             )},
             "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
-            "/readyz": { "get": public("readyz", "The database is reachable (503 problem if not)", "text/plain") },
-            "/metrics": { "get": public("metrics", "Prometheus metrics", "application/openmetrics-text") },
+            "/readyz": { "get": public("readyz", "The database answered the last readiness check (503 problem if not)", "text/plain") },
             "/idempotency-policy": { "get": public(
                 "idempotency_policy",
                 "The published idempotency policy: header, key format, retention",

@@ -1,20 +1,26 @@
-//! The application as a function: [`router`] builds every route over a given state, so tests
-//! can drive it without a socket and the server binds it to one.
+//! The application as a function: [`router`] builds every public route over a given state, so
+//! tests can drive it without a socket and the server binds it to one. (The admin listener's
+//! routes are `http::admin`.)
+//!
+//! The `/v1` API runs inside, from the outside in: the answer deadline, load shedding, then
+//! authentication (`http::limits`, `http::auth`).
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
-use super::{auth, docs, failures, health, key_status, openapi, payments, request_metrics};
+use super::{auth, docs, failures, health, key_status, limits, openapi, payments, request_metrics};
 use crate::error::Error;
 use crate::state::AppState;
 
-/// Every route of the backend.
+/// Every public route of the backend.
 pub fn router(state: AppState) -> Router {
     let authenticated = payments::router()
         .merge(key_status::router())
-        .route_layer(from_fn_with_state(state.clone(), auth::require_user));
+        .route_layer(from_fn_with_state(state.clone(), auth::require_user))
+        .route_layer(from_fn_with_state(state.clone(), limits::shed_load))
+        .route_layer(from_fn_with_state(state.clone(), limits::deadline));
     Router::new()
         .merge(authenticated)
         .merge(health::router())

@@ -100,6 +100,16 @@ pub trait Store: Send + Sync {
         call: UnknownCall,
     ) -> Result<bool, StoreError>;
 
+    /// Releases a `started` key whose bank call was never sent (no call could be had): the
+    /// retry claims it again; its first check for a late debit comes `check_after` from now,
+    /// as for any release.
+    async fn release_unsent(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        check_after: Duration,
+    ) -> Result<(), StoreError>;
+
     /// Claims a released key again for the request with `fingerprint`, and returns its pending
     /// payment or refund to call the bank for under the claim's own reference; `None` if the key
     /// is not released (any more), was released for another request, or is being checked.

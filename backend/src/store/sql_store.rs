@@ -214,6 +214,17 @@ impl<D: Db> Store for SqlStore<D> {
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn release_unsent(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        check_after: Duration,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after).await
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
     async fn reclaim_released(
         &self,
         key: KeyRef,

@@ -128,6 +128,22 @@ impl SavedMovement {
         }
     }
 
+    /// The operation whose claim created it.
+    pub fn operation(&self) -> Operation {
+        match self {
+            SavedMovement::Payment(_) => Operation::PayBill,
+            SavedMovement::Refund(_) => Operation::RefundPayment,
+        }
+    }
+
+    /// Its id: the payment's or the refund's.
+    pub fn id(&self) -> Uuid {
+        match self {
+            SavedMovement::Payment(payment) => payment.payment_id,
+            SavedMovement::Refund(refund) => refund.refund_id,
+        }
+    }
+
     /// The bank reference every call and look-up for this movement names.
     pub fn bank_reference(&self) -> &str {
         match self {

@@ -77,7 +77,7 @@ impl World {
 
     async fn metrics(&self, backend: &BackendProcess) -> String {
         self.http
-            .get(format!("{}/metrics", backend.url))
+            .get(format!("{}/metrics", backend.admin_url))
             .send()
             .await
             .expect("metrics answer")

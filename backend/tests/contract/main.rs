@@ -16,6 +16,7 @@ mod embedded_store;
 mod expiry;
 mod key_status;
 mod leases;
+mod limits;
 mod openapi;
 mod races;
 mod reconciler;

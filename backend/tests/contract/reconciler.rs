@@ -201,7 +201,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
         .build()
         .expect("client");
     let metrics = async || -> String {
-        http.get(format!("{}/metrics", backend.url))
+        http.get(format!("{}/metrics", backend.admin_url))
             .send()
             .await
             .expect("metrics answer")

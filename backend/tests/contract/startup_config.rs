@@ -101,6 +101,12 @@ fn timings_that_could_release_a_call_still_on_its_way_are_refused_naming_the_set
         ("BANK_TIMEOUT_MS", "0"),
         ("RECONCILE_INTERVAL_MS", "0"),
         ("JANITOR_INTERVAL_SECONDS", "0"),
+        ("REQUEST_TIMEOUT_MS", "0"),
+        ("REQUEST_TIMEOUT_MS", "5000"),
+        ("BODY_READ_TIMEOUT_MS", "0"),
+        ("MAX_CONCURRENT_REQUESTS", "0"),
+        ("MAX_BANK_CALLS", "0"),
+        ("BANK_QUEUE_WAIT_MS", "0"),
     ] {
         let refused = backend(&[("AUTH_JWT_SECRET", REAL_SECRET), (setting, value)]);
         assert!(
@@ -116,6 +122,7 @@ fn timings_that_could_release_a_call_still_on_its_way_are_refused_naming_the_set
     let just_under = backend(&[
         ("AUTH_JWT_SECRET", REAL_SECRET),
         ("BANK_TIMEOUT_MS", "299999"),
+        ("REQUEST_TIMEOUT_MS", "300000"),
     ]);
     assert!(just_under.status.success(), "{}", stderr(&just_under));
 }

@@ -13,7 +13,7 @@ pub mod process;
 
 use std::time::Duration;
 
-use backend::config::Config;
+use backend::config::{Config, Limits};
 use backend::startup::Application;
 use backend::state::AppState;
 use backend::store::{ClaimResult, KeyRef, NewPayment};
@@ -73,6 +73,8 @@ pub struct Options {
     /// A path put before every bank route (`/wrong` sends `/wrong/debits`): a misrouted
     /// `BANK_URL`.
     pub bank_path: &'static str,
+    /// The backend's bounds on requests and bank calls.
+    pub limits: Limits,
 }
 
 impl Default for Options {
@@ -83,6 +85,7 @@ impl Default for Options {
             bank_timeout: Duration::from_secs(5),
             store: StoreKind::Postgres,
             bank_path: "",
+            limits: Limits::default(),
         }
     }
 }
@@ -115,6 +118,8 @@ impl TestDb {
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// The admin listener's `http://127.0.0.1:PORT` (metrics, detailed readiness).
+    pub admin_url: String,
     /// A client with a short timeout.
     pub http: reqwest::Client,
     /// The bank simulator (its ledger is read over HTTP, as an outside observer would).
@@ -169,6 +174,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         database_url,
         bank_url: bank_url.to_owned(),
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
+        admin_addr: "127.0.0.1:0".parse().expect("valid address"),
         jwt_secret: SECRET.as_bytes().to_vec(),
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,
@@ -177,6 +183,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         janitor_interval: Duration::from_secs(3600),
         // Tests drive the workers' steps themselves.
         run_workers: false,
+        limits: options.limits,
     }
 }
 
@@ -206,6 +213,7 @@ impl TestApp {
         let config = test_config(database_url.clone(), &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
+        let admin_url = format!("http://{}", app.admin_addr());
         let db = TestDb::connect(&database_url).await;
         let state = app.state().clone();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -218,6 +226,7 @@ impl TestApp {
         });
         TestApp {
             url,
+            admin_url,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .build()
@@ -440,7 +449,7 @@ impl TestApp {
     pub async fn metric(&self, series: &str) -> f64 {
         let text = self
             .http
-            .get(format!("{}/metrics", self.url))
+            .get(format!("{}/metrics", self.admin_url))
             .send()
             .await
             .expect("metrics answer")

@@ -7,7 +7,7 @@
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use test_harness::{ServerProcess, listening_url};
+use test_harness::{ServerProcess, listening_urls};
 
 use super::SECRET;
 
@@ -50,6 +50,8 @@ impl BackendEnv {
 pub struct BackendProcess {
     /// `http://127.0.0.1:PORT`, as the process reported it.
     pub url: String,
+    /// The admin listener's `http://127.0.0.1:PORT` (metrics, detailed readiness).
+    pub admin_url: String,
     process: ServerProcess,
 }
 
@@ -69,10 +71,16 @@ impl BackendProcess {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("BANK_URL", &env.bank_url)
             .env("LISTEN_ADDR", "127.0.0.1:0")
+            .env("ADMIN_ADDR", "127.0.0.1:0")
             .env("AUTH_JWT_SECRET", SECRET)
             .env("APP_ENV", "production")
             .env("POLICY_FILE", POLICY_FILE)
             .env("BANK_TIMEOUT_MS", env.bank_timeout_ms.to_string())
+            // An answer deadline past the bank's, as start-up requires.
+            .env(
+                "REQUEST_TIMEOUT_MS",
+                (env.bank_timeout_ms + 10_000).to_string(),
+            )
             .env(
                 "RECONCILE_INTERVAL_MS",
                 env.reconcile_interval_ms.to_string(),
@@ -83,9 +91,13 @@ impl BackendProcess {
             )
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1");
-        let (process, url) =
-            ServerProcess::start("backend", command, |line| listening_url(line, "backend")).await;
-        BackendProcess { url, process }
+        let ready = listening_urls(["backend admin", "backend"]);
+        let (process, [admin_url, url]) = ServerProcess::start("backend", command, ready).await;
+        BackendProcess {
+            url,
+            admin_url,
+            process,
+        }
     }
 
     /// The child's process id.

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
-use test_harness::{ServerProcess, TestDatabase, listening_url, server_binary};
+use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls, server_binary};
 
 pub use test_harness::Answer;
 
@@ -69,6 +69,8 @@ pub struct Stack {
     pub edge_url: String,
     /// `http://127.0.0.1:PORT` of the backend.
     pub backend_url: String,
+    /// `http://127.0.0.1:PORT` of the backend's admin listener (its metrics).
+    pub backend_admin_url: String,
     /// `http://127.0.0.1:PORT` of the bank simulator.
     pub bank_url: String,
     /// A client with a bounded timeout.
@@ -119,14 +121,14 @@ impl Stack {
             .env("DATABASE_URL", database.url())
             .env("BANK_URL", &bank_url)
             .env("LISTEN_ADDR", "127.0.0.1:0")
+            .env("ADMIN_ADDR", "127.0.0.1:0")
             .env("AUTH_JWT_SECRET", SECRET)
             .env("APP_ENV", "production")
             .env("POLICY_FILE", repo_root().join("policy.yaml"))
             .env("RUST_LOG", "warn");
-        let (backend, backend_url) = ServerProcess::start("backend", backend_command, |line| {
-            listening_url(line, "backend")
-        })
-        .await;
+        let ready = listening_urls(["backend admin", "backend"]);
+        let (backend, [backend_admin_url, backend_url]) =
+            ServerProcess::start("backend", backend_command, ready).await;
 
         let config = workerd_config(&backend_url, &options);
         std::fs::write(scratch.join("edge.capnp"), config).expect("write the workerd config");
@@ -145,6 +147,7 @@ impl Stack {
         Stack {
             edge_url: format!("http://127.0.0.1:{edge_port}"),
             backend_url,
+            backend_admin_url,
             bank_url,
             http,
             workerd,
@@ -201,7 +204,7 @@ impl Stack {
     pub async fn backend_requests(&self, route: &str) -> u64 {
         let metrics = self
             .http
-            .get(format!("{}/metrics", self.backend_url))
+            .get(format!("{}/metrics", self.backend_admin_url))
             .send()
             .await
             .expect("backend metrics answer")

@@ -14,5 +14,5 @@ mod wait;
 
 pub use answer::Answer;
 pub use database::{TestDatabase, admin_url};
-pub use process::{ServerProcess, listening_url, server_binary};
+pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
 pub use wait::{metric_in, wait_for};

@@ -31,6 +31,29 @@ pub fn listening_url(line: &str, label: &str) -> Option<String> {
     Some(url.trim().to_owned())
 }
 
+/// A ready check for a server that prints several ready lines: it is ready once every one of
+/// `labels` has printed `{label} listening on {url}`; gives the URLs in the order of `labels`.
+pub fn listening_urls<const N: usize>(
+    labels: [&'static str; N],
+) -> impl FnMut(&str) -> Option<[String; N]> + Send + 'static {
+    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
+    move |line| {
+        // The longest label first, so "backend admin" is not taken for "backend".
+        let mut order: Vec<usize> = (0..N).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(labels[i].len()));
+        if let Some(i) = order
+            .into_iter()
+            .find(|&i| listening_url(line, labels[i]).is_some())
+        {
+            found[i] = listening_url(line, labels[i]);
+        }
+        found
+            .iter()
+            .all(Option::is_some)
+            .then(|| found.clone().map(Option::unwrap_or_default))
+    }
+}
+
 /// The path of the workspace binary `name`, built beside the running test (`cargo test
 /// --workspace` builds every binary; run alone, a test needs `cargo build -p PACKAGE --bins`).
 pub fn server_binary(name: &str) -> PathBuf {
@@ -81,7 +104,8 @@ impl ServerProcess {
             _ => {
                 process.kill_hard();
                 panic!(
-                    "{name} did not report ready within {START_TIMEOUT:?}; its output:\n{}",
+                    "{name} exited or did not report ready within {START_TIMEOUT:?}; its \
+                     output:\n{}",
                     process.log()
                 )
             }

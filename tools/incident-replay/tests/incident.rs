@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use backend::config::Config;
+use backend::config::{Config, Limits};
 use backend::startup::Application;
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use serde_json::Value;
@@ -34,6 +34,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         database_url: database_url.to_owned(),
         bank_url: bank.url.clone(),
         listen_addr: "127.0.0.1:0".parse().expect("address"),
+        admin_addr: "127.0.0.1:0".parse().expect("address"),
         jwt_secret: SECRET.as_bytes().to_vec(),
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
@@ -41,6 +42,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),
         run_workers: true,
+        limits: Limits::default(),
     };
     let app = Application::build(config).await.expect("backend builds");
     let url = format!("http://{}", app.local_addr());

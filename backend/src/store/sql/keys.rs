@@ -339,6 +339,30 @@ pub async fn set_released<D: Db>(
     Ok(D::execute(conn, query).await? == 1)
 }
 
+/// Releases a `started` key of this resource whose bank call was never sent, with its first
+/// check for a late debit `check_after` from now (the request that claimed it gave up before
+/// calling the bank, so no lease is needed: no reconciler takes a young `started` key).
+pub async fn release_started_key<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    resource_id: Uuid,
+    check_after: std::time::Duration,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4 \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(resource_id)
+        .arg(Span(check_after));
+    D::execute(conn, query).await?;
+    Ok(())
+}
+
 /// Ends a released key's checks (its last look-up found nothing at the bank), so it may now
 /// expire; run after [`end_lease`] in the transaction that makes its movement `void`.
 pub async fn end_checks<D: Db>(

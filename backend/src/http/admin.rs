@@ -1,0 +1,51 @@
+//! The admin listener's routes (`ADMIN_ADDR`, SPEC §8 "Two listeners"): `GET /metrics`
+//! (OpenMetrics text) and `GET /readyz` (the last readiness check in detail, with the ages of
+//! the oldest unfinished keys). Bound to an address only operators reach; the edge never
+//! forwards to it, and nothing here is on the public API.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+use shared::{Problem, ProblemKind};
+
+use crate::error::Error;
+use crate::state::AppState;
+
+/// Every route of the admin listener.
+pub fn admin_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/readyz", get(detailed_readiness))
+        .fallback(|| async { Error::from(Problem::new(ProblemKind::NotFound, "No such route.")) })
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+/// 200 or 503 with the last check's details and the reconciler's backlog gauges.
+async fn detailed_readiness(State(state): State<AppState>) -> Response {
+    let check = state.readiness.current();
+    let status = if check.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "database": check,
+        "oldest_started_key_age_seconds": state.metrics.oldest_started_seconds.get(),
+        "oldest_unknown_key_age_seconds": state.metrics.oldest_unknown_seconds.get(),
+    });
+    (status, Json(body)).into_response()
+}
