@@ -48,6 +48,8 @@ pub enum ProblemKind {
     NotFound,
     /// 405: the route exists but not with this method.
     MethodNotAllowed,
+    /// 429: the user or the client address is over the edge's rate limit; nothing was done.
+    RateLimited,
     /// 503: a dependency (the database) is unavailable; nothing was done.
     ServiceUnavailable,
     /// 502: the edge could not reach the backend.
@@ -60,7 +62,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 18] = [
+    pub const ALL: [ProblemKind; 19] = [
         ProblemKind::Unauthenticated,
         ProblemKind::IdempotencyKeyMissing,
         ProblemKind::IdempotencyKeyMalformed,
@@ -75,6 +77,7 @@ impl ProblemKind {
         ProblemKind::RefundExceedsPayment,
         ProblemKind::NotFound,
         ProblemKind::MethodNotAllowed,
+        ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::BackendUnreachable,
         ProblemKind::BackendTimeout,
@@ -98,6 +101,7 @@ impl ProblemKind {
             ProblemKind::RefundExceedsPayment => "refund-exceeds-payment",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::BackendUnreachable => "backend-unreachable",
             ProblemKind::BackendTimeout => "backend-timeout",
@@ -114,6 +118,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => 405,
             ProblemKind::RequestInProgress => 409,
             ProblemKind::BodyTooLarge => 413,
+            ProblemKind::RateLimited => 429,
             ProblemKind::IdempotencyKeyReused
             | ProblemKind::InvalidField
             | ProblemKind::RefundExceedsPayment => 422,
@@ -147,6 +152,7 @@ impl ProblemKind {
             ProblemKind::RefundExceedsPayment => "Refund exceeds the refundable amount",
             ProblemKind::NotFound => "Not found",
             ProblemKind::MethodNotAllowed => "Method not allowed",
+            ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::BackendUnreachable => "The payments service could not be reached",
             ProblemKind::BackendTimeout => "The payments service did not answer in time",
@@ -256,6 +262,18 @@ impl Problem {
         Problem::new(
             ProblemKind::RequestInProgress,
             "The first request with this Idempotency-Key is still being processed; retry after the indicated time.",
+        )
+        .with_retry_after(retry_after)
+    }
+
+    /// 429 `rate-limited`: the user or the client address sent more requests than the edge's
+    /// rate limit allows. The request was not looked at further, so its key is untouched and
+    /// the same request sent after `retry_after` is handled as usual.
+    pub fn rate_limited(retry_after: Duration) -> Problem {
+        Problem::new(
+            ProblemKind::RateLimited,
+            "Too many requests; retry after the indicated time. Nothing was done with this \
+             request: retrying it with the same Idempotency-Key and body is safe.",
         )
         .with_retry_after(retry_after)
     }
@@ -381,6 +399,10 @@ mod tests {
         assert_eq!(in_progress.status, 409);
         assert_eq!(in_progress.retry_after_header().as_deref(), Some("1"));
         assert_eq!(Problem::idempotency_key_reused().status, 422);
+        let limited = Problem::rate_limited(Duration::from_millis(2500));
+        assert_eq!(limited.kind(), Some(ProblemKind::RateLimited));
+        assert_eq!(limited.status, 429);
+        assert_eq!(limited.retry_after_header().as_deref(), Some("3"));
     }
 
     #[test]
