@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use shared::auth::{TokenRules, TokenVerifier};
 use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
 
@@ -24,12 +25,22 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to the database, applies migrations, and binds the listen address.
+    /// Connects to the database, applies migrations, and binds the listen address; bearer
+    /// tokens are held to the default [`TokenRules`] (no issuer or audience required).
     pub async fn build(config: Config) -> anyhow::Result<Application> {
+        Application::build_with_token_rules(config, TokenRules::default()).await
+    }
+
+    /// As [`Application::build`], with the deployment's token rules
+    /// (`Settings::token_rules`: leeway, required issuer and audience).
+    pub async fn build_with_token_rules(
+        config: Config,
+        token_rules: TokenRules,
+    ) -> anyhow::Result<Application> {
         let store =
             store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
         store.migrate().await.context("applying migrations")?;
-        let state = build_state(&config, store)?;
+        let state = state_with_token_rules(&config, store, token_rules)?;
         let listener = TcpListener::bind(config.listen_addr)
             .await
             .with_context(|| format!("binding {}", config.listen_addr))?;
@@ -81,15 +92,24 @@ impl Application {
     }
 }
 
-/// The state the router and workers share.
+/// The state the router and workers share, with the default [`TokenRules`] (the workers
+/// never read a token).
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
+    state_with_token_rules(config, store, TokenRules::default())
+}
+
+fn state_with_token_rules(
+    config: &Config,
+    store: SharedStore,
+    token_rules: TokenRules,
+) -> anyhow::Result<AppState> {
     let bank = BankClient::new(&config.bank_url, config.bank_timeout)
         .context("building the bank client")?;
     Ok(AppState {
         store,
         bank,
         policy: Arc::new(config.policy.clone()),
-        jwt_secret: Arc::from(config.jwt_secret.as_slice()),
+        tokens: Arc::new(TokenVerifier::new(config.jwt_secret.clone(), token_rules)),
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
     })

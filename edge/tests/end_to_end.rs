@@ -48,6 +48,9 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
         let user = shared::UserId::new(7).expect("positive");
         shared::auth::sign_token(user, i64::MAX / 2, b"another-secret-of-at-least-32-bytes!!")
     };
+    let signed = |claims| shared::auth::sign_claims(&claims, support::SECRET.as_bytes());
+    let non_canonical = signed(json!({"sub": "007", "exp": i64::MAX / 2}));
+    let not_yet_valid = signed(json!({"sub": "7", "exp": i64::MAX / 2, "nbf": i64::MAX / 4}));
     let cases: Vec<(&str, Call)> = vec![
         ("no token", pay().without_header("authorization")),
         (
@@ -57,6 +60,14 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
         (
             "token signed with another secret",
             pay().with_header("authorization", &format!("Bearer {other_secret}")),
+        ),
+        (
+            "subject with a leading zero",
+            pay().with_header("authorization", &format!("Bearer {non_canonical}")),
+        ),
+        (
+            "token not valid yet",
+            pay().with_header("authorization", &format!("Bearer {not_yet_valid}")),
         ),
         ("body over 16 KiB", pay().with_body(vec![b' '; 20 * 1024])),
         (

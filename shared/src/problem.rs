@@ -288,13 +288,15 @@ impl Problem {
     }
 }
 
+/// The `detail` of every 401: one fixed text, so a refusal never tells a caller which check its
+/// token failed (a forger learns nothing); the reason is the [`AuthError`], for the log.
+pub const UNAUTHENTICATED_DETAIL: &str =
+    "This request needs a valid bearer token in the Authorization header.";
+
 impl From<&AuthError> for Problem {
-    /// 401 `unauthenticated`, saying why the token was refused.
-    fn from(error: &AuthError) -> Problem {
-        Problem::new(
-            ProblemKind::Unauthenticated,
-            format!("A valid bearer token is required: {error}."),
-        )
+    /// 401 `unauthenticated`, the same for every reason.
+    fn from(_reason: &AuthError) -> Problem {
+        Problem::new(ProblemKind::Unauthenticated, UNAUTHENTICATED_DETAIL)
     }
 }
 
@@ -388,7 +390,7 @@ mod tests {
         assert_eq!(unauthenticated.kind(), Some(ProblemKind::Unauthenticated));
         assert_eq!(
             unauthenticated.detail.as_deref(),
-            Some("A valid bearer token is required: the token has expired.")
+            Some(UNAUTHENTICATED_DETAIL)
         );
         assert_eq!(Problem::body_too_large(16).status, 413);
         assert_eq!(
@@ -403,6 +405,32 @@ mod tests {
         assert_eq!(limited.kind(), Some(ProblemKind::RateLimited));
         assert_eq!(limited.status, 429);
         assert_eq!(limited.retry_after_header().as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn every_token_refusal_is_the_same_401_body() {
+        let reasons = [
+            AuthError::Missing,
+            AuthError::NotBearer,
+            AuthError::Malformed,
+            AuthError::WrongAlgorithm,
+            AuthError::BadSignature,
+            AuthError::Expired,
+            AuthError::NotYetValid,
+            AuthError::IssuedInFuture,
+            AuthError::WrongIssuer,
+            AuthError::WrongAudience,
+            AuthError::BadSubject,
+        ];
+        let bodies: HashSet<Vec<u8>> = reasons
+            .iter()
+            .map(|reason| Problem::from(reason).to_json())
+            .collect();
+        assert_eq!(bodies.len(), 1);
+        for reason in &reasons {
+            let detail = Problem::from(reason).detail.unwrap_or_default();
+            assert!(!detail.contains(&reason.to_string()), "{reason:?}");
+        }
     }
 
     #[test]

@@ -8,16 +8,14 @@
 
 use futures_channel::oneshot;
 use shared::{Problem, ProblemKind};
-use worker::{Env, Request, Response, Result, console_error, event};
+use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
 use super::body::read_body_within;
 use super::clock::{millis, now_ms, now_unix};
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
 use super::response::reply_response;
-use crate::config::{
-    BACKEND_TIMEOUT_VAR, BACKEND_URL_VAR, EdgeConfig, JWT_SECRET_VAR, compiled_policy,
-};
+use crate::config::{EdgeConfig, JWT_SECRET_VAR, compiled_policy};
 use crate::coordination::{BeginRequest, FinishReport};
 use crate::forwarding::{ForwardFailure, new_request_id};
 use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
@@ -46,7 +44,7 @@ async fn handle(request: Request, env: &Env, context: &worker::Context) -> Resul
         }
     };
     let policy = compiled_policy();
-    let gate = Gate::new(policy, config.jwt_secret());
+    let gate = Gate::new(policy, config.tokens());
     let Some(route) = gate.route(request.method().as_ref(), &request.path()) else {
         let forwarded = forward_unchanged(&request, &config, &new_request_id()).await;
         return forwarded.or_else(|failure| failure_response(failure, &config));
@@ -68,6 +66,10 @@ async fn handle(request: Request, env: &Env, context: &worker::Context) -> Resul
         body,
     };
     match gate.check(&route, checked, now_unix()) {
+        Verdict::Unauthenticated(reason) => {
+            console_log!("request refused: not authenticated: {reason}");
+            reply_response(Reply::problem(&Problem::from(&reason)))
+        }
         Verdict::Reject(problem) => reply_response(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
             coordinate_and_forward(&request, body, &attempt, config, env, context).await
@@ -152,18 +154,16 @@ fn failure_response(failure: ForwardFailure, config: &EdgeConfig) -> Result<Resp
     reply_response(Reply::problem(&failure.problem(config.backend_timeout())))
 }
 
-/// The settings from the runtime's environment (`[vars]` and secrets).
+/// The settings from the runtime's environment (`[vars]`, and the secret).
 fn edge_config(env: &Env) -> std::result::Result<EdgeConfig, crate::config::ConfigError> {
-    let setting = |name: &str| env.var(name).ok().map(|value| value.to_string());
-    let secret = env
-        .secret(JWT_SECRET_VAR)
-        .ok()
-        .map(|value| value.to_string());
-    EdgeConfig::from_settings(
-        setting(BACKEND_URL_VAR),
-        secret,
-        setting(BACKEND_TIMEOUT_VAR),
-    )
+    EdgeConfig::from_settings(|name| {
+        let value = if name == JWT_SECRET_VAR {
+            env.secret(name).map(|value| value.to_string())
+        } else {
+            env.var(name).map(|value| value.to_string())
+        };
+        value.ok()
+    })
 }
 
 fn internal_problem() -> Problem {

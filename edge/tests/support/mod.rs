@@ -509,6 +509,7 @@ const edge :Workerd.Worker = (
   bindings = [
     (name = "BACKEND_URL", text = "{backend_url}"),
     (name = "BACKEND_TIMEOUT_MS", text = "{timeout}"),
+    (name = "APP_ENV", text = "production"),
     (name = "AUTH_JWT_SECRET", text = "{SECRET}"),
     (name = "{binding}", durableObjectNamespace = "KeyCoordinator"),
   ],
