@@ -11,6 +11,7 @@
 //! - [`coordination`] is the protocol of the Durable Object kept per (user, key): the record it
 //!   stores and the pure transitions that turn an attempt into "forward", "in progress" (409),
 //!   "mismatch" (422) or "replay".
+//! - [`operator_routes`] names the routes the edge never forwards (`/metrics`, `/admin/…`).
 //! - [`reply`] and [`forwarding`] describe the answers the edge makes itself and the failures of
 //!   a forward (502/504); [`config`] reads the settings; [`header_bytes`] recovers the bytes of a
 //!   header value from the runtime's string.
@@ -22,5 +23,6 @@ pub mod coordination;
 pub mod forwarding;
 pub mod gate;
 pub mod header_bytes;
+pub mod operator_routes;
 pub mod reply;
 pub mod runtime;

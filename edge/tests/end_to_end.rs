@@ -337,7 +337,7 @@ async fn two_users_with_the_same_key_stay_apart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
+async fn reads_health_and_unknown_routes_pass_through_unchanged() {
     let stack = Stack::start(StackOptions::default()).await;
     let paid = stack
         .send(Via::Edge, &Call::pay(7, &new_key(), "elec-42", PAY_BODY))
@@ -362,9 +362,50 @@ async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
             "{what}"
         );
     }
-    let metrics = stack.send(Via::Edge, &Call::get("/metrics", None)).await;
-    assert_eq!(metrics.status, 200);
-    assert!(String::from_utf8_lossy(&metrics.body).contains("http_requests_total"));
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let unknown_route = stack.send(Via::Backend, &Call::get("/nowhere", None)).await;
+    let unmatched_before = stack.backend_requests("unmatched").await;
+    // Reading a count is itself a request to /metrics, counted once it is answered.
+    let metrics_reads_before = stack.backend_requests("/metrics").await;
+    for path in [
+        "/metrics",
+        "/metrics?format=openmetrics",
+        "/metrics/",
+        "/%6Detrics",
+        "/admin",
+        "/admin/keys/7",
+    ] {
+        for call in [
+            Call::get(path, None),
+            Call::get(path, Some(7)),
+            Call {
+                method: reqwest::Method::POST,
+                ..Call::get(path, Some(7)).with_body("{}")
+            },
+        ] {
+            let answer = stack.send(Via::Edge, &call).await;
+            assert_same_problem(&format!("{} {path}", call.method), &answer, &unknown_route);
+        }
+    }
+    assert_eq!(
+        stack.backend_requests("/metrics").await,
+        metrics_reads_before + 1,
+        "only the count's own read reached /metrics"
+    );
+    assert_eq!(
+        stack.backend_requests("unmatched").await,
+        unmatched_before,
+        "nothing under /admin reached the backend"
+    );
+    // The backend still serves its metrics on its own listener.
+    let direct = stack.send(Via::Backend, &Call::get("/metrics", None)).await;
+    assert_eq!(direct.status, 200);
+    assert!(String::from_utf8_lossy(&direct.body).contains("http_requests_total"));
     stack.stop().await;
 }
 

@@ -113,7 +113,7 @@ pub fn document(state: &AppState) -> Value {
             )},
             "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
             "/readyz": { "get": public("readyz", "The database is reachable (503 problem if not)", "text/plain") },
-            "/metrics": { "get": public("metrics", "Prometheus metrics", "application/openmetrics-text") },
+            "/metrics": { "get": public("metrics", "Prometheus metrics (for operators: the edge never forwards it)", "application/openmetrics-text") },
             "/idempotency-policy": { "get": public(
                 "idempotency_policy",
                 "The published idempotency policy: header, key format, retention",

@@ -1,6 +1,7 @@
 //! The Worker's fetch handler: every request enters here.
 //!
-//! A request to an operation the policy guards is read (body within the limit) and checked by
+//! An operator route (`/metrics`, `/admin/…`) is answered 404 here. A request to an operation
+//! the policy guards is read (body within the limit) and checked by
 //! the [`Gate`]; a refusal is answered here, a well-formed attempt goes through its (user, key)
 //! Durable Object and, when that says so, to the backend, whose answer is reported back to the
 //! object. Everything else is forwarded unchanged. Errors never escape as a bare runtime error:
@@ -20,6 +21,7 @@ use crate::coordination::{BeginRequest, FinishReport};
 use crate::forwarding::{ForwardFailure, new_request_id};
 use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
 use crate::header_bytes::header_bytes;
+use crate::operator_routes::{self, is_operator_route};
 use crate::reply::Reply;
 
 /// The entry point: answers every request, turning an unexpected error into a 500 problem.
@@ -43,9 +45,13 @@ async fn handle(request: Request, env: &Env, context: &worker::Context) -> Resul
             return reply_response(Reply::problem(&internal_problem()));
         }
     };
+    let path = request.path();
+    if is_operator_route(&path) {
+        return reply_response(Reply::problem(&operator_routes::not_found()));
+    }
     let policy = compiled_policy();
     let gate = Gate::new(policy, config.tokens());
-    let Some(route) = gate.route(request.method().as_ref(), &request.path()) else {
+    let Some(route) = gate.route(request.method().as_ref(), &path) else {
         let forwarded = forward_unchanged(&request, &config, &new_request_id()).await;
         return forwarded.or_else(|failure| failure_response(failure, &config));
     };
