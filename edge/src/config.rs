@@ -1,5 +1,5 @@
-//! The edge's settings: the backend's URL, the forward timeout, the run mode and the token rules
-//! (`[vars]` in `wrangler.toml`), the JWT secret (a wrangler secret; `.dev.vars`
+//! The edge's settings: the backend's URL, the forward timeout, the run mode, the token rules and
+//! the rate limits (`[vars]` in `wrangler.toml`), the JWT secret (a wrangler secret; `.dev.vars`
 //! in development) and the idempotency policy, compiled in from the repository's `policy.yaml`
 //! (the file the backend reads).
 //!
@@ -19,6 +19,8 @@ use shared::auth::{
     JWT_SECRET_SETTING, SecretError, TokenRules, TokenRulesError, TokenVerifier, check_secret,
 };
 
+use crate::rate_limit::Limit;
+
 /// The `[vars]` entry holding the backend's base URL, e.g. `http://127.0.0.1:8080`.
 pub const BACKEND_URL_VAR: &str = "BACKEND_URL";
 
@@ -33,6 +35,18 @@ pub const BACKEND_TIMEOUT_VAR: &str = "BACKEND_TIMEOUT_MS";
 /// `development`, which alone accepts the published development secret.
 pub const APP_ENV_VAR: &str = "APP_ENV";
 
+/// The `[vars]` entries of the per-user rate limit: the steady rate and the burst.
+pub const USER_RATE_VARS: LimitVars = LimitVars {
+    per_minute: "RATE_LIMIT_USER_PER_MINUTE",
+    burst: "RATE_LIMIT_USER_BURST",
+};
+
+/// The `[vars]` entries of the per-address rate limit.
+pub const ADDRESS_RATE_VARS: LimitVars = LimitVars {
+    per_minute: "RATE_LIMIT_ADDRESS_PER_MINUTE",
+    burst: "RATE_LIMIT_ADDRESS_BURST",
+};
+
 /// How long the edge waits for the backend by default. Longer than the backend needs in the
 /// worst case it still answers (a 3 s wait for a database connection plus a 5 s bank timeout,
 /// `BANK_TIMEOUT_MS`), so a slow but live backend is not cut off.
@@ -43,6 +57,40 @@ pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(15);
 /// the Worker died mid-forward, and the margin covers the round trips to the Durable Object.
 pub const IN_FLIGHT_MARK_MARGIN: Duration = Duration::from_secs(5);
 
+/// A user's payments and refunds: 2 a second, 10 at once. A customer pays a few bills at a time;
+/// the client library's retries (409 answers after `Retry-After: 1`, backoff from 500 ms) stay
+/// well under it, while a script looping on the API is stopped within a second.
+pub const DEFAULT_USER_LIMIT: Limit = Limit {
+    per_minute: 120,
+    burst: 10,
+};
+
+/// One client address: 20 requests a second, 200 at once. High, because mobile carriers put many
+/// customers behind one public IPv4 address (carrier-grade NAT): this stops one machine's flood,
+/// not one customer, which is the per-user limit's job.
+pub const DEFAULT_ADDRESS_LIMIT: Limit = Limit {
+    per_minute: 1200,
+    burst: 200,
+};
+
+/// The names of the two settings of one rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitVars {
+    /// The steady rate, requests per minute.
+    pub per_minute: &'static str,
+    /// The burst, requests at once.
+    pub burst: &'static str,
+}
+
+/// The rate limits the Worker applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Per authenticated user, on guarded operations.
+    pub per_user: Limit,
+    /// Per client address, on every request.
+    pub per_address: Limit,
+}
+
 /// The checked settings of the Worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -52,6 +100,8 @@ pub struct EdgeConfig {
     tokens: TokenVerifier,
     /// The bound on one forward to the backend.
     backend_timeout: Duration,
+    /// The rate limits.
+    rate_limits: RateLimits,
 }
 
 /// A setting that is missing or unusable. The message names the setting.
@@ -78,6 +128,14 @@ pub enum ConfigError {
     /// The timeout is not a positive whole number of milliseconds.
     #[error("{BACKEND_TIMEOUT_VAR} must be a positive whole number of milliseconds, not {0:?}")]
     BadTimeout(String),
+    /// A rate limit setting is not a positive whole number.
+    #[error("{setting} must be a positive whole number, not {value:?}")]
+    BadRateLimit {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// The in-flight mark (timeout plus [`IN_FLIGHT_MARK_MARGIN`]) would outlive the policy's
     /// `stuck_after`: the edge would answer 409 for a key the backend already reconciles.
     #[error(
@@ -146,10 +204,15 @@ impl EdgeConfig {
                 stuck_after_ms: stuck_after.as_millis(),
             });
         }
+        let rate_limits = RateLimits {
+            per_user: limit(&setting, USER_RATE_VARS, DEFAULT_USER_LIMIT)?,
+            per_address: limit(&setting, ADDRESS_RATE_VARS, DEFAULT_ADDRESS_LIMIT)?,
+        };
         Ok(EdgeConfig {
             backend_base,
             tokens: TokenVerifier::new(jwt_secret, token_rules),
             backend_timeout,
+            rate_limits,
         })
     }
 
@@ -173,11 +236,37 @@ impl EdgeConfig {
     pub fn in_flight_mark_lifetime(&self) -> Duration {
         self.backend_timeout + IN_FLIGHT_MARK_MARGIN
     }
+
+    /// The rate limits.
+    pub fn rate_limits(&self) -> RateLimits {
+        self.rate_limits
+    }
 }
 
 /// A positive whole number, if `text` is one.
 fn positive(text: &str) -> Option<u64> {
     text.trim().parse::<u64>().ok().filter(|value| *value > 0)
+}
+
+/// One rate limit from its two settings, each defaulting to `default`'s.
+fn limit(
+    setting: &impl Fn(&str) -> Option<String>,
+    vars: LimitVars,
+    default: Limit,
+) -> Result<Limit, ConfigError> {
+    let read = |name: &'static str, default: u32| match setting(name) {
+        None => Ok(default),
+        Some(text) => positive(&text)
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or(ConfigError::BadRateLimit {
+                setting: name,
+                value: text,
+            }),
+    };
+    Ok(Limit {
+        per_minute: read(vars.per_minute, default.per_minute)?,
+        burst: read(vars.burst, default.burst)?,
+    })
 }
 
 /// The policy compiled in from `policy.yaml` (checked by the build), made once per Worker
@@ -264,6 +353,10 @@ mod tests {
             (JWT_LEEWAY_SETTING, "half a minute"),
             (JWT_LEEWAY_SETTING, "301"),
             (APP_ENV_VAR, "staging"),
+            (USER_RATE_VARS.per_minute, "0"),
+            (USER_RATE_VARS.burst, "-1"),
+            (ADDRESS_RATE_VARS.per_minute, "many"),
+            (ADDRESS_RATE_VARS.burst, "4294967296"),
         ] {
             let error = settings(&[(name, Some(value))]).expect_err("refused");
             assert!(error.to_string().contains(name), "{name}={value}: {error}");
@@ -304,6 +397,35 @@ mod tests {
         assert_eq!(rules.leeway_seconds(), 10);
         assert_eq!(rules.issuer(), Some("https://id.example"));
         assert_eq!(rules.audience(), Some("payments"));
+    }
+
+    #[test]
+    fn rate_limits_have_defaults_and_can_be_set() {
+        let defaults = settings(&[]).expect("valid").rate_limits();
+        assert_eq!(defaults.per_user, DEFAULT_USER_LIMIT);
+        assert_eq!(defaults.per_address, DEFAULT_ADDRESS_LIMIT);
+        let set = settings(&[
+            (USER_RATE_VARS.per_minute, Some("12")),
+            (USER_RATE_VARS.burst, Some("3")),
+            (ADDRESS_RATE_VARS.per_minute, Some("600")),
+            (ADDRESS_RATE_VARS.burst, Some("50")),
+        ])
+        .expect("valid")
+        .rate_limits();
+        assert_eq!(
+            set.per_user,
+            Limit {
+                per_minute: 12,
+                burst: 3
+            }
+        );
+        assert_eq!(
+            set.per_address,
+            Limit {
+                per_minute: 600,
+                burst: 50
+            }
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 mod support;
 
 use std::collections::HashSet;
+use std::time::Duration;
 
+use edge::rate_limit::Limit;
 use serde_json::json;
 use support::{Answer, Call, PAY_ROUTE, REFUND_ROUTE, Stack, StackOptions, Via};
 
@@ -440,6 +442,7 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
     let mut stack = Stack::start(StackOptions {
         bank_latency_ms: 1500,
         edge_backend_timeout_ms: 300,
+        ..StackOptions::default()
     })
     .await;
     let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
@@ -523,5 +526,150 @@ async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() 
     );
     assert!(answer.is_replay());
     assert_eq!(stack.debits().await.len(), 1);
+    stack.stop().await;
+}
+
+/// One request every 5 s, 3 at once: a burst of 5 is 3 allowed and 2 limited, and nothing
+/// refills during the burst.
+const THREE_THEN_ONE_PER_5_S: Limit = Limit {
+    per_minute: 12,
+    burst: 3,
+};
+
+/// The `Retry-After` of a 429, checked to be the edge's problem.
+fn assert_rate_limited(what: &str, answer: &Answer) -> Duration {
+    assert_eq!(
+        answer.status,
+        429,
+        "{what}: {}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/problem+json"),
+        "{what}"
+    );
+    assert_eq!(answer.problem_type(), "/problems/rate-limited", "{what}");
+    assert_eq!(answer.json()["status"], 429, "{what}");
+    let seconds: u64 = answer
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: Retry-After in seconds"));
+    assert!((1..=5).contains(&seconds), "{what}: Retry-After {seconds}");
+    Duration::from_secs(seconds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_over_the_rate_limit_gets_429_and_the_key_stays_usable() {
+    let stack = Stack::start(StackOptions {
+        user_limit: THREE_THEN_ONE_PER_5_S,
+        ..StackOptions::default()
+    })
+    .await;
+    let keys: Vec<String> = (0..5).map(|_| new_key()).collect();
+    let pay = |key: &str| Call::pay(7, key, "elec-42", PAY_BODY);
+
+    let mut answers = Vec::new();
+    for key in &keys {
+        answers.push(stack.send(Via::Edge, &pay(key)).await);
+    }
+    for answer in &answers[..3] {
+        assert_eq!(answer.status, 201, "within the burst");
+    }
+    let mut wait = Duration::ZERO;
+    for (attempt, answer) in answers[3..].iter().enumerate() {
+        wait = wait.max(assert_rate_limited(
+            &format!("attempt {}", attempt + 4),
+            answer,
+        ));
+    }
+    // Another user is limited apart.
+    let other = stack
+        .send(Via::Edge, &Call::pay(8, &new_key(), "elec-42", PAY_BODY))
+        .await;
+    assert_eq!(other.status, 201, "user 8 has a bucket of its own");
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        4,
+        "the limited requests never reached the backend"
+    );
+    // Retrying at once is still limited, and still reaches nothing.
+    assert_rate_limited(
+        "an early retry",
+        &stack.send(Via::Edge, &pay(&keys[3])).await,
+    );
+
+    // After Retry-After the limited key is as new: its first payment, not a replay or a 409.
+    tokio::time::sleep(wait).await;
+    let later = stack.send(Via::Edge, &pay(&keys[3])).await;
+    assert_eq!(
+        later.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&later.body)
+    );
+    assert!(!later.is_replay());
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 5);
+    assert_eq!(stack.debits().await.len(), 5, "one debit per paid key");
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_address_over_its_limit_gets_429_before_authentication() {
+    let stack = Stack::start(StackOptions {
+        address_limit: THREE_THEN_ONE_PER_5_S,
+        ..StackOptions::default()
+    })
+    .await;
+    let from = |address: &str, call: Call| call.with_header("cf-connecting-ip", address);
+    let pay = || Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+
+    for _ in 0..3 {
+        let answer = stack.send(Via::Edge, &from("203.0.113.7", pay())).await;
+        assert_eq!(answer.status, 201);
+    }
+    assert_rate_limited(
+        "a payment over the address's limit",
+        &stack.send(Via::Edge, &from("203.0.113.7", pay())).await,
+    );
+    // Before authentication: no token is a 429 too, not a 401, and reads are limited alike.
+    assert_rate_limited(
+        "no token",
+        &stack
+            .send(
+                Via::Edge,
+                &from("203.0.113.7", pay().without_header("authorization")),
+            )
+            .await,
+    );
+    assert_rate_limited(
+        "a read",
+        &stack
+            .send(Via::Edge, &from("203.0.113.7", Call::get("/healthz", None)))
+            .await,
+    );
+    // Another address, and an IPv6 /64, have buckets of their own.
+    assert_eq!(
+        stack
+            .send(Via::Edge, &from("203.0.113.8", pay()))
+            .await
+            .status,
+        201
+    );
+    for address in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3"] {
+        assert_eq!(
+            stack.send(Via::Edge, &from(address, pay())).await.status,
+            201
+        );
+    }
+    assert_rate_limited(
+        "a fourth address in the same IPv6 /64",
+        &stack.send(Via::Edge, &from("2001:db8:1:2::4", pay())).await,
+    );
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        3 + 1 + 3,
+        "no limited request reached the backend"
+    );
     stack.stop().await;
 }
