@@ -673,3 +673,38 @@ async fn a_client_address_over_its_limit_gets_429_before_authentication() {
     );
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_10_mb_body_gets_the_edges_problem_not_a_cut_connection() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let ten_mb = vec![b'x'; 10 * 1024 * 1024];
+    // reqwest sends the whole body at once, without `Expect: 100-continue`.
+    for round in 1..=20 {
+        let pay = Call::pay(7, &new_key(), "elec-42", PAY_BODY).with_body(ten_mb.clone());
+        let cases = [
+            ("a payment", pay.clone(), 413, "/problems/body-too-large"),
+            (
+                "a payment without a token",
+                pay.clone().without_header("authorization"),
+                401,
+                "/problems/unauthenticated",
+            ),
+            (
+                "an operator route",
+                Call {
+                    path: "/metrics".to_owned(),
+                    ..pay
+                },
+                404,
+                "/problems/not-found",
+            ),
+        ];
+        for (what, call, status, problem_type) in cases {
+            let answer = stack.send(Via::Edge, &call).await;
+            assert_eq!(answer.status, status, "round {round}: {what}");
+            assert_eq!(answer.problem_type(), problem_type, "round {round}: {what}");
+        }
+    }
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 0);
+    stack.stop().await;
+}

@@ -13,7 +13,7 @@ use futures_channel::oneshot;
 use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
-use super::body::read_body_within;
+use super::body::{discard_unread_body, read_body_within};
 use super::clock::{millis, now_ms, now_unix};
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
@@ -28,16 +28,20 @@ use crate::operator_routes::{self, is_operator_route};
 use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
 use crate::reply::Reply;
 
-/// The entry point: answers every request, turning an unexpected error into a 500 problem.
+/// The entry point: answers every request, turning an unexpected error into a 500 problem. A
+/// body nothing read (the answer did not need it) is read to its end first, so the client,
+/// still sending, gets the answer rather than a reset connection.
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: worker::Context) -> Result<Response> {
-    match handle(&request, &env, &context).await {
+    let answer = match handle(&request, &env, &context).await {
         Ok(response) => Ok(response),
         Err(error) => {
             console_error!("edge error: {error}");
             reply_response(Reply::problem(&internal_problem()))
         }
-    }
+    };
+    discard_unread_body(&request).await;
+    answer
 }
 
 /// Reads the settings, then passes the request through or guards it.
