@@ -8,6 +8,9 @@
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
 //! | `AUTH_JWT_SECRET` | a development default | HS256 secret for bearer tokens |
+//! | `AUTH_JWT_LEEWAY_SECONDS` | `30` | clock leeway for `exp`, `nbf` and `iat` (at most 300) |
+//! | `AUTH_JWT_ISSUER` | not checked | when set, every token's `iss` must equal it |
+//! | `AUTH_JWT_AUDIENCE` | not checked | when set, every token's `aud` must name it |
 //! | `APP_ENV` | `production` | `development` allows the development secret |
 //! | `POLICY_FILE` | `policy.yaml` | the idempotency policy |
 //! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
@@ -26,10 +29,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use shared::Policy;
-
-/// The development JWT secret. Clearly not a secret: the backend refuses to start with it
-/// unless `APP_ENV=development`.
-pub const DEVELOPMENT_JWT_SECRET: &str = "development-only-jwt-secret-never-use-in-production";
+use shared::auth::{
+    DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
+    JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, check_secret,
+};
 
 /// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
 /// directory, so a fresh machine needs nothing else installed.
@@ -60,8 +63,17 @@ pub struct Settings {
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
-    #[arg(long, env = "AUTH_JWT_SECRET", default_value = DEVELOPMENT_JWT_SECRET, hide_default_value = true)]
+    #[arg(long, env = JWT_SECRET_SETTING, default_value = DEVELOPMENT_JWT_SECRET, hide_default_value = true)]
     pub jwt_secret: String,
+    /// Clock leeway for a token's `exp`, `nbf` and `iat`, in seconds.
+    #[arg(long, env = JWT_LEEWAY_SETTING, default_value_t = DEFAULT_LEEWAY_SECONDS)]
+    pub jwt_leeway_seconds: u64,
+    /// The `iss` every token must carry; not checked when unset.
+    #[arg(long, env = JWT_ISSUER_SETTING)]
+    pub jwt_issuer: Option<String>,
+    /// The audience every token's `aud` must name; not checked when unset.
+    #[arg(long, env = JWT_AUDIENCE_SETTING)]
+    pub jwt_audience: Option<String>,
     /// `development` or `production`.
     #[arg(long, env = "APP_ENV", value_enum, default_value = "production")]
     pub mode: RunMode,
@@ -182,6 +194,9 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: Vec<u8>,
+    /// What every bearer token must carry besides a valid signature: the clock leeway, and
+    /// the issuer and audience when set (the edge reads the same settings and verifies alike).
+    pub token_rules: TokenRules,
     /// The idempotency policy.
     pub policy: Policy,
     /// Bank call timeout.
@@ -202,22 +217,24 @@ impl Settings {
     /// Reads the policy file and checks the settings; refuses the development secret outside
     /// development mode.
     pub fn into_config(self) -> anyhow::Result<Config> {
-        if self.jwt_secret == DEVELOPMENT_JWT_SECRET && self.mode != RunMode::Development {
-            bail!(
-                "AUTH_JWT_SECRET is the development default; set a real secret, or APP_ENV=development on a developer machine"
-            );
-        }
-        if self.jwt_secret.len() < 32 {
-            bail!("AUTH_JWT_SECRET must be at least 32 bytes");
-        }
+        check_secret(
+            self.jwt_secret.as_bytes(),
+            self.mode == RunMode::Development,
+        )?;
         let policy_text = std::fs::read_to_string(&self.policy_file)
             .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
         let policy = Policy::from_yaml(&policy_text)
             .with_context(|| format!("in {}", self.policy_file.display()))?;
         self.refuse_unsafe_timings(&policy)?;
         let bank_timeout = Duration::from_millis(self.bank_timeout_ms);
+        let token_rules = TokenRules::new(
+            self.jwt_leeway_seconds,
+            self.jwt_issuer.clone(),
+            self.jwt_audience.clone(),
+        )?;
         Ok(Config {
             limits: self.limits.into_limits(bank_timeout)?,
+            token_rules,
             database_url: self.database_url,
             bank_url: self.bank_url,
             listen_addr: self.listen_addr,

@@ -8,7 +8,7 @@ use backend::store::{self, SharedStore};
 use backend::{janitor, reconcile, shutdown, telemetry};
 use clap::{Parser, Subcommand};
 use shared::UserId;
-use shared::auth::sign_token;
+use shared::auth::sign_claims;
 
 #[derive(Parser)]
 #[command(about = "The payments backend: safe retries without double charges")]
@@ -31,7 +31,8 @@ enum Command {
     ExpireOnce,
     /// Exit 0 if the server at LISTEN_ADDR answers `GET /healthz` (the container's health check).
     Healthcheck,
-    /// Print a bearer token for a user, signed with the configured secret (development).
+    /// Print a bearer token for a user, signed with the configured secret and carrying the
+    /// configured issuer and audience (development).
     DevToken {
         /// The user id (a positive integer).
         #[arg(long, default_value_t = 42)]
@@ -80,7 +81,8 @@ async fn main() -> anyhow::Result<()> {
         Command::DevToken { user, hours } => {
             let user = UserId::new(user).context("the user id must be a positive integer")?;
             let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
-            println!("{}", sign_token(user, exp, &config.jwt_secret));
+            let claims = config.token_rules.claims_for(user, exp);
+            println!("{}", sign_claims(&claims, &config.jwt_secret));
             Ok(())
         }
         Command::ExpireOnce => {

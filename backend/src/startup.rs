@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use shared::auth::TokenVerifier;
 use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -126,7 +127,10 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         store,
         bank,
         policy: Arc::new(config.policy.clone()),
-        jwt_secret: Arc::from(config.jwt_secret.as_slice()),
+        tokens: Arc::new(TokenVerifier::new(
+            config.jwt_secret.clone(),
+            config.token_rules.clone(),
+        )),
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
         limits: config.limits,

@@ -1,9 +1,10 @@
 //! The application state every handler and worker shares: the store, the bank client, the
-//! policy, the token secret and the metrics.
+//! policy, the token verifier and the metrics.
 
 use std::sync::Arc;
 
 use shared::Policy;
+use shared::auth::TokenVerifier;
 use shared::fingerprint::BodyLimits;
 use tokio::sync::Semaphore;
 
@@ -22,8 +23,8 @@ pub struct AppState {
     pub bank: BankClient,
     /// The idempotency policy.
     pub policy: Arc<Policy>,
-    /// The HS256 secret for bearer tokens.
-    pub jwt_secret: Arc<[u8]>,
+    /// Checks bearer tokens: the HS256 secret and the token rules.
+    pub tokens: Arc<TokenVerifier>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// Size and depth limits for request bodies.

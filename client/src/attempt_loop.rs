@@ -266,6 +266,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_429_is_retried_with_the_same_key_and_body_after_its_retry_after() {
+        let rig = Rig::new([
+            Step::status(429).retry_after(3),
+            Step::status(429).retry_after(2),
+            Step::status(201),
+        ]);
+        let (events, report) = collect_events();
+        let completion = rig
+            .client(config(RetrySchedule::default()))
+            .with_jitter(FixedJitter(0.999))
+            .run(&rig.saved, &report)
+            .await;
+        // The edge's rate limit left the key untouched: the same request later is a normal one.
+        assert!(
+            matches!(&completion.outcome, Outcome::Answered(a) if a.status == 201),
+            "{completion:?}"
+        );
+        let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
+        assert_eq!(rig.transport.sent(), vec![expected; 3]);
+        // Jittered ceilings of 0.5 s and 1 s are below each Retry-After, which wins.
+        assert_eq!(waits(&events), [3 * SECOND, 2 * SECOND]);
+    }
+
+    #[tokio::test]
     async fn at_the_deadline_the_client_looks_the_outcome_up_instead_of_sending() {
         let schedule = RetrySchedule {
             base: SECOND,

@@ -1,27 +1,51 @@
-//! The edge's settings: the backend's URL and the forward timeout (`[vars]` in `wrangler.toml`),
-//! the JWT secret (a wrangler secret; `.dev.vars` in development) and the idempotency policy,
-//! compiled in from the repository's `policy.yaml` (the file the backend reads).
+//! The edge's settings: the backend's URL, the forward timeout, the run mode, the token rules and
+//! the rate limits (`[vars]` in `wrangler.toml`), the JWT secret (a wrangler secret; `.dev.vars`
+//! in development) and the idempotency policy, compiled in from the repository's `policy.yaml`
+//! (the file the backend reads).
 //!
 //! The values arrive as strings from the runtime's environment; [`EdgeConfig::from_settings`]
 //! checks them once per request, so a misconfigured Worker answers a clear 500 and logs which
-//! setting is wrong instead of misbehaving. The policy is parsed and checked by the build
-//! (`edge/build.rs`), so an invalid file stops the build with a message naming the field, and
-//! the Worker holds the checked value.
+//! setting is wrong instead of misbehaving. The secret and the token rules are checked by the
+//! same `shared` code as the backend's, with the same setting names. The policy is parsed and
+//! checked by the build (`edge/build.rs`), so an invalid file stops the build with a message
+//! naming the field, and the Worker holds the checked value.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use shared::Policy;
+use shared::auth::{
+    DEFAULT_LEEWAY_SECONDS, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING, JWT_LEEWAY_SETTING,
+    JWT_SECRET_SETTING, SecretError, TokenRules, TokenRulesError, TokenVerifier, check_secret,
+};
+
+use crate::rate_limit::Limit;
 
 /// The `[vars]` entry holding the backend's base URL, e.g. `http://127.0.0.1:8080`.
 pub const BACKEND_URL_VAR: &str = "BACKEND_URL";
 
 /// The secret holding the HS256 key that bearer tokens are signed with (the backend's
 /// `AUTH_JWT_SECRET`).
-pub const JWT_SECRET_VAR: &str = "AUTH_JWT_SECRET";
+pub const JWT_SECRET_VAR: &str = JWT_SECRET_SETTING;
 
 /// The optional `[vars]` entry bounding one forward to the backend, in milliseconds.
 pub const BACKEND_TIMEOUT_VAR: &str = "BACKEND_TIMEOUT_MS";
+
+/// The `[vars]` entry naming the run mode, as the backend's: `production` (the default) or
+/// `development`, which alone accepts the published development secret.
+pub const APP_ENV_VAR: &str = "APP_ENV";
+
+/// The `[vars]` entries of the per-user rate limit: the steady rate and the burst.
+pub const USER_RATE_VARS: LimitVars = LimitVars {
+    per_minute: "RATE_LIMIT_USER_PER_MINUTE",
+    burst: "RATE_LIMIT_USER_BURST",
+};
+
+/// The `[vars]` entries of the per-address rate limit.
+pub const ADDRESS_RATE_VARS: LimitVars = LimitVars {
+    per_minute: "RATE_LIMIT_ADDRESS_PER_MINUTE",
+    burst: "RATE_LIMIT_ADDRESS_BURST",
+};
 
 /// How long the edge waits for the backend by default. Longer than the backend needs in the
 /// worst case it still answers (a 3 s wait for a database connection plus a 5 s bank timeout,
@@ -33,18 +57,51 @@ pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(15);
 /// the Worker died mid-forward, and the margin covers the round trips to the Durable Object.
 pub const IN_FLIGHT_MARK_MARGIN: Duration = Duration::from_secs(5);
 
-/// The shortest secret accepted, as the backend requires.
-pub const MIN_SECRET_LEN: usize = 32;
+/// A user's payments and refunds: 2 a second, 10 at once. A customer pays a few bills at a time;
+/// the client library's retries (409 answers after `Retry-After: 1`, backoff from 500 ms) stay
+/// well under it, while a script looping on the API is stopped within a second.
+pub const DEFAULT_USER_LIMIT: Limit = Limit {
+    per_minute: 120,
+    burst: 10,
+};
+
+/// One client address: 20 requests a second, 200 at once. High, because mobile carriers put many
+/// customers behind one public IPv4 address (carrier-grade NAT): this stops one machine's flood,
+/// not one customer, which is the per-user limit's job.
+pub const DEFAULT_ADDRESS_LIMIT: Limit = Limit {
+    per_minute: 1200,
+    burst: 200,
+};
+
+/// The names of the two settings of one rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitVars {
+    /// The steady rate, requests per minute.
+    pub per_minute: &'static str,
+    /// The burst, requests at once.
+    pub burst: &'static str,
+}
+
+/// The rate limits the Worker applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Per authenticated user, on guarded operations.
+    pub per_user: Limit,
+    /// Per client address, on every request.
+    pub per_address: Limit,
+}
 
 /// The checked settings of the Worker.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
     /// The backend's base URL without a trailing slash; request paths are appended to it.
     backend_base: String,
-    /// The HS256 secret, as bytes.
-    jwt_secret: Vec<u8>,
+    /// Verifies bearer tokens as the backend does: the HS256 secret and the token rules.
+    tokens: TokenVerifier,
     /// The bound on one forward to the backend.
     backend_timeout: Duration,
+    /// The rate limits.
+    rate_limits: RateLimits,
 }
 
 /// A setting that is missing or unusable. The message names the setting.
@@ -56,12 +113,29 @@ pub enum ConfigError {
     /// The backend URL is not an `http://` or `https://` URL.
     #[error("{BACKEND_URL_VAR} must be an http:// or https:// URL, not {0:?}")]
     BadBackendUrl(String),
-    /// The secret is shorter than [`MIN_SECRET_LEN`].
-    #[error("{JWT_SECRET_VAR} must be at least {MIN_SECRET_LEN} bytes")]
-    ShortSecret,
+    /// The run mode is neither `production` nor `development`.
+    #[error("{APP_ENV_VAR} must be production or development, not {0:?}")]
+    BadAppEnv(String),
+    /// The secret is the development one outside development, or too short.
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The leeway is not a whole number of seconds.
+    #[error("{JWT_LEEWAY_SETTING} must be a whole number of seconds, not {0:?}")]
+    BadLeeway(String),
+    /// A token rule is out of bounds.
+    #[error(transparent)]
+    TokenRules(#[from] TokenRulesError),
     /// The timeout is not a positive whole number of milliseconds.
     #[error("{BACKEND_TIMEOUT_VAR} must be a positive whole number of milliseconds, not {0:?}")]
     BadTimeout(String),
+    /// A rate limit setting is not a positive whole number.
+    #[error("{setting} must be a positive whole number, not {value:?}")]
+    BadRateLimit {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// The in-flight mark (timeout plus [`IN_FLIGHT_MARK_MARGIN`]) would outlive the policy's
     /// `stuck_after`: the edge would answer 409 for a key the backend already reconciles.
     #[error(
@@ -78,15 +152,15 @@ pub enum ConfigError {
 }
 
 impl EdgeConfig {
-    /// Checks the raw settings: the backend URL and the secret are required, the timeout is
-    /// optional ([`DEFAULT_BACKEND_TIMEOUT`]) and its in-flight mark must end before the
-    /// policy's `stuck_after`, so a key the edge holds is never one the backend reconciles.
+    /// Checks the settings, read by name through `setting` (the runtime's environment, or a map
+    /// in tests). The backend URL and the secret are required; the secret is refused as the
+    /// backend refuses it (the development secret outside `APP_ENV=development`, or too short);
+    /// the rest have defaults. The forward timeout's in-flight mark must end before the policy's
+    /// `stuck_after`, so a key the edge holds is never one the backend reconciles.
     pub fn from_settings(
-        backend_url: Option<String>,
-        jwt_secret: Option<String>,
-        backend_timeout_ms: Option<String>,
+        setting: impl Fn(&str) -> Option<String>,
     ) -> Result<EdgeConfig, ConfigError> {
-        let backend_url = backend_url.ok_or(ConfigError::Missing(BACKEND_URL_VAR))?;
+        let backend_url = setting(BACKEND_URL_VAR).ok_or(ConfigError::Missing(BACKEND_URL_VAR))?;
         let backend_base = backend_url.trim().trim_end_matches('/').to_owned();
         let has_host = ["http://", "https://"]
             .iter()
@@ -95,17 +169,31 @@ impl EdgeConfig {
         if !has_host {
             return Err(ConfigError::BadBackendUrl(backend_url));
         }
-        let jwt_secret = jwt_secret.ok_or(ConfigError::Missing(JWT_SECRET_VAR))?;
-        if jwt_secret.len() < MIN_SECRET_LEN {
-            return Err(ConfigError::ShortSecret);
-        }
-        let backend_timeout = match backend_timeout_ms {
-            None => DEFAULT_BACKEND_TIMEOUT,
+        let development_mode = match setting(APP_ENV_VAR) {
+            None => false,
+            Some(mode) => match mode.trim() {
+                "production" => false,
+                "development" => true,
+                _ => return Err(ConfigError::BadAppEnv(mode)),
+            },
+        };
+        let jwt_secret = setting(JWT_SECRET_VAR).ok_or(ConfigError::Missing(JWT_SECRET_VAR))?;
+        check_secret(jwt_secret.as_bytes(), development_mode)?;
+        let leeway_seconds = match setting(JWT_LEEWAY_SETTING) {
+            None => DEFAULT_LEEWAY_SECONDS,
             Some(text) => text
                 .trim()
                 .parse::<u64>()
-                .ok()
-                .filter(|ms| *ms > 0)
+                .map_err(|_| ConfigError::BadLeeway(text))?,
+        };
+        let token_rules = TokenRules::new(
+            leeway_seconds,
+            setting(JWT_ISSUER_SETTING),
+            setting(JWT_AUDIENCE_SETTING),
+        )?;
+        let backend_timeout = match setting(BACKEND_TIMEOUT_VAR) {
+            None => DEFAULT_BACKEND_TIMEOUT,
+            Some(text) => positive(&text)
                 .map(Duration::from_millis)
                 .ok_or(ConfigError::BadTimeout(text))?,
         };
@@ -116,10 +204,15 @@ impl EdgeConfig {
                 stuck_after_ms: stuck_after.as_millis(),
             });
         }
+        let rate_limits = RateLimits {
+            per_user: limit(&setting, USER_RATE_VARS, DEFAULT_USER_LIMIT)?,
+            per_address: limit(&setting, ADDRESS_RATE_VARS, DEFAULT_ADDRESS_LIMIT)?,
+        };
         Ok(EdgeConfig {
             backend_base,
-            jwt_secret: jwt_secret.into_bytes(),
+            tokens: TokenVerifier::new(jwt_secret, token_rules),
             backend_timeout,
+            rate_limits,
         })
     }
 
@@ -128,9 +221,9 @@ impl EdgeConfig {
         format!("{}{path_and_query}", self.backend_base)
     }
 
-    /// The HS256 secret.
-    pub fn jwt_secret(&self) -> &[u8] {
-        &self.jwt_secret
+    /// The verifier of bearer tokens.
+    pub fn tokens(&self) -> &TokenVerifier {
+        &self.tokens
     }
 
     /// The bound on one forward to the backend.
@@ -143,16 +236,37 @@ impl EdgeConfig {
     pub fn in_flight_mark_lifetime(&self) -> Duration {
         self.backend_timeout + IN_FLIGHT_MARK_MARGIN
     }
+
+    /// The rate limits.
+    pub fn rate_limits(&self) -> RateLimits {
+        self.rate_limits
+    }
 }
 
-/// Not derived: the secret must never reach a log.
-impl std::fmt::Debug for EdgeConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EdgeConfig")
-            .field("backend_base", &self.backend_base)
-            .field("backend_timeout", &self.backend_timeout)
-            .finish_non_exhaustive()
-    }
+/// A positive whole number, if `text` is one.
+fn positive(text: &str) -> Option<u64> {
+    text.trim().parse::<u64>().ok().filter(|value| *value > 0)
+}
+
+/// One rate limit from its two settings, each defaulting to `default`'s.
+fn limit(
+    setting: &impl Fn(&str) -> Option<String>,
+    vars: LimitVars,
+    default: Limit,
+) -> Result<Limit, ConfigError> {
+    let read = |name: &'static str, default: u32| match setting(name) {
+        None => Ok(default),
+        Some(text) => positive(&text)
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or(ConfigError::BadRateLimit {
+                setting: name,
+                value: text,
+            }),
+    };
+    Ok(Limit {
+        per_minute: read(vars.per_minute, default.per_minute)?,
+        burst: read(vars.burst, default.burst)?,
+    })
 }
 
 /// The policy compiled in from `policy.yaml` (checked by the build), made once per Worker
@@ -170,16 +284,31 @@ mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
+    use std::collections::HashMap;
+
+    use shared::auth::DEVELOPMENT_JWT_SECRET;
+
     use super::*;
 
     const SECRET: &str = "a-secret-that-is-at-least-32-bytes-long";
 
+    /// The settings of a working Worker, with `changes` applied (`None` removes a setting).
+    fn settings(changes: &[(&str, Option<&str>)]) -> Result<EdgeConfig, ConfigError> {
+        let mut values: HashMap<&str, String> = HashMap::from([
+            (BACKEND_URL_VAR, "http://127.0.0.1:8080".to_owned()),
+            (JWT_SECRET_VAR, SECRET.to_owned()),
+        ]);
+        for (name, value) in changes {
+            match value {
+                Some(value) => values.insert(name, (*value).to_owned()),
+                None => values.remove(name),
+            };
+        }
+        EdgeConfig::from_settings(|name| values.get(name).cloned())
+    }
+
     fn config(url: &str, timeout: Option<&str>) -> Result<EdgeConfig, ConfigError> {
-        EdgeConfig::from_settings(
-            Some(url.to_owned()),
-            Some(SECRET.to_owned()),
-            timeout.map(str::to_owned),
-        )
+        settings(&[(BACKEND_URL_VAR, Some(url)), (BACKEND_TIMEOUT_VAR, timeout)])
     }
 
     #[test]
@@ -194,11 +323,11 @@ mod tests {
     #[test]
     fn missing_or_unusable_settings_are_named() {
         assert_eq!(
-            EdgeConfig::from_settings(None, Some(SECRET.to_owned()), None),
+            settings(&[(BACKEND_URL_VAR, None)]),
             Err(ConfigError::Missing(BACKEND_URL_VAR))
         );
         assert_eq!(
-            EdgeConfig::from_settings(Some("http://b".to_owned()), None, None),
+            settings(&[(JWT_SECRET_VAR, None)]),
             Err(ConfigError::Missing(JWT_SECRET_VAR))
         );
         for url in ["127.0.0.1:8080", "ftp://b", "http://", "http:///x"] {
@@ -208,8 +337,8 @@ mod tests {
             );
         }
         assert_eq!(
-            EdgeConfig::from_settings(Some("http://b".to_owned()), Some("short".to_owned()), None),
-            Err(ConfigError::ShortSecret)
+            settings(&[(JWT_SECRET_VAR, Some("short"))]),
+            Err(ConfigError::Secret(SecretError::TooShort))
         );
         for timeout in ["0", "-5", "soon"] {
             assert!(
@@ -220,6 +349,83 @@ mod tests {
                 "{timeout}"
             );
         }
+        for (name, value) in [
+            (JWT_LEEWAY_SETTING, "half a minute"),
+            (JWT_LEEWAY_SETTING, "301"),
+            (APP_ENV_VAR, "staging"),
+            (USER_RATE_VARS.per_minute, "0"),
+            (USER_RATE_VARS.burst, "-1"),
+            (ADDRESS_RATE_VARS.per_minute, "many"),
+            (ADDRESS_RATE_VARS.burst, "4294967296"),
+        ] {
+            let error = settings(&[(name, Some(value))]).expect_err("refused");
+            assert!(error.to_string().contains(name), "{name}={value}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_development_secret_is_refused_outside_development_naming_the_settings() {
+        let development = Some(DEVELOPMENT_JWT_SECRET);
+        for mode in [None, Some("production")] {
+            let error = settings(&[(JWT_SECRET_VAR, development), (APP_ENV_VAR, mode)])
+                .expect_err("refused");
+            assert_eq!(error, ConfigError::Secret(SecretError::DevelopmentSecret));
+            let message = error.to_string();
+            assert!(message.contains(JWT_SECRET_VAR), "{message}");
+            assert!(message.contains("APP_ENV=development"), "{message}");
+        }
+        assert!(
+            settings(&[
+                (JWT_SECRET_VAR, development),
+                (APP_ENV_VAR, Some("development"))
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn token_rules_come_from_the_backends_settings() {
+        let defaults = settings(&[]).expect("valid");
+        assert_eq!(defaults.tokens().rules(), &TokenRules::default());
+        let configured = settings(&[
+            (JWT_LEEWAY_SETTING, Some("10")),
+            (JWT_ISSUER_SETTING, Some("https://id.example")),
+            (JWT_AUDIENCE_SETTING, Some("payments")),
+        ])
+        .expect("valid");
+        let rules = configured.tokens().rules();
+        assert_eq!(rules.leeway_seconds(), 10);
+        assert_eq!(rules.issuer(), Some("https://id.example"));
+        assert_eq!(rules.audience(), Some("payments"));
+    }
+
+    #[test]
+    fn rate_limits_have_defaults_and_can_be_set() {
+        let defaults = settings(&[]).expect("valid").rate_limits();
+        assert_eq!(defaults.per_user, DEFAULT_USER_LIMIT);
+        assert_eq!(defaults.per_address, DEFAULT_ADDRESS_LIMIT);
+        let set = settings(&[
+            (USER_RATE_VARS.per_minute, Some("12")),
+            (USER_RATE_VARS.burst, Some("3")),
+            (ADDRESS_RATE_VARS.per_minute, Some("600")),
+            (ADDRESS_RATE_VARS.burst, Some("50")),
+        ])
+        .expect("valid")
+        .rate_limits();
+        assert_eq!(
+            set.per_user,
+            Limit {
+                per_minute: 12,
+                burst: 3
+            }
+        );
+        assert_eq!(
+            set.per_address,
+            Limit {
+                per_minute: 600,
+                burst: 50
+            }
+        );
     }
 
     #[test]

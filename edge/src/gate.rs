@@ -19,15 +19,15 @@
 
 use percent_encoding::percent_decode_str;
 use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
-use shared::auth::verify_authorization;
+use shared::auth::{AuthError, TokenVerifier};
 use shared::fingerprint::{BodyLimits, CheckedBody, fingerprint};
 use shared::{Fingerprint, IdempotencyKey, KeyError, Operation, Policy, Problem, UserId};
 
-/// The checks of guarded requests, under one policy and secret.
+/// The checks of guarded requests, under one policy and token verifier.
 #[derive(Debug, Clone, Copy)]
 pub struct Gate<'a> {
     policy: &'a Policy,
-    jwt_secret: &'a [u8],
+    tokens: &'a TokenVerifier,
     limits: BodyLimits,
 }
 
@@ -65,6 +65,9 @@ pub struct GuardedRequest<'r> {
 /// What the edge does with a guarded request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
+    /// No valid token: refuse it here with the one 401 every token refusal gets; the reason is
+    /// for the log only.
+    Unauthenticated(AuthError),
     /// Refuse it here with this problem; the backend never sees it.
     Reject(Problem),
     /// A well-formed attempt: coordinate it with the other attempts of its (user, key), and
@@ -99,11 +102,11 @@ impl Attempt {
 }
 
 impl<'a> Gate<'a> {
-    /// A gate for `policy`, verifying tokens with `jwt_secret`, with the backend's body limits.
-    pub fn new(policy: &'a Policy, jwt_secret: &'a [u8]) -> Gate<'a> {
+    /// A gate for `policy`, verifying tokens with `tokens`, with the backend's body limits.
+    pub fn new(policy: &'a Policy, tokens: &'a TokenVerifier) -> Gate<'a> {
         Gate {
             policy,
-            jwt_secret,
+            tokens,
             limits: BodyLimits::default(),
         }
     }
@@ -129,27 +132,34 @@ impl<'a> Gate<'a> {
         })
     }
 
-    /// Checks a guarded request in the backend's order; `now_unix` bounds the token's `exp`.
+    /// Checks a guarded request in the backend's order; `now_unix` is the time the token's
+    /// `exp`, `nbf` and `iat` are held to.
     pub fn check(
         &self,
         route: &GuardedRoute,
         request: GuardedRequest<'_>,
         now_unix: i64,
     ) -> Verdict {
-        match self.admit(route, request, now_unix) {
+        let user = match self
+            .tokens
+            .verify_authorization(request.authorization, now_unix)
+        {
+            Ok(user) => user,
+            Err(reason) => return Verdict::Unauthenticated(reason),
+        };
+        match self.admit(route, user, request) {
             Ok((attempt, body)) => Verdict::Coordinate { attempt, body },
             Err(problem) => Verdict::Reject(problem),
         }
     }
 
+    /// The checks after the token's: body, key, fields.
     fn admit(
         &self,
         route: &GuardedRoute,
+        user: UserId,
         request: GuardedRequest<'_>,
-        now_unix: i64,
     ) -> Result<(Attempt, Vec<u8>), Problem> {
-        let user = verify_authorization(request.authorization, self.jwt_secret, now_unix)
-            .map_err(|error| Problem::from(&error))?;
         let body = match request.body {
             BodyRead::Complete(body) => body,
             BodyRead::TooLarge => return Err(Problem::body_too_large(self.limits.max_bytes)),
@@ -186,7 +196,8 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use shared::ProblemKind;
-    use shared::auth::sign_token;
+    use shared::auth::{TokenRules, sign_token};
+    use shared::problem::UNAUTHENTICATED_DETAIL;
 
     use super::*;
 
@@ -194,6 +205,10 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
     const KEY: &str = "8e03978e-40d5-43e8-bc93-6894a57f9324";
     const PAY_BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
+
+    fn tokens() -> TokenVerifier {
+        TokenVerifier::new(SECRET, TokenRules::default())
+    }
 
     fn bearer(user: u64) -> String {
         let user = UserId::new(user).expect("positive");
@@ -216,7 +231,7 @@ mod tests {
     ) -> Verdict {
         let policy = Policy::default_policy();
         let keys: Vec<&[u8]> = keys.iter().map(|key| key.as_bytes()).collect();
-        Gate::new(&policy, SECRET).check(
+        Gate::new(&policy, &tokens()).check(
             route,
             GuardedRequest {
                 authorization: authorization.map(str::as_bytes),
@@ -234,6 +249,7 @@ mod tests {
     fn rejected(verdict: Verdict) -> Problem {
         match verdict {
             Verdict::Reject(problem) => problem,
+            Verdict::Unauthenticated(reason) => Problem::from(&reason),
             Verdict::Coordinate { attempt, .. } => panic!("expected a refusal, got {attempt:?}"),
         }
     }
@@ -244,8 +260,8 @@ mod tests {
 
     #[test]
     fn only_operations_in_required_for_are_guarded() {
-        let policy = Policy::default_policy();
-        let gate = Gate::new(&policy, SECRET);
+        let (policy, tokens) = (Policy::default_policy(), tokens());
+        let gate = Gate::new(&policy, &tokens);
         assert_eq!(
             gate.route("POST", "/v1/bills/elec-42/pay"),
             Some(pay_route("elec-42"))
@@ -270,14 +286,14 @@ mod tests {
             "required_for: [pay_bill]",
         ))
         .expect("valid policy");
-        let gate = Gate::new(&relaxed, SECRET);
+        let gate = Gate::new(&relaxed, &tokens);
         assert_eq!(gate.route("POST", "/v1/payments/7/refunds"), None);
     }
 
     #[test]
     fn path_parameters_are_percent_decoded_like_the_backend_router() {
-        let policy = Policy::default_policy();
-        let gate = Gate::new(&policy, SECRET);
+        let (policy, tokens) = (Policy::default_policy(), tokens());
+        let gate = Gate::new(&policy, &tokens);
         assert_eq!(
             gate.route("POST", "/v1/bills/elec%2D42/pay"),
             Some(pay_route("elec-42"))
@@ -335,20 +351,31 @@ mod tests {
     fn the_token_is_checked_before_anything_else() {
         let hostile = BodyRead::TooLarge;
         let verdict = check(&pay_route("b"), None, &[], hostile);
+        assert_eq!(verdict, Verdict::Unauthenticated(AuthError::Missing));
         let problem = rejected(verdict);
         assert_eq!(problem.kind(), Some(ProblemKind::Unauthenticated));
+        assert_eq!(problem.detail.as_deref(), Some(UNAUTHENTICATED_DETAIL));
         assert_eq!(
-            problem.detail.as_deref(),
-            Some("A valid bearer token is required: no Authorization header.")
-        );
-        assert_eq!(
-            kind_of(check(
+            check(
                 &pay_route("b"),
                 Some("Bearer not.a.token"),
                 &[KEY],
                 complete(PAY_BODY)
-            )),
-            ProblemKind::Unauthenticated
+            ),
+            Verdict::Unauthenticated(AuthError::Malformed)
+        );
+        let non_canonical = format!(
+            "Bearer {}",
+            shared::auth::sign_claims(&serde_json::json!({"sub": "042", "exp": NOW + 60}), SECRET)
+        );
+        assert_eq!(
+            check(
+                &pay_route("b"),
+                Some(&non_canonical),
+                &[KEY],
+                complete(PAY_BODY)
+            ),
+            Verdict::Unauthenticated(AuthError::BadSubject)
         );
     }
 

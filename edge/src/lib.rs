@@ -11,16 +11,26 @@
 //! - [`coordination`] is the protocol of the Durable Object kept per (user, key): the record it
 //!   stores and the pure transitions that turn an attempt into "forward", "in progress" (409),
 //!   "mismatch" (422) or "replay".
+//! - [`rate_limit`] is the token bucket kept per user and per client address by a Durable
+//!   Object of its own, and the 429 `rate-limited` a request over it gets.
+//! - [`operator_routes`] names the routes the edge never forwards (`/metrics`, `/admin/…`).
 //! - [`reply`] and [`forwarding`] describe the answers the edge makes itself and the failures of
 //!   a forward (502/504); [`config`] reads the settings; [`header_bytes`] recovers the bytes of a
 //!   header value from the runtime's string.
-//! - [`runtime`] is the Worker itself: the fetch handler, the Durable Object, the calls to the
+//! - [`runtime`] is the Worker itself: the fetch handler, the Durable Objects, the calls to the
 //!   backend. It only moves bytes between the runtime and the modules above.
+//!
+//! A request goes through, in order: the operator-route check (404), the client address's rate
+//! limit (429), then for a guarded operation the gate (401, 413, 400, 422), the user's rate
+//! limit (429) and the key's object (409, 422, replay) before the backend; anything else is
+//! forwarded.
 
 pub mod config;
 pub mod coordination;
 pub mod forwarding;
 pub mod gate;
 pub mod header_bytes;
+pub mod operator_routes;
+pub mod rate_limit;
 pub mod reply;
 pub mod runtime;

@@ -8,7 +8,9 @@
 mod support;
 
 use std::collections::HashSet;
+use std::time::Duration;
 
+use edge::rate_limit::Limit;
 use serde_json::json;
 use support::{Answer, Call, PAY_ROUTE, REFUND_ROUTE, Stack, StackOptions, Via};
 
@@ -49,6 +51,9 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
         let user = shared::UserId::new(7).expect("positive");
         shared::auth::sign_token(user, i64::MAX / 2, b"another-secret-of-at-least-32-bytes!!")
     };
+    let signed = |claims| shared::auth::sign_claims(&claims, support::SECRET.as_bytes());
+    let non_canonical = signed(json!({"sub": "007", "exp": i64::MAX / 2}));
+    let not_yet_valid = signed(json!({"sub": "7", "exp": i64::MAX / 2, "nbf": i64::MAX / 4}));
     let cases: Vec<(&str, Call)> = vec![
         ("no token", pay().without_header("authorization")),
         (
@@ -58,6 +63,14 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
         (
             "token signed with another secret",
             pay().with_header("authorization", &format!("Bearer {other_secret}")),
+        ),
+        (
+            "subject with a leading zero",
+            pay().with_header("authorization", &format!("Bearer {non_canonical}")),
+        ),
+        (
+            "token not valid yet",
+            pay().with_header("authorization", &format!("Bearer {not_yet_valid}")),
         ),
         ("body over 16 KiB", pay().with_body(vec![b' '; 20 * 1024])),
         (
@@ -327,7 +340,7 @@ async fn two_users_with_the_same_key_stay_apart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
+async fn reads_health_and_unknown_routes_pass_through_unchanged() {
     let stack = Stack::start(StackOptions::default()).await;
     let paid = stack
         .send(Via::Edge, &Call::pay(7, &new_key(), "elec-42", PAY_BODY))
@@ -352,9 +365,55 @@ async fn reads_health_metrics_and_unknown_routes_pass_through_unchanged() {
             "{what}"
         );
     }
-    let metrics = stack.send(Via::Edge, &Call::get("/metrics", None)).await;
-    assert_eq!(metrics.status, 200);
-    assert!(String::from_utf8_lossy(&metrics.bytes).contains("http_requests_total"));
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let unknown_route = stack.send(Via::Backend, &Call::get("/nowhere", None)).await;
+    // Anything forwarded would reach the backend's public router, which has no such route.
+    let unmatched_before = stack.backend_requests("unmatched").await;
+    for path in [
+        "/metrics",
+        "/metrics?format=openmetrics",
+        "/metrics/",
+        "/%6Detrics",
+        "/admin",
+        "/admin/keys/7",
+    ] {
+        for call in [
+            Call::get(path, None),
+            Call::get(path, Some(7)),
+            Call {
+                method: reqwest::Method::POST,
+                ..Call::get(path, Some(7)).with_body("{}")
+            },
+        ] {
+            let answer = stack.send(Via::Edge, &call).await;
+            assert_same_problem(&format!("{} {path}", call.method), &answer, &unknown_route);
+        }
+    }
+    assert_eq!(
+        stack.backend_requests("unmatched").await,
+        unmatched_before,
+        "nothing reached the backend"
+    );
+    // The backend serves its metrics on its admin listener, which the edge never forwards to.
+    let direct = stack
+        .http
+        .get(format!("{}/metrics", stack.backend_admin_url))
+        .send()
+        .await
+        .expect("the admin listener answers");
+    assert_eq!(direct.status(), 200);
+    assert!(
+        direct
+            .text()
+            .await
+            .expect("metrics text")
+            .contains("http_requests_total")
+    );
     stack.stop().await;
 }
 
@@ -389,6 +448,7 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
     let mut stack = Stack::start(StackOptions {
         bank_latency_ms: 1500,
         edge_backend_timeout_ms: 300,
+        ..StackOptions::default()
     })
     .await;
     let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
@@ -472,5 +532,185 @@ async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() 
     );
     assert!(answer.is_replay());
     assert_eq!(stack.debits().await.len(), 1);
+    stack.stop().await;
+}
+
+/// One request every 5 s, 3 at once: a burst of 5 is 3 allowed and 2 limited, and nothing
+/// refills during the burst.
+const THREE_THEN_ONE_PER_5_S: Limit = Limit {
+    per_minute: 12,
+    burst: 3,
+};
+
+/// The `Retry-After` of a 429, checked to be the edge's problem.
+fn assert_rate_limited(what: &str, answer: &Answer) -> Duration {
+    assert_eq!(
+        answer.status,
+        429,
+        "{what}: {}",
+        String::from_utf8_lossy(&answer.bytes)
+    );
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/problem+json"),
+        "{what}"
+    );
+    assert_eq!(answer.problem_type(), "/problems/rate-limited", "{what}");
+    assert_eq!(answer.json()["status"], 429, "{what}");
+    let seconds: u64 = answer
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: Retry-After in seconds"));
+    assert!((1..=5).contains(&seconds), "{what}: Retry-After {seconds}");
+    Duration::from_secs(seconds)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_over_the_rate_limit_gets_429_and_the_key_stays_usable() {
+    let stack = Stack::start(StackOptions {
+        user_limit: THREE_THEN_ONE_PER_5_S,
+        ..StackOptions::default()
+    })
+    .await;
+    let keys: Vec<String> = (0..5).map(|_| new_key()).collect();
+    let pay = |key: &str| Call::pay(7, key, "elec-42", PAY_BODY);
+
+    let mut answers = Vec::new();
+    for key in &keys {
+        answers.push(stack.send(Via::Edge, &pay(key)).await);
+    }
+    for answer in &answers[..3] {
+        assert_eq!(answer.status, 201, "within the burst");
+    }
+    let mut wait = Duration::ZERO;
+    for (attempt, answer) in answers[3..].iter().enumerate() {
+        wait = wait.max(assert_rate_limited(
+            &format!("attempt {}", attempt + 4),
+            answer,
+        ));
+    }
+    // Another user is limited apart.
+    let other = stack
+        .send(Via::Edge, &Call::pay(8, &new_key(), "elec-42", PAY_BODY))
+        .await;
+    assert_eq!(other.status, 201, "user 8 has a bucket of its own");
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        4,
+        "the limited requests never reached the backend"
+    );
+    // Retrying at once is still limited, and still reaches nothing.
+    assert_rate_limited(
+        "an early retry",
+        &stack.send(Via::Edge, &pay(&keys[3])).await,
+    );
+
+    // After Retry-After the limited key is as new: its first payment, not a replay or a 409.
+    tokio::time::sleep(wait).await;
+    let later = stack.send(Via::Edge, &pay(&keys[3])).await;
+    assert_eq!(
+        later.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&later.bytes)
+    );
+    assert!(!later.is_replay());
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 5);
+    assert_eq!(stack.debits().await.len(), 5, "one debit per paid key");
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_address_over_its_limit_gets_429_before_authentication() {
+    let stack = Stack::start(StackOptions {
+        address_limit: THREE_THEN_ONE_PER_5_S,
+        ..StackOptions::default()
+    })
+    .await;
+    let from = |address: &str, call: Call| call.with_header("cf-connecting-ip", address);
+    let pay = || Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+
+    for _ in 0..3 {
+        let answer = stack.send(Via::Edge, &from("203.0.113.7", pay())).await;
+        assert_eq!(answer.status, 201);
+    }
+    assert_rate_limited(
+        "a payment over the address's limit",
+        &stack.send(Via::Edge, &from("203.0.113.7", pay())).await,
+    );
+    // Before authentication: no token is a 429 too, not a 401, and reads are limited alike.
+    assert_rate_limited(
+        "no token",
+        &stack
+            .send(
+                Via::Edge,
+                &from("203.0.113.7", pay().without_header("authorization")),
+            )
+            .await,
+    );
+    assert_rate_limited(
+        "a read",
+        &stack
+            .send(Via::Edge, &from("203.0.113.7", Call::get("/healthz", None)))
+            .await,
+    );
+    // Another address, and an IPv6 /64, have buckets of their own.
+    assert_eq!(
+        stack
+            .send(Via::Edge, &from("203.0.113.8", pay()))
+            .await
+            .status,
+        201
+    );
+    for address in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3"] {
+        assert_eq!(
+            stack.send(Via::Edge, &from(address, pay())).await.status,
+            201
+        );
+    }
+    assert_rate_limited(
+        "a fourth address in the same IPv6 /64",
+        &stack.send(Via::Edge, &from("2001:db8:1:2::4", pay())).await,
+    );
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        3 + 1 + 3,
+        "no limited request reached the backend"
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_10_mb_body_gets_the_edges_problem_not_a_cut_connection() {
+    let stack = Stack::start(StackOptions::default()).await;
+    let ten_mb = vec![b'x'; 10 * 1024 * 1024];
+    // reqwest sends the whole body at once, without `Expect: 100-continue`.
+    for round in 1..=20 {
+        let pay = Call::pay(7, &new_key(), "elec-42", PAY_BODY).with_body(ten_mb.clone());
+        let cases = [
+            ("a payment", pay.clone(), 413, "/problems/body-too-large"),
+            (
+                "a payment without a token",
+                pay.clone().without_header("authorization"),
+                401,
+                "/problems/unauthenticated",
+            ),
+            (
+                "an operator route",
+                Call {
+                    path: "/metrics".to_owned(),
+                    ..pay
+                },
+                404,
+                "/problems/not-found",
+            ),
+        ];
+        for (what, call, status, problem_type) in cases {
+            let answer = stack.send(Via::Edge, &call).await;
+            assert_eq!(answer.status, status, "round {round}: {what}");
+            assert_eq!(answer.problem_type(), problem_type, "round {round}: {what}");
+        }
+    }
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 0);
     stack.stop().await;
 }

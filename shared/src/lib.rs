@@ -6,7 +6,7 @@
 //! their retries with [`client`]. The crate compiles natively and to `wasm32-unknown-unknown`.
 //!
 //! How the parts fit, for one request:
-//! 1. [`auth::verify_token`] turns the bearer token into a [`UserId`] (or a 401).
+//! 1. [`auth::TokenVerifier`] turns the bearer token into a [`UserId`] (or a 401).
 //! 2. [`Policy::parse_key_header`] reads the `Idempotency-Key` header (or a 400).
 //! 3. [`fingerprint::fingerprint`] checks and hashes the body with the operation (or a 400/413).
 //! 4. [`decision::decide`] says what to do given the record stored for (user, key), if any.

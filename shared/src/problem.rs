@@ -51,6 +51,8 @@ pub enum ProblemKind {
     NotFound,
     /// 405: the route exists but not with this method.
     MethodNotAllowed,
+    /// 429: the user or the client address is over the edge's rate limit; nothing was done.
+    RateLimited,
     /// 503: a dependency (the database) is unavailable; nothing was done.
     ServiceUnavailable,
     /// 502: the edge could not reach the backend.
@@ -63,7 +65,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 19] = [
+    pub const ALL: [ProblemKind; 20] = [
         ProblemKind::Unauthenticated,
         ProblemKind::IdempotencyKeyMissing,
         ProblemKind::IdempotencyKeyMalformed,
@@ -79,6 +81,7 @@ impl ProblemKind {
         ProblemKind::RefundExceedsPayment,
         ProblemKind::NotFound,
         ProblemKind::MethodNotAllowed,
+        ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::BackendUnreachable,
         ProblemKind::BackendTimeout,
@@ -103,6 +106,7 @@ impl ProblemKind {
             ProblemKind::RefundExceedsPayment => "refund-exceeds-payment",
             ProblemKind::NotFound => "not-found",
             ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::BackendUnreachable => "backend-unreachable",
             ProblemKind::BackendTimeout => "backend-timeout",
@@ -120,6 +124,7 @@ impl ProblemKind {
             ProblemKind::BodyTimeout => 408,
             ProblemKind::RequestInProgress => 409,
             ProblemKind::BodyTooLarge => 413,
+            ProblemKind::RateLimited => 429,
             ProblemKind::IdempotencyKeyReused
             | ProblemKind::InvalidField
             | ProblemKind::RefundExceedsPayment => 422,
@@ -154,6 +159,7 @@ impl ProblemKind {
             ProblemKind::RefundExceedsPayment => "Refund exceeds the refundable amount",
             ProblemKind::NotFound => "Not found",
             ProblemKind::MethodNotAllowed => "Method not allowed",
+            ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::BackendUnreachable => "The payments service could not be reached",
             ProblemKind::BackendTimeout => "The payments service did not answer in time",
@@ -278,6 +284,18 @@ impl Problem {
         .with_retry_after(retry_after)
     }
 
+    /// 429 `rate-limited`: the user or the client address sent more requests than the edge's
+    /// rate limit allows. The request was not looked at further, so its key is untouched and
+    /// the same request sent after `retry_after` is handled as usual.
+    pub fn rate_limited(retry_after: Duration) -> Problem {
+        Problem::new(
+            ProblemKind::RateLimited,
+            "Too many requests; retry after the indicated time. Nothing was done with this \
+             request: retrying it with the same Idempotency-Key and body is safe.",
+        )
+        .with_retry_after(retry_after)
+    }
+
     /// 422 `idempotency-key-reused`: the key was used for a request with another fingerprint.
     pub fn idempotency_key_reused() -> Problem {
         Problem::new(
@@ -288,13 +306,15 @@ impl Problem {
     }
 }
 
+/// The `detail` of every 401: one fixed text, so a refusal never tells a caller which check its
+/// token failed (a forger learns nothing); the reason is the [`AuthError`], for the log.
+pub const UNAUTHENTICATED_DETAIL: &str =
+    "This request needs a valid bearer token in the Authorization header.";
+
 impl From<&AuthError> for Problem {
-    /// 401 `unauthenticated`, saying why the token was refused.
-    fn from(error: &AuthError) -> Problem {
-        Problem::new(
-            ProblemKind::Unauthenticated,
-            format!("A valid bearer token is required: {error}."),
-        )
+    /// 401 `unauthenticated`, the same for every reason.
+    fn from(_reason: &AuthError) -> Problem {
+        Problem::new(ProblemKind::Unauthenticated, UNAUTHENTICATED_DETAIL)
     }
 }
 
@@ -388,7 +408,7 @@ mod tests {
         assert_eq!(unauthenticated.kind(), Some(ProblemKind::Unauthenticated));
         assert_eq!(
             unauthenticated.detail.as_deref(),
-            Some("A valid bearer token is required: the token has expired.")
+            Some(UNAUTHENTICATED_DETAIL)
         );
         assert_eq!(Problem::body_too_large(16).status, 413);
         assert_eq!(
@@ -399,6 +419,36 @@ mod tests {
         assert_eq!(in_progress.status, 409);
         assert_eq!(in_progress.retry_after_header().as_deref(), Some("1"));
         assert_eq!(Problem::idempotency_key_reused().status, 422);
+        let limited = Problem::rate_limited(Duration::from_millis(2500));
+        assert_eq!(limited.kind(), Some(ProblemKind::RateLimited));
+        assert_eq!(limited.status, 429);
+        assert_eq!(limited.retry_after_header().as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn every_token_refusal_is_the_same_401_body() {
+        let reasons = [
+            AuthError::Missing,
+            AuthError::NotBearer,
+            AuthError::Malformed,
+            AuthError::WrongAlgorithm,
+            AuthError::BadSignature,
+            AuthError::Expired,
+            AuthError::NotYetValid,
+            AuthError::IssuedInFuture,
+            AuthError::WrongIssuer,
+            AuthError::WrongAudience,
+            AuthError::BadSubject,
+        ];
+        let bodies: HashSet<Vec<u8>> = reasons
+            .iter()
+            .map(|reason| Problem::from(reason).to_json())
+            .collect();
+        assert_eq!(bodies.len(), 1);
+        for reason in &reasons {
+            let detail = Problem::from(reason).detail.unwrap_or_default();
+            assert!(!detail.contains(&reason.to_string()), "{reason:?}");
+        }
     }
 
     #[test]

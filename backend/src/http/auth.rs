@@ -6,7 +6,6 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use shared::Problem;
-use shared::auth::verify_authorization;
 
 use crate::error::Error;
 use crate::state::AppState;
@@ -22,7 +21,7 @@ pub async fn require_user(
         .get(header::AUTHORIZATION)
         .map(HeaderValue::as_bytes);
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    match verify_authorization(header_value, &state.jwt_secret, now) {
+    match state.tokens.verify_authorization(header_value, now) {
         Ok(user) => {
             request.extensions_mut().insert(user);
             next.run(request).await

@@ -23,6 +23,10 @@ async fn serve_document(State(state): State<AppState>) -> Response {
     axum::Json(document(&state)).into_response()
 }
 
+/// The 429 of the guarded operations: the edge answers it before the key is looked at.
+const RATE_LIMITED: &str =
+    "Over the edge's rate limit (answered by the edge: nothing was done, the key is untouched)";
+
 /// The OpenAPI document.
 pub fn document(state: &AppState) -> Value {
     let policy = &state.policy;
@@ -58,6 +62,7 @@ pub fn document(state: &AppState) -> Value {
                     "409": retry_problem("The first attempt with this key is still running"),
                     "413": problem("Body over the size limit"),
                     "422": problem("Invalid field, or the key was used for a different request"),
+                    "429": retry_problem(RATE_LIMITED),
                     "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
                 }),
             )},
@@ -74,6 +79,7 @@ pub fn document(state: &AppState) -> Value {
                     "409": retry_problem("The first attempt with this key is still running"),
                     "413": problem("Body over the size limit"),
                     "422": problem("Invalid field, refund over the remaining amount, or key reused"),
+                    "429": retry_problem(RATE_LIMITED),
                     "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
                 }),
             )},

@@ -179,30 +179,68 @@ async fn a_corrected_retry_with_the_same_key_goes_through() {
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
+/// A token with exactly these claims, signed with the test backend's secret.
+fn signed(claims: serde_json::Value) -> String {
+    shared::auth::sign_claims(&claims, crate::support::SECRET.as_bytes())
+}
+
+fn now_unix() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
 #[tokio::test]
-async fn requests_without_a_valid_token_are_401_before_anything_else() {
+async fn requests_without_a_valid_token_are_401_before_anything_else_all_with_one_detail() {
     let app = TestApp::spawn().await;
     let url = format!("{}/v1/bills/elec-1/pay", app.url);
-    let expired = shared::auth::sign_token(
-        shared::UserId::new(1).expect("positive"),
-        time::OffsetDateTime::now_utc().unix_timestamp() - 10,
-        crate::support::SECRET.as_bytes(),
-    );
+    let now = now_unix();
+    // Past the 30-second leeway.
+    let expired = signed(json!({"sub": "1", "exp": now - 120}));
     let foreign = shared::auth::sign_token(
         shared::UserId::new(1).expect("positive"),
-        time::OffsetDateTime::now_utc().unix_timestamp() + 600,
+        now + 600,
         b"another-secret-another-secret-another",
     );
-    for (what, authorization) in [
+    let bearer = |claims| Some(format!("Bearer {}", signed(claims)));
+    let cases = [
         ("missing token", None),
         ("expired token", Some(format!("Bearer {expired}"))),
         (
             "token signed with another secret",
             Some(format!("Bearer {foreign}")),
         ),
+        (
+            "subject with a leading zero",
+            bearer(json!({"sub": "042", "exp": now + 600})),
+        ),
+        (
+            "subject with a sign",
+            bearer(json!({"sub": "+42", "exp": now + 600})),
+        ),
+        (
+            "subject with white space",
+            bearer(json!({"sub": " 42", "exp": now + 600})),
+        ),
+        (
+            "subject in exponent form",
+            bearer(json!({"sub": "4.2e1", "exp": now + 600})),
+        ),
+        (
+            "subject as a number",
+            bearer(json!({"sub": 42, "exp": now + 600})),
+        ),
+        (
+            "token not valid yet",
+            bearer(json!({"sub": "42", "exp": now + 600, "nbf": now + 300})),
+        ),
+        (
+            "token issued in the future",
+            bearer(json!({"sub": "42", "exp": now + 600, "iat": now + 300})),
+        ),
         ("garbage token", Some("Bearer not.a.token".to_owned())),
         ("basic auth", Some("Basic YXNoYTpwYXNz".to_owned())),
-    ] {
+    ];
+    let mut details = std::collections::HashSet::new();
+    for (what, authorization) in cases {
         // Even with no key and a broken body, the token is checked first.
         let request = app.http.post(&url).body("not json");
         let request = match &authorization {
@@ -210,10 +248,38 @@ async fn requests_without_a_valid_token_are_401_before_anything_else() {
             None => request,
         };
         let answer = crate::support::Answer::from(request.send().await.expect("answers")).await;
-        answer.assert_problem(401, "unauthenticated");
+        let body = answer.assert_problem(401, "unauthenticated");
         assert_eq!(answer.header("www-authenticate"), Some("Bearer"), "{what}");
+        details.insert(body["detail"].as_str().unwrap_or_default().to_owned());
     }
+    // Which check failed goes to the log, never to the caller.
+    assert_eq!(
+        details,
+        std::collections::HashSet::from([shared::problem::UNAUTHENTICATED_DETAIL.to_owned()])
+    );
     app.assert_nothing_written("unauthenticated").await;
+}
+
+#[tokio::test]
+async fn a_canonical_subject_and_clocks_within_the_leeway_are_accepted() {
+    let app = TestApp::spawn().await;
+    let now = now_unix();
+    // Expired 10 s ago, valid from 10 s from now, issued 10 s from now: all within 30 s.
+    let token = signed(json!({
+        "sub": "42", "exp": now - 10, "nbf": now + 10, "iat": now + 10,
+        "iss": "anyone", "aud": ["anything"],
+    }));
+    let answer = app
+        .http
+        .get(format!("{}/v1/payments/{}", app.url, new_key()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("answers");
+    // Authenticated: the payment is simply not there.
+    crate::support::Answer::from(answer)
+        .await
+        .assert_problem(404, "not-found");
 }
 
 #[tokio::test]

@@ -176,6 +176,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
         jwt_secret: SECRET.as_bytes().to_vec(),
+        token_rules: shared::auth::TokenRules::default(),
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,
         database_acquire_timeout: Duration::from_secs(3),

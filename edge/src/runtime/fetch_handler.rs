@@ -1,43 +1,51 @@
 //! The Worker's fetch handler: every request enters here.
 //!
-//! A request to an operation the policy guards is read (body within the limit) and checked by
-//! the [`Gate`]; a refusal is answered here, a well-formed attempt goes through its (user, key)
-//! Durable Object and, when that says so, to the backend, whose answer is reported back to the
-//! object. Everything else is forwarded unchanged. Errors never escape as a bare runtime error:
-//! they become problem+json answers, and the details go to the log.
+//! An operator route (`/metrics`, `/admin/…`) is answered 404 here. Every other request first
+//! takes a token from its client address's rate limiter (429 without one). A request to an
+//! operation the policy guards is then read (body within the limit) and checked by the
+//! [`Gate`]; a refusal is answered here, and a well-formed attempt takes a token from its
+//! user's limiter and goes through its (user, key) Durable Object and, when that says so, to the
+//! backend, whose answer is reported back to the object. Everything else is forwarded
+//! unchanged. Errors never escape as a bare runtime error: they become problem+json answers, and
+//! the details go to the log.
 
 use futures_channel::oneshot;
 use shared::{Problem, ProblemKind};
-use worker::{Env, Request, Response, Result, console_error, event};
+use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
-use super::body::read_body_within;
+use super::body::{discard_unread_body, read_body_within};
 use super::clock::{millis, now_ms, now_unix};
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
+use super::rate_limiter_client::take_token;
 use super::response::reply_response;
-use crate::config::{
-    BACKEND_TIMEOUT_VAR, BACKEND_URL_VAR, EdgeConfig, JWT_SECRET_VAR, compiled_policy,
-};
+use crate::config::{EdgeConfig, JWT_SECRET_VAR, compiled_policy};
 use crate::coordination::{BeginRequest, FinishReport};
 use crate::forwarding::{ForwardFailure, new_request_id};
 use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
 use crate::header_bytes::header_bytes;
+use crate::operator_routes::{self, is_operator_route};
+use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
 use crate::reply::Reply;
 
-/// The entry point: answers every request, turning an unexpected error into a 500 problem.
+/// The entry point: answers every request, turning an unexpected error into a 500 problem. A
+/// body nothing read (the answer did not need it) is read to its end first, so the client,
+/// still sending, gets the answer rather than a reset connection.
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: worker::Context) -> Result<Response> {
-    match handle(request, &env, &context).await {
+    let answer = match handle(&request, &env, &context).await {
         Ok(response) => Ok(response),
         Err(error) => {
             console_error!("edge error: {error}");
             reply_response(Reply::problem(&internal_problem()))
         }
-    }
+    };
+    discard_unread_body(&request).await;
+    answer
 }
 
 /// Reads the settings, then passes the request through or guards it.
-async fn handle(request: Request, env: &Env, context: &worker::Context) -> Result<Response> {
+async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Result<Response> {
     let config = match edge_config(env) {
         Ok(config) => config,
         Err(error) => {
@@ -45,13 +53,23 @@ async fn handle(request: Request, env: &Env, context: &worker::Context) -> Resul
             return reply_response(Reply::problem(&internal_problem()));
         }
     };
+    let path = request.path();
+    if is_operator_route(&path) {
+        return reply_response(Reply::problem(&operator_routes::not_found()));
+    }
+    let limits = config.rate_limits();
+    let address =
+        ClientAddress::from_header(request.headers().get(CLIENT_ADDRESS_HEADER)?.as_deref());
+    if let Some(limited) = over_limit(env, Requester::Address(address), limits.per_address).await {
+        return reply_response(limited);
+    }
     let policy = compiled_policy();
-    let gate = Gate::new(policy, config.jwt_secret());
-    let Some(route) = gate.route(request.method().as_ref(), &request.path()) else {
-        let forwarded = forward_unchanged(&request, &config, &new_request_id()).await;
+    let gate = Gate::new(policy, config.tokens());
+    let Some(route) = gate.route(request.method().as_ref(), &path) else {
+        let forwarded = forward_unchanged(request, &config, &new_request_id()).await;
         return forwarded.or_else(|failure| failure_response(failure, &config));
     };
-    let body = read_body_within(&request, gate.body_limits().max_bytes).await;
+    let body = read_body_within(request, gate.body_limits().max_bytes).await;
     let headers = request.headers();
     let authorization = headers
         .get("authorization")?
@@ -68,9 +86,33 @@ async fn handle(request: Request, env: &Env, context: &worker::Context) -> Resul
         body,
     };
     match gate.check(&route, checked, now_unix()) {
+        Verdict::Unauthenticated(reason) => {
+            console_log!("request refused: not authenticated: {reason}");
+            reply_response(Reply::problem(&Problem::from(&reason)))
+        }
         Verdict::Reject(problem) => reply_response(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
-            coordinate_and_forward(&request, body, &attempt, config, env, context).await
+            let user = Requester::User(attempt.user);
+            if let Some(limited) = over_limit(env, user, limits.per_user).await {
+                return reply_response(limited);
+            }
+            coordinate_and_forward(request, body, &attempt, config, env, context).await
+        }
+    }
+}
+
+/// The 429 for a requester over `limit`, or `None` when the request goes on. A limiter that
+/// cannot be reached does not stop the request: the limit protects capacity, and refusing every
+/// payment because of it would turn a limiter fault into an outage.
+async fn over_limit(env: &Env, requester: Requester, limit: Limit) -> Option<Reply> {
+    match take_token(env, &requester, limit).await {
+        Ok(outcome) => outcome.edge_reply(),
+        Err(error) => {
+            console_error!(
+                "rate limiter {} unavailable, not limiting: {error}",
+                requester.limiter_name()
+            );
+            None
         }
     }
 }
@@ -152,18 +194,16 @@ fn failure_response(failure: ForwardFailure, config: &EdgeConfig) -> Result<Resp
     reply_response(Reply::problem(&failure.problem(config.backend_timeout())))
 }
 
-/// The settings from the runtime's environment (`[vars]` and secrets).
+/// The settings from the runtime's environment (`[vars]`, and the secret).
 fn edge_config(env: &Env) -> std::result::Result<EdgeConfig, crate::config::ConfigError> {
-    let setting = |name: &str| env.var(name).ok().map(|value| value.to_string());
-    let secret = env
-        .secret(JWT_SECRET_VAR)
-        .ok()
-        .map(|value| value.to_string());
-    EdgeConfig::from_settings(
-        setting(BACKEND_URL_VAR),
-        secret,
-        setting(BACKEND_TIMEOUT_VAR),
-    )
+    EdgeConfig::from_settings(|name| {
+        let value = if name == JWT_SECRET_VAR {
+            env.secret(name).map(|value| value.to_string())
+        } else {
+            env.var(name).map(|value| value.to_string())
+        };
+        value.ok()
+    })
 }
 
 fn internal_problem() -> Problem {

@@ -144,11 +144,12 @@ mod tests {
     use super::*;
 
     fn config() -> EdgeConfig {
-        EdgeConfig::from_settings(
-            Some("http://127.0.0.1:9/".to_owned()),
-            Some("a-secret-that-is-at-least-32-bytes-long".to_owned()),
-            Some("200".to_owned()),
-        )
+        EdgeConfig::from_settings(|name| match name {
+            "BACKEND_URL" => Some("http://127.0.0.1:9/".to_owned()),
+            "AUTH_JWT_SECRET" => Some("a-secret-that-is-at-least-32-bytes-long".to_owned()),
+            "BACKEND_TIMEOUT_MS" => Some("200".to_owned()),
+            _ => None,
+        })
         .expect("valid settings")
     }
 

@@ -1,10 +1,11 @@
 //! The Worker: the thin layer between the Workers runtime and the plain modules of this crate.
-//! It reads requests and settings, runs the [`crate::gate`], talks to the per-key Durable Object
-//! and to the backend, and copies answers back. Nothing here decides a rule.
+//! It reads requests and settings, runs the [`crate::gate`], talks to the rate limiter and
+//! per-key Durable Objects and to the backend, and copies answers back. Nothing here decides a
+//! rule.
 //!
 //! The runtime finds its entry points by their JavaScript names, not through Rust paths: the
-//! `fetch` handler, and the `KeyCoordinator` Durable Object class that `wrangler.toml` binds as
-//! [`COORDINATOR_BINDING`].
+//! `fetch` handler, and the Durable Object classes that `wrangler.toml` binds: `KeyCoordinator`
+//! as [`COORDINATOR_BINDING`] and `RateLimiter` as [`RATE_LIMITER_BINDING`].
 
 mod body;
 mod clock;
@@ -12,6 +13,9 @@ mod coordinator_client;
 mod fetch_handler;
 mod forward;
 mod key_coordinator;
+mod rate_limiter;
+mod rate_limiter_client;
 mod response;
 
 pub use coordinator_client::COORDINATOR_BINDING;
+pub use rate_limiter_client::RATE_LIMITER_BINDING;

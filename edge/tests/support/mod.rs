@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use edge::rate_limit::Limit;
 use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
@@ -43,13 +44,27 @@ pub struct StackOptions {
     pub bank_latency_ms: u64,
     /// The edge's bound on one forward (`BACKEND_TIMEOUT_MS`).
     pub edge_backend_timeout_ms: u64,
+    /// The edge's per-user rate limit (`RATE_LIMIT_USER_*`).
+    pub user_limit: Limit,
+    /// The edge's per-address rate limit (`RATE_LIMIT_ADDRESS_*`); every request of a test
+    /// without `CF-Connecting-IP` shares one bucket.
+    pub address_limit: Limit,
 }
+
+/// A limit no test reaches unless it means to: the tests that are not about rate limits send
+/// bursts (twenty attempts at once) from one user and one address.
+pub const UNREACHED_LIMIT: Limit = Limit {
+    per_minute: 1_000_000,
+    burst: 10_000,
+};
 
 impl Default for StackOptions {
     fn default() -> Self {
         StackOptions {
             bank_latency_ms: 0,
             edge_backend_timeout_ms: 15_000,
+            user_limit: UNREACHED_LIMIT,
+            address_limit: UNREACHED_LIMIT,
         }
     }
 }
@@ -351,8 +366,8 @@ fn workerd_listen_port(line: &str) -> Option<u16> {
 }
 
 /// The workerd configuration: the Worker on port 0 of 127.0.0.1 (workerd reports the port),
-/// its settings as bindings, the key coordinators in memory, and outbound fetch limited to this
-/// machine.
+/// its settings as bindings, the key coordinators and rate limiters in memory, and outbound
+/// fetch limited to this machine.
 fn workerd_config(backend_url: &str, options: &StackOptions) -> String {
     format!(
         r#"using Workerd = import "/workerd/workerd.capnp";
@@ -374,18 +389,30 @@ const edge :Workerd.Worker = (
   bindings = [
     (name = "BACKEND_URL", text = "{backend_url}"),
     (name = "BACKEND_TIMEOUT_MS", text = "{timeout}"),
+    (name = "APP_ENV", text = "production"),
     (name = "AUTH_JWT_SECRET", text = "{SECRET}"),
+    (name = "RATE_LIMIT_USER_PER_MINUTE", text = "{user_per_minute}"),
+    (name = "RATE_LIMIT_USER_BURST", text = "{user_burst}"),
+    (name = "RATE_LIMIT_ADDRESS_PER_MINUTE", text = "{address_per_minute}"),
+    (name = "RATE_LIMIT_ADDRESS_BURST", text = "{address_burst}"),
     (name = "{binding}", durableObjectNamespace = "KeyCoordinator"),
+    (name = "{limiter_binding}", durableObjectNamespace = "RateLimiter"),
   ],
   durableObjectNamespaces = [
     (className = "KeyCoordinator", uniqueKey = "safe-retries-edge-KeyCoordinator", enableSql = true),
+    (className = "RateLimiter", uniqueKey = "safe-retries-edge-RateLimiter", enableSql = true),
   ],
   durableObjectStorage = (inMemory = void),
   globalOutbound = "loopback",
 );
 "#,
         timeout = options.edge_backend_timeout_ms,
+        user_per_minute = options.user_limit.per_minute,
+        user_burst = options.user_limit.burst,
+        address_per_minute = options.address_limit.per_minute,
+        address_burst = options.address_limit.burst,
         binding = edge::runtime::COORDINATOR_BINDING,
+        limiter_binding = edge::runtime::RATE_LIMITER_BINDING,
     )
 }
 

@@ -36,6 +36,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         jwt_secret: SECRET.as_bytes().to_vec(),
+        token_rules: shared::auth::TokenRules::default(),
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
         database_acquire_timeout: Duration::from_secs(3),

@@ -1,0 +1,129 @@
+//! The message between the Worker and a rate limiter object, as JSON over the object's `fetch`:
+//! `POST /take` with a [`TakeRequest`], answered with a [`TakeOutcome`].
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use shared::Problem;
+
+use super::bucket::{Admission, Limit, TokenBucket};
+use crate::reply::Reply;
+
+/// The path of the "a request wants a token" message.
+pub const TAKE_PATH: &str = "/take";
+
+/// A request wants a token from its requester's bucket, under this limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeRequest {
+    /// The limit the Worker is configured with.
+    pub limit: Limit,
+}
+
+/// The object's answer to a [`TakeRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum TakeOutcome {
+    /// A token was taken: the request goes on.
+    Allowed,
+    /// Over the limit: 429.
+    Limited {
+        /// Until the next token, in milliseconds.
+        retry_after_ms: u64,
+    },
+}
+
+impl TakeRequest {
+    /// Applies the request to the object's bucket (a full one for a requester seen first) at
+    /// `now_ms`, and says what to answer.
+    pub fn apply(self, bucket: &mut Option<TokenBucket>, now_ms: u64) -> TakeOutcome {
+        let bucket = bucket.get_or_insert_with(|| TokenBucket::full(self.limit, now_ms));
+        match bucket.take(self.limit, now_ms) {
+            Admission::Allowed => TakeOutcome::Allowed,
+            Admission::Limited { retry_after } => TakeOutcome::Limited {
+                retry_after_ms: u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+            },
+        }
+    }
+}
+
+impl TakeOutcome {
+    /// The 429 the edge answers, or `None` when the request goes on.
+    pub fn edge_reply(self) -> Option<Reply> {
+        match self {
+            TakeOutcome::Allowed => None,
+            TakeOutcome::Limited { retry_after_ms } => Some(Reply::problem(
+                &Problem::rate_limited(Duration::from_millis(retry_after_ms)),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Under wasm32 the same tests run in Node through wasm-bindgen-test (`.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    const T0: u64 = 1_800_000_000_000;
+
+    fn take(per_minute: u32, burst: u32) -> TakeRequest {
+        TakeRequest {
+            limit: Limit { per_minute, burst },
+        }
+    }
+
+    #[test]
+    fn a_requester_seen_first_gets_a_full_bucket() {
+        let mut bucket = None;
+        for _ in 0..3 {
+            assert_eq!(take(60, 3).apply(&mut bucket, T0), TakeOutcome::Allowed);
+        }
+        assert_eq!(
+            take(60, 3).apply(&mut bucket, T0 + 250),
+            TakeOutcome::Limited {
+                retry_after_ms: 750
+            }
+        );
+    }
+
+    #[test]
+    fn messages_travel_as_tagged_json() {
+        assert_eq!(
+            serde_json::to_string(&take(120, 10)).expect("serialises"),
+            r#"{"limit":{"per_minute":120,"burst":10}}"#
+        );
+        for outcome in [
+            TakeOutcome::Allowed,
+            TakeOutcome::Limited {
+                retry_after_ms: 1500,
+            },
+        ] {
+            let json = serde_json::to_string(&outcome).expect("serialises");
+            assert_eq!(
+                serde_json::from_str::<TakeOutcome>(&json).expect("parses"),
+                outcome
+            );
+        }
+    }
+
+    #[test]
+    fn over_the_limit_is_a_429_problem_with_retry_after_in_whole_seconds() {
+        assert_eq!(TakeOutcome::Allowed.edge_reply(), None);
+        let reply = TakeOutcome::Limited {
+            retry_after_ms: 1200,
+        }
+        .edge_reply()
+        .expect("answered here");
+        assert_eq!(reply.status, 429);
+        assert_eq!(reply.header("retry-after"), Some("2"));
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/problem+json")
+        );
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
+        assert_eq!(body["type"], "/problems/rate-limited");
+        assert_eq!(body["status"], 429);
+    }
+}
