@@ -4,7 +4,9 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `DATABASE_URL` (or `DATABASE_URL_FILE`) | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
-//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
+//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator); `https://…` for TLS |
+//! | `BANK_CA_FILE` | the Mozilla roots | PEM file of the CA certificates the bank's certificate must chain to (only those) |
+//! | `ALLOW_PLAINTEXT_TRANSPORT` | `false` | `true` lets production use plaintext to a remote bank or database ([`crate::transport_security`]) |
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
 //! | `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`) | a development default | HS256 secret for bearer tokens |
@@ -31,10 +33,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
+use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
 use shared::auth::{
     DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
     JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, check_secret,
@@ -63,6 +66,12 @@ pub struct Settings {
     /// The bank's base URL.
     #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
     pub bank_url: String,
+    /// A PEM file of the CA certificates the bank's certificate must chain to.
+    #[arg(long, env = BANK_CA_FILE_SETTING)]
+    pub bank_ca_file: Option<PathBuf>,
+    /// Lets production talk plaintext to a remote bank or database (a layer below encrypts).
+    #[arg(long, env = ALLOW_PLAINTEXT_SETTING, default_value_t = false, action = ArgAction::Set)]
+    pub allow_plaintext_transport: bool,
     /// Listen address of the API.
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen_addr: SocketAddr,
@@ -192,6 +201,8 @@ pub struct Config {
     pub database_url: SecretString,
     /// The bank's base URL.
     pub bank_url: String,
+    /// The CA certificates the bank's certificate must chain to; the Mozilla roots if `None`.
+    pub bank_ca_file: Option<PathBuf>,
     /// Listen address (port 0 picks a free port, as tests do).
     pub listen_addr: SocketAddr,
     /// Listen address of the admin listener (port 0 picks a free port).
@@ -229,6 +240,9 @@ impl Settings {
         )?;
         let database_url = read_secret(DATABASE_URL_SETTING, process_environment)?
             .unwrap_or_else(|| SecretString::from(DEFAULT_DATABASE_URL));
+        if self.mode == RunMode::Production && !self.allow_plaintext_transport {
+            refuse_plaintext(&self.bank_url, database_url.expose_secret())?;
+        }
         let policy_text = std::fs::read_to_string(&self.policy_file)
             .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
         let policy = Policy::from_yaml(&policy_text)
@@ -245,6 +259,7 @@ impl Settings {
             token_rules,
             database_url,
             bank_url: self.bank_url,
+            bank_ca_file: self.bank_ca_file,
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
             jwt_secret,

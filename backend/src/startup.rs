@@ -20,7 +20,7 @@ use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::{self, SharedStore};
-use crate::{http, janitor, reconcile};
+use crate::{http, janitor, reconcile, transport_security};
 
 /// How often the database's readiness is checked.
 const READINESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -122,12 +122,9 @@ impl Application {
 
 /// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    let bank = BankClient::new(
-        &config.bank_url,
-        config.bank_timeout,
-        config.limits.max_bank_calls,
-    )
-    .context("building the bank client")?;
+    let bank_http =
+        transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
+    let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
     Ok(AppState {
         store,
         bank,

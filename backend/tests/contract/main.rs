@@ -24,3 +24,4 @@ mod released_claims;
 mod scaling;
 mod spec_rows;
 mod startup_config;
+mod tls;
