@@ -19,6 +19,7 @@
 //! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
 //! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
 //! | `REQUEST_TIMEOUT_MS` | `10000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS` |
+//! | `HEAD_READ_TIMEOUT_MS` | `10000` | how long a request's head may take to arrive, and an idle connection stay open (closed past it) |
 //! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
 //! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
 //! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
@@ -113,6 +114,10 @@ pub struct LimitSettings {
     /// An API request's answer deadline, in milliseconds.
     #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 10_000)]
     pub request_timeout_ms: u64,
+    /// How long a request head may take to arrive (and an idle connection stay open), in
+    /// milliseconds.
+    #[arg(long, env = "HEAD_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub head_read_timeout_ms: u64,
     /// How long a request body may take to arrive, in milliseconds.
     #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
     pub body_read_timeout_ms: u64,
@@ -135,6 +140,9 @@ pub struct LimitSettings {
 pub struct Limits {
     /// An API request's answer deadline: past it, 503 (claimed work goes on in its task).
     pub request_timeout: Duration,
+    /// How long a request head may take to arrive, and an idle connection may stay open: past
+    /// it, the connection is closed.
+    pub head_read_timeout: Duration,
     /// How long a request body may take to arrive: past it, 408, nothing claimed.
     pub body_read_timeout: Duration,
     /// API requests served at once; more are answered 503 at once.
@@ -151,6 +159,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             request_timeout: Duration::from_secs(10),
+            head_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(5),
             max_concurrent_requests: 256,
             max_bank_calls: 64,
@@ -164,6 +173,7 @@ impl LimitSettings {
     fn into_limits(self, bank_timeout: Duration) -> anyhow::Result<Limits> {
         let limits = Limits {
             request_timeout: Duration::from_millis(self.request_timeout_ms),
+            head_read_timeout: Duration::from_millis(self.head_read_timeout_ms),
             body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             max_concurrent_requests: self.max_concurrent_requests,
             max_bank_calls: self.max_bank_calls,
@@ -171,6 +181,7 @@ impl LimitSettings {
         };
         for (setting, zero) in [
             ("REQUEST_TIMEOUT_MS", limits.request_timeout.is_zero()),
+            ("HEAD_READ_TIMEOUT_MS", limits.head_read_timeout.is_zero()),
             ("BODY_READ_TIMEOUT_MS", limits.body_read_timeout.is_zero()),
             (
                 "MAX_CONCURRENT_REQUESTS",

@@ -99,24 +99,33 @@ impl Application {
                 stop.wait(),
             ));
         }
-        let public = axum::serve(self.listener, http::router(self.state.clone()))
-            .with_graceful_shutdown(stop.wait());
-        let admin = axum::serve(self.admin_listener, http::admin_router(self.state))
-            .with_graceful_shutdown(stop.wait());
-        let serving = async { tokio::try_join!(public.into_future(), admin.into_future()) };
+        let head_deadline = self.config.limits.head_read_timeout;
+        let public = http::serve(
+            self.listener,
+            http::router(self.state.clone()),
+            head_deadline,
+            stop.wait(),
+        );
+        let admin = http::serve(
+            self.admin_listener,
+            http::admin_router(self.state),
+            head_deadline,
+            stop.wait(),
+        );
+        let serving = async { tokio::join!(public, admin) };
         // On shutdown, tell both servers to drain (and keep polling them until they have).
         let drain_on_shutdown = async {
             shutdown.await;
             stop.trigger();
             std::future::pending::<()>().await;
         };
-        let served = tokio::select! {
-            served = serving => served,
+        tokio::select! {
+            _ = serving => {}
             () = drain_on_shutdown => unreachable!("pends once it has triggered the drain"),
         };
         stop.trigger();
         while workers.join_next().await.is_some() {}
-        served.map(drop).context("serving HTTP")
+        Ok(())
     }
 }
 

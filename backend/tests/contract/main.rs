@@ -14,6 +14,7 @@ mod bank_timeouts;
 mod crash_recovery;
 mod embedded_store;
 mod expiry;
+mod hostile_connections;
 mod key_status;
 mod leases;
 mod limits;
