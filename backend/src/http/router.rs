@@ -38,6 +38,9 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             request_metrics::count_requests,
         ))
-        .layer(TraceLayer::new_for_http())
+        // A span per request; failures are logged once, by `failures::log_failures` (which
+        // knows a passing outage from a bug), not again per 5xx here: under overload that
+        // second line per shed request was a log storm (and the CPU spent writing it).
+        .layer(TraceLayer::new_for_http().on_failure(()))
         .with_state(state)
 }

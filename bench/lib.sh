@@ -1,0 +1,76 @@
+# Shared by the load scripts (sourced, not run): a stack of a bank simulator and a backend on a
+# fresh database, wrk runs, and the money check that ends every run. Everything binds
+# 127.0.0.1. The caller sets `bin` (the directory of the server binaries).
+
+pids=()
+databases=()
+stacks=0
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for db in "${databases[@]}"; do
+    psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  done
+}
+trap cleanup EXIT
+
+need_wrk() {
+  command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }; }
+}
+
+# start_stack NAME BACKEND_BINARY [BANK FLAGS...]: a bank simulator on 127.0.0.1:18081 and
+# BACKEND_BINARY on 127.0.0.1:18080 (admin 18082) on a fresh database named after NAME; extra
+# backend settings come from the environment; DB_PARAMS, if set, is appended to the database
+# URL (`sslmode=disable`, say). Sets api, bank, db and token.
+start_stack() {
+  local name=$1 backend=$2 bank_port=18081 api_port=18080
+  shift 2
+  stacks=$((stacks + 1))
+  db=${name}_$$_$stacks
+  databases+=("$db")
+  psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
+  bank=http://127.0.0.1:$bank_port
+  api=http://127.0.0.1:$api_port
+  "$bin/bank-simulator" --listen "127.0.0.1:$bank_port" "$@" >/dev/null 2>&1 & pids+=($!)
+  APP_ENV=development DATABASE_URL="postgres://postgres@127.0.0.1:5432/$db${DB_PARAMS:+?$DB_PARAMS}" \
+    BANK_URL=$bank \
+    LISTEN_ADDR=127.0.0.1:$api_port ADMIN_ADDR=127.0.0.1:18082 \
+    POLICY_FILE=policy.yaml RUST_LOG=error "$backend" serve >/dev/null 2>&1 & pids+=($!)
+  for _ in $(seq 1 100); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.1; done
+  curl -sf "$api/healthz" >/dev/null || { echo "$backend did not start" >&2; return 1; }
+  token=$(APP_ENV=development POLICY_FILE=policy.yaml "$bin/backend" dev-token --user 42)
+}
+
+# stop_stack: stops the last stack's processes.
+stop_stack() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+}
+
+# wrk_run CONNECTIONS SECONDS [wrk arguments...]: wrk's full report, with the bearer token.
+wrk_run() {
+  local connections=$1 seconds=$2
+  shift 2
+  wrk -t2 -c"$connections" -d"${seconds}s" --timeout 30s -H "Authorization: Bearer $token" "$@"
+}
+
+# requests_per_second: wrk's requests/s from its report on standard input.
+requests_per_second() { awk '/Requests\/sec/ { print $2 }'; }
+
+# check_money: waits (bounded) until no key of the current stack is unfinished, then fails
+# unless the bank's debits equal the succeeded payments. Prints the check.
+check_money() {
+  local unfinished debits payments
+  for _ in $(seq 1 100); do
+    unfinished=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc \
+      "SELECT count(*) FROM idempotency_keys WHERE state NOT IN ('done', 'released')")
+    [ "$unfinished" = 0 ] && break
+    sleep 0.2
+  done
+  debits=$(curl -sf "$bank/ledger" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["debits"]))')
+  payments=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM payments WHERE status = 'succeeded'")
+  echo "check: bank debits $debits, succeeded payments $payments (must be equal), unfinished keys $unfinished"
+  [ "$debits" = "$payments" ]
+}
