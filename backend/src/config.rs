@@ -3,11 +3,11 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `DATABASE_URL` | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
+//! | `DATABASE_URL` (or `DATABASE_URL_FILE`) | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
 //! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
-//! | `AUTH_JWT_SECRET` | a development default | HS256 secret for bearer tokens |
+//! | `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`) | a development default | HS256 secret for bearer tokens |
 //! | `AUTH_JWT_LEEWAY_SECONDS` | `30` | clock leeway for `exp`, `nbf` and `iat` (at most 300) |
 //! | `AUTH_JWT_ISSUER` | not checked | when set, every token's `iss` must equal it |
 //! | `AUTH_JWT_AUDIENCE` | not checked | when set, every token's `aud` must name it |
@@ -21,6 +21,10 @@
 //! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
 //! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
 //! | `BANK_QUEUE_WAIT_MS` | `1000` | how long a claimed payment waits for a free bank call before it is released with 503 |
+//!
+//! The two settings that hold secrets (the token secret, and the database URL with its
+//! password) are read from the environment or from a mounted file, never from a flag
+//! ([`crate::secret_settings`]); every other setting is also a flag (`backend --help`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,6 +33,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use shared::Policy;
+
+use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use shared::auth::{
     DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
     JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, check_secret,
@@ -37,6 +43,9 @@ use shared::auth::{
 /// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
 /// directory, so a fresh machine needs nothing else installed.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/payments.sqlite";
+
+/// The setting naming the database (a secret: [`crate::secret_settings`]).
+pub const DATABASE_URL_SETTING: &str = "DATABASE_URL";
 
 /// Whether this is a developer's machine or a real deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,12 +56,10 @@ pub enum RunMode {
     Production,
 }
 
-/// The settings as read from flags and environment.
+/// The settings as read from flags and environment (the secret ones are read by
+/// [`Settings::into_config`], from the environment only).
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
-    /// `postgres://…` (production, several replicas) or `sqlite://PATH` (embedded, one process).
-    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
-    pub database_url: String,
     /// The bank's base URL.
     #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
     pub bank_url: String,
@@ -62,9 +69,6 @@ pub struct Settings {
     /// Listen address of the admin listener: metrics and detailed readiness, for operators only.
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
-    /// HS256 secret for bearer tokens.
-    #[arg(long, env = JWT_SECRET_SETTING, default_value = DEVELOPMENT_JWT_SECRET, hide_default_value = true)]
-    pub jwt_secret: String,
     /// Clock leeway for a token's `exp`, `nbf` and `iat`, in seconds.
     #[arg(long, env = JWT_LEEWAY_SETTING, default_value_t = DEFAULT_LEEWAY_SECONDS)]
     pub jwt_leeway_seconds: u64,
@@ -184,8 +188,8 @@ impl LimitSettings {
 /// The validated configuration the application is built from.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// `postgres://…` or `sqlite://PATH`.
-    pub database_url: String,
+    /// `postgres://…` or `sqlite://PATH` (a secret: it may carry the database's password).
+    pub database_url: SecretString,
     /// The bank's base URL.
     pub bank_url: String,
     /// Listen address (port 0 picks a free port, as tests do).
@@ -193,7 +197,7 @@ pub struct Config {
     /// Listen address of the admin listener (port 0 picks a free port).
     pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
-    pub jwt_secret: Vec<u8>,
+    pub jwt_secret: SecretString,
     /// What every bearer token must carry besides a valid signature: the clock leeway, and
     /// the issuer and audience when set (the edge reads the same settings and verifies alike).
     pub token_rules: TokenRules,
@@ -214,13 +218,17 @@ pub struct Config {
 }
 
 impl Settings {
-    /// Reads the policy file and checks the settings; refuses the development secret outside
-    /// development mode.
+    /// Reads the secret settings from the environment and the policy file, and checks the
+    /// settings; refuses the development secret outside development mode.
     pub fn into_config(self) -> anyhow::Result<Config> {
+        let jwt_secret = read_secret(JWT_SECRET_SETTING, process_environment)?
+            .unwrap_or_else(|| SecretString::from(DEVELOPMENT_JWT_SECRET));
         check_secret(
-            self.jwt_secret.as_bytes(),
+            jwt_secret.expose_secret().as_bytes(),
             self.mode == RunMode::Development,
         )?;
+        let database_url = read_secret(DATABASE_URL_SETTING, process_environment)?
+            .unwrap_or_else(|| SecretString::from(DEFAULT_DATABASE_URL));
         let policy_text = std::fs::read_to_string(&self.policy_file)
             .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
         let policy = Policy::from_yaml(&policy_text)
@@ -235,11 +243,11 @@ impl Settings {
         Ok(Config {
             limits: self.limits.into_limits(bank_timeout)?,
             token_rules,
-            database_url: self.database_url,
+            database_url,
             bank_url: self.bank_url,
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
-            jwt_secret: self.jwt_secret.into_bytes(),
+            jwt_secret,
             policy,
             bank_timeout,
             database_acquire_timeout: Duration::from_secs(3),

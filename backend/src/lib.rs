@@ -16,6 +16,7 @@ pub mod janitor;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
+pub mod secret_settings;
 pub mod shutdown;
 pub mod startup;
 pub mod state;

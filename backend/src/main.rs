@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use backend::config::Settings;
+use backend::secret_settings::ExposeSecret;
 use backend::startup::{Application, build_state};
 use backend::store::{self, SharedStore};
 use backend::{janitor, reconcile, shutdown, telemetry};
@@ -82,7 +83,10 @@ async fn main() -> anyhow::Result<()> {
             let user = UserId::new(user).context("the user id must be a positive integer")?;
             let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
             let claims = config.token_rules.claims_for(user, exp);
-            println!("{}", sign_claims(&claims, &config.jwt_secret));
+            println!(
+                "{}",
+                sign_claims(&claims, config.jwt_secret.expose_secret().as_bytes())
+            );
             Ok(())
         }
         Command::ExpireOnce => {
@@ -117,7 +121,12 @@ async fn healthcheck(listen_addr: std::net::SocketAddr) -> anyhow::Result<()> {
 }
 
 async fn connect(config: &backend::config::Config) -> anyhow::Result<SharedStore> {
-    let store = store::connect(&config.database_url, 2, config.database_acquire_timeout).await?;
+    let store = store::connect(
+        config.database_url.expose_secret(),
+        2,
+        config.database_acquire_timeout,
+    )
+    .await?;
     store.migrate().await.context("applying migrations")?;
     Ok(store)
 }

@@ -16,6 +16,7 @@ use crate::bank_client::BankClient;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::readiness::{self, Readiness};
+use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::{self, SharedStore};
@@ -35,8 +36,12 @@ pub struct Application {
 impl Application {
     /// Connects to the database, applies migrations, and binds both listen addresses.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
-        let store =
-            store::connect(&config.database_url, 20, config.database_acquire_timeout).await?;
+        let store = store::connect(
+            config.database_url.expose_secret(),
+            20,
+            config.database_acquire_timeout,
+        )
+        .await?;
         store.migrate().await.context("applying migrations")?;
         let state = build_state(&config, store)?;
         let listener = bind(config.listen_addr).await?;
@@ -128,7 +133,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         bank,
         policy: Arc::new(config.policy.clone()),
         tokens: Arc::new(TokenVerifier::new(
-            config.jwt_secret.clone(),
+            config.jwt_secret.expose_secret().as_bytes(),
             config.token_rules.clone(),
         )),
         metrics: Arc::new(Metrics::new()),

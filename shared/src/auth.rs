@@ -498,6 +498,13 @@ mod tests {
     const SECRET: &[u8] = b"test-secret-of-at-least-thirty-two-bytes";
     const NOW: i64 = 1_800_000_000;
 
+    #[test]
+    fn a_verifier_never_prints_its_secret() {
+        let verifier = TokenVerifier::new(SECRET, TokenRules::default());
+        let printed = format!("{verifier:?}");
+        assert!(!printed.contains("test-secret"), "{printed}");
+    }
+
     fn user(id: u64) -> UserId {
         UserId::new(id).expect("positive")
     }

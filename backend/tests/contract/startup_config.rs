@@ -1,10 +1,13 @@
 //! Start-up refuses what SPEC §3 and §7 say it must: the development JWT secret outside
 //! development mode, an invalid policy file (with a message naming the field), timings that
 //! could release a claim whose bank call is still on its way, and a token leeway over its bound
-//! (naming the setting); and the configured token issuer and audience reach the server. Runs the
+//! (naming the setting); the configured token issuer and audience reach the server; and the
+//! token secret comes from the environment or a mounted file, never from a flag. Runs the
 //! real `backend` binary; `dev-token` is the cheapest command that needs a full configuration.
 
 use std::process::{Command, Output};
+
+use test_harness::{ServerProcess, listening_urls};
 
 const POLICY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
 const REAL_SECRET: &str = "a-real-secret-for-this-test-only-0123456789";
@@ -147,14 +150,50 @@ fn a_leeway_over_five_minutes_is_refused_naming_the_setting() {
     assert!(at_most.status.success(), "{}", stderr(&at_most));
 }
 
-/// A `backend serve` child, killed when dropped.
-struct Serving(std::process::Child);
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// Serves a backend with `settings` on an embedded SQLite file in `data` and answers the
+/// status of an authenticated read with `token` (404: authenticated, no such payment; 401: not).
+async fn status_of_a_read_with(
+    settings: &[(&str, &str)],
+    data: &std::path::Path,
+    tokens: Vec<String>,
+) -> Vec<u16> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_backend"));
+    command
+        .arg("serve")
+        .env_remove("APP_ENV")
+        .env_remove("AUTH_JWT_SECRET")
+        .env("POLICY_FILE", POLICY)
+        .env("LISTEN_ADDR", "127.0.0.1:0")
+        .env("ADMIN_ADDR", "127.0.0.1:0")
+        .env(
+            "DATABASE_URL",
+            format!("sqlite://{}", data.join("p.sqlite").display()),
+        )
+        .env("RUST_LOG", "warn");
+    for (name, value) in settings {
+        command.env(name, value);
     }
+    let (_server, [base]) =
+        ServerProcess::start("backend", command, listening_urls(["backend"])).await;
+    let http = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for token in tokens {
+        let answer = http
+            .get(format!(
+                "{base}/v1/payments/8e03978e-40d5-43e8-bc93-6894a57f9324"
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("answers");
+        statuses.push(answer.status().as_u16());
+    }
+    statuses
+}
+
+fn minted_token(output: &Output) -> String {
+    assert!(output.status.success(), "{}", stderr(output));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 #[tokio::test]
@@ -165,59 +204,106 @@ async fn a_configured_issuer_and_audience_are_required_of_every_token() {
         ("AUTH_JWT_AUDIENCE", "payments"),
     ];
     // dev-token mints with what the configuration requires; without it, a token lacks both.
-    let minted = backend(&rules);
-    assert!(minted.status.success(), "{}", stderr(&minted));
-    let token = String::from_utf8_lossy(&minted.stdout).trim().to_owned();
-    let without_them =
-        String::from_utf8_lossy(&backend(&[("AUTH_JWT_SECRET", REAL_SECRET)]).stdout)
-            .trim()
-            .to_owned();
+    let token = minted_token(&backend(&rules));
+    let without_them = minted_token(&backend(&[("AUTH_JWT_SECRET", REAL_SECRET)]));
 
-    // The server accepts the first and refuses the second.
     let data = tempfile::tempdir().expect("a temporary directory");
-    let address = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_backend"));
-    command
-        .arg("serve")
-        .env_remove("APP_ENV")
-        .env("POLICY_FILE", POLICY)
-        .env("LISTEN_ADDR", address.to_string())
-        .env(
-            "DATABASE_URL",
-            format!("sqlite://{}", data.path().join("p.sqlite").display()),
-        )
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (name, value) in rules {
-        command.env(name, value);
-    }
-    let _server = Serving(command.spawn().expect("backend serve starts"));
-    let http = reqwest::Client::new();
-    let base = format!("http://{address}");
-    let mut ready = false;
-    for _ in 0..150 {
-        if http.get(format!("{base}/healthz")).send().await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(ready, "backend serve did not answer within 15 s");
-    let status_with = |token: String| {
-        let request = http
-            .get(format!(
-                "{base}/v1/payments/8e03978e-40d5-43e8-bc93-6894a57f9324"
-            ))
-            .bearer_auth(token);
-        async move { request.send().await.expect("answers").status().as_u16() }
-    };
-    assert_eq!(
-        status_with(token).await,
-        404,
-        "authenticated; no such payment"
+    let statuses = status_of_a_read_with(&rules, data.path(), vec![token, without_them]).await;
+    assert_eq!(statuses, [404, 401], "accepted with them, refused without");
+}
+
+/// A secret file as a deployment mounts one: written by `echo`, so with a trailing line break.
+fn secret_file(directory: &std::path::Path, contents: &str) -> String {
+    let path = directory.join("jwt-secret");
+    std::fs::write(&path, contents).expect("writing the secret file");
+    path.to_string_lossy().into_owned()
+}
+
+#[tokio::test]
+async fn the_secret_is_read_from_a_mounted_file() {
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let file = secret_file(data.path(), &format!("{REAL_SECRET}\n"));
+    let from_file = [("AUTH_JWT_SECRET_FILE", file.as_str())];
+    // A token minted with the file's secret, one minted with the same secret from the
+    // environment, and one with another secret: the served backend holds the file's secret.
+    let minted_from_file = minted_token(&backend(&from_file));
+    let minted_from_env = minted_token(&backend(&[("AUTH_JWT_SECRET", REAL_SECRET)]));
+    let other = minted_token(&backend(&[(
+        "AUTH_JWT_SECRET",
+        "another-secret-of-at-least-32-bytes-long",
+    )]));
+    let statuses = status_of_a_read_with(
+        &from_file,
+        data.path(),
+        vec![minted_from_file, minted_from_env, other],
+    )
+    .await;
+    assert_eq!(statuses, [404, 404, 401]);
+}
+
+#[test]
+fn a_secret_file_holding_the_development_secret_is_refused_like_the_variable() {
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let file = secret_file(
+        data.path(),
+        &format!("{}\n", shared::auth::DEVELOPMENT_JWT_SECRET),
     );
-    assert_eq!(status_with(without_them).await, 401);
+    let refused = backend(&[("AUTH_JWT_SECRET_FILE", &file)]);
+    assert!(!refused.status.success(), "started anyway");
+    assert!(
+        stderr(&refused).contains("development default"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn both_the_secret_and_its_file_set_is_refused() {
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let file = secret_file(data.path(), REAL_SECRET);
+    let refused = backend(&[
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("AUTH_JWT_SECRET_FILE", &file),
+    ]);
+    assert!(!refused.status.success(), "started anyway");
+    assert!(
+        stderr(&refused).contains("set AUTH_JWT_SECRET or AUTH_JWT_SECRET_FILE, not both"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+#[test]
+fn a_missing_secret_file_is_refused_naming_the_setting() {
+    let refused = backend(&[("AUTH_JWT_SECRET_FILE", "/nonexistent/jwt-secret")]);
+    assert!(!refused.status.success(), "started anyway");
+    assert!(
+        stderr(&refused).contains("AUTH_JWT_SECRET_FILE (/nonexistent/jwt-secret)"),
+        "{}",
+        stderr(&refused)
+    );
+}
+
+/// Secrets on the command line are in every user's process list: there is no flag for them.
+#[test]
+fn secrets_cannot_be_given_as_flags() {
+    for flag in ["--jwt-secret", "--database-url"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_backend"))
+            .args([flag, REAL_SECRET, "dev-token"])
+            .env("APP_ENV", "development")
+            .env("POLICY_FILE", POLICY)
+            .output()
+            .expect("the backend binary runs");
+        assert!(!output.status.success(), "{flag} accepted");
+        assert!(
+            stderr(&output).contains("unexpected argument"),
+            "{flag}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !stderr(&output).contains(REAL_SECRET),
+            "{flag}: the refusal repeats the secret: {}",
+            stderr(&output)
+        );
+    }
 }

@@ -171,11 +171,11 @@ impl FreshStore {
 /// The configuration of a test backend on a free port.
 pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> Config {
     Config {
-        database_url,
+        database_url: database_url.into(),
         bank_url: bank_url.to_owned(),
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
-        jwt_secret: SECRET.as_bytes().to_vec(),
+        jwt_secret: SECRET.into(),
         token_rules: shared::auth::TokenRules::default(),
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,

@@ -31,11 +31,11 @@ struct RunningBackend {
 /// bank (past the bank's slowest reply, short of a lost one).
 async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -> RunningBackend {
     let config = Config {
-        database_url: database_url.to_owned(),
+        database_url: database_url.into(),
         bank_url: bank.url.clone(),
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
-        jwt_secret: SECRET.as_bytes().to_vec(),
+        jwt_secret: SECRET.into(),
         token_rules: shared::auth::TokenRules::default(),
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
