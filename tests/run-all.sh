@@ -2,7 +2,8 @@
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
 # (cargo deny: licences, bans, sources) and lint checks, the native test suites (the backend's
-# against a real PostgreSQL and bank simulator), and the shared crate's tests again under
+# against a real PostgreSQL and bank simulator), the production container image run with podman
+# (deploy/verify-container.sh), and the shared and edge crates' tests again under
 # wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
 set -euo pipefail
@@ -37,6 +38,9 @@ scripts/build-edge.sh
 
 step "native tests"
 cargo test --workspace --locked
+
+step "container image, run with podman (deploy/verify-container.sh)"
+deploy/verify-container.sh
 
 step "shared and edge crates under wasm32-unknown-unknown (Node)"
 cargo test -p shared -p edge --lib --target wasm32-unknown-unknown --locked
