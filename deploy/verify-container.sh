@@ -41,7 +41,6 @@ fi
 rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
 # The embedded SQLite store compiles SQLite's C source: it needs a C compiler for musl.
 export CC_x86_64_unknown_linux_musl=musl-gcc
-scripts/start-postgres.sh
 
 # --- The binary the Dockerfile's `prebuilt` stage copies (the one file .dockerignore lets
 # through from target/), and the bank simulator to run beside the image (a test tool, never in it).
@@ -130,7 +129,10 @@ healthcheck=$(podman image inspect "$image" --format '{{json .Config.Healthcheck
 ok "declares user $user and HEALTHCHECK $healthcheck"
 
 # --- A fresh database and the bank (dedupe off: a second call would be a second debit).
-psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
+# PostgreSQL is checked here, after the builds, rather than at the start: other suites on this
+# machine (database_restart) stop it for a few seconds.
+scripts/start-postgres.sh
+psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db" || fail "cannot create the database $db"
 [ "$(psql_db "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")" = 0 ] || fail "database $db is not empty"
 database_url=postgres://postgres@127.0.0.1:5432/$db
 "$bank_simulator" --listen 127.0.0.1:0 --dedupe false >"$scratch/bank.out" 2>"$scratch/bank.err" &
