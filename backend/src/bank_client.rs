@@ -110,22 +110,15 @@ fn meaning(answer: Option<&AnswerBody>) -> Meaning {
 }
 
 impl BankClient {
-    /// A client for the bank at `base_url` (e.g. `http://127.0.0.1:8081`); every call gives up
-    /// after `timeout`, and at most `max_calls` are in flight at once.
-    pub fn new(
-        base_url: &str,
-        timeout: Duration,
-        max_calls: usize,
-    ) -> Result<BankClient, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()?;
-        Ok(BankClient {
+    /// A client for the bank at `base_url` (e.g. `https://bank.example`) over `http` (its
+    /// timeout and TLS roots: [`crate::transport_security::bank_http_client`]); at most
+    /// `max_calls` are in flight at once.
+    pub fn new(base_url: &str, http: reqwest::Client, max_calls: usize) -> BankClient {
+        BankClient {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
             calls: Arc::new(Semaphore::new(max_calls)),
-        })
+        }
     }
 
     /// Leave for one money-moving call, waiting at most `wait` for a call in flight to end;
@@ -196,7 +189,7 @@ impl BankClient {
             .get(url)
             .send()
             .await
-            .map_err(|error| LookUpError(error.to_string()))?;
+            .map_err(|error| LookUpError(with_causes(&error)))?;
         let status = response.status().as_u16();
         let answer: Option<AnswerBody> = response.json().await.ok();
         read_look_up(status, answer, reference)
@@ -206,7 +199,7 @@ impl BankClient {
         let url = format!("{}/{collection}", self.base_url);
         let response = match self.http.post(url).json(call).send().await {
             Ok(response) => response,
-            Err(error) => return unknown(format!("no answer: {error}"), false),
+            Err(error) => return unknown(format!("no answer: {}", with_causes(&error)), false),
         };
         let status = response.status().as_u16();
         match response.json::<AnswerBody>().await {
@@ -219,6 +212,19 @@ impl BankClient {
             Err(_) => read_call(status, None),
         }
     }
+}
+
+/// `error` and its causes, outermost first: reqwest's own message ("error sending request")
+/// leaves out why (a refused connection, a certificate the bank's CA did not sign).
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }
 
 /// Reads the answer to a debit or refund call.

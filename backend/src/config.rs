@@ -4,7 +4,9 @@
 //! | variable | default | meaning |
 //! |---|---|---|
 //! | `DATABASE_URL` (or `DATABASE_URL_FILE`) | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
-//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator) |
+//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator); `https://…` for TLS |
+//! | `BANK_CA_FILE` | the Mozilla roots | PEM file of the CA certificates the bank's certificate must chain to (only those) |
+//! | `ALLOW_PLAINTEXT_TRANSPORT` | `false` | `true` lets production use plaintext to a remote bank or database ([`crate::transport_security`]) |
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
 //! | `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`) | a development default | HS256 secret for bearer tokens |
@@ -17,6 +19,7 @@
 //! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
 //! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
 //! | `REQUEST_TIMEOUT_MS` | `10000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS` |
+//! | `HEAD_READ_TIMEOUT_MS` | `10000` | how long a request's head may take to arrive, and an idle connection stay open (closed past it) |
 //! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
 //! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
 //! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
@@ -31,10 +34,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
+use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
 use shared::auth::{
     DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
     JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, check_secret,
@@ -63,6 +67,12 @@ pub struct Settings {
     /// The bank's base URL.
     #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
     pub bank_url: String,
+    /// A PEM file of the CA certificates the bank's certificate must chain to.
+    #[arg(long, env = BANK_CA_FILE_SETTING)]
+    pub bank_ca_file: Option<PathBuf>,
+    /// Lets production talk plaintext to a remote bank or database (a layer below encrypts).
+    #[arg(long, env = ALLOW_PLAINTEXT_SETTING, default_value_t = false, action = ArgAction::Set)]
+    pub allow_plaintext_transport: bool,
     /// Listen address of the API.
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen_addr: SocketAddr,
@@ -104,6 +114,10 @@ pub struct LimitSettings {
     /// An API request's answer deadline, in milliseconds.
     #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 10_000)]
     pub request_timeout_ms: u64,
+    /// How long a request head may take to arrive (and an idle connection stay open), in
+    /// milliseconds.
+    #[arg(long, env = "HEAD_READ_TIMEOUT_MS", default_value_t = 10_000)]
+    pub head_read_timeout_ms: u64,
     /// How long a request body may take to arrive, in milliseconds.
     #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
     pub body_read_timeout_ms: u64,
@@ -126,6 +140,9 @@ pub struct LimitSettings {
 pub struct Limits {
     /// An API request's answer deadline: past it, 503 (claimed work goes on in its task).
     pub request_timeout: Duration,
+    /// How long a request head may take to arrive, and an idle connection may stay open: past
+    /// it, the connection is closed.
+    pub head_read_timeout: Duration,
     /// How long a request body may take to arrive: past it, 408, nothing claimed.
     pub body_read_timeout: Duration,
     /// API requests served at once; more are answered 503 at once.
@@ -142,6 +159,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             request_timeout: Duration::from_secs(10),
+            head_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(5),
             max_concurrent_requests: 256,
             max_bank_calls: 64,
@@ -155,6 +173,7 @@ impl LimitSettings {
     fn into_limits(self, bank_timeout: Duration) -> anyhow::Result<Limits> {
         let limits = Limits {
             request_timeout: Duration::from_millis(self.request_timeout_ms),
+            head_read_timeout: Duration::from_millis(self.head_read_timeout_ms),
             body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             max_concurrent_requests: self.max_concurrent_requests,
             max_bank_calls: self.max_bank_calls,
@@ -162,6 +181,7 @@ impl LimitSettings {
         };
         for (setting, zero) in [
             ("REQUEST_TIMEOUT_MS", limits.request_timeout.is_zero()),
+            ("HEAD_READ_TIMEOUT_MS", limits.head_read_timeout.is_zero()),
             ("BODY_READ_TIMEOUT_MS", limits.body_read_timeout.is_zero()),
             (
                 "MAX_CONCURRENT_REQUESTS",
@@ -192,6 +212,8 @@ pub struct Config {
     pub database_url: SecretString,
     /// The bank's base URL.
     pub bank_url: String,
+    /// The CA certificates the bank's certificate must chain to; the Mozilla roots if `None`.
+    pub bank_ca_file: Option<PathBuf>,
     /// Listen address (port 0 picks a free port, as tests do).
     pub listen_addr: SocketAddr,
     /// Listen address of the admin listener (port 0 picks a free port).
@@ -229,6 +251,9 @@ impl Settings {
         )?;
         let database_url = read_secret(DATABASE_URL_SETTING, process_environment)?
             .unwrap_or_else(|| SecretString::from(DEFAULT_DATABASE_URL));
+        if self.mode == RunMode::Production && !self.allow_plaintext_transport {
+            refuse_plaintext(&self.bank_url, database_url.expose_secret())?;
+        }
         let policy_text = std::fs::read_to_string(&self.policy_file)
             .with_context(|| format!("reading the policy file {}", self.policy_file.display()))?;
         let policy = Policy::from_yaml(&policy_text)
@@ -245,6 +270,7 @@ impl Settings {
             token_rules,
             database_url,
             bank_url: self.bank_url,
+            bank_ca_file: self.bank_ca_file,
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
             jwt_secret,

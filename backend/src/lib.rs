@@ -22,3 +22,4 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod transport_security;

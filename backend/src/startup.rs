@@ -20,7 +20,7 @@ use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::{self, SharedStore};
-use crate::{http, janitor, reconcile};
+use crate::{http, janitor, reconcile, transport_security};
 
 /// How often the database's readiness is checked.
 const READINESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -99,35 +99,41 @@ impl Application {
                 stop.wait(),
             ));
         }
-        let public = axum::serve(self.listener, http::router(self.state.clone()))
-            .with_graceful_shutdown(stop.wait());
-        let admin = axum::serve(self.admin_listener, http::admin_router(self.state))
-            .with_graceful_shutdown(stop.wait());
-        let serving = async { tokio::try_join!(public.into_future(), admin.into_future()) };
+        let head_deadline = self.config.limits.head_read_timeout;
+        let public = http::serve(
+            self.listener,
+            http::router(self.state.clone()),
+            head_deadline,
+            stop.wait(),
+        );
+        let admin = http::serve(
+            self.admin_listener,
+            http::admin_router(self.state),
+            head_deadline,
+            stop.wait(),
+        );
+        let serving = async { tokio::join!(public, admin) };
         // On shutdown, tell both servers to drain (and keep polling them until they have).
         let drain_on_shutdown = async {
             shutdown.await;
             stop.trigger();
             std::future::pending::<()>().await;
         };
-        let served = tokio::select! {
-            served = serving => served,
+        tokio::select! {
+            _ = serving => {}
             () = drain_on_shutdown => unreachable!("pends once it has triggered the drain"),
         };
         stop.trigger();
         while workers.join_next().await.is_some() {}
-        served.map(drop).context("serving HTTP")
+        Ok(())
     }
 }
 
 /// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    let bank = BankClient::new(
-        &config.bank_url,
-        config.bank_timeout,
-        config.limits.max_bank_calls,
-    )
-    .context("building the bank client")?;
+    let bank_http =
+        transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
+    let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
     Ok(AppState {
         store,
         bank,

@@ -15,6 +15,8 @@ pub mod openapi;
 mod payments;
 mod request_metrics;
 mod router;
+mod server;
 
 pub use admin::admin_router;
 pub use router::router;
+pub use server::serve;

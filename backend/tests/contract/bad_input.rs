@@ -238,6 +238,14 @@ async fn requests_without_a_valid_token_are_401_before_anything_else_all_with_on
         ),
         ("garbage token", Some("Bearer not.a.token".to_owned())),
         ("basic auth", Some("Basic YXNoYTpwYXNz".to_owned())),
+        (
+            "16 KiB token",
+            Some(format!("Bearer {}", "a".repeat(16 << 10))),
+        ),
+        (
+            "300 KiB token of three parts",
+            Some(format!("Bearer {0}.{0}.{0}", "QUFB".repeat(25 << 10))),
+        ),
     ];
     let mut details = std::collections::HashSet::new();
     for (what, authorization) in cases {

@@ -2,7 +2,8 @@
 //! development mode, an invalid policy file (with a message naming the field), timings that
 //! could release a claim whose bank call is still on its way, and a token leeway over its bound
 //! (naming the setting); the configured token issuer and audience reach the server; and the
-//! token secret comes from the environment or a mounted file, never from a flag. Runs the
+//! token secret comes from the environment or a mounted file, never from a flag; and production
+//! refuses plaintext to a bank or database on another machine. Runs the
 //! real `backend` binary; `dev-token` is the cheapest command that needs a full configuration.
 
 use std::process::{Command, Output};
@@ -17,6 +18,8 @@ fn backend(env: &[(&str, &str)]) -> Output {
     command
         .arg("dev-token")
         .env_remove("AUTH_JWT_SECRET")
+        .env_remove("DATABASE_URL")
+        .env_remove("BANK_URL")
         .env_remove("APP_ENV")
         .env("POLICY_FILE", POLICY);
     for (name, value) in env {
@@ -306,4 +309,57 @@ fn secrets_cannot_be_given_as_flags() {
             stderr(&output)
         );
     }
+}
+
+/// Production talks TLS to a bank or database on another machine, unless told a layer below
+/// protects the link; the refusal names the setting and never repeats a password.
+#[test]
+fn production_refuses_plaintext_to_a_remote_bank_or_database() {
+    let remote_bank = [
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("BANK_URL", "http://bank.example:8081"),
+    ];
+    let refused = backend(&remote_bank);
+    assert!(!refused.status.success(), "started anyway");
+    assert!(
+        stderr(&refused).contains("BANK_URL"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let remote_database = [
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        (
+            "DATABASE_URL",
+            "postgres://app:hunter2-password@db.example/payments?sslmode=require",
+        ),
+    ];
+    let refused = backend(&remote_database);
+    assert!(!refused.status.success(), "started anyway");
+    assert!(
+        stderr(&refused).contains("DATABASE_URL"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(
+        !stderr(&refused).contains("hunter2"),
+        "the refusal repeats the password: {}",
+        stderr(&refused)
+    );
+
+    for settings in [&remote_bank, &remote_database] {
+        let mut allowed = settings.to_vec();
+        allowed.push(("ALLOW_PLAINTEXT_TRANSPORT", "true"));
+        let output = backend(&allowed);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let verifying = backend(&[
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("BANK_URL", "https://bank.example"),
+        (
+            "DATABASE_URL",
+            "postgres://app@db.example/payments?sslmode=verify-full&sslrootcert=/ca.pem",
+        ),
+    ]);
+    assert!(verifying.status.success(), "{}", stderr(&verifying));
 }

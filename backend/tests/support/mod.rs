@@ -173,6 +173,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
     Config {
         database_url: database_url.into(),
         bank_url: bank_url.to_owned(),
+        bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
         jwt_secret: SECRET.into(),

@@ -30,6 +30,8 @@ pub struct BackendEnv {
     pub reconcile_interval_ms: u64,
     /// `JANITOR_INTERVAL_SECONDS`.
     pub janitor_interval_seconds: u64,
+    /// Further settings (`BANK_CA_FILE`, say), set last.
+    pub extra: Vec<(String, String)>,
 }
 
 impl BackendEnv {
@@ -42,6 +44,7 @@ impl BackendEnv {
             bank_timeout_ms: 30_000,
             reconcile_interval_ms: 50,
             janitor_interval_seconds: 3_600,
+            extra: Vec::new(),
         }
     }
 }
@@ -90,7 +93,8 @@ impl BackendProcess {
                 env.janitor_interval_seconds.to_string(),
             )
             .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .envs(env.extra.iter().map(|(name, value)| (name, value)));
         let ready = listening_urls(["backend admin", "backend"]);
         let (process, [admin_url, url]) = ServerProcess::start("backend", command, ready).await;
         BackendProcess {

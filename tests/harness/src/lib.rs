@@ -5,14 +5,20 @@
 //!   its address on a fixed line (`… listening on http://ADDR`), never a port picked by
 //!   binding and releasing; killed with its process group when dropped;
 //! - [`Answer`]: a response read whole, with the assertions the contract needs;
-//! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series.
+//! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
+//! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
+//!   PostgreSQL cluster that speaks TLS only, for the TLS tests.
 
 mod answer;
+mod certificates;
 mod database;
 mod process;
+mod tls_postgres;
 mod wait;
 
 pub use answer::Answer;
+pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
+pub use tls_postgres::TlsPostgres;
 pub use wait::{metric_in, wait_for};

@@ -14,7 +14,7 @@
 //! The wire contract is SPEC §7, typed in the `bank-api` crate (requests, outcomes, the ledger,
 //! the knobs), which this crate serves and re-exports. Run it with the `bank-simulator` binary,
 //! or in-process with [`BankSimulator::spawn`] (a real socket on a free port) or
-//! [`BankSimulator::router`]. A test tool: the backend uses it only in its tests, and the
+//! [`BankSimulator::router`]; over TLS with [`TlsListener`]. A test tool: the backend uses it only in its tests, and the
 //! production image does not carry it.
 
 mod books;
@@ -25,6 +25,7 @@ mod plan;
 mod sandbox;
 mod server;
 mod simulator;
+mod tls;
 
 pub use bank_api::{
     DEFAULT_LOST_REPLY_DELAY_MS, DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus,
@@ -34,3 +35,4 @@ pub use bank_api::{
 pub use sandbox::{ALWAYS_DECLINED_PREFIX, is_always_declined};
 pub use server::{RunningBank, serve};
 pub use simulator::BankSimulator;
+pub use tls::{HANDSHAKE_TIMEOUT, TlsListener, server_config};

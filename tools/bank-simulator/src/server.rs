@@ -53,12 +53,17 @@ impl BankSimulator {
     }
 }
 
-/// Serves `simulator` on `listener` until `shutdown` completes, then drains gracefully.
-pub async fn serve(
-    listener: TcpListener,
+/// Serves `simulator` on `listener` (a `TcpListener`, or a [`crate::TlsListener`] for https)
+/// until `shutdown` completes, then drains gracefully.
+pub async fn serve<L>(
+    listener: L,
     simulator: BankSimulator,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) -> io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let router = simulator.router();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {

@@ -33,6 +33,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
     let config = Config {
         database_url: database_url.into(),
         bank_url: bank.url.clone(),
+        bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         jwt_secret: SECRET.into(),

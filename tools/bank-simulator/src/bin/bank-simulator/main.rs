@@ -1,15 +1,17 @@
 //! The bank simulator as its own process, for the development stack and outside test suites.
 //!
-//! Flags and `BANK_*` environment variables set the listen address and the knobs (see
+//! Flags and `BANK_*` environment variables set the listen address, https (`--tls-cert`,
+//! `--tls-key`) and the knobs (see
 //! `--help`); the knobs can be changed later with `PUT /knobs`. Logs go to stderr, filtered by
 //! `RUST_LOG` (default `info`). Ctrl-C or SIGTERM stops it gracefully.
 
 mod flags;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use anyhow::Context;
-use bank_simulator::{BankSimulator, Knobs, serve};
+use bank_simulator::{BankSimulator, Knobs, TlsListener, serve, server_config};
 use clap::Parser;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -23,6 +25,12 @@ struct Cli {
     /// Address to listen on.
     #[arg(long, env = "BANK_LISTEN_ADDR", default_value = "127.0.0.1:8081")]
     listen: SocketAddr,
+    /// Serve https with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "BANK_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "BANK_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     #[command(flatten)]
     knobs: KnobFlags,
 }
@@ -45,12 +53,22 @@ async fn main() -> anyhow::Result<()> {
     let addr = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    println!("bank simulator listening on http://{addr}");
-    tracing::info!(%addr, ?knobs, "bank simulator started");
-
-    serve(listener, BankSimulator::new(knobs), shutdown_signal())
-        .await
-        .context("serving failed")?;
+    let simulator = BankSimulator::new(knobs.clone());
+    match (cli.tls_cert, cli.tls_key) {
+        (Some(certificate), Some(key)) => {
+            let config = server_config(&certificate, &key).context("reading the TLS files")?;
+            let listener = TlsListener::new(listener, config).context("serving TLS")?;
+            println!("bank simulator listening on https://{addr}");
+            tracing::info!(%addr, ?knobs, "bank simulator started (https)");
+            serve(listener, simulator, shutdown_signal()).await
+        }
+        _ => {
+            println!("bank simulator listening on http://{addr}");
+            tracing::info!(%addr, ?knobs, "bank simulator started");
+            serve(listener, simulator, shutdown_signal()).await
+        }
+    }
+    .context("serving failed")?;
     tracing::info!("bank simulator stopped");
     Ok(())
 }
