@@ -35,11 +35,11 @@ command -v runc >/dev/null || missing+=(runc)
 command -v musl-gcc >/dev/null || missing+=(musl-tools)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "verify-container: installing ${missing[*]} (apt)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >/tmp/verify-container-apt.log 2>&1 \
+    || { cat /tmp/verify-container-apt.log >&2; fail "apt-get install ${missing[*]}"; }
 fi
 rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
-# The embedded SQLite store compiles SQLite's C source: it needs a C compiler for musl.
+# The embedded SQLite store and ring (rustls's cryptography) compile C: a C compiler for musl.
 export CC_x86_64_unknown_linux_musl=musl-gcc
 
 # --- The binary the Dockerfile's `prebuilt` stage copies (the one file .dockerignore lets
