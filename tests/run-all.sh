@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the project, the one command the README gives and .ci/run calls.
-# Installs what is missing first and starts PostgreSQL if it is down, then: format and lint
-# checks, the native test suites (the backend's against a real PostgreSQL and bank simulator),
-# and the shared crate's tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
+# Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
+# (cargo deny: licences, bans, sources) and lint checks, the native test suites (the backend's
+# against a real PostgreSQL and bank simulator), the production container image run with podman
+# (deploy/verify-container.sh), and the shared and edge crates' tests again under
+# wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,6 +24,11 @@ psql -h 127.0.0.1 -U postgres -d postgres -Atc \
 step "format"
 cargo fmt --all -- --check
 
+step "supply chain: licences, bans, sources (cargo deny; advisories are not checked here)"
+# deny.toml says what is allowed. The advisory database cannot be fetched on these machines;
+# where it can: cargo deny --locked check advisories.
+cargo deny --locked check --hide-inclusion-graph licenses bans sources
+
 step "lint (native and wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p shared -p edge --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
@@ -31,6 +38,9 @@ scripts/build-edge.sh
 
 step "native tests"
 cargo test --workspace --locked
+
+step "container image, run with podman (deploy/verify-container.sh)"
+deploy/verify-container.sh
 
 step "shared and edge crates under wasm32-unknown-unknown (Node)"
 cargo test -p shared -p edge --lib --target wasm32-unknown-unknown --locked
