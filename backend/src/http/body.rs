@@ -9,8 +9,20 @@ use axum::body::{Body, Bytes};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use shared::Problem;
 
+use crate::state::AppState;
+
+/// Reads a request body under the server's limits (`state.body_limits`, `state.limits`).
+pub async fn read_request_body(state: &AppState, body: Body) -> Result<Bytes, Problem> {
+    read_limited(
+        body,
+        state.body_limits.max_bytes,
+        state.limits.body_read_timeout,
+    )
+    .await
+}
+
 /// Reads at most `limit` bytes within `deadline`; more is a 413 problem, later a 408.
-pub async fn read_limited(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, Problem> {
+async fn read_limited(body: Body, limit: usize, deadline: Duration) -> Result<Bytes, Problem> {
     let collected = tokio::time::timeout(deadline, Limited::new(body, limit).collect()).await;
     match collected {
         Ok(Ok(collected)) => Ok(collected.to_bytes()),

@@ -12,7 +12,7 @@ use shared::api::{Paise, PaymentResponse, PaymentWithRefunds, RefundResponse};
 use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
-use super::body::read_limited;
+use super::body::read_request_body;
 use crate::error::Result;
 use crate::flows::{Answer, pay_bill, refund_payment};
 use crate::state::AppState;
@@ -35,12 +35,7 @@ async fn pay_bill_handler(
 ) -> Result<Answer> {
     let Path(bill_id) = bill_id
         .map_err(|_| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
-    let body = read_limited(
-        body,
-        state.body_limits.max_bytes,
-        state.limits.body_read_timeout,
-    )
-    .await?;
+    let body = read_request_body(&state, body).await?;
     let keys = key_header_values(&state, &headers);
     pay_bill(&state, user, keys, &bill_id, &body).await
 }
@@ -53,12 +48,7 @@ async fn refund_handler(
     body: Body,
 ) -> Result<Answer> {
     let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
-    let body = read_limited(
-        body,
-        state.body_limits.max_bytes,
-        state.limits.body_read_timeout,
-    )
-    .await?;
+    let body = read_request_body(&state, body).await?;
     let keys = key_header_values(&state, &headers);
     refund_payment(&state, user, keys, &payment_id, &body).await
 }
