@@ -32,15 +32,20 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// The command failed and its error output says `reason`.
+#[track_caller]
+fn assert_refused(output: &Output, reason: &str) {
+    assert!(
+        !output.status.success(),
+        "started anyway, looking for {reason:?}"
+    );
+    assert!(stderr(output).contains(reason), "{}", stderr(output));
+}
+
 #[test]
 fn production_refuses_the_development_secret() {
     let refused = backend(&[]);
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("AUTH_JWT_SECRET is the development default"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "AUTH_JWT_SECRET is the development default");
 
     let development = backend(&[("APP_ENV", "development")]);
     assert!(development.status.success(), "{}", stderr(&development));
@@ -54,12 +59,7 @@ fn production_refuses_the_development_secret() {
 #[test]
 fn a_short_secret_is_refused() {
     let refused = backend(&[("AUTH_JWT_SECRET", "short")]);
-    assert!(!refused.status.success());
-    assert!(
-        stderr(&refused).contains("at least 32 bytes"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "at least 32 bytes");
 }
 
 #[test]
@@ -89,12 +89,7 @@ fn an_invalid_policy_file_stops_start_up_naming_the_field() {
             ("AUTH_JWT_SECRET", REAL_SECRET),
             ("POLICY_FILE", path.to_str().expect("utf-8 path")),
         ]);
-        assert!(!refused.status.success(), "{field}: started anyway");
-        assert!(
-            stderr(&refused).contains(field),
-            "{field}: {}",
-            stderr(&refused)
-        );
+        assert_refused(&refused, field);
     }
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -140,12 +135,7 @@ fn a_leeway_over_five_minutes_is_refused_naming_the_setting() {
         ("AUTH_JWT_SECRET", REAL_SECRET),
         ("AUTH_JWT_LEEWAY_SECONDS", "301"),
     ]);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("AUTH_JWT_LEEWAY_SECONDS"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "AUTH_JWT_LEEWAY_SECONDS");
     let at_most = backend(&[
         ("AUTH_JWT_SECRET", REAL_SECRET),
         ("AUTH_JWT_LEEWAY_SECONDS", "300"),
@@ -252,12 +242,7 @@ fn a_secret_file_holding_the_development_secret_is_refused_like_the_variable() {
         &format!("{}\n", shared::auth::DEVELOPMENT_JWT_SECRET),
     );
     let refused = backend(&[("AUTH_JWT_SECRET_FILE", &file)]);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("development default"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "development default");
 }
 
 #[test]
@@ -268,23 +253,16 @@ fn both_the_secret_and_its_file_set_is_refused() {
         ("AUTH_JWT_SECRET", REAL_SECRET),
         ("AUTH_JWT_SECRET_FILE", &file),
     ]);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("set AUTH_JWT_SECRET or AUTH_JWT_SECRET_FILE, not both"),
-        "{}",
-        stderr(&refused)
+    assert_refused(
+        &refused,
+        "set AUTH_JWT_SECRET or AUTH_JWT_SECRET_FILE, not both",
     );
 }
 
 #[test]
 fn a_missing_secret_file_is_refused_naming_the_setting() {
     let refused = backend(&[("AUTH_JWT_SECRET_FILE", "/nonexistent/jwt-secret")]);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("AUTH_JWT_SECRET_FILE (/nonexistent/jwt-secret)"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "AUTH_JWT_SECRET_FILE (/nonexistent/jwt-secret)");
 }
 
 /// Secrets on the command line are in every user's process list: there is no flag for them.
@@ -297,12 +275,7 @@ fn secrets_cannot_be_given_as_flags() {
             .env("POLICY_FILE", POLICY)
             .output()
             .expect("the backend binary runs");
-        assert!(!output.status.success(), "{flag} accepted");
-        assert!(
-            stderr(&output).contains("unexpected argument"),
-            "{flag}: {}",
-            stderr(&output)
-        );
+        assert_refused(&output, "unexpected argument");
         assert!(
             !stderr(&output).contains(REAL_SECRET),
             "{flag}: the refusal repeats the secret: {}",
@@ -320,12 +293,7 @@ fn production_refuses_plaintext_to_a_remote_bank_or_database() {
         ("BANK_URL", "http://bank.example:8081"),
     ];
     let refused = backend(&remote_bank);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("BANK_URL"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "BANK_URL");
 
     let remote_database = [
         ("AUTH_JWT_SECRET", REAL_SECRET),
@@ -335,12 +303,7 @@ fn production_refuses_plaintext_to_a_remote_bank_or_database() {
         ),
     ];
     let refused = backend(&remote_database);
-    assert!(!refused.status.success(), "started anyway");
-    assert!(
-        stderr(&refused).contains("DATABASE_URL"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_refused(&refused, "DATABASE_URL");
     assert!(
         !stderr(&refused).contains("hunter2"),
         "the refusal repeats the password: {}",
