@@ -31,12 +31,14 @@ fn main() {
          \x20       key_format: shared::KeyFormat::{key_format:?},\n\
          \x20       keep_keys_for: std::time::Duration::from_secs({keep}),\n\
          \x20       stuck_after: std::time::Duration::from_secs({stuck}),\n\
+         \x20       max_wait: std::time::Duration::from_secs({max_wait}),\n\
          \x20   }}\n\
          }}\n",
         header = policy.header,
         key_format = policy.key_format,
         keep = policy.keep_keys_for.as_secs(),
         stuck = policy.stuck_after.as_secs(),
+        max_wait = policy.max_wait.as_secs(),
     );
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     if let Err(error) = std::fs::write(out_dir.join("compiled_policy.rs"), code) {

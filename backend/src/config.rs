@@ -18,10 +18,11 @@
 //! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
 //! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
 //! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
-//! | `REQUEST_TIMEOUT_MS` | `10000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS` |
+//! | `REQUEST_TIMEOUT_MS` | `12000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS`, and at least a second longer than the policy's `max_wait_seconds` |
 //! | `HEAD_READ_TIMEOUT_MS` | `10000` | how long a request's head may take to arrive, and an idle connection stay open (closed past it) |
 //! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
 //! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
+//! | `MAX_WAITING_REQUESTS` | `128` | of those, requests waiting at once for a key's first attempt (`Prefer: wait`); fewer than `MAX_CONCURRENT_REQUESTS`, so waiting never takes every place; past it, 409 at once |
 //! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
 //! | `BANK_QUEUE_WAIT_MS` | `1000` | how long a claimed payment waits for a free bank call before it is released with 503 |
 //!
@@ -112,7 +113,7 @@ pub struct Settings {
 #[derive(Debug, Clone, Args)]
 pub struct LimitSettings {
     /// An API request's answer deadline, in milliseconds.
-    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 10_000)]
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 12_000)]
     pub request_timeout_ms: u64,
     /// How long a request head may take to arrive (and an idle connection stay open), in
     /// milliseconds.
@@ -124,6 +125,9 @@ pub struct LimitSettings {
     /// API requests served at once.
     #[arg(long, env = "MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
     pub max_concurrent_requests: usize,
+    /// Requests waiting at once for their key's first attempt (`Prefer: wait`).
+    #[arg(long, env = "MAX_WAITING_REQUESTS", default_value_t = 128)]
+    pub max_waiting_requests: usize,
     /// Calls to the bank in flight at once.
     #[arg(long, env = "MAX_BANK_CALLS", default_value_t = 64)]
     pub max_bank_calls: usize,
@@ -147,6 +151,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// API requests served at once; more are answered 503 at once.
     pub max_concurrent_requests: usize,
+    /// Of those, requests waiting at once for their key's first attempt.
+    pub max_waiting_requests: usize,
     /// Calls to the bank in flight at once.
     pub max_bank_calls: usize,
     /// How long a claimed payment or refund waits for a free bank call before its claim is
@@ -158,10 +164,11 @@ impl Default for Limits {
     /// The defaults of the settings.
     fn default() -> Self {
         Limits {
-            request_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(12),
             head_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(5),
             max_concurrent_requests: 256,
+            max_waiting_requests: 128,
             max_bank_calls: 64,
             bank_queue_wait: Duration::from_secs(1),
         }
@@ -169,13 +176,16 @@ impl Default for Limits {
 }
 
 impl LimitSettings {
-    /// The checked bounds: none may be zero, and a request's deadline must outlast a bank call.
-    fn into_limits(self, bank_timeout: Duration) -> anyhow::Result<Limits> {
+    /// The checked bounds: none may be zero, a request's deadline must outlast a bank call and
+    /// leave a second after the longest wait (`max_wait`), and waiting requests must leave
+    /// places for the rest.
+    fn into_limits(self, bank_timeout: Duration, max_wait: Duration) -> anyhow::Result<Limits> {
         let limits = Limits {
             request_timeout: Duration::from_millis(self.request_timeout_ms),
             head_read_timeout: Duration::from_millis(self.head_read_timeout_ms),
             body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             max_concurrent_requests: self.max_concurrent_requests,
+            max_waiting_requests: self.max_waiting_requests,
             max_bank_calls: self.max_bank_calls,
             bank_queue_wait: Duration::from_millis(self.bank_queue_wait_ms),
         };
@@ -187,6 +197,7 @@ impl LimitSettings {
                 "MAX_CONCURRENT_REQUESTS",
                 limits.max_concurrent_requests == 0,
             ),
+            ("MAX_WAITING_REQUESTS", limits.max_waiting_requests == 0),
             ("MAX_BANK_CALLS", limits.max_bank_calls == 0),
             ("BANK_QUEUE_WAIT_MS", limits.bank_queue_wait.is_zero()),
         ] {
@@ -199,6 +210,22 @@ impl LimitSettings {
                 "REQUEST_TIMEOUT_MS ({} ms) must be longer than BANK_TIMEOUT_MS ({} ms)",
                 limits.request_timeout.as_millis(),
                 bank_timeout.as_millis()
+            );
+        }
+        if limits.request_timeout < max_wait + Duration::from_secs(1) {
+            bail!(
+                "REQUEST_TIMEOUT_MS ({} ms) must be at least a second longer than the policy's \
+                 max_wait_seconds ({} s), so a request that waited still has time to answer",
+                limits.request_timeout.as_millis(),
+                max_wait.as_secs()
+            );
+        }
+        if limits.max_waiting_requests >= limits.max_concurrent_requests {
+            bail!(
+                "MAX_WAITING_REQUESTS ({}) must be fewer than MAX_CONCURRENT_REQUESTS ({}), so \
+                 waiting requests never take every place",
+                limits.max_waiting_requests,
+                limits.max_concurrent_requests
             );
         }
         Ok(limits)
@@ -266,7 +293,7 @@ impl Settings {
             self.jwt_audience.clone(),
         )?;
         Ok(Config {
-            limits: self.limits.into_limits(bank_timeout)?,
+            limits: self.limits.into_limits(bank_timeout, policy.max_wait)?,
             token_rules,
             database_url,
             bank_url: self.bank_url,

@@ -75,6 +75,16 @@ pub struct Metrics {
     pub keys_expired: Counter,
     /// API requests answered 503 at once because `MAX_CONCURRENT_REQUESTS` were in flight.
     pub requests_shed: Counter,
+    /// Requests that began waiting for their key's first attempt (`Prefer: wait`).
+    pub waits_started: Counter,
+    /// Waits that ended with an answer other than 409: the replay, or the outcome as it stood.
+    pub waits_answered: Counter,
+    /// Waits whose time ran out: answered 409.
+    pub waits_timed_out: Counter,
+    /// Requests that asked to wait when `MAX_WAITING_REQUESTS` were waiting: answered 409.
+    pub waits_refused: Counter,
+    /// Requests waiting now.
+    pub waiting_requests: Gauge,
     /// Age in seconds of the oldest `started` key.
     pub oldest_started_seconds: Gauge<f64, AtomicU64>,
     /// Age in seconds of the oldest `unknown` key.
@@ -141,6 +151,31 @@ impl Metrics {
             "http_requests_shed",
             "API requests shed with 503 at capacity",
             metrics.requests_shed.clone(),
+        );
+        registry.register(
+            "idempotency_waits_started",
+            "Requests that began waiting for their key's first attempt (Prefer: wait)",
+            metrics.waits_started.clone(),
+        );
+        registry.register(
+            "idempotency_waits_answered",
+            "Waits that ended with the first attempt's answer or outcome",
+            metrics.waits_answered.clone(),
+        );
+        registry.register(
+            "idempotency_waits_timed_out",
+            "Waits whose time ran out (answered 409)",
+            metrics.waits_timed_out.clone(),
+        );
+        registry.register(
+            "idempotency_waits_refused",
+            "Requests that could not wait: MAX_WAITING_REQUESTS were waiting (answered 409)",
+            metrics.waits_refused.clone(),
+        );
+        registry.register(
+            "idempotency_waiting_requests",
+            "Requests waiting now for their key's first attempt",
+            metrics.waiting_requests.clone(),
         );
         registry.register(
             "janitor_keys_expired",

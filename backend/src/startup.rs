@@ -147,6 +147,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         limits: config.limits,
         readiness: Arc::new(Readiness::new()),
         requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
+        waiting_places: Arc::new(Semaphore::new(config.limits.max_waiting_requests)),
     })
 }
 

@@ -35,4 +35,6 @@ pub struct AppState {
     pub readiness: Arc<Readiness>,
     /// One permit per API request being served (`MAX_CONCURRENT_REQUESTS`).
     pub requests_in_flight: Arc<Semaphore>,
+    /// One permit per request waiting for its key's first attempt (`MAX_WAITING_REQUESTS`).
+    pub waiting_places: Arc<Semaphore>,
 }

@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::operation::Operation;
 use crate::problem::Problem;
+
+mod key_status;
+
+pub use key_status::{KeyProgress, KeyStatusResponse};
 
 /// The largest amount accepted, in paise (Rs 1 crore); well inside an `i64` and a JS number.
 pub const MAX_AMOUNT_PAISE: u64 = 1_000_000_000;
@@ -145,39 +148,6 @@ pub struct PaymentWithRefunds {
     pub payment: PaymentResponse,
     /// Its refunds, oldest first.
     pub refunds: Vec<RefundResponse>,
-}
-
-/// `GET /v1/idempotency-keys/{key}`: where one of the caller's keys stands. A client that has
-/// stopped retrying (its deadline passed, or it restarted) reads this instead of paying again.
-/// The `state` field names the variant; a pending state comes with `Retry-After`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
-pub enum KeyStatusResponse {
-    /// Claimed; the first attempt is still running.
-    Started {
-        /// The operation the key was used for.
-        operation: Operation,
-    },
-    /// The bank's answer is unknown; reconciliation is asking the bank by reference.
-    Unknown {
-        /// The operation the key was used for.
-        operation: Operation,
-    },
-    /// The bank never saw the key's claim: nothing was charged. Sending the same request with
-    /// the key again claims it again (under the same bank reference).
-    Released {
-        /// The operation the key was used for.
-        operation: Operation,
-    },
-    /// Finished: the saved answer, exactly as a retry with the key would replay it.
-    Done {
-        /// The operation the key was used for.
-        operation: Operation,
-        /// The saved answer's status: 201, or 402 for a bank decline.
-        status: u16,
-        /// The saved answer's body: the payment or refund, or the decline problem.
-        answer: Value,
-    },
 }
 
 impl PayBillRequest {
@@ -365,29 +335,6 @@ mod tests {
     fn refund_body_takes_only_an_amount() {
         assert!(RefundRequest::from_json(&json!({"amount_paise": 50000})).is_ok());
         assert!(RefundRequest::from_json(&json!({"amount_paise": 1, "x": 1})).is_err());
-    }
-
-    #[test]
-    fn key_status_names_its_state_in_a_field() {
-        let done = KeyStatusResponse::Done {
-            operation: Operation::PayBill,
-            status: 402,
-            answer: json!({"type": "/problems/payment-declined"}),
-        };
-        assert_eq!(
-            serde_json::to_value(&done).expect("serialises"),
-            json!({"state": "done", "operation": "pay_bill", "status": 402,
-                   "answer": {"type": "/problems/payment-declined"}})
-        );
-        let unknown: KeyStatusResponse =
-            serde_json::from_value(json!({"state": "unknown", "operation": "refund_payment"}))
-                .expect("parses");
-        assert_eq!(
-            unknown,
-            KeyStatusResponse::Unknown {
-                operation: Operation::RefundPayment
-            }
-        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod fingerprint;
 pub mod key;
 pub mod operation;
 pub mod policy;
+pub mod prefer;
 pub mod problem;
 
 pub use auth::UserId;

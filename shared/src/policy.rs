@@ -9,13 +9,16 @@
 //!   keep_keys_for_hours: 48
 //!   stuck_after_minutes: 5
 //!   when_stuck: ask_bank_for_status
+//!   max_wait_seconds: 10
 //! ```
 //!
 //! Loading is strict, because a typo in a file that support and security staff edit must stop
 //! start-up rather than quietly change behaviour: an unknown field, a wrong type, a zero or
 //! negative duration, an unknown operation or format are each an error naming the field.
 //! `unique_per` and `when_stuck` accept the one value this system implements, so the file states
-//! the behaviour rather than leaving it implied.
+//! the behaviour rather than leaving it implied. `max_wait_seconds` (0 to 60; 10 when left out)
+//! caps how long a retry sent with `Prefer: wait=N` waits for the first attempt's answer
+//! ([`crate::prefer`]); 0 turns waiting off.
 
 use std::time::Duration;
 
@@ -43,6 +46,10 @@ pub struct Policy {
     /// How long a key may stay `started` before it is treated as stuck and reconciled.
     #[serde(serialize_with = "as_minutes")]
     pub stuck_after: Duration,
+    /// The longest a retry sent with `Prefer: wait=N` waits for the first attempt's answer;
+    /// zero when waiting is off.
+    #[serde(serialize_with = "as_seconds")]
+    pub max_wait: Duration,
 }
 
 /// The accepted key formats.
@@ -89,6 +96,19 @@ struct RawPolicy {
     keep_keys_for_hours: i64,
     stuck_after_minutes: i64,
     when_stuck: WhenStuck,
+    #[serde(default = "default_max_wait_seconds")]
+    max_wait_seconds: i64,
+}
+
+/// The cap on `Prefer: wait` when the file does not set one.
+const DEFAULT_MAX_WAIT_SECONDS: i64 = 10;
+
+/// The highest `max_wait_seconds` accepted: a wait holds a request open, and no client waits
+/// longer than this for an answer anyway.
+pub const MAX_WAIT_SECONDS_LIMIT: u64 = 60;
+
+fn default_max_wait_seconds() -> i64 {
+    DEFAULT_MAX_WAIT_SECONDS
 }
 
 /// Keys are scoped to the authenticated user; no other scope is implemented.
@@ -130,12 +150,24 @@ impl Policy {
                 problem: "must be more than twice stuck_after_minutes".to_owned(),
             });
         }
+        let max_wait = u64::try_from(raw.max_wait_seconds)
+            .ok()
+            .filter(|seconds| *seconds <= MAX_WAIT_SECONDS_LIMIT)
+            .map(Duration::from_secs)
+            .ok_or_else(|| PolicyError::Value {
+                field: "max_wait_seconds",
+                problem: format!(
+                    "must be a whole number from 0 to {MAX_WAIT_SECONDS_LIMIT}, not {}",
+                    raw.max_wait_seconds
+                ),
+            })?;
         Ok(Policy {
             header: validate_header_name(raw.header)?,
             required_for: validate_operations(&raw.required_for)?,
             key_format: raw.key_format,
             keep_keys_for,
             stuck_after,
+            max_wait,
         })
     }
 
@@ -219,6 +251,10 @@ fn as_hours<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S:
     s.serialize_u64(duration.as_secs() / SECONDS_PER_HOUR)
 }
 
+fn as_seconds<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(duration.as_secs())
+}
+
 fn as_minutes<S: serde::Serializer>(duration: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(duration.as_secs() / SECONDS_PER_MINUTE)
 }
@@ -262,6 +298,7 @@ mod tests {
         assert_eq!(policy.key_format, KeyFormat::UuidV4);
         assert_eq!(policy.keep_keys_for, Duration::from_secs(48 * 3600));
         assert_eq!(policy.stuck_after, Duration::from_secs(5 * 60));
+        assert_eq!(policy.max_wait, Duration::from_secs(10));
     }
 
     #[test]
@@ -357,5 +394,22 @@ mod tests {
                 .parse_key_header(Operation::PayBill, [key.as_bytes()])
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn the_wait_cap_defaults_to_ten_seconds_and_is_bounded() {
+        let without: String = DEFAULT_POLICY_YAML
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("max_wait_seconds:"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let policy = Policy::from_yaml(&without).expect("valid without the cap");
+        assert_eq!(policy.max_wait, Duration::from_secs(10));
+        let off = Policy::from_yaml(&with_line("max_wait_seconds", "0")).expect("valid");
+        assert_eq!(off.max_wait, Duration::ZERO);
+        for bad in ["-1", "61"] {
+            let error = error_for("max_wait_seconds", bad);
+            assert!(error.contains("max_wait_seconds"), "{bad}: {error}");
+        }
     }
 }

@@ -27,6 +27,9 @@ pub struct Answer {
     pub retry_after: Option<Duration>,
     /// Whether this is a replay of a saved answer (`Idempotent-Replayed: true`).
     pub replayed: bool,
+    /// The wait the request was given for its key's first attempt, when it waited
+    /// (`Preference-Applied: wait=N`).
+    pub waited: Option<Duration>,
 }
 
 impl Answer {
@@ -39,6 +42,7 @@ impl Answer {
             body: problem.to_json(),
             location: None,
             replayed: false,
+            waited: None,
         }
     }
 
@@ -55,6 +59,14 @@ impl Answer {
     pub fn replayed(self) -> Answer {
         Answer {
             replayed: true,
+            ..self
+        }
+    }
+
+    /// Marks the answer as given after waiting (up to `allowed`) for the key's first attempt.
+    pub fn after_waiting(self, allowed: Duration) -> Answer {
+        Answer {
+            waited: Some(allowed),
             ..self
         }
     }
@@ -106,6 +118,7 @@ fn created(body: &impl serde::Serialize) -> Answer {
         location: None,
         retry_after: None,
         replayed: false,
+        waited: None,
     }
 }
 

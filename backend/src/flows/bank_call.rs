@@ -24,9 +24,9 @@ use crate::store::{KeyRef, MovementResult, SavedMovement, UnknownCall};
 /// the connection, and the server drops the request's future) cannot cut it off between the
 /// bank call and the save. The client's retry then finds the saved answer instead of a key
 /// left `started` until reconciliation.
-pub(super) async fn run_to_completion(
-    work: impl Future<Output = Result<Answer>> + Send + 'static,
-) -> Result<Answer> {
+pub(super) async fn run_to_completion<T: Send + 'static>(
+    work: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
     tokio::spawn(work)
         .await
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))

@@ -3,6 +3,8 @@
 //! is reconciled inline (SPEC §4) instead of answering 409 for ever; a released key is claimed
 //! again under its claim's own reference; an expired key makes way for a new claim.
 
+use std::time::Duration;
+
 use shared::decision::Attempt;
 use shared::{Decision, KeyState, Problem, ProblemKind, decide};
 
@@ -21,6 +23,11 @@ pub(super) const CLAIM_ROUNDS: usize = 4;
 pub(super) enum Step {
     /// Answer this.
     Answer(Answer),
+    /// Another attempt (or a reconciler) is at work on the key: 409, unless the request waits.
+    InProgress {
+        /// The `Retry-After` of the 409.
+        retry_after: Duration,
+    },
     /// The key's released claim is this request's again: call the bank for its movement.
     CallBank(SavedMovement),
     /// The key was expired (or vanished): try to claim it again.
@@ -43,10 +50,7 @@ pub(super) async fn answer_existing_key(
             Metrics::count(&state.metrics.replays, operation);
             replay(state, key, stored).await?
         }
-        Decision::InProgress { retry_after } => {
-            Metrics::count(&state.metrics.conflicts, operation);
-            in_progress(retry_after)
-        }
+        Decision::InProgress { retry_after } => return Ok(Step::InProgress { retry_after }),
         Decision::OutcomePending { retry_after } => outcome_pending(retry_after),
         Decision::RejectMismatch => {
             Metrics::count(&state.metrics.mismatches, operation);
@@ -61,9 +65,7 @@ pub(super) async fn answer_existing_key(
             {
                 Some(movement) => Ok(Step::CallBank(movement)),
                 // Another retry re-claimed it first, or a reconciler is checking it.
-                None => Ok(Step::Answer(in_progress(
-                    shared::decision::IN_PROGRESS_RETRY_AFTER,
-                ))),
+                None => Ok(busy()),
             };
         }
         Decision::ClaimExpired => return make_way_for_new_claim(state, key, stored).await,
@@ -86,9 +88,7 @@ async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Ans
 async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreError> {
     let Some(leased) = state.store.lease_key(key).await? else {
         // A reconciler holds it (or it just finished): the client retries shortly.
-        return Ok(Step::Answer(in_progress(
-            shared::decision::IN_PROGRESS_RETRY_AFTER,
-        )));
+        return Ok(busy());
     };
     Ok(match resolve_leased(state, leased).await {
         Ok(Resolution::Finished(movement)) => Step::Answer(Answer::saved(&movement)?.replayed()),
@@ -99,9 +99,7 @@ async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreEr
         )),
         // The look-up outlasted the lease and another reconciler took the key over; nothing
         // was written, and the key is being resolved. The client retries shortly.
-        Err(StoreError::LeaseLost) => {
-            Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
-        }
+        Err(StoreError::LeaseLost) => busy(),
         Err(error) => return Err(error),
     })
 }
@@ -122,28 +120,32 @@ async fn make_way_for_new_claim(
         return Ok(Step::ClaimAgain);
     }
     let Some(leased) = state.store.lease_key(key).await? else {
-        return Ok(Step::Answer(in_progress(
-            shared::decision::IN_PROGRESS_RETRY_AFTER,
-        )));
+        return Ok(busy());
     };
     Ok(match resolve_leased(state, leased).await {
         Ok(Resolution::Finished(_) | Resolution::Voided | Resolution::Released) => Step::ClaimAgain,
         Ok(Resolution::NotYet) => Step::Answer(outcome_pending(
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,
         )),
-        Err(StoreError::LeaseLost) => {
-            Step::Answer(in_progress(shared::decision::IN_PROGRESS_RETRY_AFTER))
-        }
+        Err(StoreError::LeaseLost) => busy(),
         Err(error) => return Err(error),
     })
 }
 
-fn in_progress(retry_after: std::time::Duration) -> Answer {
+/// Someone else holds the key for a moment: the client retries shortly, or waits.
+fn busy() -> Step {
+    Step::InProgress {
+        retry_after: shared::decision::IN_PROGRESS_RETRY_AFTER,
+    }
+}
+
+/// The "still in progress" answer.
+pub(super) fn in_progress(retry_after: Duration) -> Answer {
     Answer::problem(Problem::request_in_progress(retry_after))
 }
 
 /// The "outcome pending" answer: the bank's answer is unknown and is being looked up.
-pub(super) fn outcome_pending(retry_after: std::time::Duration) -> Answer {
+pub(super) fn outcome_pending(retry_after: Duration) -> Answer {
     Answer::problem(
         Problem::new(
             ProblemKind::OutcomePending,

@@ -9,7 +9,9 @@ mod existing_key;
 mod pay_bill;
 mod refund_payment;
 mod request;
+mod waiting;
 
 pub use answer::Answer;
 pub use pay_bill::pay_bill;
 pub use refund_payment::refund_payment;
+pub use waiting::{POLL_INTERVAL, Waiting};

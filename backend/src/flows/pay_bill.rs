@@ -5,15 +5,20 @@ use shared::api::{PayBillRequest, check_bill_id};
 use shared::{Operation, UserId};
 use uuid::Uuid;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use super::answer::Answer;
-use super::bank_call::{call_bank_and_save, run_to_completion};
+use super::bank_call::call_bank_and_save;
 use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
 use super::request::{Admitted, admit};
+use super::waiting::{Reached, answer_in_rounds};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::{ClaimResult, KeyRef, NewPayment, SavedMovement};
 
-/// Pays `bill_id` for `user` once per key.
+/// Pays `bill_id` for `user` once per key; a repeat of a key still in progress waits up to
+/// `wait` for its answer (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %user, bill_id, key))]
 pub async fn pay_bill<'a>(
     state: &AppState,
@@ -21,26 +26,30 @@ pub async fn pay_bill<'a>(
     key_header_values: impl IntoIterator<Item = &'a [u8]>,
     bill_id: &str,
     body: &[u8],
+    wait: Option<Duration>,
 ) -> Result<Answer> {
-    let admitted = admit(state, Operation::PayBill, key_header_values, bill_id, body)?;
+    let operation = Operation::PayBill;
+    let admitted = admit(state, operation, key_header_values, bill_id, body)?;
     tracing::Span::current().record("key", tracing::field::display(&admitted.key));
     check_bill_id(bill_id)?;
-    let request = PayBillRequest::from_json(&admitted.body)?;
-    let work = {
-        let (state, bill_id) = (state.clone(), bill_id.to_owned());
-        async move { claim_and_pay(&state, user, &admitted, &bill_id, &request).await }
-    };
-    run_to_completion(work).await
+    let request = Arc::new(PayBillRequest::from_json(&admitted.body)?);
+    let key = KeyRef::new(user, &admitted.key);
+    let (admitted, bill_id) = (Arc::new(admitted), Arc::<str>::from(bill_id));
+    answer_in_rounds(state, operation, key, wait, || {
+        let (state, admitted) = (state.clone(), Arc::clone(&admitted));
+        let (bill_id, request) = (Arc::clone(&bill_id), Arc::clone(&request));
+        async move { claim_and_pay(&state, key, &admitted, &bill_id, &request).await }
+    })
+    .await
 }
 
 async fn claim_and_pay(
     state: &AppState,
-    user: UserId,
+    key: KeyRef,
     admitted: &Admitted,
     bill_id: &str,
     request: &PayBillRequest,
-) -> Result<Answer> {
-    let key = KeyRef::new(user, &admitted.key);
+) -> Result<Reached> {
     let payment_id = Uuid::new_v4();
     let payment = NewPayment {
         payment_id,
@@ -57,13 +66,20 @@ async fn claim_and_pay(
         {
             ClaimResult::Claimed(payment) => {
                 let movement = SavedMovement::Payment(payment);
-                return call_bank_and_save(state, key, &movement).await;
+                return call_bank_and_save(state, key, &movement)
+                    .await
+                    .map(Reached::Answer);
             }
             ClaimResult::Existing(stored) => stored,
         };
         match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
-            Step::Answer(answer) => return Ok(answer),
-            Step::CallBank(movement) => return call_bank_and_save(state, key, &movement).await,
+            Step::Answer(answer) => return Ok(Reached::Answer(answer)),
+            Step::InProgress { retry_after } => return Ok(Reached::InProgress { retry_after }),
+            Step::CallBank(movement) => {
+                return call_bank_and_save(state, key, &movement)
+                    .await
+                    .map(Reached::Answer);
+            }
             Step::ClaimAgain => continue,
         }
     }

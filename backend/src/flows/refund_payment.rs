@@ -5,15 +5,20 @@ use shared::api::RefundRequest;
 use shared::{Operation, Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use super::answer::Answer;
-use super::bank_call::{call_bank_and_save, run_to_completion};
+use super::bank_call::call_bank_and_save;
 use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
 use super::request::{Admitted, admit};
+use super::waiting::{Reached, answer_in_rounds};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::{KeyRef, NewRefund, RefundClaimResult, SavedMovement};
 
-/// Refunds part of `payment_id` for `user` once per key.
+/// Refunds part of `payment_id` for `user` once per key; a repeat of a key still in progress
+/// waits up to `wait` for its answer (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %user, payment_id, key))]
 pub async fn refund_payment<'a>(
     state: &AppState,
@@ -21,29 +26,32 @@ pub async fn refund_payment<'a>(
     key_header_values: impl IntoIterator<Item = &'a [u8]>,
     payment_id: &str,
     body: &[u8],
+    wait: Option<Duration>,
 ) -> Result<Answer> {
     let operation = Operation::RefundPayment;
     let admitted = admit(state, operation, key_header_values, payment_id, body)?;
     tracing::Span::current().record("key", tracing::field::display(&admitted.key));
-    let request = RefundRequest::from_json(&admitted.body)?;
+    let request = Arc::new(RefundRequest::from_json(&admitted.body)?);
     let Ok(payment_id) = Uuid::try_parse(payment_id) else {
         return Ok(payment_not_found());
     };
-    let state = state.clone();
-    run_to_completion(async move {
-        claim_and_refund(&state, user, &admitted, payment_id, &request).await
+    let key = KeyRef::new(user, &admitted.key);
+    let admitted = Arc::new(admitted);
+    answer_in_rounds(state, operation, key, wait, || {
+        let (state, admitted) = (state.clone(), Arc::clone(&admitted));
+        let request = Arc::clone(&request);
+        async move { claim_and_refund(&state, key, &admitted, payment_id, &request).await }
     })
     .await
 }
 
 async fn claim_and_refund(
     state: &AppState,
-    user: UserId,
+    key: KeyRef,
     admitted: &Admitted,
     payment_id: Uuid,
     request: &RefundRequest,
-) -> Result<Answer> {
-    let key = KeyRef::new(user, &admitted.key);
+) -> Result<Reached> {
     let refund_id = Uuid::new_v4();
     let refund = NewRefund {
         refund_id,
@@ -59,23 +67,30 @@ async fn claim_and_refund(
         {
             RefundClaimResult::Claimed(refund) => {
                 let movement = SavedMovement::Refund(refund);
-                return call_bank_and_save(state, key, &movement).await;
+                return call_bank_and_save(state, key, &movement)
+                    .await
+                    .map(Reached::Answer);
             }
             RefundClaimResult::Existing(stored) => stored,
-            RefundClaimResult::PaymentNotFound => return Ok(payment_not_found()),
+            RefundClaimResult::PaymentNotFound => return Ok(Reached::Answer(payment_not_found())),
             RefundClaimResult::ExceedsRemaining { remaining_paise } => {
-                return Ok(Answer::problem(Problem::new(
+                return Ok(Reached::Answer(Answer::problem(Problem::new(
                     ProblemKind::RefundExceedsPayment,
                     format!(
                         "The refund of {} paise exceeds the {remaining_paise} paise that remain refundable on this payment.",
                         refund.amount_paise
                     ),
-                )));
+                ))));
             }
         };
         match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
-            Step::Answer(answer) => return Ok(answer),
-            Step::CallBank(movement) => return call_bank_and_save(state, key, &movement).await,
+            Step::Answer(answer) => return Ok(Reached::Answer(answer)),
+            Step::InProgress { retry_after } => return Ok(Reached::InProgress { retry_after }),
+            Step::CallBank(movement) => {
+                return call_bank_and_save(state, key, &movement)
+                    .await
+                    .map(Reached::Answer);
+            }
             Step::ClaimAgain => continue,
         }
     }

@@ -1,8 +1,11 @@
 //! Turning an [`Answer`] (a saved or fresh answer, or a problem) into an HTTP response, with the
-//! headers that matter: `Content-Type`, `Location`, `Retry-After` and `Idempotent-Replayed`.
+//! headers that matter: `Content-Type`, `Location`, `Retry-After`, `Idempotent-Replayed` and,
+//! after a wait for the key's first attempt, `Preference-Applied`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
 
 use crate::flows::Answer;
 
@@ -27,6 +30,12 @@ impl IntoResponse for Answer {
         }
         if self.replayed {
             headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        }
+        if let Some(wait) = self
+            .waited
+            .and_then(|wait| HeaderValue::try_from(wait_applied(wait)).ok())
+        {
+            headers.insert(PREFERENCE_APPLIED_HEADER, wait);
         }
         response
     }

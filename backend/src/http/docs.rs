@@ -34,6 +34,7 @@ async fn published_policy(State(state): State<AppState>) -> Response {
         "keep_keys_for_hours": policy.keep_keys_for.as_secs() / 3600,
         "fingerprint": "SHA-256 of the operation, its path parameter and the RFC 8785 canonical JSON body",
         "replay_header": "Idempotent-Replayed",
+        "max_wait_seconds": policy.max_wait.as_secs(),
     }))
     .into_response()
 }

@@ -4,13 +4,17 @@
 //! paying again. The key is written as in the `Idempotency-Key` header, bare or in the draft's
 //! quoted form, and parsed with the policy's key format. It is looked up only together with the
 //! token's user, so another user's key is the same 404 as a key never sent. Answers, as
-//! [`KeyStatusResponse`]:
+//! [`KeyStatusResponse`], each with `expires_at` (the key's creation plus `keep_keys_for`):
 //! - `done`: the saved answer rendered by [`Answer::saved`], as a retry would replay it: its
-//!   status (201, or 402 for a bank decline) and its body as JSON;
+//!   status (201, or 402 for a bank decline) and, as `answer`, its body byte for byte;
 //! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
 //!   is being looked up by reconciliation, `Retry-After: 5`);
 //! - `released`: the bank never saw the key's claim, so nothing was charged; the same request
 //!   sent again with the key claims it again.
+//!
+//! With `Prefer: wait=N` a `started` key is waited on as a payment retry waits
+//! ([`crate::flows::Waiting`]): the answer is the key's state once it leaves `started`, or
+//! `started` when the wait runs out, with `Preference-Applied: wait=N`.
 //!
 //! Reading changes nothing: a key stuck in `started` is left to the reconciler.
 
@@ -19,15 +23,18 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use shared::api::KeyStatusResponse;
+use serde_json::value::RawValue;
+use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
+use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
 use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
 
+use super::payments::requested_wait;
 use crate::error::Result;
-use crate::flows::Answer;
+use crate::flows::{Answer, Waiting};
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
 
@@ -41,6 +48,7 @@ async fn key_status_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
     key: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
 ) -> Result<Response> {
     let Path(key) = key.map_err(|_| {
         Problem::new(
@@ -52,50 +60,63 @@ async fn key_status_handler(
         .map_err(|error| Problem::from(&error))?;
     tracing::Span::current().record("key", tracing::field::display(&key));
     let key = KeyRef::new(user, &key);
-    let stored = state.store.load_key(key).await?.ok_or_else(|| {
-        Problem::new(
-            ProblemKind::NotFound,
-            "You have no idempotency key with this value.",
-        )
-    })?;
-    answer_stored_key(&state, key, &stored).await
+    let mut waiting = Waiting::new(&state, requested_wait(&state, &headers));
+    loop {
+        let mut watch = waiting.watch(key);
+        let stored = state.store.load_key(key).await?.ok_or_else(|| {
+            Problem::new(
+                ProblemKind::NotFound,
+                "You have no idempotency key with this value.",
+            )
+        })?;
+        let started = stored.record.state == KeyState::Started;
+        if started
+            && let Some(watch) = watch.as_mut()
+            && waiting.wait(watch).await
+        {
+            continue;
+        }
+        let mut response = answer_stored_key(&state, key, &stored).await?;
+        if let Some(wait) = waiting.waited(started) {
+            let applied = HeaderValue::try_from(wait_applied(wait)).expect("ASCII digits");
+            let name = HeaderName::from_static(PREFERENCE_APPLIED_HEADER);
+            response.headers_mut().insert(name, applied);
+        }
+        return Ok(response);
+    }
 }
 
 async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {
-    let operation = stored.operation;
+    let status = |progress| KeyStatusResponse {
+        operation: stored.operation,
+        expires_at: stored.record.created_at + state.policy.keep_keys_for,
+        progress,
+    };
     Ok(match stored.record.state {
-        KeyState::Started => pending(
-            KeyStatusResponse::Started { operation },
-            IN_PROGRESS_RETRY_AFTER,
+        KeyState::Started => {
+            json_response(&status(KeyProgress::Started), Some(IN_PROGRESS_RETRY_AFTER))
+        }
+        KeyState::Unknown => json_response(
+            &status(KeyProgress::Unknown),
+            Some(OUTCOME_PENDING_RETRY_AFTER),
         ),
-        KeyState::Unknown => pending(
-            KeyStatusResponse::Unknown { operation },
-            OUTCOME_PENDING_RETRY_AFTER,
-        ),
-        KeyState::Released => json_response(&KeyStatusResponse::Released { operation }, None),
-        KeyState::Done => json_response(&saved_answer(state, key, stored).await?, None),
+        KeyState::Released => json_response(&status(KeyProgress::Released), None),
+        KeyState::Done => json_response(&status(saved_answer(state, key, stored).await?), None),
     })
 }
 
-/// The finished key's answer, rendered as a replay renders it.
-async fn saved_answer(
-    state: &AppState,
-    key: KeyRef,
-    stored: &StoredKey,
-) -> Result<KeyStatusResponse> {
+/// The finished key's answer, rendered as a replay renders it, its body kept byte for byte.
+async fn saved_answer(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<KeyProgress> {
     let movement = state.store.saved_movement(key, stored).await?;
     let answer = Answer::saved(&movement)?;
-    let body = serde_json::from_slice(&answer.body)
-        .map_err(|error| StoreError::Corrupt(format!("saved answer is not JSON: {error}")))?;
-    Ok(KeyStatusResponse::Done {
-        operation: stored.operation,
+    let body = String::from_utf8(answer.body)
+        .ok()
+        .and_then(|text| RawValue::from_string(text).ok())
+        .ok_or_else(|| StoreError::Corrupt("saved answer is not JSON".to_owned()))?;
+    Ok(KeyProgress::Done {
         status: answer.status,
         answer: body,
     })
-}
-
-fn pending(status: KeyStatusResponse, retry_after: Duration) -> Response {
-    json_response(&status, Some(retry_after))
 }
 
 /// 200 with the status; never cached, since a pending key changes.

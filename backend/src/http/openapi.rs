@@ -52,7 +52,7 @@ pub fn document(state: &AppState) -> Value {
         "paths": {
             "/v1/bills/{bill_id}/pay": { "post": operation(
                 "pay_bill", "Pay a bill once per Idempotency-Key",
-                &[path_parameter("bill_id", "The bill: 1-64 of A-Z a-z 0-9 - _ ."), key_parameter()],
+                &[path_parameter("bill_id", "The bill: 1-64 of A-Z a-z 0-9 - _ ."), key_parameter(), prefer_parameter()],
                 Some("PayBillRequest"),
                 json!({
                     "201": created("Payment", true),
@@ -68,7 +68,7 @@ pub fn document(state: &AppState) -> Value {
             )},
             "/v1/payments/{payment_id}/refunds": { "post": operation(
                 "refund_payment", "Refund part of a payment once per Idempotency-Key",
-                &[path_parameter("payment_id", "The payment's id (a UUID)"), key_parameter()],
+                &[path_parameter("payment_id", "The payment's id (a UUID)"), key_parameter(), prefer_parameter()],
                 Some("RefundRequest"),
                 json!({
                     "201": created("Refund", false),
@@ -97,12 +97,15 @@ pub fn document(state: &AppState) -> Value {
             "/v1/idempotency-keys/{key}": { "get": operation(
                 "key_status",
                 "Where one of your idempotency keys stands: its saved outcome, or pending",
-                &[path_parameter("key", "The key as sent in Idempotency-Key: bare, or the quoted form percent-encoded")],
+                &[path_parameter("key", "The key as sent in Idempotency-Key: bare, or the quoted form percent-encoded"), prefer_parameter()],
                 None,
                 json!({
                     "200": {
                         "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After; released: the bank never saw the claim, nothing was charged, and the same request with the key claims it again",
-                        "headers": { "Retry-After": { "$ref": "#/components/headers/Retry-After" } },
+                        "headers": {
+                            "Retry-After": { "$ref": "#/components/headers/Retry-After" },
+                            "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+                        },
                         "content": { "application/json": { "schema": { "$ref": "#/components/schemas/KeyStatus" } } },
                     },
                     "400": problem("Malformed key (the policy's key format)"),
@@ -146,6 +149,10 @@ pub fn document(state: &AppState) -> Value {
                     "description": "The created payment: /v1/payments/{payment_id}",
                     "schema": { "type": "string" },
                 },
+                "Preference-Applied": {
+                    "description": "wait=N on an answer given after waiting (up to N seconds) for the key's first attempt",
+                    "schema": { "type": "string", "examples": ["wait=10"] },
+                },
             },
             "schemas": {
                 "PayBillRequest": {
@@ -188,12 +195,13 @@ pub fn document(state: &AppState) -> Value {
                     ],
                 },
                 "KeyStatus": {
-                    "type": "object", "required": ["state", "operation"],
+                    "type": "object", "required": ["state", "operation", "expires_at"],
                     "properties": {
                         "state": { "type": "string", "enum": ["started", "unknown", "released", "done"] },
                         "operation": { "type": "string", "enum": ["pay_bill", "refund_payment"] },
                         "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
-                        "answer": { "description": "done only: the saved answer's body", "oneOf": [
+                        "expires_at": { "type": "string", "format": "date-time", "description": "When the key expires: replayed until then, a new request after" },
+                        "answer": { "description": "done only: the saved answer's body, byte for byte as a replay carries it", "oneOf": [
                             { "$ref": "#/components/schemas/Payment" },
                             { "$ref": "#/components/schemas/Refund" },
                             { "$ref": "#/components/schemas/Problem" },
@@ -260,14 +268,26 @@ fn key_parameter() -> Value {
     })
 }
 
+fn prefer_parameter() -> Value {
+    json!({
+        "name": "Prefer", "in": "header", "required": false,
+        "description": "wait=N (RFC 7240): if the key's first attempt is still running, wait up to \
+                        N seconds (at most the policy's max_wait_seconds) for its answer instead \
+                        of 409; the answer then carries Preference-Applied: wait=N",
+        "schema": { "type": "string", "examples": ["wait=10"] },
+    })
+}
+
 fn amount() -> Value {
     json!({ "type": "integer", "minimum": 1, "maximum": MAX_AMOUNT_PAISE,
             "description": "Whole paise; never a float" })
 }
 
 fn created(schema: &str, with_location: bool) -> Value {
-    let mut headers =
-        json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    let mut headers = json!({
+        "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
+        "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+    });
     if with_location {
         headers["Location"] = json!({ "$ref": "#/components/headers/Location" });
     }
@@ -285,13 +305,18 @@ fn problem(description: &str) -> Value {
 
 fn replayable_problem(description: &str) -> Value {
     let mut answer = problem(description);
-    answer["headers"] =
-        json!({ "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" } });
+    answer["headers"] = json!({
+        "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
+        "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+    });
     answer
 }
 
 fn retry_problem(description: &str) -> Value {
     let mut answer = problem(description);
-    answer["headers"] = json!({ "Retry-After": { "$ref": "#/components/headers/Retry-After" } });
+    answer["headers"] = json!({
+        "Retry-After": { "$ref": "#/components/headers/Retry-After" },
+        "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+    });
     answer
 }

@@ -2,6 +2,8 @@
 //! the raw parts (user, key header values, path parameter, body) and hands them to
 //! [`crate::flows`]; only reads talk to the store directly.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
@@ -9,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use shared::api::{Paise, PaymentResponse, PaymentWithRefunds, RefundResponse};
+use shared::prefer::{self, PREFER_HEADER};
 use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
@@ -37,7 +40,8 @@ async fn pay_bill_handler(
         .map_err(|_| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
     let body = read_request_body(&state, body).await?;
     let keys = key_header_values(&state, &headers);
-    pay_bill(&state, user, keys, &bill_id, &body).await
+    let wait = requested_wait(&state, &headers);
+    pay_bill(&state, user, keys, &bill_id, &body, wait).await
 }
 
 async fn refund_handler(
@@ -50,7 +54,8 @@ async fn refund_handler(
     let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
     let body = read_request_body(&state, body).await?;
     let keys = key_header_values(&state, &headers);
-    refund_payment(&state, user, keys, &payment_id, &body).await
+    let wait = requested_wait(&state, &headers);
+    refund_payment(&state, user, keys, &payment_id, &body, wait).await
 }
 
 async fn read_payment_handler(
@@ -77,6 +82,15 @@ fn key_header_values<'h>(state: &AppState, headers: &'h HeaderMap) -> Vec<&'h [u
         .iter()
         .map(HeaderValue::as_bytes)
         .collect()
+}
+
+/// The wait asked for with `Prefer: wait=N`, capped by the policy's `max_wait_seconds`.
+pub fn requested_wait(state: &AppState, headers: &HeaderMap) -> Option<Duration> {
+    let values = headers
+        .get_all(PREFER_HEADER)
+        .iter()
+        .map(HeaderValue::as_bytes);
+    prefer::requested_wait(values, state.policy.max_wait)
 }
 
 fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWithRefunds> {

@@ -9,6 +9,7 @@
 //! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
 //! | the `pay_bill` claim, [`Dialect::claim_key_with_pending_payment`] | one statement (a data-modifying `WITH`) | two `INSERT`s in one transaction |
 //! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
+//! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
 
 use std::future::Future;
 
@@ -47,6 +48,14 @@ pub trait Dialect: Database {
         fingerprint: &Fingerprint,
         payment: &NewPayment,
     ) -> impl Future<Output = Result<Option<PaymentRow>, StoreError>> + Send;
+
+    /// Tells the other processes on this database, once the connection's transaction commits,
+    /// that `key` left `started` ([`super::key_changes`]); this process's own watchers are
+    /// woken by the store itself.
+    fn announce_change(
+        conn: &mut Self::Connection,
+        key: KeyRef,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Applies this database's migrations (embedded at build time).
     fn migrate(

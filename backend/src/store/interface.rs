@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::StoreError;
+use super::key_changes::{KeyChanges, listen_for_changes};
 use super::sql_store::SqlStore;
 use super::types::{
     ClaimResult, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
@@ -32,6 +33,9 @@ pub trait Store: Send + Sync {
 
     /// Checks the database answers (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The announcements of keys leaving `started`, for requests that wait on one.
+    fn key_changes(&self) -> &Arc<KeyChanges>;
 
     /// Claims a `pay_bill` key and writes its pending payment, committed before the bank is
     /// called; or returns the existing key.
@@ -182,7 +186,7 @@ pub trait Store: Send + Sync {
 /// Connects to the database `database_url` names: `postgres://…` (or `postgresql://…`), or
 /// `sqlite://PATH` for a SQLite file, created with its directory if missing.
 /// `acquire_timeout` bounds how long a request waits for a connection, so it gets a prompt 503
-/// instead of hanging.
+/// instead of hanging. On PostgreSQL a task listens for other replicas' key changes from now on.
 pub async fn connect(
     database_url: &str,
     max_connections: u32,
@@ -192,7 +196,7 @@ pub async fn connect(
         let pool = super::sqlite::open(Path::new(path), max_connections, acquire_timeout)
             .await
             .with_context(|| format!("opening the SQLite database {path}"))?;
-        return Ok(Arc::new(SqlStore::new(pool)));
+        return Ok(Arc::new(SqlStore::new(pool, Arc::default())));
     }
     if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
         bail!("DATABASE_URL must start with postgres:// or sqlite://");
@@ -203,5 +207,7 @@ pub async fn connect(
     let pool = super::postgres::connect(options, max_connections, acquire_timeout)
         .await
         .context("connecting to PostgreSQL")?;
-    Ok(Arc::new(SqlStore::new(pool)))
+    let changes = Arc::<KeyChanges>::default();
+    tokio::spawn(listen_for_changes(pool.clone(), Arc::clone(&changes)));
+    Ok(Arc::new(SqlStore::new(pool, changes)))
 }

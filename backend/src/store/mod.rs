@@ -8,13 +8,16 @@
 //! - [`sql_store`]: the statements composed into the transactions SPEC §5 requires, once;
 //! - [`postgres`] (production, and any deployment with more than one replica) and [`sqlite`]
 //!   (the default: one process, nothing else to install): each database's dialect, connection
-//!   and migrations.
+//!   and migrations;
+//! - [`key_changes`]: announcements of keys leaving `started`, for requests that wait on one
+//!   (`Prefer: wait`), across replicas on PostgreSQL.
 
 mod columns;
 mod db;
 mod dialect;
 mod error;
 mod interface;
+mod key_changes;
 pub mod postgres;
 mod sql;
 mod sql_store;
@@ -23,6 +26,7 @@ mod types;
 
 pub use error::StoreError;
 pub use interface::{SharedStore, Store, connect};
+pub use key_changes::{KeyChanges, KeyWatch};
 pub use types::{
     ClaimResult, KeyRef, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
     PaymentRow, RECONCILE_LEASE, RefundClaimResult, RefundRow, SavedMovement, StoredKey,

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use shared::Fingerprint;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
-use sqlx::{PgPool, Pool, Postgres, Transaction};
+use sqlx::{PgConnection, PgPool, Pool, Postgres, Transaction};
 
 use super::db::{Arg, Db, Exec};
 use super::dialect::Dialect;
 use super::error::StoreError;
+use super::key_changes;
 use super::sql::movements::payment_from_row;
 use super::types::{KeyRef, NewPayment, PaymentRow};
 use crate::store::columns::Label;
@@ -64,6 +65,14 @@ impl Dialect for Postgres {
         let row = Postgres::fetch_optional(&mut conn, query).await?;
         row.map(|row| payment_from_row::<Postgres>(&row, ""))
             .transpose()
+    }
+
+    async fn announce_change(conn: &mut PgConnection, key: KeyRef) -> Result<(), StoreError> {
+        let query = sqlx::query("SELECT pg_notify($1, $2)")
+            .arg(key_changes::CHANNEL.to_owned())
+            .arg(key_changes::payload(key));
+        Postgres::execute(conn, query).await?;
+        Ok(())
     }
 
     async fn migrate(pool: &Pool<Postgres>) -> Result<(), sqlx::migrate::MigrateError> {

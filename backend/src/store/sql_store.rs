@@ -7,8 +7,11 @@
 //! - the movement's outcome and the key's `done` state are written in one transaction
 //!   (invariant 4);
 //! - reconciliation takes a key under a lease (`store::sql::keys`), so no transaction is open
-//!   across a bank look-up, and writes the bank's answer only while it still holds the lease.
+//!   across a bank look-up, and writes the bank's answer only while it still holds the lease;
+//! - every write that moves a key out of `started` is announced ([`super::key_changes`]): to
+//!   other processes in its transaction, to this one's waiting requests once it commits.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,6 +23,7 @@ use uuid::Uuid;
 use super::db::Db;
 use super::error::StoreError;
 use super::interface::Store;
+use super::key_changes::KeyChanges;
 use super::sql::{keys, movements};
 use super::types::{
     ClaimResult, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
@@ -34,12 +38,24 @@ const CLAIM_ATTEMPTS: usize = 3;
 #[derive(Debug, Clone)]
 pub struct SqlStore<D: Db> {
     pool: Pool<D>,
+    changes: Arc<KeyChanges>,
 }
 
 impl<D: Db> SqlStore<D> {
-    /// The store on `pool`.
-    pub fn new(pool: Pool<D>) -> SqlStore<D> {
-        SqlStore { pool }
+    /// The store on `pool`, announcing key changes to `changes`.
+    pub fn new(pool: Pool<D>, changes: Arc<KeyChanges>) -> SqlStore<D> {
+        SqlStore { pool, changes }
+    }
+
+    /// Announces a change to `key` that has committed (a single statement's), to the other
+    /// processes and to this one's waiting requests.
+    async fn announce_committed(
+        &self,
+        conn: &mut D::Connection,
+        key: KeyRef,
+    ) -> Result<(), StoreError> {
+        self.changes.announce(key);
+        D::announce_change(conn, key).await
     }
 
     /// A write transaction that has given back `owner`'s lease on `key` (and so writes the
@@ -93,6 +109,10 @@ impl<D: Db> SqlStore<D> {
 impl<D: Db> Store for SqlStore<D> {
     async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
         D::migrate(&self.pool).await
+    }
+
+    fn key_changes(&self) -> &Arc<KeyChanges> {
+        &self.changes
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -199,6 +219,7 @@ impl<D: Db> Store for SqlStore<D> {
         let mut tx = D::begin_write(&self.pool).await?;
         let finished = finish_in::<D>(&mut tx, key, operation, resource_id, result).await?;
         tx.commit().await?;
+        self.changes.announce(key);
         Ok(finished)
     }
 
@@ -210,7 +231,11 @@ impl<D: Db> Store for SqlStore<D> {
         call: UnknownCall,
     ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::set_unknown::<D>(&mut conn, key, resource_id, call).await
+        let moved = keys::set_unknown::<D>(&mut conn, key, resource_id, call).await?;
+        if moved {
+            self.announce_committed(&mut conn, key).await?;
+        }
+        Ok(moved)
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -221,7 +246,8 @@ impl<D: Db> Store for SqlStore<D> {
         check_after: Duration,
     ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after).await
+        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after).await?;
+        self.announce_committed(&mut conn, key).await
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -294,6 +320,7 @@ impl<D: Db> Store for SqlStore<D> {
         let finished =
             finish_in::<D>(&mut tx, key, stored.operation, stored.resource_id, result).await?;
         tx.commit().await?;
+        self.changes.announce(key);
         Ok(finished)
     }
 
@@ -302,16 +329,16 @@ impl<D: Db> Store for SqlStore<D> {
         leased: LeasedKey,
         check_after: Duration,
     ) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
         let LeasedKey {
             key, stored, owner, ..
         } = leased;
+        let mut conn = self.pool.acquire().await?;
         let released =
             keys::set_released::<D>(&mut conn, key, stored.resource_id, owner, check_after).await?;
         if !released {
             return Err(StoreError::LeaseLost);
         }
-        Ok(())
+        self.announce_committed(&mut conn, key).await
     }
 
     async fn void_leased(&self, leased: LeasedKey) -> Result<(), StoreError> {
@@ -372,6 +399,7 @@ async fn finish_in<D: Db>(
     let finished = movements::finish::<D>(conn, operation, user_id, resource_id, result).await?;
     if finished.is_some() {
         keys::set_done::<D>(conn, key, resource_id).await?;
+        D::announce_change(conn, key).await?;
     }
     Ok(finished)
 }

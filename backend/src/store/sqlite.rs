@@ -22,7 +22,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
 };
-use sqlx::{Sqlite, Transaction};
+use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use super::db::Db;
 use super::dialect::Dialect;
@@ -72,6 +72,12 @@ impl Dialect for Sqlite {
         let row = movements::insert_pending_payment::<Sqlite>(&mut tx, key, payment).await?;
         tx.commit().await?;
         Ok(Some(row))
+    }
+
+    /// Nothing to send: the database is this process's own, and the store wakes this
+    /// process's watchers itself.
+    async fn announce_change(_conn: &mut SqliteConnection, _key: KeyRef) -> Result<(), StoreError> {
+        Ok(())
     }
 
     async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {

@@ -21,7 +21,8 @@ async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Answer {
     Answer::from(response).await
 }
 
-/// Asserts a 200 status answer in `state` and returns its body.
+/// Asserts a 200 status answer in `state` with an RFC 3339 `expires_at`, and returns its body
+/// without `expires_at`.
 fn assert_state(answer: &Answer, state: &str) -> Value {
     assert_eq!(
         answer.status,
@@ -31,8 +32,15 @@ fn assert_state(answer: &Answer, state: &str) -> Value {
     );
     assert_eq!(answer.header("content-type"), Some("application/json"));
     assert_eq!(answer.header("cache-control"), Some("no-store"));
-    let body = answer.json();
+    let mut body = answer.json();
     assert_eq!(body["state"], state, "{body}");
+    let expires_at = body
+        .as_object_mut()
+        .and_then(|fields| fields.remove("expires_at"))
+        .expect("expires_at");
+    let expires_at = expires_at.as_str().expect("expires_at is text");
+    time::OffsetDateTime::parse(expires_at, &time::format_description::well_known::Rfc3339)
+        .expect("expires_at is RFC 3339");
     body
 }
 

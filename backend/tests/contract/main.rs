@@ -19,6 +19,7 @@ mod key_status;
 mod leases;
 mod limits;
 mod openapi;
+mod prefer_wait;
 mod races;
 mod reconciler;
 mod released_claims;

@@ -82,7 +82,7 @@ impl BackendProcess {
             // An answer deadline past the bank's, as start-up requires.
             .env(
                 "REQUEST_TIMEOUT_MS",
-                (env.bank_timeout_ms + 10_000).to_string(),
+                (env.bank_timeout_ms + 15_000).to_string(),
             )
             .env(
                 "RECONCILE_INTERVAL_MS",

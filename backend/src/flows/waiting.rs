@@ -1,0 +1,186 @@
+//! `Prefer: wait=N` (SPEC §4): a request that finds its key's first attempt still running waits
+//! for that attempt's answer instead of getting 409 at once.
+//!
+//! A request runs in rounds ([`answer_in_rounds`]). Each round is the ordinary flow (claim, or
+//! decide on the stored key) run to completion in a task of its own, so a client that hangs up
+//! never cuts claimed work short. A round that ends in "the first attempt is still running"
+//! gives the request, if it asked to wait, a wait for the key to change
+//! ([`crate::store::KeyWatch`]: this process's writes, and on PostgreSQL every replica's
+//! `NOTIFY`), at most [`POLL_INTERVAL`] at a time, and then another round, which reads the key
+//! again: the saved answer is replayed, an unknown outcome is the usual 503, a released claim is
+//! claimed again. When the wait's time is up the request gets the usual 409 with `Retry-After`.
+//! The watch is taken *before* each round reads the key, so a change that commits in between
+//! still wakes it.
+//!
+//! The wait happens in the request's own future, not in the round's task: a client that hangs
+//! up while waiting drops the wait and its watch at once. Waiting holds no database connection,
+//! and the requests waiting at once are bounded (`MAX_WAITING_REQUESTS`): past the bound a
+//! request is answered 409 at once, as without the header. An answer given after a wait carries
+//! `Preference-Applied: wait=N`, N the seconds it was allowed to wait.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use shared::Operation;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+use super::answer::Answer;
+use super::bank_call::run_to_completion;
+use super::existing_key::in_progress;
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+use crate::store::{KeyRef, KeyWatch};
+
+/// The longest a waiting request goes without reading its key again, in case an announcement
+/// was lost (a PostgreSQL listener reconnecting).
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Where one round of a request ended.
+#[derive(Debug)]
+pub(super) enum Reached {
+    /// The request's answer.
+    Answer(Answer),
+    /// The key's first attempt (or a reconciler) is still at work: 409, unless the request
+    /// waits.
+    InProgress {
+        /// The `Retry-After` of the 409.
+        retry_after: Duration,
+    },
+}
+
+/// Answers a request of `operation` on `key` in rounds, waiting between them for up to `wait`
+/// when the key is in progress. `round` builds one round's work.
+pub(super) async fn answer_in_rounds<Round, Work>(
+    state: &AppState,
+    operation: Operation,
+    key: KeyRef,
+    wait: Option<Duration>,
+    mut round: Round,
+) -> Result<Answer>
+where
+    Round: FnMut() -> Work,
+    Work: Future<Output = Result<Reached>> + Send + 'static,
+{
+    let mut waiting = Waiting::new(state, wait);
+    loop {
+        let mut watch = waiting.watch(key);
+        let retry_after = match run_to_completion(round()).await? {
+            Reached::Answer(answer) => return Ok(waiting.ended(answer, false)),
+            Reached::InProgress { retry_after } => retry_after,
+        };
+        if let Some(watch) = watch.as_mut()
+            && waiting.wait(watch).await
+        {
+            continue;
+        }
+        Metrics::count(&state.metrics.conflicts, operation.name());
+        return Ok(waiting.ended(in_progress(retry_after), true));
+    }
+}
+
+/// One request's wait for its key's first attempt: how long it may last, and its place among
+/// the waiting requests. Used by the payment flows and the key status look-up alike.
+pub struct Waiting<'s> {
+    state: &'s AppState,
+    /// The wait the request asked for, capped by the policy; `None` if it does not wait.
+    allowed: Option<Duration>,
+    /// Set at the first wait: when waiting ends, and the place held meanwhile.
+    started: Option<(Instant, WaitingPlace)>,
+}
+
+impl<'s> Waiting<'s> {
+    /// The wait of a request that asked for `allowed` (`None`: it does not wait).
+    pub fn new(state: &'s AppState, allowed: Option<Duration>) -> Waiting<'s> {
+        Waiting {
+            state,
+            allowed,
+            started: None,
+        }
+    }
+
+    /// A watch on `key`, taken before the key is read, if a read that finds it in progress may
+    /// still be followed by a wait.
+    pub fn watch(&self, key: KeyRef) -> Option<KeyWatch> {
+        let may_wait = match &self.started {
+            None => self.allowed.is_some(),
+            Some((until, _)) => Instant::now() < *until,
+        };
+        may_wait.then(|| self.state.store.key_changes().watch(key))
+    }
+
+    /// Waits for `watch`'s key to change, [`POLL_INTERVAL`] at most, before the next read;
+    /// `false` if the request may not wait (any more): it asked for no wait, its time is up, or
+    /// no place is free.
+    pub async fn wait(&mut self, watch: &mut KeyWatch) -> bool {
+        let until = match &self.started {
+            Some((until, _)) => *until,
+            None => {
+                let Some(allowed) = self.allowed else {
+                    return false;
+                };
+                let Some(place) = WaitingPlace::take(self.state) else {
+                    self.state.metrics.waits_refused.inc();
+                    return false;
+                };
+                self.state.metrics.waits_started.inc();
+                let until = Instant::now() + allowed;
+                self.started = Some((until, place));
+                until
+            }
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        watch.changed_within(left.min(POLL_INTERVAL)).await;
+        true
+    }
+
+    /// Ends the wait with `answer` (`timed_out`: the key was still in progress), counting it,
+    /// and marks the answer with the wait it was given, if it waited.
+    pub fn ended(self, answer: Answer, timed_out: bool) -> Answer {
+        match self.waited(timed_out) {
+            Some(allowed) => answer.after_waiting(allowed),
+            None => answer,
+        }
+    }
+
+    /// Ends the wait (`timed_out`: the key was still in progress), counting it; the wait it was
+    /// given, if it waited.
+    pub fn waited(self, timed_out: bool) -> Option<Duration> {
+        self.started.as_ref()?;
+        let metrics = &self.state.metrics;
+        if timed_out {
+            metrics.waits_timed_out.inc();
+        } else {
+            metrics.waits_answered.inc();
+        }
+        self.allowed
+    }
+}
+
+/// One of the `MAX_WAITING_REQUESTS` places, counted in the waiting-requests gauge while held.
+struct WaitingPlace {
+    metrics: Arc<Metrics>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl WaitingPlace {
+    fn take(state: &AppState) -> Option<WaitingPlace> {
+        let permit = Arc::clone(&state.waiting_places).try_acquire_owned().ok()?;
+        state.metrics.waiting_requests.inc();
+        Some(WaitingPlace {
+            metrics: Arc::clone(&state.metrics),
+            _permit: permit,
+        })
+    }
+}
+
+impl Drop for WaitingPlace {
+    fn drop(&mut self) {
+        self.metrics.waiting_requests.dec();
+    }
+}

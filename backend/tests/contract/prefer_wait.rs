@@ -1,0 +1,356 @@
+//! `Prefer: wait=N` (SPEC §4, the "concurrent attempt sends `Prefer: wait=N`" row), over HTTP
+//! against a real bank simulator, on both stores:
+//! - twenty simultaneous attempts with one key against a 2 s bank all get the first attempt's
+//!   201, nineteen of them as replays after waiting, none a 409, and the bank debits once; on
+//!   PostgreSQL also with the attempts split across two replicas, which hear of the answer only
+//!   through `LISTEN/NOTIFY`;
+//! - a wait that runs out is the usual 409 with `Retry-After`;
+//! - a bank timeout ends every wait with the usual 503 outcome pending;
+//! - a waiter whose client hangs up leaves nothing behind (no watch, no waiting place);
+//! - the key status look-up waits too, and its `answer` is the replay's body byte for byte.
+
+use std::time::{Duration, Instant};
+
+use backend::startup::Application;
+use backend::store::KeyRef;
+use bank_simulator::Knobs;
+use futures_util::future::join_all;
+use serde_json::Value;
+use shared::{IdempotencyKey, UserId};
+use tokio::sync::oneshot;
+
+use crate::support::{
+    Answer, Options, StoreKind, TestApp, new_key, payment_body, test_config, wait_for,
+};
+
+const BILL: &str = "elec-42";
+
+/// A 2 s bank, so the first attempt stays in flight while the others arrive.
+fn slow_bank(store: StoreKind, latency_ms: u64) -> Options {
+    Options {
+        store,
+        knobs: Knobs {
+            latency_ms,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    }
+}
+
+/// `POST /v1/bills/{BILL}/pay` with `key` and, when given, `Prefer: {prefer}`, to `base_url`.
+async fn pay(
+    http: &reqwest::Client,
+    base_url: &str,
+    key: &str,
+    prefer: Option<&str>,
+) -> reqwest::Result<Answer> {
+    let mut request = http
+        .post(format!("{base_url}/v1/bills/{BILL}/pay"))
+        .bearer_auth(TestApp::token(7))
+        .header("Idempotency-Key", key)
+        .json(&payment_body(230_000));
+    if let Some(prefer) = prefer {
+        request = request.header("Prefer", prefer);
+    }
+    Ok(Answer::from(request.send().await?).await)
+}
+
+/// Asserts twenty answers are one first 201 and nineteen identical replays given after a wait,
+/// and one debit for the key at the bank.
+async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Answer]) {
+    let first: Vec<&Answer> = answers.iter().filter(|a| !a.is_replay()).collect();
+    assert_eq!(first.len(), 1, "{what}: one attempt did the work");
+    let first = first[0];
+    assert_eq!(first.status, 201, "{what}: {}", first.json());
+    for answer in answers {
+        assert_eq!(answer.status, 201, "{what}: no 409, no error");
+        assert_eq!(answer.bytes, first.bytes, "{what}: the same body");
+        assert_eq!(
+            answer.header("location"),
+            first.header("location"),
+            "{what}"
+        );
+    }
+    let replays: Vec<&Answer> = answers.iter().filter(|a| a.is_replay()).collect();
+    assert_eq!(replays.len(), 19, "{what}: nineteen replays");
+    for replay in replays {
+        assert_eq!(
+            replay.header("preference-applied"),
+            Some("wait=10"),
+            "{what}"
+        );
+    }
+    let reference = first.json()["bank_reference"].clone();
+    let debits = app.ledger().await.debits;
+    let for_key = debits
+        .iter()
+        .filter(|debit| debit.reference == reference.as_str().unwrap_or_default())
+        .count();
+    assert_eq!(for_key, 1, "{what}: one debit at the bank");
+}
+
+async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: StoreKind) {
+    let app = TestApp::spawn_with(slow_bank(store, 2_000)).await;
+    const ROUNDS: usize = 3;
+    for round in 1..=ROUNDS {
+        let key = new_key();
+        let started = Instant::now();
+        let attempts = (0..20).map(|_| async {
+            let answer = pay(&app.http, &app.url, &key, Some("wait=10"))
+                .await
+                .expect("answers");
+            (answer, started.elapsed())
+        });
+        let timed: Vec<(Answer, Duration)> = join_all(attempts).await;
+        let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
+        let slowest_replay = timed
+            .iter()
+            .filter(|(a, _)| a.is_replay())
+            .map(|(_, t)| *t)
+            .max();
+        eprintln!(
+            "{store:?} round {round}: first attempt {first_took:?}, slowest waited replay {slowest_replay:?}"
+        );
+        let answers: Vec<Answer> = timed.into_iter().map(|(answer, _)| answer).collect();
+        assert_one_answer_for_all(&format!("round {round}"), &app, &answers).await;
+    }
+    assert_eq!(app.ledger().await.debits.len(), ROUNDS);
+    assert_eq!(app.metric("idempotency_waits_started_total").await, 57.0);
+    assert_eq!(app.metric("idempotency_waits_answered_total").await, 57.0);
+    assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 0.0);
+    assert_eq!(app.metric("idempotency_waiting_requests").await, 0.0);
+}
+
+/// A second backend process's worth of state on `app`'s database and bank: its own pool, its
+/// own watchers and its own PostgreSQL listener.
+async fn spawn_replica(app: &TestApp, options: &Options) -> (String, oneshot::Sender<()>) {
+    let config = test_config(app.database_url.clone(), &app.bank.url, options);
+    let replica = Application::build(config).await.expect("replica builds");
+    let url = format!("http://{}", replica.local_addr());
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        replica
+            .run_until_stopped(async move {
+                stopped.await.ok();
+            })
+            .await
+            .expect("replica serves");
+    });
+    (url, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waiters_on_another_replica_hear_of_the_answer_through_postgres() {
+    let options = slow_bank(StoreKind::Postgres, 2_000);
+    let app = TestApp::spawn_with(slow_bank(StoreKind::Postgres, 2_000)).await;
+    let (replica_url, _stop) = spawn_replica(&app, &options).await;
+    for round in 1..=3 {
+        let key = new_key();
+        // The first attempt on this replica; the other nineteen split between both.
+        let first = pay(&app.http, &app.url, &key, Some("wait=10"));
+        let (app, key) = (&app, &key);
+        let others = (0..19).map(|n| {
+            let url = if n % 2 == 0 { &replica_url } else { &app.url };
+            async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                pay(&app.http, url, key, Some("wait=10")).await
+            }
+        });
+        let (first, others) = tokio::join!(first, join_all(others));
+        let mut answers = vec![first.expect("answers")];
+        answers.extend(others.into_iter().map(|answer| answer.expect("answers")));
+        assert_one_answer_for_all(&format!("round {round}"), app, &answers).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
+    let app = TestApp::spawn().await;
+    let other_replica = backend::store::connect(&app.database_url, 2, Duration::from_secs(3))
+        .await
+        .expect("the second replica connects");
+    // Its listener wakes every watcher once it listens (anything before may have been missed):
+    // seeing that wake-up proves it is listening, and nothing else wakes a watch but a change.
+    let key = new_key();
+    let key_ref = KeyRef::new(
+        UserId::new(7).expect("positive"),
+        &IdempotencyKey::try_from(key.clone()).expect("valid"),
+    );
+    let mut before = other_replica.key_changes().watch(key_ref);
+    assert!(
+        before.changed_within(Duration::from_secs(10)).await,
+        "the listener started"
+    );
+    let mut watch = other_replica.key_changes().watch(key_ref);
+    let reference = app
+        .claim_without_paying(7, &key, &payment_body(230_000))
+        .await;
+    let payment_id = reference.strip_prefix("pay-").expect("a payment reference");
+    app.state
+        .store
+        .release_unsent(
+            key_ref,
+            payment_id.parse().expect("uuid"),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("released");
+    assert!(
+        watch.changed_within(Duration::from_secs(10)).await,
+        "the NOTIFY of the first replica's write reached the second"
+    );
+    assert_eq!(other_replica.key_changes().watching(), 0);
+}
+
+async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
+    let app = TestApp::spawn_with(slow_bank(store, 3_000)).await;
+    let key = new_key();
+    let first = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        async move { pay(&http, &url, &key, None).await }
+    });
+    wait_for(
+        "the first attempt's claim",
+        Duration::from_secs(5),
+        async || app.key_state(7, &key).await.is_some(),
+    )
+    .await;
+    let waited = pay(&app.http, &app.url, &key, Some("wait=1"))
+        .await
+        .expect("answers");
+    waited.assert_problem(409, "request-in-progress");
+    assert_eq!(waited.header("retry-after"), Some("1"));
+    assert_eq!(waited.header("preference-applied"), Some("wait=1"));
+    // Without the header: 409 at once, no Preference-Applied, as before.
+    let plain = pay(&app.http, &app.url, &key, None).await.expect("answers");
+    plain.assert_problem(409, "request-in-progress");
+    assert_eq!(plain.header("preference-applied"), None);
+    // A wait over the policy's cap is cut to it; a wait of 0 does not wait.
+    let zero = pay(&app.http, &app.url, &key, Some("wait=0"))
+        .await
+        .expect("answers");
+    zero.assert_problem(409, "request-in-progress");
+    assert_eq!(zero.header("preference-applied"), None);
+
+    let first = first.await.expect("task").expect("answers");
+    assert_eq!(first.status, 201);
+    assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 1.0);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+async fn a_bank_timeout_ends_every_wait_with_503_outcome_pending(store: StoreKind) {
+    let app = TestApp::spawn_with(Options {
+        bank_timeout: Duration::from_millis(1_000),
+        ..slow_bank(store, 3_000)
+    })
+    .await;
+    let key = new_key();
+    let attempts = (0..6).map(|n| {
+        let key = &key;
+        let app = &app;
+        async move {
+            tokio::time::sleep(Duration::from_millis(if n == 0 { 0 } else { 200 })).await;
+            pay(&app.http, &app.url, key, Some("wait=10"))
+                .await
+                .expect("answers")
+        }
+    });
+    let answers = join_all(attempts).await;
+    for answer in &answers {
+        answer.assert_problem(503, "outcome-pending");
+        assert_eq!(answer.header("retry-after"), Some("5"));
+    }
+    let waited = answers
+        .iter()
+        .filter(|answer| answer.header("preference-applied") == Some("wait=10"))
+        .count();
+    assert_eq!(waited, 5, "every waiter got the outcome as it stood");
+    assert_eq!(app.key_state(7, &key).await.as_deref(), Some("unknown"));
+}
+
+async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
+    let app = TestApp::spawn_with(slow_bank(store, 2_000)).await;
+    let key = new_key();
+    let first = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        async move { pay(&http, &url, &key, None).await }
+    });
+    wait_for(
+        "the first attempt's claim",
+        Duration::from_secs(5),
+        async || app.key_state(7, &key).await.is_some(),
+    )
+    .await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let gave_up = join_all((0..10).map(|_| pay(&impatient, &app.url, &key, Some("wait=10")))).await;
+    assert!(gave_up.iter().all(Result::is_err), "every waiter hung up");
+    wait_for(
+        "the waiters to be gone",
+        Duration::from_secs(5),
+        async || {
+            app.metric("idempotency_waiting_requests").await == 0.0
+                && app.state.store.key_changes().watching() == 0
+        },
+    )
+    .await;
+    assert_eq!(app.metric("idempotency_waits_started_total").await, 10.0);
+    let first = first.await.expect("task").expect("answers");
+    assert_eq!(first.status, 201, "the first attempt was not disturbed");
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: StoreKind) {
+    let app = TestApp::spawn_with(slow_bank(store, 1_500)).await;
+    let key = new_key();
+    let first = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        async move { pay(&http, &url, &key, None).await }
+    });
+    wait_for(
+        "the first attempt's claim",
+        Duration::from_secs(5),
+        async || app.key_state(7, &key).await.is_some(),
+    )
+    .await;
+    let status = app
+        .http
+        .get(format!("{}/v1/idempotency-keys/{key}", app.url))
+        .bearer_auth(TestApp::token(7))
+        .header("Prefer", "wait=10")
+        .send()
+        .await
+        .expect("answers");
+    let status = Answer::from(status).await;
+    assert_eq!(status.status, 200);
+    assert_eq!(status.header("preference-applied"), Some("wait=10"));
+    let body: Value = status.json();
+    assert_eq!(body["state"], "done", "{body}");
+    let first = first.await.expect("task").expect("answers");
+    let text = String::from_utf8(status.bytes.clone()).expect("UTF-8");
+    let replay_body = String::from_utf8(first.bytes.clone()).expect("UTF-8");
+    assert!(
+        text.contains(&format!("\"answer\":{replay_body},")),
+        "the answer is the replay's bytes: {text} vs {replay_body}"
+    );
+    let expires_at = time::OffsetDateTime::parse(
+        body["expires_at"].as_str().expect("expires_at"),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .expect("RFC 3339");
+    let in_48_hours = time::OffsetDateTime::now_utc() + time::Duration::hours(48);
+    assert!(
+        (in_48_hours - expires_at).abs() < time::Duration::minutes(1),
+        "expires 48 h after the claim: {expires_at}"
+    );
+}
+
+for_each_store!(
+    twenty_waiting_attempts_get_the_first_answer_and_one_debit,
+    a_wait_that_runs_out_gets_409_with_retry_after,
+    a_bank_timeout_ends_every_wait_with_503_outcome_pending,
+    a_waiter_that_hangs_up_leaves_nothing_behind,
+    key_status_waits_and_answers_the_replay_body_byte_for_byte,
+);

@@ -1,0 +1,181 @@
+//! `GET /v1/idempotency-keys/{key}`: where one of the caller's keys stands (SPEC §6). A client
+//! that has stopped retrying (its deadline passed, or it restarted) reads this instead of paying
+//! again.
+//!
+//! On the wire it is one flat object: `state` names where the key stands, `operation` what it
+//! was used for and `expires_at` (RFC 3339, UTC) when it stops being replayed; a `done` key adds
+//! the saved answer's `status` and its body as `answer`, byte for byte the body a retry with the
+//! key is replayed:
+//!
+//! ```json
+//! {"state":"done","operation":"pay_bill","status":201,"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use time::OffsetDateTime;
+
+use crate::operation::Operation;
+
+/// Where one key stands.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(into = "KeyStatusWire", try_from = "KeyStatusWire")]
+pub struct KeyStatusResponse {
+    /// The operation the key was used for.
+    pub operation: Operation,
+    /// When the key expires: its saved answer is replayed until then, and after it the key is a
+    /// new request.
+    pub expires_at: OffsetDateTime,
+    /// How far the key's work has come.
+    pub progress: KeyProgress,
+}
+
+/// How far a key's work has come.
+#[derive(Debug, Clone)]
+pub enum KeyProgress {
+    /// Claimed; the first attempt is still running.
+    Started,
+    /// The bank's answer is unknown; reconciliation is asking the bank by reference.
+    Unknown,
+    /// The bank never saw the key's claim: nothing was charged. Sending the same request with
+    /// the key again claims it again (under the same bank reference).
+    Released,
+    /// Finished: the saved answer, exactly as a retry with the key would replay it.
+    Done {
+        /// The saved answer's status: 201, or 402 for a bank decline.
+        status: u16,
+        /// The saved answer's body, the same bytes a replay carries: the payment or refund, or
+        /// the decline problem.
+        answer: Box<RawValue>,
+    },
+}
+
+impl KeyProgress {
+    /// The `state` word of this progress.
+    pub fn state(&self) -> &'static str {
+        match self {
+            KeyProgress::Started => "started",
+            KeyProgress::Unknown => "unknown",
+            KeyProgress::Released => "released",
+            KeyProgress::Done { .. } => "done",
+        }
+    }
+}
+
+/// The flat wire form.
+#[derive(Serialize, Deserialize)]
+struct KeyStatusWire {
+    state: String,
+    operation: Operation,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answer: Option<Box<RawValue>>,
+    #[serde(with = "time::serde::rfc3339")]
+    expires_at: OffsetDateTime,
+}
+
+impl From<KeyStatusResponse> for KeyStatusWire {
+    fn from(response: KeyStatusResponse) -> KeyStatusWire {
+        let state = response.progress.state().to_owned();
+        let (status, answer) = match response.progress {
+            KeyProgress::Done { status, answer } => (Some(status), Some(answer)),
+            KeyProgress::Started | KeyProgress::Unknown | KeyProgress::Released => (None, None),
+        };
+        KeyStatusWire {
+            state,
+            operation: response.operation,
+            status,
+            answer,
+            expires_at: response.expires_at,
+        }
+    }
+}
+
+impl TryFrom<KeyStatusWire> for KeyStatusResponse {
+    type Error = String;
+
+    fn try_from(wire: KeyStatusWire) -> Result<KeyStatusResponse, String> {
+        let progress = match (wire.state.as_str(), wire.status, wire.answer) {
+            ("started", ..) => KeyProgress::Started,
+            ("unknown", ..) => KeyProgress::Unknown,
+            ("released", ..) => KeyProgress::Released,
+            ("done", Some(status), Some(answer)) => KeyProgress::Done { status, answer },
+            ("done", ..) => return Err("a done key's status lacks `status` or `answer`".into()),
+            (other, ..) => return Err(format!("unknown key state {other:?}")),
+        };
+        Ok(KeyStatusResponse {
+            operation: wire.operation,
+            expires_at: wire.expires_at,
+            progress,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Under wasm32 the same tests run through wasm-bindgen-test (see `.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    /// 2026-12-03T10:00:00Z.
+    const DECEMBER_3RD_10_AM: i64 = 1_796_292_000;
+
+    #[test]
+    fn a_done_key_carries_the_answer_bytes_unchanged() {
+        // Members out of alphabetical order, as a replay body may have them.
+        let body =
+            r#"{"type":"/problems/payment-declined","title":"Payment declined","status":402}"#;
+        let done = KeyStatusResponse {
+            operation: Operation::PayBill,
+            expires_at: OffsetDateTime::from_unix_timestamp(DECEMBER_3RD_10_AM).expect("valid"),
+            progress: KeyProgress::Done {
+                status: 402,
+                answer: RawValue::from_string(body.to_owned()).expect("json"),
+            },
+        };
+        let json = serde_json::to_string(&done).expect("serialises");
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"state":"done","operation":"pay_bill","status":402,"answer":{body},"expires_at":"2026-12-03T10:00:00Z"}}"#
+            )
+        );
+        let parsed: KeyStatusResponse = serde_json::from_str(&json).expect("parses");
+        let KeyProgress::Done { status, answer } = parsed.progress else {
+            panic!("done expected");
+        };
+        assert_eq!((status, answer.get()), (402, body));
+    }
+
+    #[test]
+    fn pending_states_have_no_answer() {
+        let unknown: KeyStatusResponse = serde_json::from_str(
+            r#"{"state":"unknown","operation":"refund_payment","expires_at":"2026-12-03T10:00:00Z"}"#,
+        )
+        .expect("parses");
+        assert_eq!(unknown.operation, Operation::RefundPayment);
+        assert!(matches!(unknown.progress, KeyProgress::Unknown));
+        assert_eq!(
+            serde_json::to_value(&unknown).expect("serialises"),
+            serde_json::json!({"state": "unknown", "operation": "refund_payment",
+                               "expires_at": "2026-12-03T10:00:00Z"})
+        );
+    }
+
+    #[test]
+    fn unreadable_states_are_refused() {
+        for json in [
+            r#"{"state":"done","operation":"pay_bill","expires_at":"2026-12-03T10:00:00Z"}"#,
+            r#"{"state":"gone","operation":"pay_bill","expires_at":"2026-12-03T10:00:00Z"}"#,
+            r#"{"state":"started","operation":"pay_bill"}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<KeyStatusResponse>(json).is_err(),
+                "{json}"
+            );
+        }
+    }
+}
