@@ -10,9 +10,9 @@
 #   AUTH_JWT_SECRET=<the edge's> scripts/incident-replay.sh --api http://127.0.0.1:8787 \
 #       --backend-addr 127.0.0.1:8080
 #
-# Without --api, clients (b) and (c) talk to the backend directly (no edge in the path). With
-# --api, they go through that URL (the edge Worker under `wrangler dev`), which must forward to
-# this script's backend (hence --backend-addr on the port its BACKEND_URL names) and share its
+# Without --api, clients (b), (c) and (d) talk to the backend directly (no edge in the path).
+# With --api, they go through that URL (the edge Worker under `wrangler dev`), which must forward
+# to this script's backend (hence --backend-addr on the port its BACKEND_URL names) and share its
 # token secret (AUTH_JWT_SECRET). Every other flag goes to incident-replay (`--help` lists them).
 # KEEP_DB=1 keeps the database for inspection.
 set -euo pipefail
@@ -96,10 +96,10 @@ start_backend "$work/policy-no-key.yaml" 127.0.0.1:0 "$work/backend-no-key.log"
 no_key_url=$(listening_url "$work/backend-no-key.log" backend)
 
 if [ -n "$api" ]; then
-  echo "incident-replay.sh: clients (b) and (c) go through $api (backend $backend_url behind it)"
+  echo "incident-replay.sh: clients (b), (c) and (d) go through $api (backend $backend_url behind it)"
 else
   api=$backend_url
-  echo "incident-replay.sh: no --api given: clients (b) and (c) talk to the backend directly at $api (no edge in the path)"
+  echo "incident-replay.sh: no --api given: clients (b), (c) and (d) talk to the backend directly at $api (no edge in the path)"
 fi
 echo "incident-replay.sh: database $db, bank $bank_url, backend timeout for the bank ${bank_timeout_ms} ms"
 echo

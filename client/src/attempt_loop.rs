@@ -7,6 +7,12 @@
 //! attempt timed out, the connection failed) leads to a wait of `uniform(0, ceiling)` with
 //! `Retry-After` as its floor, then the same request again. Once the next wait would cross the
 //! deadline, no further attempt is sent: paying again cannot be the answer to not knowing.
+//!
+//! Every attempt carries the same `Prefer: wait=N` ([`ClientConfig::wait_to_ask`]), so a retry
+//! that finds the first attempt still running can get its answer instead of a 409; the rules
+//! above do not change, and a 409 after the wait ran out is retried like any other.
+//!
+//! [`ClientConfig::wait_to_ask`]: crate::ClientConfig::wait_to_ask
 
 use shared::client::{AnswerClass, NextStep, classify_status};
 
@@ -24,14 +30,18 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// its outcome is looked up.
     pub async fn run(&self, saved: &SavedAction, report: &Report) -> Completion {
         let schedule = &self.config.schedule;
+        let prefer_wait = self.config.wait_to_ask();
         let mut attempts = 0;
         while attempts < self.config.max_attempts && self.elapsed(saved) < schedule.deadline {
             attempts += 1;
-            report(&Event::Sending { attempt: attempts });
+            report(&Event::Sending {
+                attempt: attempts,
+                prefer_wait,
+            });
             let sent = within(
                 &self.clock,
                 self.config.attempt_timeout,
-                self.transport.send(saved.action()),
+                self.transport.send(saved.action(), prefer_wait),
             )
             .await;
             let retry_after = match sent {
@@ -40,6 +50,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                         attempt: attempts,
                         status: reply.status,
                         replayed: reply.replayed,
+                        waited: reply.wait_applied,
                     });
                     if reply.status == 401 {
                         return self.completion(saved, attempts, Outcome::SignInRequired);
@@ -50,6 +61,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                             body: reply.body,
                             replayed: reply.replayed,
                             from_status_look_up: false,
+                            waited_for_first_attempt: reply.wait_applied.is_some(),
                         };
                         return self.finish(saved, attempts, answer, report).await;
                     }
@@ -416,5 +428,115 @@ mod tests {
             .run(&rig.saved, &|_| {})
             .await;
         assert_eq!(completion.attempts, 5);
+    }
+
+    #[tokio::test]
+    async fn every_attempt_asks_to_wait_for_the_first_attempt_with_the_configured_wait() {
+        for (prefer_wait, expected) in [
+            (ClientConfig::default().prefer_wait, Some(10 * SECOND)),
+            (Some(3 * SECOND), Some(3 * SECOND)),
+            (Some(60 * SECOND), Some(14 * SECOND)),
+        ] {
+            let rig = Rig::new([Step::NoAnswer, Step::status(409), Step::status(201)]);
+            let (events, report) = collect_events();
+            rig.client(ClientConfig {
+                prefer_wait,
+                ..ClientConfig::default()
+            })
+            .run(&rig.saved, &report)
+            .await;
+            assert_eq!(rig.transport.send_waits(), [expected; 3], "{prefer_wait:?}");
+            assert!(events.lock().expect("events").contains(&Event::Sending {
+                attempt: 2,
+                prefer_wait: expected
+            }));
+        }
+    }
+
+    #[tokio::test]
+    async fn no_wait_is_asked_for_when_it_is_off() {
+        let rig = Rig::new([Step::NoAnswer, Step::status(409)]);
+        rig.transport.answer_by_default(Step::status(503));
+        rig.transport.answer_look_ups([Step::done(201)]);
+        rig.client(ClientConfig {
+            prefer_wait: None,
+            ..ClientConfig::default()
+        })
+        .run(&rig.saved, &|_| {})
+        .await;
+        let sends = rig.transport.send_waits();
+        assert!(sends.len() > 2 && sends.iter().all(Option::is_none));
+        assert_eq!(rig.transport.look_up_waits(), [None]);
+    }
+
+    #[tokio::test]
+    async fn an_answer_after_waiting_is_reported_as_the_first_attempts() {
+        let rig = Rig::new([Step::NoAnswer, Step::status(201).after_waiting(10)]);
+        let (events, report) = collect_events();
+        let completion = rig
+            .client(ClientConfig::default())
+            .run(&rig.saved, &report)
+            .await;
+        assert!(
+            matches!(&completion.outcome, Outcome::Answered(a)
+                if a.status == 201 && a.replayed && a.waited_for_first_attempt),
+            "{completion:?}"
+        );
+        assert!(events.lock().expect("events").contains(&Event::Answered {
+            attempt: 2,
+            status: 201,
+            replayed: true,
+            waited: Some(10 * SECOND),
+        }));
+        assert!(!rig.is_saved());
+    }
+
+    #[tokio::test]
+    async fn a_409_after_the_wait_ran_out_is_retried_after_its_retry_after() {
+        let rig = Rig::new([
+            Step::status(409).retry_after(4).after_waiting(10),
+            Step::status(201).after_waiting(10),
+        ]);
+        let (events, report) = collect_events();
+        let completion = rig
+            .client(ClientConfig::default())
+            .with_jitter(FixedJitter(0.0))
+            .run(&rig.saved, &report)
+            .await;
+        assert_eq!(waits(&events), [4 * SECOND]);
+        assert!(events.lock().expect("events").contains(&Event::Answered {
+            attempt: 1,
+            status: 409,
+            replayed: false,
+            waited: Some(10 * SECOND),
+        }));
+        assert!(
+            matches!(&completion.outcome, Outcome::Answered(a) if a.waited_for_first_attempt),
+            "{completion:?}"
+        );
+        let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
+        assert_eq!(rig.transport.sent(), vec![expected; 2]);
+    }
+
+    #[tokio::test]
+    async fn the_status_look_up_asks_for_the_same_wait_and_reads_the_saved_answer() {
+        let rig = Rig::new([]);
+        let late = SavedAction::new(
+            user(7),
+            rig.saved.action().clone(),
+            rig.clock.now() - time::Duration::minutes(11),
+        );
+        rig.transport
+            .answer_look_ups([Step::state("started"), Step::done(201).after_waiting(10)]);
+        let client = rig.client(ClientConfig::default());
+        let first = client.run(&late, &|_| {}).await;
+        assert_eq!(first.outcome, Outcome::Unsettled(Unsettled::Started));
+        let second = client.run(&late, &|_| {}).await;
+        let Outcome::Answered(answer) = second.outcome else {
+            panic!("answered expected: {second:?}");
+        };
+        assert_eq!(answer.body, serde_json::json!({"status": 201}));
+        assert!(answer.from_status_look_up && answer.waited_for_first_attempt);
+        assert_eq!(rig.transport.look_up_waits(), [Some(10 * SECOND); 2]);
     }
 }

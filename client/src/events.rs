@@ -1,11 +1,17 @@
 //! Progress of an action, reported as it happens so a phone can show it (attempt number, wait,
 //! outcome) and the incident replay can count it. Reporting is a callback and never decides
 //! anything.
+//!
+//! Waiting for the first attempt (`Prefer: wait`, see [`crate::ClientConfig`]) shows in two
+//! places: [`Event::Sending`] names the wait the attempt asks for, and [`Event::Answered`] names
+//! the wait the server applied (`Preference-Applied`), so "the first attempt's answer, after
+//! waiting for it" can be told from an ordinary replay.
 
 use std::fmt;
 use std::time::Duration;
 
 use shared::IdempotencyKey;
+use shared::client::{AnswerClass, classify_status};
 
 /// The callback that receives [`Event`]s; `&|_| {}` ignores them.
 pub type Report = dyn Fn(&Event) + Send + Sync;
@@ -24,6 +30,9 @@ pub enum Event {
     Sending {
         /// The attempt's number in this run.
         attempt: u32,
+        /// The wait it asks for with `Prefer: wait`, if any: how long the server may hold it
+        /// for the key's first attempt, should that still be running.
+        prefer_wait: Option<Duration>,
     },
     /// The server answered an attempt.
     Answered {
@@ -33,6 +42,10 @@ pub enum Event {
         status: u16,
         /// Whether the answer was a replay of a saved one.
         replayed: bool,
+        /// The wait the server applied (`Preference-Applied: wait=N`): it held this attempt up
+        /// to that long for the key's first attempt. With a final status, the answer is that
+        /// attempt's; with 409 or 503, the first attempt had no final answer by then.
+        waited: Option<Duration>,
     },
     /// An attempt got no answer: a timeout or a network error.
     NoAnswer {
@@ -79,14 +92,37 @@ impl fmt::Display for Event {
             Event::Resuming { key, elapsed } => {
                 write!(f, "resuming {key}, started {} ago", seconds(*elapsed))
             }
-            Event::Sending { attempt } => write!(f, "attempt {attempt}: sending"),
+            // Attempt 1 of a new action finds no first attempt to wait for; say it from 2 on.
+            Event::Sending {
+                attempt,
+                prefer_wait: Some(wait),
+            } if *attempt > 1 => write!(
+                f,
+                "attempt {attempt}: sending; if the first attempt is still running, waiting up \
+                 to {} s for its answer",
+                wait.as_secs()
+            ),
+            Event::Sending { attempt, .. } => write!(f, "attempt {attempt}: sending"),
             Event::Answered {
                 attempt,
                 status,
                 replayed,
+                waited,
             } => {
                 let replay = if *replayed { " (replayed)" } else { "" };
-                write!(f, "attempt {attempt}: answered {status}{replay}")
+                write!(f, "attempt {attempt}: answered {status}{replay}")?;
+                match waited {
+                    None => Ok(()),
+                    Some(_) if classify_status(*status) == AnswerClass::Final => {
+                        f.write_str("; got the first attempt's answer after waiting for it")
+                    }
+                    Some(wait) => write!(
+                        f,
+                        "; the server waited up to {} s for the first attempt, which has no \
+                         final answer yet",
+                        wait.as_secs()
+                    ),
+                }
             }
             Event::NoAnswer { attempt, reason } => write!(f, "attempt {attempt}: {reason}"),
             Event::Waiting { wait, retry_after } => match retry_after {
@@ -115,4 +151,51 @@ impl fmt::Display for Event {
 
 fn seconds(duration: Duration) -> String {
     format!("{:.3} s", duration.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEN_SECONDS: Option<Duration> = Some(Duration::from_secs(10));
+
+    fn answered(status: u16, waited: Option<Duration>) -> String {
+        Event::Answered {
+            attempt: 2,
+            status,
+            replayed: status == 201,
+            waited,
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_retry_says_it_waits_for_the_first_attempt() {
+        let sending = |attempt, prefer_wait| Event::Sending {
+            attempt,
+            prefer_wait,
+        };
+        assert_eq!(
+            sending(2, TEN_SECONDS).to_string(),
+            "attempt 2: sending; if the first attempt is still running, waiting up to 10 s for \
+             its answer"
+        );
+        assert_eq!(sending(1, TEN_SECONDS).to_string(), "attempt 1: sending");
+        assert_eq!(sending(2, None).to_string(), "attempt 2: sending");
+    }
+
+    #[test]
+    fn an_answer_after_waiting_says_whose_answer_it_is() {
+        assert_eq!(
+            answered(201, TEN_SECONDS),
+            "attempt 2: answered 201 (replayed); got the first attempt's answer after waiting \
+             for it"
+        );
+        assert_eq!(
+            answered(409, TEN_SECONDS),
+            "attempt 2: answered 409; the server waited up to 10 s for the first attempt, which \
+             has no final answer yet"
+        );
+        assert_eq!(answered(201, None), "attempt 2: answered 201 (replayed)");
+    }
 }

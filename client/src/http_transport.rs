@@ -1,5 +1,6 @@
 //! [`HttpTransport`]: the client's requests over HTTP with `reqwest`, as SPEC §7 describes
-//! them: the bearer token, the key in the draft's quoted form, the frozen body bytes.
+//! them: the bearer token, the key in the draft's quoted form, the frozen body bytes, and
+//! `Prefer: wait=N` when the loop asks for a wait (read back from `Preference-Applied`).
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use shared::IdempotencyKey;
 use shared::client::PendingAction;
+use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER, requested_wait};
 
 use crate::transport::{Reply, SendError, Transport};
 
@@ -44,6 +46,16 @@ impl HttpTransport {
             .headers()
             .get(REPLAYED_HEADER)
             .is_some_and(|value| value.as_bytes() == b"true");
+        // `Preference-Applied` has the syntax of `Prefer` (RFC 7240 §3), so the same reader
+        // finds its `wait`; no cap, as the server already applied its own.
+        let wait_applied = requested_wait(
+            response
+                .headers()
+                .get_all(PREFERENCE_APPLIED_HEADER)
+                .iter()
+                .map(|value| value.as_bytes()),
+            Duration::MAX,
+        );
         let bytes = response.bytes().await.map_err(describe)?;
         let body = if bytes.is_empty() {
             Value::Null
@@ -55,13 +67,18 @@ impl HttpTransport {
             status,
             retry_after,
             replayed,
+            wait_applied,
             body,
         })
     }
 }
 
 impl Transport for HttpTransport {
-    async fn send(&self, action: &PendingAction) -> Result<Reply, SendError> {
+    async fn send(
+        &self,
+        action: &PendingAction,
+        prefer_wait: Option<Duration>,
+    ) -> Result<Reply, SendError> {
         let request = self
             .http
             .post(format!("{}{}", self.base_url, action.path()))
@@ -69,10 +86,14 @@ impl Transport for HttpTransport {
             .header(KEY_HEADER, action.key().to_header_value())
             .header(CONTENT_TYPE, "application/json")
             .body(action.body().to_vec());
-        Self::read(request).await
+        Self::read(with_wait(request, prefer_wait)).await
     }
 
-    async fn look_up(&self, key: &IdempotencyKey) -> Result<Reply, SendError> {
+    async fn look_up(
+        &self,
+        key: &IdempotencyKey,
+        prefer_wait: Option<Duration>,
+    ) -> Result<Reply, SendError> {
         let base = format!("{}/v1/idempotency-keys/", self.base_url);
         let mut url = reqwest::Url::parse(&base)
             .map_err(|error| SendError(format!("bad API URL {base}: {error}")))?;
@@ -81,7 +102,19 @@ impl Transport for HttpTransport {
             .map_err(|()| SendError(format!("the API URL {base} cannot take a path")))?
             .pop_if_empty()
             .push(&key.to_string());
-        Self::read(self.http.get(url).bearer_auth(&self.token)).await
+        let request = self.http.get(url).bearer_auth(&self.token);
+        Self::read(with_wait(request, prefer_wait)).await
+    }
+}
+
+/// `request` with `Prefer: wait=N` (whole seconds) when a wait is asked for.
+fn with_wait(
+    request: reqwest::RequestBuilder,
+    prefer_wait: Option<Duration>,
+) -> reqwest::RequestBuilder {
+    match prefer_wait {
+        Some(wait) => request.header(PREFER_HEADER, format!("wait={}", wait.as_secs())),
+        None => request,
     }
 }
 
@@ -107,4 +140,87 @@ fn describe(error: reqwest::Error) -> SendError {
         source = cause.source();
     }
     SendError(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+    use tokio::task::JoinHandle;
+
+    use super::*;
+    use crate::test_support::pay_action;
+
+    /// A server on a free port that answers one request with `response` and returns the
+    /// request's head (lower-cased), read up to its blank line and its body by `Content-Length`.
+    async fn answer_once(response: &'static str) -> (String, JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let served = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accepts");
+            let mut request = Vec::new();
+            let mut buffer = [0; 4096];
+            let head = loop {
+                let read = socket.read(&mut buffer).await.expect("reads");
+                request.extend_from_slice(&buffer[..read]);
+                let text = String::from_utf8_lossy(&request).to_lowercase();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length = head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("content-length: "))
+                        .map_or(0, |n| n.trim().parse().expect("a length"));
+                    if body.len() >= length {
+                        break head.to_owned();
+                    }
+                }
+                assert!(read > 0, "the request ended early");
+            };
+            socket.write_all(response.as_bytes()).await.expect("writes");
+            head
+        });
+        (url, served)
+    }
+
+    #[tokio::test]
+    async fn a_wait_goes_out_as_prefer_and_comes_back_from_preference_applied() {
+        let (url, served) = answer_once(
+            "HTTP/1.1 201 Created\r\nidempotent-replayed: true\r\n\
+             preference-applied: wait=10\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+        )
+        .await;
+        let transport = HttpTransport::new(reqwest::Client::new(), &url, "token");
+        let reply = transport
+            .send(&pay_action(1), Some(Duration::from_secs(10)))
+            .await
+            .expect("answered");
+        assert!(
+            served
+                .await
+                .expect("served")
+                .contains("\r\nprefer: wait=10")
+        );
+        assert_eq!(
+            (reply.status, reply.replayed, reply.wait_applied),
+            (201, true, Some(Duration::from_secs(10)))
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_wait_no_prefer_header_is_sent() {
+        let (url, served) = answer_once(
+            "HTTP/1.1 409 Conflict\r\nretry-after: 1\r\ncontent-length: 2\r\n\
+             connection: close\r\n\r\n{}",
+        )
+        .await;
+        let transport = HttpTransport::new(reqwest::Client::new(), &url, "token");
+        let reply = transport
+            .look_up(&IdempotencyKey::mint(), None)
+            .await
+            .expect("answered");
+        assert!(!served.await.expect("served").contains("prefer:"));
+        assert_eq!(
+            (reply.status, reply.retry_after, reply.wait_applied),
+            (409, Some(Duration::from_secs(1)), None)
+        );
+    }
 }

@@ -6,7 +6,9 @@
 //!    per action, written atomically and fsynced) *before* anything is sent.
 //! 2. [`PaymentsClient::run`] sends the identical key and body until a final answer (2xx, 402,
 //!    any other 4xx), retrying timeouts, network errors and 409/429/5xx after waits from the
-//!    shared [`RetrySchedule`] (exponential, full jitter, `Retry-After` as a floor).
+//!    shared [`RetrySchedule`] (exponential, full jitter, `Retry-After` as a floor). Each
+//!    attempt asks with `Prefer: wait=N` for the first attempt's answer should that still be
+//!    running, N below the attempt's own timeout ([`ClientConfig::prefer_wait`]).
 //! 3. At the deadline (10 minutes by default, as the article's app) it stops sending and asks
 //!    the server for the key's outcome (`GET /v1/idempotency-keys/{key}`) instead of paying
 //!    again; an outcome still unsettled keeps the action saved.
@@ -34,7 +36,7 @@ mod test_support;
 
 pub use action_store::{ActionStore, SavedAction, StoreError};
 pub use clock::{Clock, SystemClock};
-pub use config::ClientConfig;
+pub use config::{ClientConfig, PREFER_WAIT_MARGIN};
 pub use events::{Event, Report};
 pub use http_transport::{HttpTransport, KEY_HEADER};
 pub use jitter::{Jitter, OsJitter};

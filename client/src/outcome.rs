@@ -60,6 +60,9 @@ pub struct FinalAnswer {
     pub replayed: bool,
     /// Whether it came from the status look-up after the deadline rather than an attempt.
     pub from_status_look_up: bool,
+    /// Whether the server held the request until the key's first attempt finished and answered
+    /// with that attempt's answer (`Prefer: wait` honoured, `Preference-Applied` sent).
+    pub waited_for_first_attempt: bool,
 }
 
 impl FinalAnswer {

@@ -3,8 +3,14 @@
 //! still `started` or `unknown`, a `released` one (nothing charged, safe to resume with the same
 //! key), or a server that cannot be asked, leaves the action saved for a later resume; a key the
 //! server never received ends the action unpaid.
+//!
+//! A look-up carries the attempts' `Prefer: wait=N` too, so a key still `started` may be
+//! answered `done` once its first attempt finishes within the wait.
 
-use shared::api::KeyStatusResponse;
+use std::time::Duration;
+
+use serde_json::Value;
+use shared::api::{KeyProgress, KeyStatusResponse};
 
 use crate::action_store::SavedAction;
 use crate::clock::{Clock, within};
@@ -19,7 +25,7 @@ enum LookedUp {
     /// The outcome is settled (or will not be learned by asking again now).
     Settled(Outcome),
     /// No usable answer; ask again after `Retry-After`, if given.
-    AskAgain(Option<std::time::Duration>),
+    AskAgain(Option<Duration>),
 }
 
 impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
@@ -31,12 +37,13 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         report: &Report,
     ) -> Completion {
         let look_ups = self.config.status_look_ups;
+        let prefer_wait = self.config.wait_to_ask();
         for check in 1..=look_ups {
             report(&Event::CheckingStatus { check });
             let answer = within(
                 &self.clock,
                 self.config.attempt_timeout,
-                self.transport.look_up(saved.key()),
+                self.transport.look_up(saved.key(), prefer_wait),
             )
             .await;
             let retry_after = match answer {
@@ -83,24 +90,8 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
 
 fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
     match reply.status {
-        200 => match serde_json::from_value::<KeyStatusResponse>(reply.body) {
-            Ok(KeyStatusResponse::Done { status, answer, .. }) => {
-                LookedUp::Settled(Outcome::Answered(FinalAnswer {
-                    status,
-                    body: answer,
-                    replayed: true,
-                    from_status_look_up: true,
-                }))
-            }
-            Ok(KeyStatusResponse::Started { .. }) => {
-                LookedUp::Settled(Outcome::Unsettled(Unsettled::Started))
-            }
-            Ok(KeyStatusResponse::Unknown { .. }) => {
-                LookedUp::Settled(Outcome::Unsettled(Unsettled::Unknown))
-            }
-            Ok(KeyStatusResponse::Released { .. }) => {
-                LookedUp::Settled(Outcome::Unsettled(Unsettled::Released))
-            }
+        200 => match read_key_status(&reply.body, reply.wait_applied) {
+            Ok(outcome) => LookedUp::Settled(outcome),
             Err(error) => {
                 report(&Event::StatusUnavailable {
                     check,
@@ -119,4 +110,23 @@ fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
             LookedUp::AskAgain(reply.retry_after)
         }
     }
+}
+
+/// The outcome a key's status (a 200 look-up's body) tells. The status keeps a `done` key's
+/// answer as raw JSON, which only JSON text can fill (not a parsed [`Value`]), so the body is
+/// read from its text.
+fn read_key_status(body: &Value, wait_applied: Option<Duration>) -> serde_json::Result<Outcome> {
+    let status: KeyStatusResponse = serde_json::from_str(&body.to_string())?;
+    Ok(match status.progress {
+        KeyProgress::Done { status, answer } => Outcome::Answered(FinalAnswer {
+            status,
+            body: serde_json::from_str(answer.get())?,
+            replayed: true,
+            from_status_look_up: true,
+            waited_for_first_attempt: wait_applied.is_some(),
+        }),
+        KeyProgress::Started => Outcome::Unsettled(Unsettled::Started),
+        KeyProgress::Unknown => Outcome::Unsettled(Unsettled::Unknown),
+        KeyProgress::Released => Outcome::Unsettled(Unsettled::Released),
+    })
 }

@@ -1,6 +1,7 @@
 //! Test doubles for the client loop: a clock that advances only when slept on (so a ten-minute
 //! deadline passes instantly), scripted jitter, a transport that answers from a script and
-//! records what it was sent, and a temporary directory for the store.
+//! records what it was sent (with the `Prefer: wait` of each request), and a temporary
+//! directory for the store.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use shared::client::PendingAction;
+use shared::client::{AnswerClass, PendingAction, classify_status};
 use shared::{IdempotencyKey, Operation, UserId};
 use time::OffsetDateTime;
 
@@ -106,6 +107,7 @@ impl Step {
             status,
             retry_after: None,
             replayed: false,
+            wait_applied: None,
             body: json!({}),
         })
     }
@@ -121,17 +123,33 @@ impl Step {
         }
     }
 
+    /// The same reply with `Preference-Applied: wait=seconds`: the server held the request up
+    /// to that long for the key's first attempt. A final answer after the wait is that
+    /// attempt's, so it is marked replayed.
+    pub fn after_waiting(self, seconds: u64) -> Step {
+        match self {
+            Step::Reply(reply) => Step::Reply(Reply {
+                replayed: reply.replayed || classify_status(reply.status) == AnswerClass::Final,
+                wait_applied: Some(Duration::from_secs(seconds)),
+                ..reply
+            }),
+            other => other,
+        }
+    }
+
     /// A status look-up answer: the key is done with `status`.
     pub fn done(status: u16) -> Step {
         Step::body(
             json!({"state": "done", "operation": "pay_bill", "status": status,
-                          "answer": {"status": status}}),
+                          "answer": {"status": status}, "expires_at": "2027-01-17T08:00:00Z"}),
         )
     }
 
     /// A status look-up answer: the key is in `state` (`started` or `unknown`).
     pub fn state(state: &str) -> Step {
-        Step::body(json!({"state": state, "operation": "pay_bill"}))
+        Step::body(
+            json!({"state": state, "operation": "pay_bill", "expires_at": "2027-01-17T08:00:00Z"}),
+        )
     }
 
     fn body(body: Value) -> Step {
@@ -139,6 +157,7 @@ impl Step {
             status: 200,
             retry_after: None,
             replayed: false,
+            wait_applied: None,
             body,
         })
     }
@@ -149,7 +168,8 @@ pub struct ScriptedTransport {
     sends: Mutex<Script>,
     look_ups: Mutex<Script>,
     sent: Mutex<Vec<(IdempotencyKey, Vec<u8>)>>,
-    look_up_count: Mutex<usize>,
+    send_waits: Mutex<Vec<Option<Duration>>>,
+    look_up_waits: Mutex<Vec<Option<Duration>>>,
 }
 
 struct Script {
@@ -178,7 +198,8 @@ impl ScriptedTransport {
                 otherwise: Step::status(503),
             }),
             sent: Mutex::new(Vec::new()),
-            look_up_count: Mutex::new(0),
+            send_waits: Mutex::new(Vec::new()),
+            look_up_waits: Mutex::new(Vec::new()),
         }
     }
 
@@ -202,9 +223,19 @@ impl ScriptedTransport {
         self.sent.lock().expect("lock").clone()
     }
 
+    /// The `Prefer: wait` of every send, in order.
+    pub fn send_waits(&self) -> Vec<Option<Duration>> {
+        self.send_waits.lock().expect("lock").clone()
+    }
+
+    /// The `Prefer: wait` of every look-up, in order.
+    pub fn look_up_waits(&self) -> Vec<Option<Duration>> {
+        self.look_up_waits.lock().expect("lock").clone()
+    }
+
     /// How many look-ups were made.
     pub fn look_up_count(&self) -> usize {
-        *self.look_up_count.lock().expect("lock")
+        self.look_up_waits.lock().expect("lock").len()
     }
 }
 
@@ -220,19 +251,22 @@ impl Transport for ScriptedTransport {
     fn send(
         &self,
         action: &PendingAction,
+        prefer_wait: Option<Duration>,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
         self.sent
             .lock()
             .expect("lock")
             .push((action.key().clone(), action.body().to_vec()));
+        self.send_waits.lock().expect("lock").push(prefer_wait);
         play(self.sends.lock().expect("lock").next())
     }
 
     fn look_up(
         &self,
         _key: &IdempotencyKey,
+        prefer_wait: Option<Duration>,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
-        *self.look_up_count.lock().expect("lock") += 1;
+        self.look_up_waits.lock().expect("lock").push(prefer_wait);
         play(self.look_ups.lock().expect("lock").next())
     }
 }

@@ -20,6 +20,9 @@ pub struct Reply {
     pub retry_after: Option<Duration>,
     /// Whether the answer carries `Idempotent-Replayed: true`.
     pub replayed: bool,
+    /// The wait named by `Preference-Applied: wait=N`, when present: the server held the
+    /// request up to that long for the key's first attempt.
+    pub wait_applied: Option<Duration>,
     /// The body as JSON (`null` when empty, a string when not JSON).
     pub body: Value,
 }
@@ -29,16 +32,22 @@ pub struct Reply {
 #[error("no answer: {0}")]
 pub struct SendError(pub String);
 
-/// Sends requests for the client loop.
+/// Sends requests for the client loop. `prefer_wait`, when given, goes out as
+/// `Prefer: wait=N` in whole seconds: the server may hold the request that long for the key's
+/// first attempt (see [`crate::ClientConfig::prefer_wait`]).
 pub trait Transport: Send + Sync {
     /// Sends one attempt of `action`: its key and its exact body bytes.
-    fn send(&self, action: &PendingAction)
-    -> impl Future<Output = Result<Reply, SendError>> + Send;
+    fn send(
+        &self,
+        action: &PendingAction,
+        prefer_wait: Option<Duration>,
+    ) -> impl Future<Output = Result<Reply, SendError>> + Send;
 
     /// Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`).
     fn look_up(
         &self,
         key: &IdempotencyKey,
+        prefer_wait: Option<Duration>,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send;
 }
 
@@ -46,14 +55,16 @@ impl<T: Transport> Transport for Arc<T> {
     fn send(
         &self,
         action: &PendingAction,
+        prefer_wait: Option<Duration>,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
-        T::send(self, action)
+        T::send(self, action, prefer_wait)
     }
 
     fn look_up(
         &self,
         key: &IdempotencyKey,
+        prefer_wait: Option<Duration>,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
-        T::look_up(self, key)
+        T::look_up(self, key, prefer_wait)
     }
 }

@@ -3,11 +3,11 @@
 //!
 //! N customers pay one bill each over an evening while the bank's latency climbs from 1 s past
 //! the phones' 15 s timeout to 20 s, with lost replies (the bank debits, the reply never comes)
-//! and declines mixed in, and the bank deduplicating by reference. Three phones take turns on
+//! and declines mixed in, and the bank deduplicating by reference. Four phones take turns on
 //! the same night: (a) no key with plain retries, as the app did; (b) a new key per retry; (c)
-//! the rule-following client library. Debits are counted at the bank's ledger (`GET /ledger`),
-//! unresolved keys in the backend's table once its reconciler has asked the bank about every
-//! uncertain key.
+//! the rule-following client library without `Prefer: wait`; (d) the library with it. Debits
+//! are counted at the bank's ledger (`GET /ledger`), unresolved keys in the backend's table once
+//! its reconciler has asked the bank about every uncertain key, 409s from the phones' answers.
 //!
 //! Client (a) needs a backend whose policy does not require a key for `pay_bill` (the shipped
 //! policy refuses such requests with 400): `--no-key-api` names one, run with a policy file whose
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use client::ActionStore;
+use client::{ActionStore, ClientConfig};
 use shared::UserId;
 use tokio::task::JoinSet;
 
@@ -47,11 +47,11 @@ use tally::Tally;
 /// marks the key `unknown` and leaves it to reconciliation.
 const LOST_REPLY_DELAY: Duration = Duration::from_secs(60);
 
-/// Reruns the bill-payments night for three clients and prints what each did to the customers.
+/// Reruns the bill-payments night for four clients and prints what each did to the customers.
 #[derive(Debug, Parser)]
 #[command(name = "incident-replay", version)]
 struct Cli {
-    /// The payments API for clients (b) and (c): the backend, or the edge in front of it.
+    /// The payments API for clients (b), (c) and (d): the backend, or the edge in front of it.
     #[arg(long, env = "REPLAY_API", default_value = "http://127.0.0.1:8080")]
     api: String,
     /// A backend for client (a) whose policy file has `required_for: []`, on the same database
@@ -142,7 +142,11 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
     let bank = Bank::new(http.clone(), &cli.bank);
     let keys = KeyTable::connect(&cli.database_url).await?;
     check_requires_no_key(&http, &cli.no_key_api).await?;
-    say(&introduction(&cli));
+    let timeout = seconds(cli.timeout_seconds, "--timeout-seconds")?;
+    say(&introduction(
+        &cli,
+        ClientConfig::default_prefer_wait(timeout),
+    ));
 
     let mut tallies = Vec::new();
     // Each client gets its own users (and so its own accounts): taken after the highest user the
@@ -152,14 +156,16 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
     for kind in ClientKind::ALL {
         let api = match kind {
             ClientKind::NoKey => &cli.no_key_api,
-            ClientKind::NewKeyPerRetry | ClientKind::RuleFollowing => &cli.api,
+            ClientKind::NewKeyPerRetry
+            | ClientKind::RuleFollowing
+            | ClientKind::RuleFollowingWithWait => &cli.api,
         };
         let phones = Phones {
             http: http.clone(),
             api: api.trim_end_matches('/').to_owned(),
             secret: cli.secret.clone().into_bytes(),
             clock: ScaledClock::new(real_per_second),
-            timeout: seconds(cli.timeout_seconds, "--timeout-seconds")?,
+            timeout,
             plain_attempts: cli.plain_attempts.max(1),
             store: ActionStore::open(
                 std::env::temp_dir()
@@ -243,7 +249,7 @@ async fn replay_one(
     let accounts: Vec<String> = payers.iter().map(|(_, payer)| payer.vpa.clone()).collect();
     let debits = bank.debits_of(&accounts).await?;
     say(&format!(
-        "{:<34} phones done after {:.1} s, reconciliation settled {:.1} s later (users {first_user}-{last_user})",
+        "{:<35} phones done after {:.1} s, reconciliation settled {:.1} s later (users {first_user}-{last_user})",
         kind.label(),
         phones_done.as_secs_f64(),
         waited.as_secs_f64()
@@ -288,7 +294,8 @@ async fn check_requires_no_key(http: &reqwest::Client, api: &str) -> anyhow::Res
     Ok(())
 }
 
-fn introduction(cli: &Cli) -> String {
+/// What the replay does, with the wait phones (d) ask for (`None`: the timeout leaves none).
+fn introduction(cli: &Cli, prefer_wait: Option<Duration>) -> String {
     format!(
         "The bill-payments night, replayed: {customers} customers, seed {seed}, \
          1 s of the night = {scale} ms here.\n\
@@ -301,7 +308,11 @@ fn introduction(cli: &Cli) -> String {
          (b) new key per retry ({plain} tries)      -> {api}\n\
          (c) one key per action (the library) -> {api}\n    \
              key saved before the first send, backoff with full jitter, Retry-After, status \
-             look-up at the 10-minute deadline\n",
+             look-up at the 10-minute deadline; no Prefer: wait, so a retry during the first \
+             attempt gets 409\n\
+         (d) the library with Prefer: wait={wait} -> {api}\n    \
+             the same, and a retry during the first attempt may get its answer instead (the \
+             server counts the wait in real seconds, so here it outlasts the phone's timeout)\n",
         customers = cli.customers,
         seed = cli.seed,
         scale = cli.time_scale,
@@ -316,6 +327,7 @@ fn introduction(cli: &Cli) -> String {
         plain = cli.plain_attempts,
         no_key = cli.no_key_api,
         api = cli.api,
+        wait = prefer_wait.map_or(0, |wait| wait.as_secs()),
     )
 }
 

@@ -1,15 +1,28 @@
-//! The three phones of the replay, each paying one customer's bill its own way:
+//! The four phones of the replay, each paying one customer's bill its own way:
 //! - (a) no key, plain retries, as the app did that night: give up after the timeout, try again
 //!   a moment later, a few times. Each retry is a new payment to the server.
 //! - (b) a new key per retry, the broken client the article warns about: same loop, a freshly
 //!   minted `Idempotency-Key` on every attempt, so every retry is a new action to the server.
 //! - (c) the rule-following client: the `client` library, one key per action saved before the
-//!   first send, backoff with full jitter, `Retry-After`, a status look-up at the deadline.
+//!   first send, backoff with full jitter, `Retry-After`, a status look-up at the deadline; no
+//!   `Prefer: wait`, so a retry that finds the first attempt running gets 409.
+//! - (d) the same library asking with `Prefer: wait=N` (the library's default for the timeout:
+//!   10 s for 15 s), so such a retry can get the first attempt's answer instead.
+//!
+//! The server counts a wait in real seconds while the night runs compressed, and a header can
+//! only name whole seconds: at the default scale even `wait=1` outlasts the phone's 15 s of the
+//! night. So on the replayed night (d)'s retry gets the first attempt's answer when that comes
+//! within the phone's timeout and otherwise times out, rather than seeing the 409 that ends a
+//! wait; only `--time-scale 1000` (real time) keeps the wait's proportions too.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use client::{ActionStore, ClientConfig, HttpTransport, KEY_HEADER, Outcome, PaymentsClient};
+use client::{
+    ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, Outcome, PaymentsClient,
+};
 use serde::Serialize;
 use shared::api::{Paise, PayBillRequest};
 use shared::client::{AnswerClass, classify_status};
@@ -30,16 +43,19 @@ pub enum ClientKind {
     NoKey,
     /// (b) A new key on every retry.
     NewKeyPerRetry,
-    /// (c) One key per action: the client library.
+    /// (c) One key per action: the client library, without `Prefer: wait`.
     RuleFollowing,
+    /// (d) The client library asking with `Prefer: wait` for the first attempt's answer.
+    RuleFollowingWithWait,
 }
 
 impl ClientKind {
-    /// The three, in the table's order.
-    pub const ALL: [ClientKind; 3] = [
+    /// The four, in the table's order.
+    pub const ALL: [ClientKind; 4] = [
         ClientKind::NoKey,
         ClientKind::NewKeyPerRetry,
         ClientKind::RuleFollowing,
+        ClientKind::RuleFollowingWithWait,
     ];
 
     /// The table's label.
@@ -47,7 +63,8 @@ impl ClientKind {
         match self {
             ClientKind::NoKey => "(a) no key, plain retries",
             ClientKind::NewKeyPerRetry => "(b) new key per retry",
-            ClientKind::RuleFollowing => "(c) one key per action (library)",
+            ClientKind::RuleFollowing => "(c) one key (library), no wait",
+            ClientKind::RuleFollowingWithWait => "(d) one key (library), Prefer: wait",
         }
     }
 }
@@ -100,10 +117,20 @@ pub enum PhoneView {
 pub struct PhoneResult {
     /// Payment attempts sent (status look-ups not counted).
     pub attempts: u32,
+    /// 409 `request-in-progress` answers received: retries that found the first attempt
+    /// still running.
+    pub in_progress_409s: u32,
     /// What the phone showed.
     pub view: PhoneView,
     /// From the first attempt to the phone's last answer (or giving up), in the night's time.
     pub took: Duration,
+}
+
+/// What a phone did, before its time is put beside it.
+struct Tries {
+    attempts: u32,
+    in_progress_409s: u32,
+    view: PhoneView,
 }
 
 /// Everything the phones share in one run.
@@ -131,14 +158,19 @@ impl Phones {
     /// `payer` pays their bill with a phone of `kind`.
     pub async fn pay(&self, kind: ClientKind, payer: &Payer) -> anyhow::Result<PhoneResult> {
         let started = std::time::Instant::now();
-        let (attempts, view) = match kind {
+        let tries = match kind {
             ClientKind::NoKey => self.plain_retries(payer, false).await,
             ClientKind::NewKeyPerRetry => self.plain_retries(payer, true).await,
-            ClientKind::RuleFollowing => self.rule_following(payer).await?,
+            ClientKind::RuleFollowing => self.rule_following(payer, None).await?,
+            ClientKind::RuleFollowingWithWait => {
+                let wait = ClientConfig::default_prefer_wait(self.timeout);
+                self.rule_following(payer, wait).await?
+            }
         };
         Ok(PhoneResult {
-            attempts,
-            view,
+            attempts: tries.attempts,
+            in_progress_409s: tries.in_progress_409s,
+            view: tries.view,
             took: self.clock.night(started.elapsed()),
         })
     }
@@ -149,11 +181,11 @@ impl Phones {
     }
 
     /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final answer.
-    /// The attempts sent and what the phone showed.
-    async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> (u32, PhoneView) {
+    async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> Tries {
         let token = self.token(payer.user);
         let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
         let body = serde_json::json!({"amount_paise": payer.amount_paise, "payer_vpa": payer.vpa});
+        let mut in_progress_409s = 0;
         for attempt in 1..=self.plain_attempts {
             let mut request = self.http.post(&url).bearer_auth(&token).json(&body);
             if new_key_each_time {
@@ -167,22 +199,39 @@ impl Phones {
             };
             if let Ok(Ok(status)) =
                 tokio::time::timeout(self.clock.real(self.timeout), answer).await
-                && classify_status(status) == AnswerClass::Final
             {
-                return (attempt, view_of(status));
+                in_progress_409s += u32::from(status == 409);
+                if classify_status(status) == AnswerClass::Final {
+                    return Tries {
+                        attempts: attempt,
+                        in_progress_409s,
+                        view: view_of(status),
+                    };
+                }
             }
             if attempt < self.plain_attempts {
                 tokio::time::sleep(self.clock.real(PLAIN_RETRY_PAUSE)).await;
             }
         }
-        (self.plain_attempts, PhoneView::NoFinalAnswer)
+        Tries {
+            attempts: self.plain_attempts,
+            in_progress_409s,
+            view: PhoneView::NoFinalAnswer,
+        }
     }
 
-    /// (c): the client library on the night's clock.
-    async fn rule_following(&self, payer: &Payer) -> anyhow::Result<(u32, PhoneView)> {
+    /// (c) and (d): the client library on the night's clock, asking with `Prefer: wait` for
+    /// `prefer_wait` (the night's seconds, sent as they are: see the module's note on time).
+    /// The 409s are counted from the library's events.
+    async fn rule_following(
+        &self,
+        payer: &Payer,
+        prefer_wait: Option<Duration>,
+    ) -> anyhow::Result<Tries> {
         let transport = HttpTransport::new(self.http.clone(), &self.api, &self.token(payer.user));
         let config = ClientConfig {
             attempt_timeout: self.timeout,
+            prefer_wait,
             ..ClientConfig::default()
         };
         let phone = PaymentsClient::new(payer.user, transport, self.store.clone(), config)
@@ -196,14 +245,28 @@ impl Phones {
             .begin(Operation::PayBill, &payer.bill, &body)
             .await
             .context("saving the action before sending it")?;
-        let completion = phone.run(&saved, &|_| {}).await;
+        // The report callback must own what it counts (`client::Report` is `'static`).
+        let in_progress_409s = Arc::new(AtomicU32::new(0));
+        let count_409s = {
+            let counted = Arc::clone(&in_progress_409s);
+            move |event: &Event| {
+                if matches!(event, Event::Answered { status: 409, .. }) {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        };
+        let completion = phone.run(&saved, &count_409s).await;
         let view = match completion.outcome {
             Outcome::Answered(answer) => view_of(answer.status),
             Outcome::Unsettled(_) | Outcome::NotReceived | Outcome::SignInRequired => {
                 PhoneView::NoFinalAnswer
             }
         };
-        Ok((completion.attempts, view))
+        Ok(Tries {
+            attempts: completion.attempts,
+            in_progress_409s: in_progress_409s.load(Ordering::Relaxed),
+            view,
+        })
     }
 }
 

@@ -17,8 +17,14 @@ pub struct Tally {
     pub payments: usize,
     /// Payment requests sent by all phones.
     pub attempts: u64,
+    /// 409 `request-in-progress` answers the phones received (a retry that found the first
+    /// attempt still running).
+    pub in_progress_409s: u64,
     /// Debits the bank executed for these customers.
     pub bank_debits: u64,
+    /// Debits beyond each customer's first: the double debits (none for a client that keeps
+    /// its key).
+    pub double_debits: u64,
     /// Customers with more than one debit for their one bill.
     pub debited_twice: u64,
     /// Paise debited beyond each customer's first debit.
@@ -33,6 +39,9 @@ pub struct Tally {
     pub refused: u64,
     /// Phones left without a final answer.
     pub no_final_answer: u64,
+    /// The median time a phone took from its first attempt to its final answer, in seconds of
+    /// the night (phones without a final answer not counted).
+    pub median_final_seconds: f64,
     /// The longest any phone took from its first attempt to its final answer, in seconds of
     /// the night (phones without a final answer not counted).
     pub slowest_final_seconds: f64,
@@ -48,11 +57,19 @@ impl Tally {
     ) -> Tally {
         let views = |view: PhoneView| results.iter().filter(|r| r.view == view).count() as u64;
         let repeats = debits_by_account.values().filter(|debits| debits.len() > 1);
+        let mut final_seconds: Vec<f64> = results
+            .iter()
+            .filter(|r| r.view != PhoneView::NoFinalAnswer)
+            .map(|r| r.took.as_secs_f64())
+            .collect();
+        final_seconds.sort_by(f64::total_cmp);
         Tally {
             client,
             payments: results.len(),
             attempts: results.iter().map(|r| u64::from(r.attempts)).sum(),
+            in_progress_409s: results.iter().map(|r| u64::from(r.in_progress_409s)).sum(),
             bank_debits: debits_by_account.values().map(|d| d.len() as u64).sum(),
+            double_debits: repeats.clone().map(|d| d.len() as u64 - 1).sum(),
             debited_twice: repeats.clone().count() as u64,
             extra_paise: repeats.map(|debits| debits[1..].iter().sum::<u64>()).sum(),
             unresolved_keys,
@@ -60,54 +77,67 @@ impl Tally {
             declined: views(PhoneView::Declined),
             refused: views(PhoneView::Refused),
             no_final_answer: views(PhoneView::NoFinalAnswer),
-            slowest_final_seconds: results
-                .iter()
-                .filter(|r| r.view != PhoneView::NoFinalAnswer)
-                .map(|r| r.took.as_secs_f64())
-                .fold(0.0, f64::max),
+            median_final_seconds: median(&final_seconds),
+            slowest_final_seconds: final_seconds.last().copied().unwrap_or(0.0),
         }
     }
 }
 
-/// The side-by-side table, with the phones' view below it.
+/// The middle of `sorted` (the mean of the two middles for an even count); 0 when empty.
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The side-by-side table (times to a final answer in seconds of the night), with the phones'
+/// view below it.
 pub fn render(tallies: &[Tally]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<34} {:>8} {:>9} {:>12} {:>14} {:>16} {:>16}",
+        "{:<35} {:>8} {:>8} {:>5} {:>11} {:>13} {:>13} {:>16} {:>15} {:>12} {:>13}",
         "client",
         "payments",
         "attempts",
+        "409s",
         "bank debits",
+        "double debits",
         "debited twice",
         "extra debited",
-        "unresolved keys"
+        "unresolved keys",
+        "median final",
+        "slowest final"
     );
     for t in tallies {
         let _ = writeln!(
             out,
-            "{:<34} {:>8} {:>9} {:>12} {:>14} {:>16} {:>16}",
+            "{:<35} {:>8} {:>8} {:>5} {:>11} {:>13} {:>13} {:>16} {:>15} {:>10.1} s {:>11.1} s",
             t.client.label(),
             t.payments,
             t.attempts,
+            t.in_progress_409s,
             t.bank_debits,
+            t.double_debits,
             t.debited_twice,
             rupees(t.extra_paise),
-            t.unresolved_keys
+            t.unresolved_keys,
+            t.median_final_seconds,
+            t.slowest_final_seconds
         );
     }
     let _ = writeln!(out, "\nwhat the phones showed:");
     for t in tallies {
         let _ = writeln!(
             out,
-            "  {:<34} paid {}, declined {}, refused {}, no final answer {}; slowest to a final \
-             answer {:.1} s of the night",
+            "  {:<35} paid {}, declined {}, refused {}, no final answer {}",
             t.client.label(),
             t.paid,
             t.declined,
             t.refused,
-            t.no_final_answer,
-            t.slowest_final_seconds
+            t.no_final_answer
         );
     }
     out
@@ -132,24 +162,21 @@ mod tests {
 
     use super::*;
 
+    fn result(attempts: u32, view: PhoneView, took_seconds: u64) -> PhoneResult {
+        PhoneResult {
+            attempts,
+            in_progress_409s: attempts - 1,
+            view,
+            took: Duration::from_secs(took_seconds),
+        }
+    }
+
     #[test]
     fn doubles_and_extra_amount_are_counted_per_account() {
         let results = [
-            PhoneResult {
-                attempts: 3,
-                view: PhoneView::NoFinalAnswer,
-                took: Duration::from_secs(90),
-            },
-            PhoneResult {
-                attempts: 1,
-                view: PhoneView::Paid,
-                took: Duration::from_secs(12),
-            },
-            PhoneResult {
-                attempts: 1,
-                view: PhoneView::Declined,
-                took: Duration::from_secs(2),
-            },
+            result(3, PhoneView::NoFinalAnswer, 90),
+            result(1, PhoneView::Paid, 12),
+            result(1, PhoneView::Declined, 2),
         ];
         let debits = BTreeMap::from([
             ("a@ok".to_owned(), vec![230_000, 230_000, 230_000]),
@@ -161,20 +188,38 @@ mod tests {
             (
                 tally.attempts,
                 tally.bank_debits,
+                tally.double_debits,
                 tally.debited_twice,
                 tally.extra_paise
             ),
-            (5, 4, 1, 460_000)
+            (5, 4, 2, 1, 460_000)
         );
+        assert_eq!(tally.in_progress_409s, 2);
         assert_eq!(
             (tally.paid, tally.declined, tally.no_final_answer),
             (1, 1, 1)
         );
         assert_eq!(
-            tally.slowest_final_seconds, 12.0,
+            (tally.median_final_seconds, tally.slowest_final_seconds),
+            (7.0, 12.0),
             "the phone that gave up is not a final answer"
         );
         assert_eq!(rupees(41_000_050), "Rs 410,000.50");
         assert_eq!(rupees(0), "Rs 0.00");
+    }
+
+    #[test]
+    fn the_median_time_is_the_middle_final_answer() {
+        let results: Vec<PhoneResult> = [30, 1, 4, 2, 600]
+            .into_iter()
+            .map(|seconds| result(1, PhoneView::Paid, seconds))
+            .chain([result(9, PhoneView::NoFinalAnswer, 5)])
+            .collect();
+        let tally = Tally::count(ClientKind::RuleFollowing, &results, &BTreeMap::new(), 0);
+        assert_eq!(
+            (tally.median_final_seconds, tally.slowest_final_seconds),
+            (4.0, 600.0)
+        );
+        assert_eq!(median(&[]), 0.0);
     }
 }

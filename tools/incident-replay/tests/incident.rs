@@ -3,7 +3,8 @@
 //! phone) served in this process on real sockets, and the `incident-replay` binary as a child
 //! process driving them over HTTP. Small and compressed (24 customers, 1 s of the night = 10 ms)
 //! so it runs in seconds, yet the same night must show the bug and its fix: the plain-retry
-//! phones debit customers twice, the rule-following phones never do and leave no key unresolved.
+//! phones debit customers twice, the rule-following phones (with `Prefer: wait` and without)
+//! never do and leave no key unresolved.
 
 use std::time::Duration;
 
@@ -116,14 +117,20 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         "a new key per retry must debit someone twice too:\n{narration}"
     );
 
-    let rules = row(&tallies, "rule_following");
-    assert_eq!(rules["payments"], 24);
-    assert_eq!(rules["debited_twice"], 0, "{narration}");
-    assert_eq!(rules["extra_paise"], 0, "{narration}");
-    assert_eq!(rules["unresolved_keys"], 0, "{narration}");
-    assert_eq!(rules["no_final_answer"], 0, "{narration}");
-    assert_eq!(
-        rules["bank_debits"], rules["paid"],
-        "every customer told 'paid' was debited exactly once, and nobody else:\n{narration}"
-    );
+    // (c) without `Prefer: wait` and (d) with it: the wait changes how answers come, never
+    // how often money moves.
+    for client in ["rule_following", "rule_following_with_wait"] {
+        let rules = row(&tallies, client);
+        assert_eq!(rules["payments"], 24, "{client}");
+        assert_eq!(rules["double_debits"], 0, "{client}: {narration}");
+        assert_eq!(rules["debited_twice"], 0, "{client}: {narration}");
+        assert_eq!(rules["extra_paise"], 0, "{client}: {narration}");
+        assert_eq!(rules["unresolved_keys"], 0, "{client}: {narration}");
+        assert_eq!(rules["no_final_answer"], 0, "{client}: {narration}");
+        assert_eq!(
+            rules["bank_debits"], rules["paid"],
+            "{client}: every customer told 'paid' was debited exactly once, and nobody \
+             else:\n{narration}"
+        );
+    }
 }

@@ -8,8 +8,11 @@
 //! ```
 //!
 //! Every action is saved in `--store` before its first send and deleted at its final answer, so
-//! killing the phone mid-payment and running `phone resume` never pays twice. Progress (attempt
-//! number, wait, answer) goes to stderr; the outcome to stdout. Exit codes: 0 done, 3 refused or
+//! killing the phone mid-payment and running `phone resume` never pays twice. Each attempt asks
+//! the server (`Prefer: wait`) to wait up to `--wait-seconds` for the first attempt's answer
+//! should it still be running (default: 5 s less than `--timeout-seconds`; 0 turns it off).
+//! Progress (attempt number, wait, answer, "got the first attempt's answer after waiting") goes
+//! to stderr; the outcome to stdout. Exit codes: 0 done, 3 refused or
 //! declined, 4 never received (nothing was charged), 5 not settled yet (the action is kept;
 //! resume later), 1 an error of the phone itself, 2 a usage error.
 
@@ -20,7 +23,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use client::{ActionStore, ClientConfig, HttpTransport, PaymentsClient, RetrySchedule};
 use serde_json::json;
@@ -47,6 +50,11 @@ struct Cli {
     /// Stop sending after this many seconds and ask for the outcome (the article's app: 600).
     #[arg(long, default_value_t = 600.0)]
     deadline_seconds: f64,
+    /// Ask the server to wait up to this many whole seconds for the first attempt's answer when
+    /// a retry finds it still running (`Prefer: wait`); below --timeout-seconds, 0 turns it off.
+    /// Default: 5 s less than --timeout-seconds (10 for 15).
+    #[arg(long)]
+    wait_seconds: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -139,12 +147,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The client for the signed-in user. A new action does not wait for older ones, but the user
 /// should know they exist.
 async fn connect(cli: &Cli, store: ActionStore) -> anyhow::Result<PaymentsClient<HttpTransport>> {
+    let attempt_timeout = seconds(cli.timeout_seconds, "--timeout-seconds")?;
     let config = ClientConfig {
         schedule: RetrySchedule {
             deadline: seconds(cli.deadline_seconds, "--deadline-seconds")?,
             ..RetrySchedule::default()
         },
-        attempt_timeout: seconds(cli.timeout_seconds, "--timeout-seconds")?,
+        attempt_timeout,
+        prefer_wait: prefer_wait(cli.wait_seconds, attempt_timeout)?,
         ..ClientConfig::default()
     };
     let (user, token) = cli.identity.resolve()?;
@@ -165,4 +175,51 @@ fn seconds(value: f64, flag: &str) -> anyhow::Result<Duration> {
         .ok()
         .filter(|duration| !duration.is_zero())
         .with_context(|| format!("{flag} must be a positive number of seconds"))
+}
+
+/// The wait to ask for from `--wait-seconds`: the library's default for the timeout when not
+/// given, none for 0. A wait at or past the timeout is refused rather than cut short, so the
+/// user learns that the server's 409 after a wait must arrive before the phone gives up.
+fn prefer_wait(
+    wait_seconds: Option<u64>,
+    attempt_timeout: Duration,
+) -> anyhow::Result<Option<Duration>> {
+    match wait_seconds.map(Duration::from_secs) {
+        None => Ok(ClientConfig::default_prefer_wait(attempt_timeout)),
+        Some(Duration::ZERO) => Ok(None),
+        Some(wait) if wait >= attempt_timeout => bail!(
+            "--wait-seconds must be below --timeout-seconds ({} s): when the server's wait runs \
+             out, its answer must reach the phone before the phone gives up",
+            attempt_timeout.as_secs_f64()
+        ),
+        Some(wait) => Ok(Some(wait)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn the_wait_defaults_below_the_timeout_and_zero_turns_it_off() {
+        assert_eq!(prefer_wait(None, 15 * SECOND).ok(), Some(Some(10 * SECOND)));
+        assert_eq!(prefer_wait(None, 30 * SECOND).ok(), Some(Some(25 * SECOND)));
+        assert_eq!(prefer_wait(None, 4 * SECOND).ok(), Some(None));
+        assert_eq!(prefer_wait(Some(0), 15 * SECOND).ok(), Some(None));
+        assert_eq!(
+            prefer_wait(Some(7), 15 * SECOND).ok(),
+            Some(Some(7 * SECOND))
+        );
+    }
+
+    #[test]
+    fn a_wait_at_or_past_the_timeout_is_refused() {
+        for wait in [15, 60] {
+            let error = prefer_wait(Some(wait), 15 * SECOND).expect_err("refused");
+            assert!(error.to_string().contains("--wait-seconds"), "{error}");
+        }
+        assert!(prefer_wait(Some(15), SECOND * 31 / 2).is_ok());
+    }
 }

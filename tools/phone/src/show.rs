@@ -45,10 +45,15 @@ pub fn outcome(completion: &Completion) -> u8 {
     let key = &completion.key;
     match &completion.outcome {
         Outcome::Answered(answer) => {
-            let how = match (answer.from_status_look_up, answer.replayed) {
-                (true, _) => " (from the status look-up)",
-                (false, true) => " (replayed)",
-                (false, false) => "",
+            let how = match (
+                answer.from_status_look_up,
+                answer.waited_for_first_attempt,
+                answer.replayed,
+            ) {
+                (true, _, _) => " (from the status look-up)",
+                (false, true, _) => " (the first attempt's answer, after waiting for it)",
+                (false, false, true) => " (replayed)",
+                (false, false, false) => "",
             };
             let verdict = match answer.status {
                 200..=299 => "done",
