@@ -4,10 +4,22 @@
 # Cargo.lock; for the edge Worker, worker-build and the npm packages package-lock.json pins
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
 # cargo-deny for the supply-chain check (deny.toml). Every `cargo install` is pinned and
-# `--locked`: the tool is built with the dependency versions its authors tested, not the newest.
-# Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
+# `--locked`: the tool is built with the dependency versions its authors tested, not the newest
+# (unless the registry lacks one of them: `install_pinned`). Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Installs crate $1 at exactly version $2: with the tool's own Cargo.lock first; if the registry
+# this machine reaches lacks a version that lock names (seen here: a mirror without
+# webpki-roots 1.0.11, which wasm-bindgen-cli 0.2.130 locks), resolved afresh within the tool's
+# own version requirements instead, and said so.
+install_pinned() {
+  if ! cargo install --locked "$1" --version "=$2"; then
+    echo "setup-tools: $1 $2 cannot be built with its own Cargo.lock from this registry;" \
+      "building it with the newest versions its requirements allow" >&2
+    cargo install "$1" --version "=$2"
+  fi
+}
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown \
   || rustup target add wasm32-unknown-unknown
@@ -20,7 +32,7 @@ fi
 installed=$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)
 if [ "$installed" != "$locked_wasm_bindgen" ]; then
   echo "setup-tools: installing wasm-bindgen-cli $locked_wasm_bindgen (found '${installed:-none}'; ~5 min once)"
-  cargo install --locked wasm-bindgen-cli --version "=$locked_wasm_bindgen"
+  install_pinned wasm-bindgen-cli "$locked_wasm_bindgen"
 fi
 command -v node >/dev/null || { echo "setup-tools: Node.js is required for the Wasm tests (apt-get install nodejs)" >&2; exit 1; }
 
@@ -28,7 +40,7 @@ command -v node >/dev/null || { echo "setup-tools: Node.js is required for the W
 worker_build_version=0.8.7
 if [ "$(worker-build --version 2>/dev/null || true)" != "$worker_build_version" ]; then
   echo "setup-tools: installing worker-build $worker_build_version (~5 min once)"
-  cargo install --locked worker-build --version "=$worker_build_version"
+  install_pinned worker-build "$worker_build_version"
 fi
 command -v npm >/dev/null || { echo "setup-tools: npm is required for the edge tools (apt-get install npm)" >&2; exit 1; }
 if ! npm ls --depth=0 >/dev/null 2>&1; then
@@ -40,5 +52,5 @@ fi
 cargo_deny_version=0.20.2
 if [ "$(cargo deny --version 2>/dev/null || true)" != "cargo-deny $cargo_deny_version" ]; then
   echo "setup-tools: installing cargo-deny $cargo_deny_version (~3 min once)"
-  cargo install --locked cargo-deny --version "=$cargo_deny_version"
+  install_pinned cargo-deny "$cargo_deny_version"
 fi
