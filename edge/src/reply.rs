@@ -1,6 +1,6 @@
 //! The answers the edge makes itself, as plain values (status, headers, body) that the runtime
-//! copies into a response: problems (every refusal, with the headers the backend adds) and
-//! replays of a saved final answer.
+//! copies into a response: problems (every refusal, with the headers the backend adds),
+//! replays of a saved final answer, and answers passed on to attempts that waited for them.
 
 use shared::Problem;
 use shared::problem::PROBLEM_CONTENT_TYPE;
@@ -54,6 +54,35 @@ impl Reply {
             status: answer.status,
             headers,
             body: answer.body.clone().into_bytes(),
+        }
+    }
+
+    /// An answer that is not final, passed on to an attempt that waited for it as the first
+    /// attempt got it: its status, body, `Content-Type` and `Retry-After`; not a replay.
+    pub fn relay(answer: &SavedAnswer) -> Reply {
+        let mut headers = Vec::with_capacity(2);
+        if let Some(content_type) = &answer.content_type {
+            headers.push(("content-type", content_type.clone()));
+        }
+        if let Some(retry_after) = &answer.retry_after {
+            headers.push(("retry-after", retry_after.clone()));
+        }
+        Reply {
+            status: answer.status,
+            headers,
+            body: answer.body.clone().into_bytes(),
+        }
+    }
+
+    /// The answer the edge gave itself, as an object keeps it for the attempts waiting on it.
+    pub fn to_saved_answer(&self) -> SavedAnswer {
+        let header = |name| self.header(name).map(str::to_owned);
+        SavedAnswer {
+            status: self.status,
+            content_type: header("content-type"),
+            location: header("location"),
+            retry_after: header("retry-after"),
+            body: String::from_utf8_lossy(&self.body).into_owned(),
         }
     }
 
@@ -112,6 +141,7 @@ mod tests {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
+            retry_after: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
         };
         let reply = Reply::replay(&answer);

@@ -1,16 +1,21 @@
-//! The backend answer an object keeps and replays: status, body and the headers that matter.
+//! The answer to an attempt as an object holds it: status, body and the headers that matter.
+//! A final one is kept and replayed; any answer is handed to the attempts waiting for it.
 
 use serde::{Deserialize, Serialize};
 
-/// A final answer of the backend, as replayed at the edge.
+/// An answer to a forwarded attempt: the backend's, or the edge's own problem when the forward
+/// failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedAnswer {
-    /// The status code: 2xx or 402.
+    /// The status code.
     pub status: u16,
     /// The `Content-Type` header, if the backend sent one.
     pub content_type: Option<String>,
     /// The `Location` header (a created payment), if the backend sent one.
     pub location: Option<String>,
+    /// The `Retry-After` header of an answer that is not final, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
     /// The body. The backend answers JSON, so it is text; a body that is not UTF-8 is not kept.
     pub body: String,
 }
@@ -23,22 +28,27 @@ impl SavedAnswer {
         (200..300).contains(&status) || status == 402
     }
 
-    /// The answer to keep for a backend response, or `None` when it is not final (or its body
-    /// is not text).
-    pub fn keep_if_final(
+    /// Whether this answer is final (see [`SavedAnswer::is_final_status`]).
+    pub fn is_final(&self) -> bool {
+        Self::is_final_status(self.status)
+    }
+
+    /// The answer of a response with a text body, or `None` when its body is not text. The
+    /// `Retry-After` of a final answer is not kept: a final answer is never retried.
+    pub fn of_response(
         status: u16,
         content_type: Option<String>,
         location: Option<String>,
+        retry_after: Option<String>,
         body: &[u8],
     ) -> Option<SavedAnswer> {
-        if !Self::is_final_status(status) {
-            return None;
-        }
         let body = String::from_utf8(body.to_vec()).ok()?;
+        let retry_after = retry_after.filter(|_| !Self::is_final_status(status));
         Some(SavedAnswer {
             status,
             content_type,
             location,
+            retry_after,
             body,
         })
     }
@@ -52,34 +62,45 @@ mod tests {
 
     use super::*;
 
-    fn keep(status: u16, body: &[u8]) -> Option<SavedAnswer> {
-        SavedAnswer::keep_if_final(
+    fn answer(status: u16, body: &[u8]) -> Option<SavedAnswer> {
+        SavedAnswer::of_response(
             status,
             Some("application/json".to_owned()),
             Some("/v1/payments/1".to_owned()),
+            Some("5".to_owned()),
             body,
         )
     }
 
     #[test]
-    fn successes_and_declines_are_kept() {
-        let created = keep(201, b"{}").expect("final");
-        assert_eq!(created.status, 201);
+    fn successes_and_declines_are_final_and_keep_no_retry_after() {
+        let created = answer(201, b"{}").expect("text");
+        assert!(created.is_final());
         assert_eq!(created.location.as_deref(), Some("/v1/payments/1"));
+        assert_eq!(created.retry_after, None);
         assert_eq!(created.body, "{}");
-        assert!(keep(402, b"{}").is_some());
-        assert!(keep(200, b"{}").is_some());
+        assert!(answer(402, b"{}").expect("text").is_final());
+        assert!(answer(200, b"{}").expect("text").is_final());
     }
 
     #[test]
-    fn answers_that_may_change_on_retry_are_not_kept() {
+    fn answers_that_may_change_on_retry_are_not_final_and_keep_retry_after() {
         for status in [400, 401, 404, 409, 413, 422, 500, 502, 503, 504] {
-            assert_eq!(keep(status, b"{}"), None, "{status}");
+            let answer = answer(status, b"{}").expect("text");
+            assert!(!answer.is_final(), "{status}");
+            assert_eq!(answer.retry_after.as_deref(), Some("5"), "{status}");
         }
     }
 
     #[test]
     fn a_body_that_is_not_text_is_not_kept() {
-        assert_eq!(keep(201, &[0xff, 0xfe]), None);
+        assert_eq!(answer(201, &[0xff, 0xfe]), None);
+    }
+
+    #[test]
+    fn records_written_before_retry_after_existed_still_read() {
+        let old = r#"{"status":201,"content_type":null,"location":null,"body":"{}"}"#;
+        let answer: SavedAnswer = serde_json::from_str(old).expect("parses");
+        assert_eq!(answer.retry_after, None);
     }
 }

@@ -8,7 +8,7 @@
 //! | the object holds                      | same fingerprint          | other fingerprint |
 //! |---------------------------------------|---------------------------|-------------------|
 //! | nothing (or an expired record)        | forward, mark in flight   | forward, mark     |
-//! | an in-flight mark                     | 409 `request-in-progress` | 422 `idempotency-key-reused` |
+//! | an in-flight mark                     | 409 `request-in-progress`, or wait (below) | 422 `idempotency-key-reused` |
 //! | the backend's final answer            | replay it, `Idempotent-Replayed: true` | 422 |
 //!
 //! When the forward ends, the Worker reports the backend's answer: a final one (2xx, or a 402
@@ -17,11 +17,23 @@
 //! 4xx refusal, 502/504 at the edge) clears the mark, so the next attempt asks the backend, which
 //! stays the authority. A mark nobody clears (the Worker died mid-forward) expires by itself:
 //! the object's alarm fires at the mark's end.
+//!
+//! **Waiting** (`Prefer: wait=N`, SPEC §4). An attempt that finds the key in flight and asked to
+//! wait is parked in the object ([`Waiters`]) until the attempt holding the mark reports, for
+//! at most its wait and never past the mark's end ([`wait_until`]). The report hands every
+//! parked attempt its answer: a final one is replayed to each (`Idempotent-Replayed: true`), any
+//! other (an outcome still pending, a failed forward) is passed on as the first attempt got it;
+//! a wait that runs out is the 409. Every answer after a wait carries `Preference-Applied:
+//! wait=N`. No parked attempt ever reaches the backend.
 
 mod answer;
 mod protocol;
 mod record;
+mod waiters;
 
 pub use answer::SavedAnswer;
-pub use protocol::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport};
-pub use record::{AlarmStep, KeyRecord, RecordChange, begin, finish, on_alarm};
+pub use protocol::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport, WaitEnd};
+pub use record::{
+    AlarmStep, FinishStep, KeyRecord, RecordChange, begin, finish, on_alarm, wait_until,
+};
+pub use waiters::{MAX_WAITERS_PER_KEY, WaiterNews, Waiters};

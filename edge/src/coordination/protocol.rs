@@ -1,8 +1,12 @@
 //! The messages between the Worker and the Durable Object, sent as JSON over the object's
-//! `fetch`: `POST /begin` with a [`BeginRequest`], answered with a [`BeginOutcome`]; and
-//! `POST /finish` with a [`FinishReport`], answered `204`.
+//! `fetch`: `POST /begin` with a [`BeginRequest`], answered with a [`BeginOutcome`] (at once,
+//! or after a wait for the first attempt's answer); and `POST /finish` with a
+//! [`FinishReport`], answered `204`.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
 use shared::{Fingerprint, Problem};
 
 use super::answer::SavedAnswer;
@@ -23,6 +27,10 @@ pub struct BeginRequest {
     pub fingerprint: Fingerprint,
     /// How long the in-flight mark holds if nobody clears it, in milliseconds.
     pub mark_for_ms: u64,
+    /// How long the attempt may wait for the first attempt's answer if the key is in flight
+    /// (`Prefer: wait`, capped by the policy), in milliseconds; 0 when it does not wait.
+    #[serde(default)]
+    pub wait_ms: u64,
 }
 
 /// The object's answer to a [`BeginRequest`].
@@ -40,6 +48,26 @@ pub enum BeginOutcome {
         /// The answer to replay.
         answer: SavedAnswer,
     },
+    /// The attempt waited for the first attempt's answer (`Prefer: wait`).
+    AfterWait {
+        /// How the wait ended.
+        end: WaitEnd,
+    },
+}
+
+/// How an attempt's wait for the first attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "wait", rename_all = "snake_case")]
+pub enum WaitEnd {
+    /// The first attempt's answer arrived: replayed if final, passed on as it is if not (an
+    /// outcome still pending is the same 503 for every waiter).
+    Answered {
+        /// The answer.
+        answer: SavedAnswer,
+    },
+    /// The first attempt ended without an answer the edge could keep, or the wait ran out (or
+    /// reached the end of the in-flight mark): 409, as without waiting.
+    StillInProgress,
 }
 
 /// An attempt's forward ended.
@@ -52,21 +80,42 @@ pub struct FinishReport {
     /// When the attempt began (Unix milliseconds): the key's expiry counts from here, never
     /// later than the backend's own claim.
     pub began_at_ms: u64,
-    /// The backend's answer when it is final; `None` for any other outcome.
-    pub final_answer: Option<SavedAnswer>,
+    /// The answer the attempt got (the backend's, or the edge's problem for a failed forward),
+    /// kept if final and handed to the attempts waiting for it; `None` if its body was not
+    /// text.
+    pub answer: Option<SavedAnswer>,
 }
 
 impl BeginOutcome {
-    /// The answer the edge gives without the backend, or `None` when the attempt goes on.
-    pub fn edge_reply(&self) -> Option<Reply> {
-        match self {
-            BeginOutcome::Forward => None,
-            BeginOutcome::InProgress => Some(Reply::problem(&Problem::request_in_progress(
+    /// The answer the edge gives without the backend, or `None` when the attempt goes on. An
+    /// answer after a wait names the wait the attempt was given, `wait`, in
+    /// `Preference-Applied`.
+    pub fn edge_reply(&self, wait: Option<Duration>) -> Option<Reply> {
+        let in_progress = || {
+            Reply::problem(&Problem::request_in_progress(
                 shared::decision::IN_PROGRESS_RETRY_AFTER,
-            ))),
-            BeginOutcome::Mismatch => Some(Reply::problem(&Problem::idempotency_key_reused())),
-            BeginOutcome::Replay { answer } => Some(Reply::replay(answer)),
-        }
+            ))
+        };
+        let reply = match self {
+            BeginOutcome::Forward => return None,
+            BeginOutcome::InProgress => in_progress(),
+            BeginOutcome::Mismatch => Reply::problem(&Problem::idempotency_key_reused()),
+            BeginOutcome::Replay { answer } => Reply::replay(answer),
+            BeginOutcome::AfterWait { end } => {
+                let mut reply = match end {
+                    WaitEnd::Answered { answer } if answer.is_final() => Reply::replay(answer),
+                    WaitEnd::Answered { answer } => Reply::relay(answer),
+                    WaitEnd::StillInProgress => in_progress(),
+                };
+                if let Some(wait) = wait {
+                    reply
+                        .headers
+                        .push((PREFERENCE_APPLIED_HEADER, wait_applied(wait)));
+                }
+                reply
+            }
+        };
+        Some(reply)
     }
 }
 
@@ -80,19 +129,20 @@ mod tests {
 
     #[test]
     fn outcomes_travel_as_tagged_json() {
-        let replay = BeginOutcome::Replay {
-            answer: SavedAnswer {
-                status: 201,
-                content_type: None,
-                location: None,
-                body: "{}".to_owned(),
-            },
+        let replay = BeginOutcome::Replay { answer: created() };
+        let waited = BeginOutcome::AfterWait {
+            end: WaitEnd::Answered { answer: created() },
+        };
+        let ran_out = BeginOutcome::AfterWait {
+            end: WaitEnd::StillInProgress,
         };
         for outcome in [
             BeginOutcome::Forward,
             BeginOutcome::InProgress,
             BeginOutcome::Mismatch,
             replay,
+            waited,
+            ran_out,
         ] {
             let json = serde_json::to_string(&outcome).expect("serialises");
             assert_eq!(
@@ -106,10 +156,20 @@ mod tests {
         );
     }
 
+    fn created() -> SavedAnswer {
+        SavedAnswer {
+            status: 201,
+            content_type: None,
+            location: None,
+            retry_after: None,
+            body: "{}".to_owned(),
+        }
+    }
+
     #[test]
     fn an_attempt_in_progress_gets_409_with_retry_after() {
         let reply = BeginOutcome::InProgress
-            .edge_reply()
+            .edge_reply(None)
             .expect("answered here");
         assert_eq!(reply.status, 409);
         assert_eq!(reply.header("retry-after"), Some("1"));
@@ -119,7 +179,9 @@ mod tests {
 
     #[test]
     fn a_mismatch_gets_422_key_reused() {
-        let reply = BeginOutcome::Mismatch.edge_reply().expect("answered here");
+        let reply = BeginOutcome::Mismatch
+            .edge_reply(None)
+            .expect("answered here");
         assert_eq!(reply.status, 422);
         let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
         assert_eq!(body["type"], "/problems/idempotency-key-reused");
@@ -127,6 +189,45 @@ mod tests {
 
     #[test]
     fn forward_is_not_answered_at_the_edge() {
-        assert_eq!(BeginOutcome::Forward.edge_reply(), None);
+        assert_eq!(BeginOutcome::Forward.edge_reply(None), None);
+    }
+
+    #[test]
+    fn after_a_wait_the_answer_names_the_wait_it_was_given() {
+        let wait = Some(Duration::from_secs(10));
+        let replayed = BeginOutcome::AfterWait {
+            end: WaitEnd::Answered { answer: created() },
+        }
+        .edge_reply(wait)
+        .expect("answered here");
+        assert_eq!(replayed.status, 201);
+        assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
+        assert_eq!(replayed.header("preference-applied"), Some("wait=10"));
+
+        let pending = SavedAnswer {
+            status: 503,
+            content_type: Some("application/problem+json".to_owned()),
+            retry_after: Some("5".to_owned()),
+            body: r#"{"type":"/problems/outcome-pending"}"#.to_owned(),
+            ..created()
+        };
+        let relayed = BeginOutcome::AfterWait {
+            end: WaitEnd::Answered { answer: pending },
+        }
+        .edge_reply(wait)
+        .expect("answered here");
+        assert_eq!(relayed.status, 503);
+        assert_eq!(relayed.header("retry-after"), Some("5"));
+        assert_eq!(relayed.header("idempotent-replayed"), None);
+        assert_eq!(relayed.header("preference-applied"), Some("wait=10"));
+
+        let ran_out = BeginOutcome::AfterWait {
+            end: WaitEnd::StillInProgress,
+        }
+        .edge_reply(wait)
+        .expect("answered here");
+        assert_eq!(ran_out.status, 409);
+        assert_eq!(ran_out.header("retry-after"), Some("1"));
+        assert_eq!(ran_out.header("preference-applied"), Some("wait=10"));
     }
 }

@@ -7,6 +7,7 @@ use shared::Fingerprint;
 
 use super::answer::SavedAnswer;
 use super::protocol::{BeginOutcome, BeginRequest, FinishReport};
+use super::waiters::WaiterNews;
 
 /// What an object remembers. No record means the key is free at the edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +42,16 @@ pub enum RecordChange {
     Store(KeyRecord),
     /// Delete the record (and the alarm): the key is free at the edge.
     Clear,
+}
+
+/// What a finish report does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishStep {
+    /// How the record changes.
+    pub change: RecordChange,
+    /// What the attempts waiting on the key are handed, if the report ends their wait: it comes
+    /// from the attempt they wait for, or it is final.
+    pub tell_waiters: Option<WaiterNews>,
 }
 
 /// What the alarm does.
@@ -104,35 +115,55 @@ pub fn begin(
     (outcome, RecordChange::Unchanged)
 }
 
+/// Until when (Unix milliseconds) an attempt that got [`BeginOutcome::InProgress`] waits for the
+/// first attempt's answer: its own wait, never past the end of the in-flight mark (a Worker
+/// that died mid-forward never reports); `None` if it does not wait.
+pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u64) -> Option<u64> {
+    match current {
+        Some(KeyRecord::InFlight {
+            mark_expires_at_ms, ..
+        }) if request.wait_ms > 0 && now_ms < *mark_expires_at_ms => {
+            Some(now_ms.saturating_add(request.wait_ms).min(*mark_expires_at_ms))
+        }
+        _ => None,
+    }
+}
+
 /// An attempt's forward ended. A final answer is kept (unless one already is: the first stays,
 /// and the backend gives the same one to every attempt anyway); any other outcome clears the
-/// mark of the attempt that reports, and only that attempt's.
+/// mark of the attempt that reports, and only that attempt's. The attempts waiting on the key
+/// are handed a final answer, or whatever the attempt holding the mark got.
 pub fn finish(
     current: Option<&KeyRecord>,
     report: &FinishReport,
     now_ms: u64,
     keep_keys_for_ms: u64,
-) -> RecordChange {
+) -> FinishStep {
     let live = current.filter(|record| record.is_live_at(now_ms));
-    match (&report.final_answer, live) {
+    let final_answer = report.answer.as_ref().filter(|answer| answer.is_final());
+    let holds_the_mark = matches!(live, Some(KeyRecord::InFlight { attempt_id, .. })
+        if *attempt_id == report.attempt_id);
+    let change = match (final_answer, live) {
         (Some(_), Some(KeyRecord::Finished { .. })) => RecordChange::Unchanged,
         (Some(answer), _) => {
             let keep_until_ms = report.began_at_ms.saturating_add(keep_keys_for_ms);
             if keep_until_ms <= now_ms {
-                return RecordChange::Clear;
+                RecordChange::Clear
+            } else {
+                RecordChange::Store(KeyRecord::Finished {
+                    fingerprint: report.fingerprint,
+                    answer: answer.clone(),
+                    keep_until_ms,
+                })
             }
-            RecordChange::Store(KeyRecord::Finished {
-                fingerprint: report.fingerprint,
-                answer: answer.clone(),
-                keep_until_ms,
-            })
         }
-        (None, Some(KeyRecord::InFlight { attempt_id, .. }))
-            if *attempt_id == report.attempt_id =>
-        {
-            RecordChange::Clear
-        }
+        (None, _) if holds_the_mark => RecordChange::Clear,
         (None, _) => RecordChange::Unchanged,
+    };
+    let tell_waiters = (final_answer.is_some() || holds_the_mark).then(|| report.answer.clone());
+    FinishStep {
+        change,
+        tell_waiters,
     }
 }
 
@@ -186,6 +217,7 @@ mod tests {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
             mark_for_ms: MARK_MS,
+            wait_ms: 0,
         }
     }
 
@@ -194,7 +226,18 @@ mod tests {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
+            retry_after: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
+        }
+    }
+
+    fn outcome_pending() -> SavedAnswer {
+        SavedAnswer {
+            status: 503,
+            content_type: Some("application/problem+json".to_owned()),
+            location: None,
+            retry_after: Some("5".to_owned()),
+            body: r#"{"type":"/problems/outcome-pending"}"#.to_owned(),
         }
     }
 
@@ -203,7 +246,7 @@ mod tests {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
             began_at_ms: NOW,
-            final_answer: answer,
+            answer,
         }
     }
 
@@ -227,8 +270,8 @@ mod tests {
 
     /// Runs finish and applies its change.
     fn finish_and_apply(record: &mut Option<KeyRecord>, report: &FinishReport, now: u64) {
-        let change = finish(record.as_ref(), report, now, KEEP_MS);
-        apply(record, change);
+        let step = finish(record.as_ref(), report, now, KEEP_MS);
+        apply(record, step.change);
     }
 
     fn apply(record: &mut Option<KeyRecord>, change: RecordChange) {
@@ -309,10 +352,19 @@ mod tests {
     fn only_the_attempt_holding_the_mark_clears_it() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        // A stale attempt whose own mark lapsed reports late: the new mark stays.
+        // A stale attempt whose own mark lapsed reports late: the new mark stays, and the
+        // attempts waiting on the new one go on waiting.
         assert_eq!(
-            finish(record.as_ref(), &report("old", 1, None), NOW + 5, KEEP_MS),
-            RecordChange::Unchanged
+            finish(
+                record.as_ref(),
+                &report("old", 1, Some(outcome_pending())),
+                NOW + 5,
+                KEEP_MS
+            ),
+            FinishStep {
+                change: RecordChange::Unchanged,
+                tell_waiters: None,
+            }
         );
     }
 
@@ -321,13 +373,13 @@ mod tests {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         let late = NOW + MARK_MS + 1;
-        let change = finish(
+        let step = finish(
             record.as_ref(),
             &report("a", 1, Some(created())),
             late,
             KEEP_MS,
         );
-        assert!(matches!(stored(change), KeyRecord::Finished { .. }));
+        assert!(matches!(stored(step.change), KeyRecord::Finished { .. }));
     }
 
     #[test]
@@ -345,7 +397,8 @@ mod tests {
                 &report("b", 1, Some(other)),
                 NOW + 6,
                 KEEP_MS
-            ),
+            )
+            .change,
             RecordChange::Unchanged
         );
     }
@@ -407,5 +460,56 @@ mod tests {
                 record
             );
         }
+    }
+
+    #[test]
+    fn the_waiters_get_the_answer_of_the_attempt_they_wait_for() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let done = finish(
+            record.as_ref(),
+            &report("a", 1, Some(created())),
+            NOW + 5,
+            KEEP_MS,
+        );
+        assert_eq!(done.tell_waiters, Some(Some(created())));
+
+        // An outcome still pending is passed on to them as well, and frees the key.
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let pending = finish(
+            record.as_ref(),
+            &report("a", 1, Some(outcome_pending())),
+            NOW + 5,
+            KEEP_MS,
+        );
+        assert_eq!(pending.change, RecordChange::Clear);
+        assert_eq!(pending.tell_waiters, Some(Some(outcome_pending())));
+    }
+
+    #[test]
+    fn a_wait_ends_with_its_own_time_or_the_in_flight_mark() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let waiting = |wait_ms| BeginRequest {
+            wait_ms,
+            ..begin_request("b", 1)
+        };
+        assert_eq!(
+            wait_until(record.as_ref(), &waiting(10_000), NOW + 1),
+            Some(NOW + 10_001)
+        );
+        assert_eq!(
+            wait_until(record.as_ref(), &waiting(60_000), NOW + 1),
+            Some(NOW + MARK_MS),
+            "never past the mark"
+        );
+        assert_eq!(wait_until(record.as_ref(), &waiting(0), NOW + 1), None);
+        assert_eq!(
+            wait_until(record.as_ref(), &waiting(10_000), NOW + MARK_MS),
+            None,
+            "a lapsed mark"
+        );
+        assert_eq!(wait_until(None, &waiting(10_000), NOW), None);
     }
 }

@@ -5,11 +5,16 @@
 //! operation the policy guards is then read (body within the limit) and checked by the
 //! [`Gate`]; a refusal is answered here, and a well-formed attempt takes a token from its
 //! user's limiter and goes through its (user, key) Durable Object and, when that says so, to the
-//! backend, whose answer is reported back to the object. Everything else is forwarded
+//! backend, whose answer is reported back to the object. An attempt that finds its key in
+//! flight and sent `Prefer: wait=N` is held by the object until the first attempt's answer
+//! arrives (or its wait runs out), and never reaches the backend. Everything else is forwarded
 //! unchanged. Errors never escape as a bare runtime error: they become problem+json answers, and
 //! the details go to the log.
 
+use std::time::Duration;
+
 use futures_channel::oneshot;
+use shared::prefer::{PREFER_HEADER, requested_wait};
 use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
@@ -96,7 +101,14 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
             if let Some(limited) = over_limit(env, user, limits.per_user).await {
                 return reply_response(limited);
             }
-            coordinate_and_forward(request, body, &attempt, config, env, context).await
+            let prefer = headers.get(PREFER_HEADER)?.map(|value| header_bytes(&value));
+            let wait = requested_wait(prefer.as_deref(), policy.max_wait);
+            let coordinated = Coordinated {
+                attempt: &attempt,
+                body,
+                wait,
+            };
+            coordinate_and_forward(request, coordinated, config, env, context).await
         }
     }
 }
@@ -117,15 +129,28 @@ async fn over_limit(env: &Env, requester: Requester, limit: Limit) -> Option<Rep
     }
 }
 
+/// A checked attempt of a guarded operation, ready for its key's object.
+struct Coordinated<'a> {
+    attempt: &'a Attempt,
+    /// The body as read and checked.
+    body: Vec<u8>,
+    /// How long it may wait for the key's first attempt (`Prefer: wait`, capped by the policy).
+    wait: Option<Duration>,
+}
+
 /// One attempt of a guarded operation: asks the key's object, and forwards only if it says so.
 async fn coordinate_and_forward(
     request: &Request,
-    body: Vec<u8>,
-    attempt: &Attempt,
+    coordinated: Coordinated<'_>,
     config: EdgeConfig,
     env: &Env,
     context: &worker::Context,
 ) -> Result<Response> {
+    let Coordinated {
+        attempt,
+        body,
+        wait,
+    } = coordinated;
     let request_id = new_request_id();
     let began_at_ms = now_ms();
     let coordinator = CoordinatorClient::for_attempt(env, attempt)?;
@@ -133,10 +158,11 @@ async fn coordinate_and_forward(
         attempt_id: request_id.clone(),
         fingerprint: attempt.fingerprint,
         mark_for_ms: millis(config.in_flight_mark_lifetime()),
+        wait_ms: wait.map_or(0, millis),
     };
     match coordinator.begin(&begin).await {
         Ok(outcome) => {
-            if let Some(reply) = outcome.edge_reply() {
+            if let Some(reply) = outcome.edge_reply(wait) {
                 return reply_response(reply);
             }
         }
@@ -156,14 +182,18 @@ async fn coordinate_and_forward(
     let fingerprint = attempt.fingerprint;
     context.wait_until(async move {
         let forwarded = forward_buffered(&outgoing, &body, &task_config, &request_id).await;
+        let answer = match &forwarded {
+            Ok(answer) => answer.saved_answer(),
+            Err(failure) => {
+                let problem = failure.problem(task_config.backend_timeout());
+                Some(Reply::problem(&problem).to_saved_answer())
+            }
+        };
         let report = FinishReport {
             attempt_id: request_id,
             fingerprint,
             began_at_ms,
-            final_answer: forwarded
-                .as_ref()
-                .ok()
-                .and_then(BackendAnswer::final_answer),
+            answer,
         };
         if let Err(error) = coordinator.finish(&report).await {
             console_error!(

@@ -27,13 +27,15 @@ pub struct BackendAnswer {
 }
 
 impl BackendAnswer {
-    /// The answer to keep at the edge, if it is final.
-    pub fn final_answer(&self) -> Option<SavedAnswer> {
+    /// The answer as the key's object keeps it (if final) and hands it to waiting attempts;
+    /// `None` if its body is not text.
+    pub fn saved_answer(&self) -> Option<SavedAnswer> {
         let header = |name| self.headers.get(name).ok().flatten();
-        SavedAnswer::keep_if_final(
+        SavedAnswer::of_response(
             self.status,
             header("content-type"),
             header("location"),
+            header("retry-after"),
             &self.body,
         )
     }

@@ -8,18 +8,24 @@
 //! in-flight mark, or a kept answer at the key's expiry.
 
 use std::cell::RefCell;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::future::{Either, select};
 
 use worker::js_sys::Date as JsDate;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    DurableObject, Env, Method, Request, Response, Result, ScheduledTime, State, durable_object,
+    Delay, DurableObject, Env, Method, Request, Response, Result, ScheduledTime, State,
+    durable_object,
 };
 
 use super::clock::{millis, now_ms};
 use crate::config::compiled_policy;
 use crate::coordination::{
-    BEGIN_PATH, BeginRequest, FINISH_PATH, FinishReport, KeyRecord, RecordChange, begin, finish,
-    on_alarm,
+    BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport, KeyRecord, RecordChange,
+    WaitEnd, WaiterNews, Waiters, begin, finish, on_alarm, wait_until,
 };
 
 /// The storage key of the record.
@@ -32,6 +38,8 @@ pub struct KeyCoordinator {
     /// The record as last read or written: outer `None` until read from storage once, inner
     /// `None` when the key is free at the edge.
     record: RefCell<Option<Option<KeyRecord>>>,
+    /// The attempts waiting for the in-flight attempt's answer.
+    waiters: RefCell<Waiters>,
 }
 
 impl DurableObject for KeyCoordinator {
@@ -39,6 +47,7 @@ impl DurableObject for KeyCoordinator {
         KeyCoordinator {
             state,
             record: RefCell::new(None),
+            waiters: RefCell::new(Waiters::default()),
         }
     }
 
@@ -47,16 +56,31 @@ impl DurableObject for KeyCoordinator {
             (Method::Post, BEGIN_PATH) => {
                 let message: BeginRequest = request.json().await?;
                 let current = self.load().await?;
-                let (outcome, change) = begin(current.as_ref(), &message, now_ms());
+                let now = now_ms();
+                let (outcome, change) = begin(current.as_ref(), &message, now);
+                let parked = match outcome {
+                    BeginOutcome::InProgress => wait_until(current.as_ref(), &message, now)
+                        .and_then(|until| Some((until, self.waiters.borrow_mut().park()?))),
+                    _ => None,
+                };
                 self.apply(change).await?;
+                let outcome = match parked {
+                    Some((until, news)) => BeginOutcome::AfterWait {
+                        end: wait_for(news, until.saturating_sub(now)).await,
+                    },
+                    None => outcome,
+                };
                 Response::from_json(&outcome)
             }
             (Method::Post, FINISH_PATH) => {
                 let report: FinishReport = request.json().await?;
                 let keep_keys_for = compiled_policy().keep_keys_for;
                 let current = self.load().await?;
-                let change = finish(current.as_ref(), &report, now_ms(), millis(keep_keys_for));
-                self.apply(change).await?;
+                let step = finish(current.as_ref(), &report, now_ms(), millis(keep_keys_for));
+                if let Some(news) = &step.tell_waiters {
+                    self.waiters.borrow_mut().answer_all(news);
+                }
+                self.apply(step.change).await?;
                 Ok(Response::empty()?.with_status(204))
             }
             _ => Response::error("no such coordinator message", 404),
@@ -106,6 +130,16 @@ impl KeyCoordinator {
                 storage.delete_alarm().await
             }
         }
+    }
+}
+
+/// Waits `within_ms` at most for the first attempt's answer.
+async fn wait_for(news: oneshot::Receiver<WaiterNews>, within_ms: u64) -> WaitEnd {
+    let timer = pin!(Delay::from(Duration::from_millis(within_ms)));
+    match select(news, timer).await {
+        Either::Left((Ok(Some(answer)), _)) => WaitEnd::Answered { answer },
+        // No answer the edge could keep, or the time ran out.
+        _ => WaitEnd::StillInProgress,
     }
 }
 
