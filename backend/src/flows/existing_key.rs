@@ -9,6 +9,8 @@ use shared::decision::Attempt;
 use shared::{Decision, KeyState, Problem, ProblemKind, decide};
 
 use super::answer::Answer;
+use super::bank_call::call_bank_and_save;
+use super::waiting::Reached;
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
@@ -75,6 +77,22 @@ pub(super) async fn answer_existing_key(
         | Decision::ProceedWithoutKey
         | Decision::RejectMissingKey
         | Decision::RejectMalformedKey(_) => return Ok(Step::ClaimAgain),
+    }))
+}
+
+/// Carries out a step: where it ends the request's round, or `None` for [`Step::ClaimAgain`].
+pub(super) async fn carry_out(
+    state: &AppState,
+    key: KeyRef,
+    step: Step,
+) -> crate::error::Result<Option<Reached>> {
+    Ok(Some(match step {
+        Step::Answer(answer) => Reached::Answer(answer),
+        Step::InProgress { retry_after } => Reached::InProgress { retry_after },
+        Step::CallBank(movement) => {
+            Reached::Answer(call_bank_and_save(state, key, &movement).await?)
+        }
+        Step::ClaimAgain => return Ok(None),
     }))
 }
 

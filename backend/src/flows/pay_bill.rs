@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use super::answer::Answer;
 use super::bank_call::call_bank_and_save;
-use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
+use super::existing_key::{CLAIM_ROUNDS, answer_existing_key, carry_out};
 use super::request::{Admitted, admit};
-use super::waiting::{Reached, answer_in_rounds};
+use super::waiting::{Reached, Round, answer_in_rounds};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::{ClaimResult, KeyRef, NewPayment, SavedMovement};
@@ -35,10 +35,10 @@ pub async fn pay_bill<'a>(
     let request = Arc::new(PayBillRequest::from_json(&admitted.body)?);
     let key = KeyRef::new(user, &admitted.key);
     let (admitted, bill_id) = (Arc::new(admitted), Arc::<str>::from(bill_id));
-    answer_in_rounds(state, operation, key, wait, || {
+    answer_in_rounds(state, operation, key, wait, |round| {
         let (state, admitted) = (state.clone(), Arc::clone(&admitted));
         let (bill_id, request) = (Arc::clone(&bill_id), Arc::clone(&request));
-        async move { claim_and_pay(&state, key, &admitted, &bill_id, &request).await }
+        async move { claim_and_pay(&state, key, &admitted, &bill_id, &request, round).await }
     })
     .await
 }
@@ -49,6 +49,7 @@ async fn claim_and_pay(
     admitted: &Admitted,
     bill_id: &str,
     request: &PayBillRequest,
+    round: Round,
 ) -> Result<Reached> {
     let payment_id = Uuid::new_v4();
     let payment = NewPayment {
@@ -58,12 +59,21 @@ async fn claim_and_pay(
         payer_vpa: request.payer_vpa.clone(),
         bank_reference: Operation::PayBill.bank_reference(payment_id),
     };
+    let mut read_first = match round {
+        Round::First => None,
+        Round::AfterWait => state.store.load_key(key).await?,
+    };
     for _ in 0..CLAIM_ROUNDS {
-        let stored = match state
-            .store
-            .claim_payment(key, &admitted.attempt.fingerprint, &payment)
-            .await?
-        {
+        let claimed = match read_first.take() {
+            Some(stored) => ClaimResult::Existing(stored),
+            None => {
+                state
+                    .store
+                    .claim_payment(key, &admitted.attempt.fingerprint, &payment)
+                    .await?
+            }
+        };
+        let stored = match claimed {
             ClaimResult::Claimed(payment) => {
                 let movement = SavedMovement::Payment(payment);
                 return call_bank_and_save(state, key, &movement)
@@ -72,15 +82,9 @@ async fn claim_and_pay(
             }
             ClaimResult::Existing(stored) => stored,
         };
-        match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
-            Step::Answer(answer) => return Ok(Reached::Answer(answer)),
-            Step::InProgress { retry_after } => return Ok(Reached::InProgress { retry_after }),
-            Step::CallBank(movement) => {
-                return call_bank_and_save(state, key, &movement)
-                    .await
-                    .map(Reached::Answer);
-            }
-            Step::ClaimAgain => continue,
+        let step = answer_existing_key(state, key, &admitted.attempt, &stored).await?;
+        if let Some(reached) = carry_out(state, key, step).await? {
+            return Ok(reached);
         }
     }
     Err(Error::ClaimRoundsExhausted)

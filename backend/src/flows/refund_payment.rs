@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use super::answer::Answer;
 use super::bank_call::call_bank_and_save;
-use super::existing_key::{CLAIM_ROUNDS, Step, answer_existing_key};
+use super::existing_key::{CLAIM_ROUNDS, answer_existing_key, carry_out};
 use super::request::{Admitted, admit};
-use super::waiting::{Reached, answer_in_rounds};
+use super::waiting::{Reached, Round, answer_in_rounds};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::{KeyRef, NewRefund, RefundClaimResult, SavedMovement};
@@ -37,10 +37,10 @@ pub async fn refund_payment<'a>(
     };
     let key = KeyRef::new(user, &admitted.key);
     let admitted = Arc::new(admitted);
-    answer_in_rounds(state, operation, key, wait, || {
+    answer_in_rounds(state, operation, key, wait, |round| {
         let (state, admitted) = (state.clone(), Arc::clone(&admitted));
         let request = Arc::clone(&request);
-        async move { claim_and_refund(&state, key, &admitted, payment_id, &request).await }
+        async move { claim_and_refund(&state, key, &admitted, payment_id, &request, round).await }
     })
     .await
 }
@@ -51,6 +51,7 @@ async fn claim_and_refund(
     admitted: &Admitted,
     payment_id: Uuid,
     request: &RefundRequest,
+    round: Round,
 ) -> Result<Reached> {
     let refund_id = Uuid::new_v4();
     let refund = NewRefund {
@@ -59,12 +60,21 @@ async fn claim_and_refund(
         amount_paise: request.amount_paise.as_i64(),
         bank_reference: Operation::RefundPayment.bank_reference(refund_id),
     };
+    let mut read_first = match round {
+        Round::First => None,
+        Round::AfterWait => state.store.load_key(key).await?,
+    };
     for _ in 0..CLAIM_ROUNDS {
-        let stored = match state
-            .store
-            .claim_refund(key, &admitted.attempt.fingerprint, &refund)
-            .await?
-        {
+        let claimed = match read_first.take() {
+            Some(stored) => RefundClaimResult::Existing(stored),
+            None => {
+                state
+                    .store
+                    .claim_refund(key, &admitted.attempt.fingerprint, &refund)
+                    .await?
+            }
+        };
+        let stored = match claimed {
             RefundClaimResult::Claimed(refund) => {
                 let movement = SavedMovement::Refund(refund);
                 return call_bank_and_save(state, key, &movement)
@@ -83,15 +93,9 @@ async fn claim_and_refund(
                 ))));
             }
         };
-        match answer_existing_key(state, key, &admitted.attempt, &stored).await? {
-            Step::Answer(answer) => return Ok(Reached::Answer(answer)),
-            Step::InProgress { retry_after } => return Ok(Reached::InProgress { retry_after }),
-            Step::CallBank(movement) => {
-                return call_bank_and_save(state, key, &movement)
-                    .await
-                    .map(Reached::Answer);
-            }
-            Step::ClaimAgain => continue,
+        let step = answer_existing_key(state, key, &admitted.attempt, &stored).await?;
+        if let Some(reached) = carry_out(state, key, step).await? {
+            return Ok(reached);
         }
     }
     Err(Error::ClaimRoundsExhausted)

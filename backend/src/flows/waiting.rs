@@ -38,6 +38,16 @@ use crate::store::{KeyRef, KeyWatch};
 /// was lost (a PostgreSQL listener reconnecting).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Which round of a request this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Round {
+    /// The first: the key is most likely new, so the round claims it at once.
+    First,
+    /// One after a wait: the key exists, so the round reads it before any claim, which spares
+    /// the write (and, on SQLite, the write lock) of a claim that would only find it.
+    AfterWait,
+}
+
 /// Where one round of a request ended.
 #[derive(Debug)]
 pub(super) enum Reached {
@@ -52,28 +62,30 @@ pub(super) enum Reached {
 }
 
 /// Answers a request of `operation` on `key` in rounds, waiting between them for up to `wait`
-/// when the key is in progress. `round` builds one round's work.
-pub(super) async fn answer_in_rounds<Round, Work>(
+/// when the key is in progress. `work` builds one round's work.
+pub(super) async fn answer_in_rounds<Work, Done>(
     state: &AppState,
     operation: Operation,
     key: KeyRef,
     wait: Option<Duration>,
-    mut round: Round,
+    mut work: Work,
 ) -> Result<Answer>
 where
-    Round: FnMut() -> Work,
-    Work: Future<Output = Result<Reached>> + Send + 'static,
+    Work: FnMut(Round) -> Done,
+    Done: Future<Output = Result<Reached>> + Send + 'static,
 {
     let mut waiting = Waiting::new(state, wait);
+    let mut round = Round::First;
     loop {
         let mut watch = waiting.watch(key);
-        let retry_after = match run_to_completion(round()).await? {
+        let retry_after = match run_to_completion(work(round)).await? {
             Reached::Answer(answer) => return Ok(waiting.ended(answer, false)),
             Reached::InProgress { retry_after } => retry_after,
         };
         if let Some(watch) = watch.as_mut()
             && waiting.wait(watch).await
         {
+            round = Round::AfterWait;
             continue;
         }
         Metrics::count(&state.metrics.conflicts, operation.name());
