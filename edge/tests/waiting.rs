@@ -33,7 +33,10 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
     let status = Call::get(&format!("/v1/idempotency-keys/{key}"), Some(7));
     let deadline = Instant::now() + Duration::from_secs(10);
     while stack.send(Via::Backend, &status).await.status != 200 {
-        assert!(Instant::now() < deadline, "the first attempt reached the backend");
+        assert!(
+            Instant::now() < deadline,
+            "the first attempt reached the backend"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     first
@@ -67,13 +70,21 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
         });
         let timed: Vec<(Answer, Duration)> = join_all(attempts).await;
         let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
-        let slowest_waited = timed.iter().filter(|(a, _)| a.is_replay()).map(|(_, t)| *t).max();
+        let slowest_waited = timed
+            .iter()
+            .filter(|(a, _)| a.is_replay())
+            .map(|(_, t)| *t)
+            .max();
         eprintln!(
             "round {round}: first attempt {first_took:?}, slowest waited replay {slowest_waited:?}"
         );
         let answers: Vec<&Answer> = timed.iter().map(|(answer, _)| answer).collect();
         let first: Vec<&&Answer> = answers.iter().filter(|a| !a.is_replay()).collect();
-        assert_eq!(first.len(), 1, "round {round}: one attempt went to the backend");
+        assert_eq!(
+            first.len(),
+            1,
+            "round {round}: one attempt went to the backend"
+        );
         for answer in &answers {
             assert_eq!(answer.status, 201, "round {round}: no 409, no error");
             assert_eq!(answer.bytes, first[0].bytes, "round {round}: the same body");
@@ -91,7 +102,10 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
         );
         let reference = first[0].json()["bank_reference"].clone();
         let debits = stack.debits().await;
-        let for_key = debits.iter().filter(|d| d["reference"] == reference).count();
+        let for_key = debits
+            .iter()
+            .filter(|d| d["reference"] == reference)
+            .count();
         assert_eq!(for_key, 1, "round {round}: one debit");
     }
     stack.stop().await;

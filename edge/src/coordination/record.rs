@@ -122,9 +122,11 @@ pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u
     match current {
         Some(KeyRecord::InFlight {
             mark_expires_at_ms, ..
-        }) if request.wait_ms > 0 && now_ms < *mark_expires_at_ms => {
-            Some(now_ms.saturating_add(request.wait_ms).min(*mark_expires_at_ms))
-        }
+        }) if request.wait_ms > 0 && now_ms < *mark_expires_at_ms => Some(
+            now_ms
+                .saturating_add(request.wait_ms)
+                .min(*mark_expires_at_ms),
+        ),
         _ => None,
     }
 }

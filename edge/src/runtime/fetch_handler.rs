@@ -101,7 +101,9 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
             if let Some(limited) = over_limit(env, user, limits.per_user).await {
                 return reply_response(limited);
             }
-            let prefer = headers.get(PREFER_HEADER)?.map(|value| header_bytes(&value));
+            let prefer = headers
+                .get(PREFER_HEADER)?
+                .map(|value| header_bytes(&value));
             let wait = requested_wait(prefer.as_deref(), policy.max_wait);
             let coordinated = Coordinated {
                 attempt: &attempt,
