@@ -28,7 +28,10 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
             stack.edge_url.clone(),
             Call::pay(7, key, "elec-42", PAY_BODY),
         );
-        async move { send(&http, &url, &call).await }
+        async move {
+            let response = call.request(&http, &url).send().await;
+            Answer::from(response.expect("the edge answers")).await
+        }
     });
     let status = Call::get(&format!("/v1/idempotency-keys/{key}"), Some(7));
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -40,16 +43,6 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     first
-}
-
-async fn send(http: &reqwest::Client, base: &str, call: &Call) -> Answer {
-    let mut request = http
-        .request(call.method.clone(), format!("{base}{}", call.path))
-        .body(call.body.clone());
-    for (name, value) in &call.headers {
-        request = request.header(name, value);
-    }
-    Answer::from(request.send().await.expect("the edge answers")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,16 +162,7 @@ async fn waiters_that_hang_up_disturb_nothing() {
         .build()
         .expect("client");
     let call = waiting_call(&key, "wait=10");
-    let gave_up = join_all((0..10).map(|_| {
-        let mut request = impatient
-            .post(format!("{}{}", stack.edge_url, call.path))
-            .body(call.body.clone());
-        for (name, value) in &call.headers {
-            request = request.header(name, value);
-        }
-        request.send()
-    }))
-    .await;
+    let gave_up = join_all((0..10).map(|_| call.request(&impatient, &stack.edge_url).send())).await;
     assert!(gave_up.iter().all(Result::is_err), "every waiter hung up");
     // One patient waiter still gets the answer; the first attempt was not disturbed.
     let patient = stack.send(Via::Edge, &call).await;

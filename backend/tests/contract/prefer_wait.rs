@@ -55,6 +55,25 @@ async fn pay(
     Ok(Answer::from(request.send().await?).await)
 }
 
+/// Sends the first attempt with `key` (no wait) and returns once its key is claimed, so the
+/// attempts sent after find it in flight.
+async fn first_attempt_in_flight(
+    app: &TestApp,
+    key: &str,
+) -> tokio::task::JoinHandle<reqwest::Result<Answer>> {
+    let first = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.to_owned());
+        async move { pay(&http, &url, &key, None).await }
+    });
+    wait_for(
+        "the first attempt's claim",
+        Duration::from_secs(5),
+        async || app.key_state(7, key).await.is_some(),
+    )
+    .await;
+    first
+}
+
 /// Asserts twenty answers are one first 201 and nineteen identical replays given after a wait,
 /// and one debit for the key at the bank.
 async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Answer]) {
@@ -205,16 +224,7 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
 async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
     let app = TestApp::spawn_with(slow_bank(store, 3_000)).await;
     let key = new_key();
-    let first = tokio::spawn({
-        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
-        async move { pay(&http, &url, &key, None).await }
-    });
-    wait_for(
-        "the first attempt's claim",
-        Duration::from_secs(5),
-        async || app.key_state(7, &key).await.is_some(),
-    )
-    .await;
+    let first = first_attempt_in_flight(&app, &key).await;
     let waited = pay(&app.http, &app.url, &key, Some("wait=1"))
         .await
         .expect("answers");
@@ -271,16 +281,7 @@ async fn a_bank_timeout_ends_every_wait_with_503_outcome_pending(store: StoreKin
 async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
     let app = TestApp::spawn_with(slow_bank(store, 2_000)).await;
     let key = new_key();
-    let first = tokio::spawn({
-        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
-        async move { pay(&http, &url, &key, None).await }
-    });
-    wait_for(
-        "the first attempt's claim",
-        Duration::from_secs(5),
-        async || app.key_state(7, &key).await.is_some(),
-    )
-    .await;
+    let first = first_attempt_in_flight(&app, &key).await;
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()
@@ -305,16 +306,7 @@ async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
 async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: StoreKind) {
     let app = TestApp::spawn_with(slow_bank(store, 1_500)).await;
     let key = new_key();
-    let first = tokio::spawn({
-        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
-        async move { pay(&http, &url, &key, None).await }
-    });
-    wait_for(
-        "the first attempt's claim",
-        Duration::from_secs(5),
-        async || app.key_state(7, &key).await.is_some(),
-    )
-    .await;
+    let first = first_attempt_in_flight(&app, &key).await;
     let status = app
         .http
         .get(format!("{}/v1/idempotency-keys/{key}", app.url))

@@ -199,19 +199,16 @@ impl Stack {
             Via::Edge => &self.edge_url,
             Via::Backend => &self.backend_url,
         };
-        let mut request = self
-            .http
-            .request(call.method.clone(), format!("{base}{}", call.path))
-            .body(call.body.clone());
-        for (name, value) in &call.headers {
-            request = request.header(name, value);
-        }
-        let response = request.send().await.unwrap_or_else(|error| {
-            panic!(
-                "{via:?} did not answer {} {}: {error}",
-                call.method, call.path
-            )
-        });
+        let response = call
+            .request(&self.http, base)
+            .send()
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "{via:?} did not answer {} {}: {error}",
+                    call.method, call.path
+                )
+            });
         Answer::from(response).await
     }
 
@@ -311,6 +308,17 @@ impl Call {
                 .collect(),
             body: Vec::new(),
         }
+    }
+
+    /// The call as a request to `base` (an origin) on `http`, for a test that sends it itself.
+    pub fn request(&self, http: &reqwest::Client, base: &str) -> reqwest::RequestBuilder {
+        let mut request = http
+            .request(self.method.clone(), format!("{base}{}", self.path))
+            .body(self.body.clone());
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        request
     }
 
     /// The same call with a header set (replaced if present).
