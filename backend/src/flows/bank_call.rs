@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{KeyRef, MovementResult, SavedMovement, UnknownCall};
+use crate::store::{CLAIM_LEASE_RENEWAL, KeyRef, MovementResult, SavedMovement, UnknownCall};
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
@@ -32,6 +32,40 @@ pub(super) async fn run_to_completion<T: Send + 'static>(
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }
 
+/// Renews this process's lease on a claimed key every [`CLAIM_LEASE_RENEWAL`] until dropped,
+/// which is when the claim's bank call has ended and its outcome is saved: while the process
+/// lives, no reconciler takes the key; if it dies, the lease lapses within [`CLAIM_LEASE`] and
+/// reconciliation asks the bank at once.
+///
+/// [`CLAIM_LEASE`]: crate::store::CLAIM_LEASE
+struct ClaimRenewal {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ClaimRenewal {
+    fn start(state: &AppState, key: KeyRef) -> ClaimRenewal {
+        let store = state.store.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CLAIM_LEASE_RENEWAL).await;
+                match store.renew_claim(key).await {
+                    Ok(true) => {}
+                    // The key moved on, or a reconciler took it: nothing left to hold.
+                    Ok(false) => return,
+                    Err(error) => tracing::warn!(%error, "could not renew a claim's lease"),
+                }
+            }
+        });
+        ClaimRenewal { task }
+    }
+}
+
+impl Drop for ClaimRenewal {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said. If
 /// the bank already has all the calls it may have (`MAX_BANK_CALLS`) and none ends within
 /// `BANK_QUEUE_WAIT_MS`, nothing is sent: the claim is released at once and the request
@@ -41,6 +75,7 @@ pub(super) async fn call_bank_and_save(
     key: KeyRef,
     movement: &SavedMovement,
 ) -> Result<Answer> {
+    let _renewing = ClaimRenewal::start(state, key);
     let Some(permit) = state.bank.reserve_call(state.limits.bank_queue_wait).await else {
         return bank_busy(state, key, movement).await;
     };

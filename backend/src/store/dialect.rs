@@ -17,7 +17,7 @@ use shared::Fingerprint;
 use sqlx::{Database, Pool, Transaction};
 
 use super::error::StoreError;
-use super::types::{KeyRef, NewPayment, PaymentRow};
+use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
 
 /// The pieces of SQL and behaviour that differ between the two databases.
 pub trait Dialect: Database {
@@ -40,13 +40,15 @@ pub trait Dialect: Database {
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
 
-    /// The claim of a `pay_bill` key with its pending payment, committed before it returns (and
-    /// so before the bank is called): the payment row, or `None` if the (user, key) exists.
+    /// The claim of a `pay_bill` key with its pending payment, held under `claim`, committed
+    /// before it returns (and so before the bank is called): the payment row, or `None` if the
+    /// (user, key) exists.
     fn claim_key_with_pending_payment(
         pool: &Pool<Self>,
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        claim: Lease,
     ) -> impl Future<Output = Result<Option<PaymentRow>, StoreError>> + Send;
 
     /// Tells the other processes on this database, once the connection's transaction commits,

@@ -123,6 +123,10 @@ pub trait Store: Send + Sync {
         fingerprint: &Fingerprint,
     ) -> Result<Option<SavedMovement>, StoreError>;
 
+    /// Renews this process's lease on a key it claimed, while the claim's bank call runs;
+    /// `false` if the key moved on (or a reconciler took it after the lease lapsed).
+    async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError>;
+
     /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
     /// changed meanwhile, or is released with its last check for a late debit still to come.
     async fn release_expired(

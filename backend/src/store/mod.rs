@@ -28,7 +28,7 @@ pub use error::StoreError;
 pub use interface::{SharedStore, Store, connect};
 pub use key_changes::{KeyChanges, KeyWatch};
 pub use types::{
-    ClaimResult, KeyRef, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
-    PaymentRow, RECONCILE_LEASE, RefundClaimResult, RefundRow, SavedMovement, StoredKey,
-    UnknownCall,
+    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, KeyRef, LeasedKey, LookupHistory,
+    MovementResult, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,
+    RefundRow, SavedMovement, StoredKey, UnknownCall,
 };

@@ -13,8 +13,8 @@ use super::dialect::Dialect;
 use super::error::StoreError;
 use super::key_changes;
 use super::sql::movements::payment_from_row;
-use super::types::{KeyRef, NewPayment, PaymentRow};
-use crate::store::columns::Label;
+use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
+use crate::store::columns::{Label, Span};
 
 impl Db for Postgres {}
 
@@ -39,12 +39,13 @@ impl Dialect for Postgres {
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        claim: Lease,
     ) -> Result<Option<PaymentRow>, StoreError> {
         let query = sqlx::query(
             "WITH claimed AS ( \
-                 INSERT INTO idempotency_keys \
-                     (user_id, key, operation, state, fingerprint, resource_id) \
-                 VALUES ($1, $2, $3, 'started', $4, $5) \
+                 INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
+                                               resource_id, lease_owner, lease_until) \
+                 VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11) \
                  ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id) \
              INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
                                    status, bank_reference) \
@@ -60,7 +61,9 @@ impl Dialect for Postgres {
         .arg(payment.bill_id.clone())
         .arg(payment.amount_paise)
         .arg(payment.payer_vpa.clone())
-        .arg(payment.bank_reference.clone());
+        .arg(payment.bank_reference.clone())
+        .arg(claim.owner)
+        .arg(Span(claim.lasts));
         let mut conn = pool.acquire().await?;
         let row = Postgres::fetch_optional(&mut conn, query).await?;
         row.map(|row| payment_from_row::<Postgres>(&row, ""))

@@ -39,12 +39,24 @@ const CLAIM_ATTEMPTS: usize = 3;
 pub struct SqlStore<D: Db> {
     pool: Pool<D>,
     changes: Arc<KeyChanges>,
+    /// Names this process on the keys it claims (their lease owner), minted at start: a
+    /// restarted process is another holder, so the dead one's claims lapse.
+    holder: Uuid,
 }
 
 impl<D: Db> SqlStore<D> {
     /// The store on `pool`, announcing key changes to `changes`.
     pub fn new(pool: Pool<D>, changes: Arc<KeyChanges>) -> SqlStore<D> {
-        SqlStore { pool, changes }
+        SqlStore {
+            pool,
+            changes,
+            holder: Uuid::new_v4(),
+        }
+    }
+
+    /// The lease this process takes on a key it claims.
+    fn claim(&self) -> Lease {
+        Lease::for_claim(self.holder)
     }
 
     /// Announces a change to `key` that has committed (a single statement's), to the other
@@ -129,8 +141,14 @@ impl<D: Db> Store for SqlStore<D> {
         payment: &NewPayment,
     ) -> Result<ClaimResult<PaymentRow>, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
-            let claimed =
-                D::claim_key_with_pending_payment(&self.pool, key, fingerprint, payment).await?;
+            let claimed = D::claim_key_with_pending_payment(
+                &self.pool,
+                key,
+                fingerprint,
+                payment,
+                self.claim(),
+            )
+            .await?;
             if let Some(row) = claimed {
                 return Ok(ClaimResult::Claimed(row));
             }
@@ -169,6 +187,7 @@ impl<D: Db> Store for SqlStore<D> {
                 Operation::RefundPayment,
                 fingerprint,
                 refund.refund_id,
+                self.claim(),
             )
             .await?;
             if !inserted {
@@ -231,7 +250,7 @@ impl<D: Db> Store for SqlStore<D> {
         call: UnknownCall,
     ) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let moved = keys::set_unknown::<D>(&mut conn, key, resource_id, call).await?;
+        let moved = keys::set_unknown::<D>(&mut conn, key, resource_id, call, self.holder).await?;
         if moved {
             self.announce_committed(&mut conn, key).await?;
         }
@@ -246,7 +265,8 @@ impl<D: Db> Store for SqlStore<D> {
         check_after: Duration,
     ) -> Result<(), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after).await?;
+        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after, self.holder)
+            .await?;
         self.announce_committed(&mut conn, key).await
     }
 
@@ -258,11 +278,16 @@ impl<D: Db> Store for SqlStore<D> {
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let Some((operation, resource_id)) =
-            keys::reclaim_released_key::<D>(&mut conn, key, fingerprint).await?
+            keys::reclaim_released_key::<D>(&mut conn, key, fingerprint, self.claim()).await?
         else {
             return Ok(None);
         };
         movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+    }
+
+    async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::renew_claim::<D>(&mut conn, key, self.claim()).await
     }
 
     async fn release_expired(

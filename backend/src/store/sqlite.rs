@@ -28,7 +28,7 @@ use super::db::Db;
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::sql::{keys, movements};
-use super::types::{KeyRef, NewPayment, PaymentRow};
+use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
 /// than any one of this store's write transactions holds it.
@@ -56,6 +56,7 @@ impl Dialect for Sqlite {
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        claim: Lease,
     ) -> Result<Option<PaymentRow>, StoreError> {
         let mut tx = Sqlite::begin_write(pool).await?;
         let inserted = keys::insert_started_key::<Sqlite>(
@@ -64,6 +65,7 @@ impl Dialect for Sqlite {
             Operation::PayBill,
             fingerprint,
             payment.payment_id,
+            claim,
         )
         .await?;
         if !inserted {

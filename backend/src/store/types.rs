@@ -206,6 +206,15 @@ pub enum RefundClaimResult {
     },
 }
 
+/// How long a process holds a key it claimed without renewing the lease: it renews it every
+/// [`CLAIM_LEASE_RENEWAL`] while the claim's bank call runs. When the process dies the lease
+/// lapses within this, and reconciliation asks the bank at once instead of after
+/// `stuck_after` (docs/design.md, "Crash recovery in seconds").
+pub const CLAIM_LEASE: Duration = Duration::from_secs(6);
+
+/// How often a claim's holder renews its lease while the bank call runs.
+pub const CLAIM_LEASE_RENEWAL: Duration = Duration::from_secs(2);
+
 /// How long a reconciler holds a key it took: far longer than a bank look-up takes (the bank
 /// client gives up after `BANK_TIMEOUT_MS`, 5 s by default), short enough that a key taken by a
 /// crashed reconciler is asked about again well within `stuck_after`.
@@ -239,6 +248,14 @@ pub(in crate::store) struct Lease {
 }
 
 impl Lease {
+    /// The lease a process takes on each key it claims; `holder` names the process.
+    pub fn for_claim(holder: Uuid) -> Lease {
+        Lease {
+            owner: holder,
+            lasts: CLAIM_LEASE,
+        }
+    }
+
     /// A new lease for a reconciler.
     pub fn for_reconciler() -> Lease {
         Lease {

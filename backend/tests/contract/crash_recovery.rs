@@ -10,11 +10,15 @@
 //! - the same for a refund killed after the bank refunded;
 //! - `SIGTERM` is a graceful stop: the request in flight still completes, and the exit is 0.
 //!
-//! The restarted backend reconciles a `started` key only once it is older than
-//! `stuck_after_minutes` (5 in `policy.yaml`). Instead of waiting five minutes, the tests move
-//! the claim's `claimed_at` back by six minutes in SQL: that stands in for the passage of time.
+//! - a process killed mid bank call: its claims' leases lapse within seconds and a surviving
+//!   replica asks the bank at once; money that moved is final within seconds, a call the bank
+//!   never saw is left alone until `stuck_after` (it could still be on its way).
+//!
+//! Where a test is about what happens after `stuck_after_minutes` (5 in `policy.yaml`), it
+//! moves the claim's `claimed_at` back by six minutes in SQL instead of waiting five minutes:
+//! that stands in for the passage of time.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::process::{BackendEnv, BackendProcess};
 use crate::support::{
@@ -396,4 +400,93 @@ async fn sigterm_lets_the_request_in_flight_finish_and_the_backend_exits_zero() 
         Some("done")
     );
     assert_eq!(world.bank.simulator.ledger().debits.len(), 1);
+}
+
+/// Starts `count` payments through `backend` (each its own key) and returns their keys once
+/// every one is claimed.
+async fn payments_in_flight(world: &World, backend: &BackendProcess, count: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..count).map(|_| new_key()).collect();
+    for key in &keys {
+        let (http, url, key) = (world.http.clone(), backend.url.clone(), key.clone());
+        tokio::spawn(async move {
+            send_pay(&http, &url, 31, Some(&key), "elec-1", &payment_body(1_000)).await
+        });
+    }
+    let started = "SELECT count(*) FROM idempotency_keys WHERE state = 'started'";
+    wait_for("every payment claimed", PATIENCE, async || {
+        world.count(started).await == count as i64
+    })
+    .await;
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_call_has_its_debited_keys_final_within_seconds() {
+    // The bank debits 2 s after each call, whether or not the caller is still there.
+    let world = World::new(Knobs {
+        latency_ms: 2_000,
+        executes_abandoned_calls: true,
+        ..Knobs::default()
+    })
+    .await;
+    let survivor = world.start_backend().await;
+    let mut dying = world.start_backend().await;
+    payments_in_flight(&world, &dying, 5).await;
+    dying.kill_hard();
+    let killed = Instant::now();
+    let done = "SELECT count(*) FROM idempotency_keys WHERE state = 'done'";
+    // Without the claim's lease this would wait for stuck_after (5 minutes).
+    wait_for(
+        "the survivor to finish every key the dead replica held",
+        Duration::from_secs(60),
+        async || world.count(done).await == 5,
+    )
+    .await;
+    eprintln!(
+        "every debited key the killed replica held was final {:.1?} after the kill",
+        killed.elapsed()
+    );
+    assert_eq!(world.bank.simulator.ledger().debits.len(), 5);
+    let succeeded = "SELECT count(*) FROM payments WHERE status = 'succeeded'";
+    assert_eq!(world.count(succeeded).await, 5);
+    assert!(
+        metric_in(
+            &world.metrics(&survivor).await,
+            "reconcile_stuck_keys_found_total"
+        ) >= 5.0,
+        "the survivor's reconciler resolved them"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_bank_never_saw_is_not_released_before_stuck_after_when_its_holder_dies() {
+    // The bank drops each call with its caller: it never sees them.
+    let world = World::new(Knobs {
+        latency_ms: 2_000,
+        ..Knobs::default()
+    })
+    .await;
+    let survivor = world.start_backend().await;
+    let mut dying = world.start_backend().await;
+    payments_in_flight(&world, &dying, 3).await;
+    dying.kill_hard();
+    wait_for(
+        "the survivor to ask the bank about the lapsed claims",
+        Duration::from_secs(60),
+        async || {
+            metric_in(
+                &world.metrics(&survivor).await,
+                "reconcile_stuck_keys_found_total",
+            ) >= 3.0
+        },
+    )
+    .await;
+    // "Never seen" before stuck_after: a call could still be on its way, so nothing is
+    // released; the keys wait, as before the lease, for their claims to be stuck_after old.
+    let started = "SELECT count(*) FROM idempotency_keys \
+                   WHERE state = 'started' AND next_lookup_at > now() + interval '4 minutes'";
+    assert_eq!(world.count(started).await, 3);
+    let pending = "SELECT count(*) FROM payments WHERE status = 'pending'";
+    assert_eq!(world.count(pending).await, 3);
+    assert!(world.bank.simulator.ledger().debits.is_empty());
 }

@@ -348,14 +348,15 @@ impl TestApp {
     }
 
     /// Moves the timestamps of `key` (every key if `None`) `by` into the past, as if its claim
-    /// had been made that long ago.
+    /// had been made that long ago: its lease, if any, runs out that much earlier too.
     pub async fn age_keys(&self, key: Option<&str>, by: Duration) {
         let key = key.map(storage_uuid);
         match &self.db {
             TestDb::Postgres(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
                  SET created_at = created_at - make_interval(secs => $1), \
-                     claimed_at = claimed_at - make_interval(secs => $1) \
+                     claimed_at = claimed_at - make_interval(secs => $1), \
+                     lease_until = lease_until - make_interval(secs => $1) \
                  WHERE $2::uuid IS NULL OR key = $2",
             )
             .bind(by.as_secs_f64())
@@ -365,7 +366,8 @@ impl TestApp {
             .map(drop),
             TestDb::Sqlite(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
-                 SET created_at = created_at - ?1, claimed_at = claimed_at - ?1 \
+                 SET created_at = created_at - ?1, claimed_at = claimed_at - ?1, \
+                     lease_until = lease_until - ?1 \
                  WHERE ?2 IS NULL OR key = ?2",
             )
             .bind(i64::try_from(by.as_micros()).expect("small"))

@@ -53,25 +53,32 @@ pub async fn select_key<D: Db>(
     Ok(Some(stored))
 }
 
-/// The claim: inserts the key as `started` unless the (user, key) exists. `true` if this call
-/// inserted it. Run inside the claim's transaction, never around the bank call.
+/// The claim: inserts the key as `started`, held by the claiming process (`claim`), unless the
+/// (user, key) exists. `true` if this call inserted it. Run inside the claim's transaction,
+/// never around the bank call.
 pub async fn insert_started_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     operation: Operation,
     fingerprint: &Fingerprint,
     resource_id: Uuid,
+    claim: Lease,
 ) -> Result<bool, StoreError> {
-    let query = sqlx::query(
-        "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id) \
-         VALUES ($1, $2, $3, 'started', $4, $5) \
+    let sql = format!(
+        "INSERT INTO idempotency_keys \
+             (user_id, key, operation, state, fingerprint, resource_id, lease_owner, lease_until) \
+         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7) \
          ON CONFLICT (user_id, key) DO NOTHING",
-    )
-    .arg(key.user.as_i64())
-    .arg(key.key)
-    .arg(Label(operation))
-    .arg(fingerprint.as_bytes().to_vec())
-    .arg(resource_id);
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(Label(operation))
+        .arg(fingerprint.as_bytes().to_vec())
+        .arg(resource_id)
+        .arg(claim.owner)
+        .arg(Span(claim.lasts));
     Ok(D::execute(conn, query).await? == 1)
 }
 
@@ -95,40 +102,56 @@ pub async fn set_done<D: Db>(
     Ok(())
 }
 
-/// Moves a `started` key to `unknown`, due for a look-up when `call` says. `true` if it moved.
+/// The lease columns after the claim's holder `$holder` (a numbered parameter) lets go of the
+/// key: freed if it holds them, left to a reconciler that took the key over.
+fn let_go_of_claim(holder: &str) -> String {
+    format!(
+        "lease_owner = CASE WHEN lease_owner = {holder} THEN NULL ELSE lease_owner END, \
+         lease_until = CASE WHEN lease_owner = {holder} THEN NULL ELSE lease_until END"
+    )
+}
+
+/// Moves a `started` key to `unknown`, due for a look-up when `call` says, letting go of the
+/// claim's lease held by `holder`. `true` if it moved.
 pub async fn set_unknown<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     resource_id: Uuid,
     call: UnknownCall,
+    holder: Uuid,
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5 \
+         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, {let_go} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
-        now = D::NOW
+        now = D::NOW,
+        let_go = let_go_of_claim("$6"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
         .arg(resource_id)
         .arg(call.ended())
-        .arg(Span(call.look_up_after()));
+        .arg(Span(call.look_up_after()))
+        .arg(holder);
     Ok(D::execute(conn, query).await? == 1)
 }
 
 /// Claims a released key again for the request that released it (same fingerprint): back to
-/// `started`, stuck detection counting from now; a key a reconciler holds is left alone.
-/// Returns the operation and the movement to call the bank for; `None` if the key is not
-/// released (any more), belongs to another request, or is being checked.
+/// `started`, held by the claiming process (`claim`), stuck detection counting from now; a key
+/// a reconciler holds is left alone. Returns the operation and the movement to call the bank
+/// for; `None` if the key is not released (any more), belongs to another request, or is being
+/// checked.
 pub async fn reclaim_released_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     fingerprint: &Fingerprint,
+    claim: Lease,
 ) -> Result<Option<(Operation, Uuid)>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'started', claimed_at = {now}, next_lookup_at = NULL, failed_lookups = 0 \
+         SET state = 'started', claimed_at = {now}, next_lookup_at = NULL, failed_lookups = 0, \
+             lease_owner = $4, lease_until = {now} + $5 \
          WHERE user_id = $1 AND key = $2 AND state = 'released' AND fingerprint = $3 \
            AND (lease_until IS NULL OR lease_until <= {now}) \
          RETURNING operation, resource_id",
@@ -137,7 +160,9 @@ pub async fn reclaim_released_key<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(fingerprint.as_bytes().to_vec());
+        .arg(fingerprint.as_bytes().to_vec())
+        .arg(claim.owner)
+        .arg(Span(claim.lasts));
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };
@@ -235,8 +260,29 @@ pub async fn lease_key<D: Db>(
     row.map(|row| leased_key_from_row::<D>(&row)).transpose()
 }
 
+/// Renews the claim's lease `claim` on a `started` key for another [`Lease::lasts`]: the
+/// holder is alive and its bank call still runs. `false` if the key moved on or another took it.
+pub async fn renew_claim<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    claim: Lease,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys SET lease_until = {now} + $4 \
+         WHERE user_id = $1 AND key = $2 AND state = 'started' AND lease_owner = $3",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(claim.owner)
+        .arg(Span(claim.lasts));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
 /// Takes `lease` on the oldest key due for a bank look-up, if any: an `unknown` key, or a
-/// `started` key claimed more than `stuck_after` ago, whose back-off has passed; or a
+/// `started` key claimed more than `stuck_after` ago or whose claim's lease lapsed (its
+/// holder died mid-call), whose back-off has passed; or a
 /// `released` key whose next check for a late debit has come; in each case only if nobody
 /// holds it. The choice and the lease are one statement, so reconcilers (on every replica)
 /// never take the same key, and none ever waits behind another's bank look-up.
@@ -251,7 +297,8 @@ pub async fn lease_next_due_key<D: Db>(
              SELECT user_id, key FROM idempotency_keys \
              WHERE state <> 'done' \
                AND (((state = 'unknown' \
-                      OR (state = 'started' AND claimed_at <= {now} - $1)) \
+                      OR (state = 'started' \
+                          AND (claimed_at <= {now} - $1 OR lease_until IS NOT NULL))) \
                      AND (next_lookup_at IS NULL OR next_lookup_at <= {now})) \
                     OR (state = 'released' AND next_lookup_at <= {now})) \
                AND (lease_until IS NULL OR lease_until <= {now}) \
@@ -340,25 +387,28 @@ pub async fn set_released<D: Db>(
 }
 
 /// Releases a `started` key of this resource whose bank call was never sent, with its first
-/// check for a late debit `check_after` from now (the request that claimed it gave up before
-/// calling the bank, so no lease is needed: no reconciler takes a young `started` key).
+/// check for a late debit `check_after` from now, letting go of the claim's lease held by
+/// `holder` (the request that claimed it gave up before calling the bank).
 pub async fn release_started_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     resource_id: Uuid,
     check_after: std::time::Duration,
+    holder: Uuid,
 ) -> Result<(), StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4 \
+         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, {let_go} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
-        now = D::NOW
+        now = D::NOW,
+        let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
         .arg(resource_id)
-        .arg(Span(check_after));
+        .arg(Span(check_after))
+        .arg(holder);
     D::execute(conn, query).await?;
     Ok(())
 }
