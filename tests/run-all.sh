@@ -39,6 +39,22 @@ scripts/build-edge.sh
 step "native tests"
 cargo test --workspace --locked
 
+step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
+scripts/soak.sh --duration-seconds 60 --seed 1
+scripts/soak.sh --duration-seconds 30 --store sqlite --seed 1
+
+step "chaos soak: the audit fails a client that charges twice (a new key per retry)"
+broken_log=$(mktemp)
+if scripts/soak.sh --duration-seconds 30 --seed 4 --phones 10 --client key-per-retry >"$broken_log" 2>&1; then
+  cat "$broken_log"
+  echo "the audit passed a client that makes a new key per retry" >&2
+  exit 1
+fi
+grep -q "one user action debited more than once" "$broken_log" \
+  || { cat "$broken_log"; echo "the audit did not name the double charge" >&2; exit 1; }
+grep -E "^(double debits|audit:)" "$broken_log"
+rm -f "$broken_log"
+
 step "container image, run with podman (deploy/verify-container.sh)"
 deploy/verify-container.sh
 

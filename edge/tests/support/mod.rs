@@ -19,6 +19,7 @@ use edge::rate_limit::Limit;
 use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
+use test_harness::workerd::{WorkerSettings, start_workerd};
 use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls, server_binary};
 
 pub use test_harness::Answer;
@@ -113,7 +114,6 @@ pub struct Call {
 impl Stack {
     /// Starts bank, backend (fresh database) and the Worker, each reporting where it listens.
     pub async fn start(options: StackOptions) -> Stack {
-        let worker = worker_build();
         let scratch = std::env::temp_dir().join(format!("edge-e2e-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&scratch).expect("create the scratch directory");
         let http = reqwest::Client::builder()
@@ -145,19 +145,21 @@ impl Stack {
         let (backend, [backend_admin_url, backend_url]) =
             ServerProcess::start("backend", backend_command, ready).await;
 
-        let config = workerd_config(&backend_url, &options);
-        std::fs::write(scratch.join("edge.capnp"), config).expect("write the workerd config");
-        for file in ["index.js", "index_bg.wasm"] {
-            std::fs::copy(worker.join(file), scratch.join(file)).expect("copy the Worker build");
-        }
-        let mut workerd_command = Command::new(workerd_binary());
-        // `--control-fd 1`: workerd reports the port its socket bound on standard output.
-        workerd_command
-            .arg("serve")
-            .arg(scratch.join("edge.capnp"))
-            .args(["--control-fd", "1"]);
-        let (workerd, edge_port) =
-            ServerProcess::start("workerd", workerd_command, workerd_listen_port).await;
+        let settings = WorkerSettings {
+            backend_url: backend_url.clone(),
+            backend_timeout_ms: options.edge_backend_timeout_ms,
+            jwt_secret: SECRET.to_owned(),
+            user_limit: (options.user_limit.per_minute, options.user_limit.burst),
+            address_limit: (
+                options.address_limit.per_minute,
+                options.address_limit.burst,
+            ),
+            bindings: (
+                edge::runtime::COORDINATOR_BINDING,
+                edge::runtime::RATE_LIMITER_BINDING,
+            ),
+        };
+        let (workerd, edge_port) = start_workerd(&repo_root(), &scratch, &settings).await;
 
         Stack {
             edge_url: format!("http://127.0.0.1:{edge_port}"),
@@ -340,88 +342,6 @@ impl Call {
         self.body = body.into();
         self
     }
-}
-
-/// The built Worker's directory; fails loudly if the build is missing.
-fn worker_build() -> PathBuf {
-    let build = repo_root().join("edge/build");
-    for file in ["index.js", "index_bg.wasm"] {
-        assert!(
-            build.join(file).is_file(),
-            "the Worker build is missing ({}); build it with scripts/build-edge.sh",
-            build.join(file).display()
-        );
-    }
-    build
-}
-
-/// The `workerd` binary of the npm package wrangler installs.
-fn workerd_binary() -> PathBuf {
-    let binary = repo_root().join("node_modules/@cloudflare/workerd-linux-64/bin/workerd");
-    assert!(
-        binary.is_file(),
-        "workerd is missing ({}); install it with scripts/setup-tools.sh (npm ci)",
-        binary.display()
-    );
-    binary
-}
-
-/// The port in workerd's control message `{"event":"listen","socket":"http","port":N}`.
-fn workerd_listen_port(line: &str) -> Option<u16> {
-    let message: Value = serde_json::from_str(line).ok()?;
-    (message["event"] == "listen" && message["socket"] == "http")
-        .then(|| message["port"].as_u64()?.try_into().ok())?
-}
-
-/// The workerd configuration: the Worker on port 0 of 127.0.0.1 (workerd reports the port),
-/// its settings as bindings, the key coordinators and rate limiters in memory, and outbound
-/// fetch limited to this machine.
-fn workerd_config(backend_url: &str, options: &StackOptions) -> String {
-    format!(
-        r#"using Workerd = import "/workerd/workerd.capnp";
-
-const config :Workerd.Config = (
-  services = [
-    (name = "edge", worker = .edge),
-    (name = "loopback", network = (allow = ["local"])),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "edge")],
-);
-
-const edge :Workerd.Worker = (
-  compatibilityDate = "2026-11-01",
-  modules = [
-    (name = "index.js", esModule = embed "index.js"),
-    (name = "index_bg.wasm", wasm = embed "index_bg.wasm"),
-  ],
-  bindings = [
-    (name = "BACKEND_URL", text = "{backend_url}"),
-    (name = "BACKEND_TIMEOUT_MS", text = "{timeout}"),
-    (name = "APP_ENV", text = "production"),
-    (name = "AUTH_JWT_SECRET", text = "{SECRET}"),
-    (name = "RATE_LIMIT_USER_PER_MINUTE", text = "{user_per_minute}"),
-    (name = "RATE_LIMIT_USER_BURST", text = "{user_burst}"),
-    (name = "RATE_LIMIT_ADDRESS_PER_MINUTE", text = "{address_per_minute}"),
-    (name = "RATE_LIMIT_ADDRESS_BURST", text = "{address_burst}"),
-    (name = "{binding}", durableObjectNamespace = "KeyCoordinator"),
-    (name = "{limiter_binding}", durableObjectNamespace = "RateLimiter"),
-  ],
-  durableObjectNamespaces = [
-    (className = "KeyCoordinator", uniqueKey = "safe-retries-edge-KeyCoordinator", enableSql = true),
-    (className = "RateLimiter", uniqueKey = "safe-retries-edge-RateLimiter", enableSql = true),
-  ],
-  durableObjectStorage = (inMemory = void),
-  globalOutbound = "loopback",
-);
-"#,
-        timeout = options.edge_backend_timeout_ms,
-        user_per_minute = options.user_limit.per_minute,
-        user_burst = options.user_limit.burst,
-        address_per_minute = options.address_limit.per_minute,
-        address_burst = options.address_limit.burst,
-        binding = edge::runtime::COORDINATOR_BINDING,
-        limiter_binding = edge::runtime::RATE_LIMITER_BINDING,
-    )
 }
 
 fn time_now_unix() -> i64 {

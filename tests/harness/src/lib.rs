@@ -7,7 +7,8 @@
 //! - [`Answer`]: a response read whole, with the assertions the contract needs;
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
-//!   PostgreSQL cluster that speaks TLS only, for the TLS tests.
+//!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
+//! - [`workerd`]: the built edge Worker under `workerd`.
 
 mod answer;
 mod certificates;
@@ -15,6 +16,7 @@ mod database;
 mod process;
 mod tls_postgres;
 mod wait;
+pub mod workerd;
 
 pub use answer::Answer;
 pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};

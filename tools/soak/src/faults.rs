@@ -1,0 +1,265 @@
+//! The fault schedule: which fault strikes when, drawn from the seed before the soak starts and
+//! printed, then carried out on the running [`Stack`] one after another.
+//!
+//! Faults, about one every [`MEAN_GAP`]: a replica `SIGKILL`ed and started again, one stopped
+//! with `SIGTERM` (graceful) and started again, random database connections cut
+//! (`pg_terminate_backend`), PostgreSQL restarted (once per soak), the bank slow past the
+//! replicas' timeout, losing replies (it debits, the reply never comes), failing before it
+//! debits (5xx), declining, or out altogether, and the edge restarted. A bank fault lasts
+//! [`BANK_FAULT_LASTS`], then the bank's knobs go back to [`baseline_knobs`]. On SQLite there
+//! is one replica and no PostgreSQL to fault.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use crate::stack::{Database, Stack, StoreKind};
+
+/// The mean time between two faults.
+pub const MEAN_GAP: Duration = Duration::from_secs(6);
+
+/// How long a bank fault lasts.
+pub const BANK_FAULT_LASTS: Duration = Duration::from_secs(4);
+
+/// How long a `SIGKILL`ed replica stays down.
+const DOWN_AFTER_KILL: Duration = Duration::from_secs(1);
+
+/// One kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// `SIGKILL` a replica, start it again a second later.
+    KillReplica(usize),
+    /// `SIGTERM` a replica (it finishes its requests), start it again.
+    StopReplica(usize),
+    /// Terminate about half of the database's connections.
+    CutConnections,
+    /// Restart the PostgreSQL server.
+    RestartPostgres,
+    /// The bank answers after 3 s: past the replicas' 2 s timeout.
+    BankSlow,
+    /// Half the bank's replies are lost after it moved the money.
+    BankLosesReplies,
+    /// Half the bank's calls fail with 500 before it does anything.
+    BankFails,
+    /// Half the debits are declined.
+    BankDeclines,
+    /// Every bank call fails.
+    BankOutage,
+    /// Kill the edge and start it again.
+    RestartEdge,
+}
+
+impl Fault {
+    /// The fault's kind, for the table (replicas counted together).
+    pub fn kind(self) -> &'static str {
+        match self {
+            Fault::KillReplica(_) => "replica SIGKILLed and restarted",
+            Fault::StopReplica(_) => "replica stopped (SIGTERM) and restarted",
+            Fault::CutConnections => "database connections cut",
+            Fault::RestartPostgres => "PostgreSQL restarted",
+            Fault::BankSlow => "bank slower than the timeout",
+            Fault::BankLosesReplies => "bank losing replies",
+            Fault::BankFails => "bank failing before debiting (5xx)",
+            Fault::BankDeclines => "bank declining",
+            Fault::BankOutage => "bank out",
+            Fault::RestartEdge => "edge restarted",
+        }
+    }
+
+    /// The bank's knobs during the fault, for a bank fault.
+    fn bank_knobs(self) -> Option<Value> {
+        let mut knobs = baseline_knobs();
+        let changes = match self {
+            Fault::BankSlow => json!({ "latency_ms": 3_000 }),
+            Fault::BankLosesReplies => {
+                json!({ "lost_reply_rate": 0.5, "lost_reply_delay_ms": 5_000 })
+            }
+            Fault::BankFails => json!({ "error_rate": 0.5 }),
+            Fault::BankDeclines => json!({ "decline_rate": 0.5 }),
+            Fault::BankOutage => json!({ "error_rate": 1.0 }),
+            _ => return None,
+        };
+        for (knob, value) in changes.as_object()?.clone() {
+            knobs[knob] = value;
+        }
+        Some(knobs)
+    }
+}
+
+/// The bank between faults: 20-120 ms per call, deduplicating by reference, and executing a
+/// call whose caller hung up (the dangerous bank: money moves after the caller gave up).
+pub fn baseline_knobs() -> Value {
+    json!({
+        "latency_ms": 20,
+        "jitter_ms": 100,
+        "dedupe": true,
+        "executes_abandoned_calls": true,
+    })
+}
+
+/// The schedule for a soak of `duration` on `store` with `replicas`, from `seed`: (seconds into
+/// the soak, fault), in time order.
+pub fn schedule(
+    seed: u64,
+    duration: Duration,
+    store: StoreKind,
+    replicas: usize,
+) -> Vec<(Duration, Fault)> {
+    let mut random = StdRng::seed_from_u64(seed);
+    let mut kinds = vec![
+        Fault::BankSlow,
+        Fault::BankLosesReplies,
+        Fault::BankFails,
+        Fault::BankDeclines,
+        Fault::BankOutage,
+        Fault::RestartEdge,
+    ];
+    for replica in 0..replicas {
+        kinds.push(Fault::KillReplica(replica));
+        kinds.push(Fault::StopReplica(replica));
+    }
+    if store == StoreKind::Postgres {
+        kinds.push(Fault::CutConnections);
+    }
+    let count = (duration.as_secs_f64() / MEAN_GAP.as_secs_f64())
+        .round()
+        .max(1.0) as usize;
+    // The last stretch of the soak is left quiet, so the last fault's effects play out.
+    let window = duration.mul_f64(0.85).as_secs_f64().max(1.0);
+    let mut faults: Vec<(Duration, Fault)> = (0..count)
+        .map(|_| {
+            let at = Duration::from_secs_f64(random.random_range(1.0..window));
+            (at, kinds[random.random_range(0..kinds.len())])
+        })
+        .collect();
+    if store == StoreKind::Postgres {
+        let at = Duration::from_secs_f64(random.random_range(window * 0.3..window * 0.7));
+        faults.push((at, Fault::RestartPostgres));
+    }
+    faults.sort();
+    faults
+}
+
+/// How many faults of each kind a schedule (or what was carried out of it) holds.
+pub fn count_by_kind(faults: &[(Duration, Fault)]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for (_, fault) in faults {
+        *counts.entry(fault.kind()).or_default() += 1;
+    }
+    counts
+}
+
+/// Carries out one fault on the stack, and waits for its effect to end (the replica back, the
+/// bank's knobs back to the baseline).
+pub async fn strike(stack: &mut Stack, fault: Fault, http: &reqwest::Client) -> anyhow::Result<()> {
+    if let Some(knobs) = fault.bank_knobs() {
+        set_bank_knobs(http, &stack.bank_url, &knobs).await?;
+        tokio::time::sleep(BANK_FAULT_LASTS).await;
+        return set_bank_knobs(http, &stack.bank_url, &baseline_knobs()).await;
+    }
+    match fault {
+        Fault::KillReplica(slot) => {
+            stack.kill_replica(slot);
+            tokio::time::sleep(DOWN_AFTER_KILL).await;
+            stack.start_replica(slot).await
+        }
+        Fault::StopReplica(slot) => {
+            stack.terminate_replica(slot).await?;
+            stack.start_replica(slot).await
+        }
+        Fault::CutConnections => cut_connections(&stack.database).await,
+        Fault::RestartPostgres => restart_postgres().await,
+        Fault::RestartEdge => stack.restart_edge().await,
+        _ => Ok(()),
+    }
+}
+
+/// Sets the bank's knobs (`PUT /knobs`).
+pub async fn set_bank_knobs(
+    http: &reqwest::Client,
+    bank_url: &str,
+    knobs: &Value,
+) -> anyhow::Result<()> {
+    let response = http
+        .put(format!("{bank_url}/knobs"))
+        .json(knobs)
+        .send()
+        .await?;
+    if !response.status().is_success() {
+        anyhow::bail!("the bank refused the knobs {knobs}: {}", response.status());
+    }
+    Ok(())
+}
+
+async fn cut_connections(database: &Database) -> anyhow::Result<()> {
+    let Database::Postgres(database) = database else {
+        return Ok(());
+    };
+    let mut connection = sqlx::PgConnection::connect(database.url()).await?;
+    sqlx::query(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND random() < 0.5",
+    )
+    .execute(&mut connection)
+    .await?;
+    Ok(())
+}
+
+/// Restarts the machine's PostgreSQL cluster (the newest version under /etc/postgresql), as
+/// `scripts/start-postgres.sh` starts it.
+async fn restart_postgres() -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "pg_ctlcluster --skip-systemctl-redirect \
+             \"$(ls /etc/postgresql | sort -V | tail -n 1)\" main restart",
+        )
+        .status()
+        .await
+        .context("running pg_ctlcluster")?;
+    anyhow::ensure!(status.success(), "pg_ctlcluster restart failed: {status}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_gives_the_same_schedule_and_the_store_decides_the_faults() {
+        let minute = Duration::from_secs(60);
+        let first = schedule(7, minute, StoreKind::Postgres, 3);
+        assert_eq!(first, schedule(7, minute, StoreKind::Postgres, 3));
+        assert_ne!(first, schedule(8, minute, StoreKind::Postgres, 3));
+        assert_eq!(first.len(), 11, "ten faults and one PostgreSQL restart");
+        assert!(
+            first.windows(2).all(|pair| pair[0].0 <= pair[1].0),
+            "in time order"
+        );
+        assert_eq!(
+            first
+                .iter()
+                .filter(|(_, f)| *f == Fault::RestartPostgres)
+                .count(),
+            1
+        );
+        let on_sqlite = schedule(7, Duration::from_secs(600), StoreKind::Sqlite, 1);
+        assert!(on_sqlite.iter().all(|(_, fault)| !matches!(
+            fault,
+            Fault::RestartPostgres | Fault::CutConnections | Fault::KillReplica(1..)
+        )));
+    }
+
+    #[test]
+    fn bank_faults_change_only_their_knobs() {
+        let slow = Fault::BankSlow.bank_knobs().expect("a bank fault");
+        assert_eq!(slow["latency_ms"], 3_000);
+        assert_eq!(slow["dedupe"], true);
+        assert!(Fault::RestartEdge.bank_knobs().is_none());
+    }
+}

@@ -1,0 +1,323 @@
+//! The soak's population: phones that keep paying bills (and sometimes refunding part of a
+//! payment, sometimes asking for more back than remains) until the soak's time is up.
+//!
+//! Each user action pays a bill of its own (`soak-{user}-{n}`), so the audit can tell one
+//! action's money from another's. The phones are the rule-following client library
+//! ([`client::PaymentsClient`]: one key per action saved before the first send, backoff,
+//! `Retry-After`, `Prefer: wait`, a status look-up at the deadline); or, to show that the audit
+//! catches a double charge, the broken client the article warns about
+//! ([`ClientKind::KeyPerRetry`]: a new key on every retry).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use client::{
+    ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, Outcome, PaymentsClient,
+    RetrySchedule, Unsettled,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+use shared::api::{Paise, PayBillRequest, RefundRequest};
+use shared::{IdempotencyKey, Operation, UserId};
+
+/// Which client the phones run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientKind {
+    /// The client library: every rule followed.
+    RuleFollowing,
+    /// A new key on every retry: the broken client, to show the audit fails.
+    KeyPerRetry,
+}
+
+/// How one action ended, as the phone saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// A final answer: its status and body.
+    Final {
+        /// The status.
+        status: u16,
+        /// The body.
+        body: Value,
+    },
+    /// Past its deadline the status look-up said nothing was charged (released, or no record).
+    NothingCharged,
+    /// No final answer and none from the look-up either.
+    Unresolved(String),
+}
+
+/// One user action and what happened to it.
+#[derive(Debug, Clone)]
+pub struct ActionRecord {
+    /// The user.
+    pub user: u64,
+    /// `pay` or `refund`.
+    pub operation: Operation,
+    /// The bill (`pay`) or the payment (`refund`) it was for.
+    pub target: String,
+    /// The amount asked for.
+    pub amount_paise: u64,
+    /// Its ending.
+    pub ending: Ending,
+    /// Attempts sent.
+    pub attempts: u32,
+    /// How long it took to its ending.
+    pub took: Duration,
+    /// What the phone saw, in order: the events around a violation.
+    pub events: Vec<String>,
+}
+
+/// What every phone reports into.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Every finished action.
+    pub actions: Vec<ActionRecord>,
+    /// Answers by status, over every attempt.
+    pub statuses: std::collections::BTreeMap<u16, u64>,
+    /// Answers marked `Idempotent-Replayed`.
+    pub replays: u64,
+    /// Attempts that got no answer (timeout, connection refused or cut).
+    pub no_answers: u64,
+}
+
+/// Shared by all phones.
+#[derive(Clone)]
+pub struct Population {
+    /// Where the phones send requests.
+    pub api_url: String,
+    /// The token secret.
+    pub secret: String,
+    /// The client that runs.
+    pub client: ClientKind,
+    /// Where the library saves actions.
+    pub store: ActionStore,
+    /// What they report.
+    pub tally: Arc<Mutex<Tally>>,
+    /// The pool of connections.
+    pub http: reqwest::Client,
+}
+
+/// The library phones' settings: a short attempt timeout and deadline, so an action ends (or
+/// is looked up) well within a soak; `Prefer: wait` as the library sets it for that timeout.
+fn client_config() -> ClientConfig {
+    let attempt_timeout = Duration::from_secs(8);
+    ClientConfig {
+        schedule: RetrySchedule {
+            base: Duration::from_millis(200),
+            cap: Duration::from_secs(4),
+            deadline: Duration::from_secs(45),
+        },
+        attempt_timeout,
+        prefer_wait: ClientConfig::default_prefer_wait(attempt_timeout),
+        ..ClientConfig::default()
+    }
+}
+
+impl Population {
+    /// User `user`'s phone: actions one after another until `until`.
+    pub async fn phone(self, user: u64, seed: u64, until: Instant) -> anyhow::Result<()> {
+        let mut random = StdRng::seed_from_u64(seed ^ user.rotate_left(17));
+        let user_id = UserId::new(user).context("user ids start at 1")?;
+        let mut action = 0;
+        while Instant::now() < until {
+            action += 1;
+            let bill = format!("soak-{user}-{action}");
+            let amount = random.random_range(100..=100_000);
+            let body = json!({ "amount_paise": amount, "payer_vpa": format!("user{user}@okbank") });
+            let paid = self
+                .act(user_id, Operation::PayBill, &bill, amount, &body)
+                .await?;
+            if let Some(payment_id) = paid.filter(|_| random.random_bool(0.3)) {
+                let half = (amount / 2).max(1);
+                self.act(
+                    user_id,
+                    Operation::RefundPayment,
+                    &payment_id,
+                    half,
+                    &json!({ "amount_paise": half }),
+                )
+                .await?;
+                if random.random_bool(0.5) {
+                    // More than remains: must be refused, never paid out.
+                    let too_much = amount - half + 1;
+                    self.act(
+                        user_id,
+                        Operation::RefundPayment,
+                        &payment_id,
+                        too_much,
+                        &json!({ "amount_paise": too_much }),
+                    )
+                    .await?;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(random.random_range(0..300))).await;
+        }
+        Ok(())
+    }
+
+    /// One action to its ending, recorded; the payment's id when it was paid.
+    async fn act(
+        &self,
+        user: UserId,
+        operation: Operation,
+        target: &str,
+        amount_paise: u64,
+        body: &Value,
+    ) -> anyhow::Result<Option<String>> {
+        let started = Instant::now();
+        let (ending, attempts, events) = match self.client {
+            ClientKind::RuleFollowing => self.with_library(user, operation, target, body).await?,
+            ClientKind::KeyPerRetry => {
+                self.with_new_key_per_retry(user, operation, target, body)
+                    .await
+            }
+        };
+        let paid = match &ending {
+            Ending::Final { status: 201, body } if operation == Operation::PayBill => {
+                body["payment_id"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        };
+        self.lock().actions.push(ActionRecord {
+            user: user.as_i64().unsigned_abs(),
+            operation,
+            target: target.to_owned(),
+            amount_paise,
+            ending,
+            attempts,
+            took: started.elapsed(),
+            events,
+        });
+        Ok(paid)
+    }
+
+    async fn with_library(
+        &self,
+        user: UserId,
+        operation: Operation,
+        target: &str,
+        body: &Value,
+    ) -> anyhow::Result<(Ending, u32, Vec<String>)> {
+        let transport = HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user));
+        let phone = PaymentsClient::new(user, transport, self.store.clone(), client_config());
+        let saved = match operation {
+            Operation::PayBill => {
+                let request: PayBillRequest = serde_json::from_value(body.clone())?;
+                phone.begin(operation, target, &request).await?
+            }
+            Operation::RefundPayment => {
+                let amount = body["amount_paise"].as_u64().and_then(Paise::new);
+                let request = RefundRequest {
+                    amount_paise: amount.context("a refund amount")?,
+                };
+                phone.begin(operation, target, &request).await?
+            }
+        };
+        let events = Arc::new(Mutex::new(vec![format!("key {}", saved.key())]));
+        let report = {
+            let (events, tally) = (Arc::clone(&events), Arc::clone(&self.tally));
+            move |event: &Event| {
+                record_event(&tally, event);
+                events
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(format!("{event:?}"));
+            }
+        };
+        let completion = phone.run(&saved, &report).await;
+        let ending = match completion.outcome {
+            Outcome::Answered(answer) => Ending::Final {
+                status: answer.status,
+                body: answer.body,
+            },
+            Outcome::NotReceived | Outcome::Unsettled(Unsettled::Released) => {
+                Ending::NothingCharged
+            }
+            other => Ending::Unresolved(format!("{other:?}")),
+        };
+        let events = events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Ok((ending, completion.attempts, events))
+    }
+
+    /// The broken client: up to five attempts, each with a freshly minted key, no look-up.
+    async fn with_new_key_per_retry(
+        &self,
+        user: UserId,
+        operation: Operation,
+        target: &str,
+        body: &Value,
+    ) -> (Ending, u32, Vec<String>) {
+        let path = match operation {
+            Operation::PayBill => format!("/v1/bills/{target}/pay"),
+            Operation::RefundPayment => format!("/v1/payments/{target}/refunds"),
+        };
+        let mut events = Vec::new();
+        for attempt in 1..=5 {
+            let key = IdempotencyKey::mint();
+            events.push(format!("attempt {attempt} with key {key}"));
+            let sent = self
+                .http
+                .post(format!("{}{path}", self.api_url))
+                .bearer_auth(self.token(user))
+                .header(KEY_HEADER, key.to_header_value())
+                .json(body)
+                .timeout(Duration::from_secs(3))
+                .send()
+                .await;
+            let answer = match sent {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let body = response.json::<Value>().await.unwrap_or_default();
+                    Some((status, body))
+                }
+                Err(_) => None,
+            };
+            let mut tally = self.lock();
+            match answer {
+                Some((status, body)) => {
+                    *tally.statuses.entry(status).or_default() += 1;
+                    events.push(format!("answered {status}"));
+                    if (200..300).contains(&status) || (400..500).contains(&status) {
+                        return (Ending::Final { status, body }, attempt, events);
+                    }
+                }
+                None => {
+                    tally.no_answers += 1;
+                    events.push("no answer".to_owned());
+                }
+            }
+        }
+        (
+            Ending::Unresolved("gave up after 5 attempts".to_owned()),
+            5,
+            events,
+        )
+    }
+
+    fn token(&self, user: UserId) -> String {
+        let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
+        shared::auth::sign_token(user, exp, self.secret.as_bytes())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn record_event(tally: &Mutex<Tally>, event: &Event) {
+    let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
+    match event {
+        Event::Answered {
+            status, replayed, ..
+        } => {
+            *tally.statuses.entry(*status).or_default() += 1;
+            tally.replays += u64::from(*replayed);
+        }
+        Event::NoAnswer { .. } => tally.no_answers += 1,
+        _ => {}
+    }
+}

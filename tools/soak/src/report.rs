@@ -1,0 +1,163 @@
+//! What the soak prints: the schedule before it starts, then the table of faults, traffic and
+//! damage, then each violation with the events of the actions around it; and the wait for the
+//! system to settle before the books are read.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bank_api::Ledger;
+
+use crate::Args;
+use crate::audit::{self, Damage, Records, Violation};
+use crate::faults::Fault;
+use crate::phones::{ActionRecord, Ending, Tally};
+use crate::stack::Stack;
+
+/// How often the books are read while settling.
+const SETTLE_POLL: Duration = Duration::from_secs(2);
+
+/// Prints the settings and the schedule.
+pub fn print_schedule(args: &Args, replicas: usize, schedule: &[(Duration, Fault)]) {
+    println!(
+        "soak: {} s, store {:?}, {replicas} replica(s), {} phones ({:?}), seed {}",
+        args.duration_seconds, args.store, args.phones, args.client, args.seed
+    );
+    println!("fault schedule ({} faults):", schedule.len());
+    for (at, fault) in schedule {
+        println!("  {:>6.1} s  {fault:?}", at.as_secs_f64());
+    }
+}
+
+/// Waits until no key is `started` or `unknown` and every bank movement has its succeeded
+/// record (reconciliation and late-debit checks done), or `within` has passed; then the books
+/// as they are.
+pub async fn settle(
+    http: &reqwest::Client,
+    stack: &Stack,
+    within: Duration,
+) -> anyhow::Result<(Ledger, Records)> {
+    let deadline = Instant::now() + within;
+    loop {
+        let ledger: Ledger = http
+            .get(format!("{}/ledger", stack.bank_url))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let records = audit::read_records(&stack.database).await?;
+        let (_, damage) = audit::audit(&ledger, &records, &[]);
+        let settled = damage.unresolved_keys == 0 && damage.orphan_or_lost == 0;
+        if settled || Instant::now() >= deadline {
+            return Ok((ledger, records));
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
+}
+
+/// Prints the table.
+pub fn print_table(
+    faults: &BTreeMap<&'static str, usize>,
+    tally: &Tally,
+    ledger: &Ledger,
+    records: &Records,
+    damage: Damage,
+) {
+    println!();
+    println!("faults injected:");
+    for (kind, count) in faults {
+        println!("  {count:>4}  {kind}");
+    }
+    let attempts: u64 = tally.statuses.values().sum::<u64>() + tally.no_answers;
+    let payments = tally
+        .actions
+        .iter()
+        .filter(|action| action.operation == shared::Operation::PayBill)
+        .count();
+    let count = |status| tally.statuses.get(&status).copied().unwrap_or_default();
+    let slowest = tally.actions.iter().map(|action| action.took).max();
+    let unanswered = tally
+        .actions
+        .iter()
+        .filter(|action| matches!(action.ending, Ending::Unresolved(_)))
+        .count();
+    let nothing_charged = tally
+        .actions
+        .iter()
+        .filter(|action| action.ending == Ending::NothingCharged)
+        .count();
+    println!();
+    println!(
+        "{:<46} {:>10}",
+        "user actions (payments + refunds)",
+        tally.actions.len()
+    );
+    println!("{:<46} {:>10}", "  of which payments", payments);
+    println!("{:<46} {:>10}", "requests sent", attempts);
+    println!("{:<46} {:>10}", "  answered as replays", tally.replays);
+    println!("{:<46} {:>10}", "  409 seen", count(409));
+    println!("{:<46} {:>10}", "  503 seen", count(503));
+    println!(
+        "{:<46} {:>10}",
+        "  no answer (timeout, cut connection)", tally.no_answers
+    );
+    println!(
+        "{:<46} {:>10}",
+        "payments succeeded (rows)",
+        succeeded(&records.payments)
+    );
+    println!("{:<46} {:>10}", "bank debits", ledger.debits.len());
+    println!("{:<46} {:>10}", "bank refunds", ledger.refunds.len());
+    println!("{:<46} {:>10}", "double debits", damage.double_debits);
+    println!(
+        "{:<46} {:>10}",
+        "lost or orphan movements", damage.orphan_or_lost
+    );
+    println!("{:<46} {:>10}", "unresolved keys", damage.unresolved_keys);
+    println!(
+        "{:<46} {:>10}",
+        "actions without a final answer", unanswered
+    );
+    println!(
+        "{:<46} {:>10}",
+        "actions looked up: nothing charged", nothing_charged
+    );
+    println!(
+        "{:<46} {:>10}",
+        "slowest time to an ending",
+        slowest.map_or("-".to_owned(), |took| format!(
+            "{:.1} s",
+            took.as_secs_f64()
+        ))
+    );
+}
+
+fn succeeded(movements: &[audit::Movement]) -> usize {
+    movements.iter().filter(|m| m.status == "succeeded").count()
+}
+
+/// Prints each violation with the events of the actions around it; or that there are none.
+pub fn print_violations(violations: &[Violation], records: &Records, actions: &[ActionRecord]) {
+    println!();
+    if violations.is_empty() {
+        println!("audit: every promise held");
+        return;
+    }
+    println!("audit: {} violation(s)", violations.len());
+    for violation in violations {
+        println!("- {}: {}", violation.kind, violation.subject);
+        for action in audit::actions_around(violation, records, actions) {
+            println!(
+                "    user {} {} {} ({} paise): {:?} after {} attempt(s)",
+                action.user,
+                action.operation.name(),
+                action.target,
+                action.amount_paise,
+                action.ending,
+                action.attempts
+            );
+            for event in action.events.iter().rev().take(12).rev() {
+                println!("      {event}");
+            }
+        }
+    }
+}

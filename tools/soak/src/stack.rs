@@ -1,0 +1,236 @@
+//! The system under the soak, as real processes: the bank simulator, the backend replicas (on one
+//! fresh PostgreSQL database, or one replica on a SQLite file), a load balancer in front of them
+//! ([`Proxy`]), the edge Worker under `workerd` in front of that, and a second proxy in front of
+//! the edge so that clients keep one address while the edge restarts. Every process runs in its
+//! own process group and is killed with it when the stack is dropped.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use test_harness::workerd::{WorkerSettings, start_workerd};
+use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls};
+
+use crate::proxy::Proxy;
+
+/// The bank's call timeout at every replica: short, so the bank's slow spells make keys
+/// `unknown` often.
+pub const BANK_TIMEOUT_MS: u64 = 2_000;
+
+/// Which store the replicas share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StoreKind {
+    /// One PostgreSQL database, several replicas.
+    Postgres,
+    /// One SQLite file, one replica.
+    Sqlite,
+}
+
+/// Where the keys and payments are.
+pub enum Database {
+    /// A fresh database on the local PostgreSQL, dropped with the stack.
+    Postgres(TestDatabase),
+    /// A SQLite file in the soak's scratch directory.
+    Sqlite(PathBuf),
+}
+
+impl Database {
+    /// The `DATABASE_URL` of the replicas.
+    pub fn url(&self) -> String {
+        match self {
+            Database::Postgres(database) => database.url().to_owned(),
+            Database::Sqlite(path) => format!("sqlite://{}", path.display()),
+        }
+    }
+}
+
+/// One backend replica's slot: its process while it runs.
+struct Replica {
+    process: Option<ServerProcess>,
+}
+
+/// The running system.
+pub struct Stack {
+    /// Where clients send requests: the proxy in front of the edge.
+    pub api_url: String,
+    /// The bank simulator (knobs, ledger).
+    pub bank_url: String,
+    /// The database.
+    pub database: Database,
+    /// The token secret of the edge and the replicas.
+    pub secret: String,
+    replicas: Vec<Replica>,
+    backend_proxy: Proxy,
+    edge_proxy: Proxy,
+    workerd: Option<ServerProcess>,
+    _bank: ServerProcess,
+    binaries: PathBuf,
+    scratch: PathBuf,
+    policy_file: PathBuf,
+    repo_root: PathBuf,
+}
+
+impl Stack {
+    /// Starts everything: `replicas` backends on `store`, with files in `scratch`.
+    pub async fn start(store: StoreKind, replicas: usize, scratch: &Path) -> anyhow::Result<Stack> {
+        let binaries = binaries_dir()?;
+        let repo_root = test_harness::workerd::repo_root_of(env!("CARGO_MANIFEST_DIR"));
+        let secret = format!("soak-{}-{}", uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let policy_file = scratch.join("policy.yaml");
+        std::fs::write(&policy_file, soak_policy(&repo_root)?)?;
+
+        let mut bank = Command::new(binaries.join("bank-simulator"));
+        bank.args(["--listen", "127.0.0.1:0", "--dedupe", "true"])
+            .args(["--executes-abandoned-calls", "true"]);
+        let (bank, bank_url) = ServerProcess::start("bank-simulator", bank, |line| {
+            listening_url(line, "bank simulator")
+        })
+        .await;
+        let database = match store {
+            StoreKind::Postgres => Database::Postgres(TestDatabase::create().await),
+            StoreKind::Sqlite => Database::Sqlite(scratch.join("soak.sqlite")),
+        };
+        let backend_proxy = Proxy::start(replicas).await?;
+        let edge_proxy = Proxy::start(1).await?;
+        let mut stack = Stack {
+            api_url: edge_proxy.url.clone(),
+            bank_url,
+            database,
+            secret,
+            replicas: (0..replicas).map(|_| Replica { process: None }).collect(),
+            backend_proxy,
+            edge_proxy,
+            workerd: None,
+            _bank: bank,
+            binaries,
+            scratch: scratch.to_path_buf(),
+            policy_file,
+            repo_root,
+        };
+        for replica in 0..replicas {
+            stack.start_replica(replica).await?;
+        }
+        stack.start_edge().await?;
+        Ok(stack)
+    }
+
+    /// Starts replica `slot` (again) and puts it behind the load balancer.
+    pub async fn start_replica(&mut self, slot: usize) -> anyhow::Result<()> {
+        let mut command = Command::new(self.binaries.join("backend"));
+        command
+            .arg("serve")
+            .env("DATABASE_URL", self.database.url())
+            .env("BANK_URL", &self.bank_url)
+            .env("LISTEN_ADDR", "127.0.0.1:0")
+            .env("ADMIN_ADDR", "127.0.0.1:0")
+            .env("AUTH_JWT_SECRET", &self.secret)
+            .env("APP_ENV", "production")
+            .env("POLICY_FILE", &self.policy_file)
+            .env("BANK_TIMEOUT_MS", BANK_TIMEOUT_MS.to_string())
+            .env("RECONCILE_INTERVAL_MS", "200")
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1");
+        let ready = listening_urls(["backend admin", "backend"]);
+        let (process, [_, url]) = ServerProcess::start("backend", command, ready).await;
+        self.backend_proxy.set(slot, Some(address_of(&url)?));
+        self.replicas[slot].process = Some(process);
+        Ok(())
+    }
+
+    /// Kills replica `slot` with `SIGKILL`; it leaves whatever it held mid-call.
+    pub fn kill_replica(&mut self, slot: usize) {
+        self.backend_proxy.set(slot, None);
+        if let Some(mut process) = self.replicas[slot].process.take() {
+            process.kill_hard();
+        }
+    }
+
+    /// Stops replica `slot` with `SIGTERM` and waits for it to finish its requests and exit.
+    pub async fn terminate_replica(&mut self, slot: usize) -> anyhow::Result<()> {
+        self.backend_proxy.set(slot, None);
+        if let Some(mut process) = self.replicas[slot].process.take() {
+            process.terminate();
+            let status = process.wait_exit(Duration::from_secs(30)).await;
+            if !status.success() {
+                bail!("replica {slot} exited {status} on SIGTERM");
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills the edge and starts it again (its Durable Objects start empty).
+    pub async fn restart_edge(&mut self) -> anyhow::Result<()> {
+        self.edge_proxy.set(0, None);
+        if let Some(mut workerd) = self.workerd.take() {
+            workerd.kill_hard();
+        }
+        self.start_edge().await
+    }
+
+    async fn start_edge(&mut self) -> anyhow::Result<()> {
+        let scratch = self.scratch.join(format!("edge-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&scratch)?;
+        let settings = WorkerSettings {
+            backend_url: self.backend_proxy.url.clone(),
+            backend_timeout_ms: 15_000,
+            jwt_secret: self.secret.clone(),
+            // Every phone is one client address here, and each phone retries hard: the
+            // soak is about faults, not about the rate limits.
+            user_limit: (1_000_000, 10_000),
+            address_limit: (1_000_000, 10_000),
+            bindings: (
+                edge::runtime::COORDINATOR_BINDING,
+                edge::runtime::RATE_LIMITER_BINDING,
+            ),
+        };
+        let (workerd, port) = start_workerd(&self.repo_root, &scratch, &settings).await;
+        self.edge_proxy
+            .set(0, Some(SocketAddr::from(([127, 0, 0, 1], port))));
+        self.workerd = Some(workerd);
+        Ok(())
+    }
+}
+
+/// The shipped policy with `stuck_after_minutes: 1`, so that a claim the bank never saw is
+/// released (and its late-debit check done) within the soak's settle time rather than after
+/// five minutes.
+fn soak_policy(repo_root: &Path) -> anyhow::Result<String> {
+    let shipped = std::fs::read_to_string(repo_root.join("policy.yaml"))
+        .context("reading the shipped policy.yaml")?;
+    let policy: String = shipped
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("stuck_after_minutes:") {
+                "  stuck_after_minutes: 1".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .map(|line| line + "\n")
+        .collect();
+    shared::Policy::from_yaml(&policy).context("the soak's policy")?;
+    Ok(policy)
+}
+
+/// The directory of this binary, where `cargo build` put `backend` and `bank-simulator` too.
+fn binaries_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("the soak binary's directory")?;
+    for binary in ["backend", "bank-simulator"] {
+        if !dir.join(binary).is_file() {
+            bail!(
+                "{} is missing: cargo build -p backend -p bank-simulator --bins",
+                dir.join(binary).display()
+            );
+        }
+    }
+    Ok(dir.to_path_buf())
+}
+
+fn address_of(url: &str) -> anyhow::Result<SocketAddr> {
+    url.trim_start_matches("http://")
+        .parse()
+        .with_context(|| format!("the address of {url}"))
+}
