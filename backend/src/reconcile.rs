@@ -16,7 +16,8 @@
 //!   customer still wants the payment. A claim is released only once no call for it can still
 //!   be on its way: its call ended with a definite error, or the claim is older than
 //!   `stuck_after` (longer than any bank call may take; start-up enforces it). A younger one is
-//!   asked again when it turns `stuck_after` old. A released key is asked again `stuck_after`
+//!   asked again soon, backing off (1 s doubling), and at the latest when it turns
+//!   `stuck_after` old: a slow bank may execute the call any moment. A released key is asked again `stuck_after`
 //!   after its release and a last time when it expires; if the bank still has not seen it
 //!   then, its movement becomes `void` and the key may expire (docs/design.md, "Late-debit
 //!   checks").
@@ -114,10 +115,13 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
     }
     let claim_age = stored.read_at - stored.record.claimed_at;
     if !leased.history.bank_call_ended && claim_age < policy.stuck_after {
-        // A call that timed out may still be on its way to the bank; once the claim is
-        // `stuck_after` old, none can be (bank calls give up sooner).
-        let wait = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
-        state.store.look_again(leased, wait, false).await?;
+        // A call that timed out may still be on its way to the bank, so nothing is released
+        // before the claim is `stuck_after` old (bank calls give up sooner). But a slow bank
+        // executes it any moment: ask again soon, backing off, so that money that moved is
+        // found within seconds rather than at `stuck_after`.
+        let until_stuck = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
+        let wait = backoff(leased.history.failed_lookups).min(until_stuck);
+        state.store.look_again(leased, wait, true).await?;
         return Ok(Resolution::NotYet);
     }
     state

@@ -214,46 +214,30 @@ pub async fn read_records(database: &Database) -> anyhow::Result<Records> {
         status,
         of,
     };
-    Ok(match database {
-        Database::Postgres(database) => {
-            let pool = sqlx::PgPool::connect(database.url()).await?;
-            Records {
-                payments: sqlx::query_as::<_, Row>(PAYMENTS)
-                    .fetch_all(&pool)
-                    .await?
-                    .into_iter()
-                    .map(to_movement)
-                    .collect(),
-                refunds: sqlx::query_as::<_, Row>(REFUNDS)
-                    .fetch_all(&pool)
-                    .await?
-                    .into_iter()
-                    .map(to_movement)
-                    .collect(),
-                unfinished_keys: sqlx::query_as(UNFINISHED).fetch_all(&pool).await?,
-            }
-        }
+    // The same three queries on either pool.
+    macro_rules! read_tables {
+        ($pool:expr) => {{
+            let pool = $pool;
+            (
+                sqlx::query_as::<_, Row>(PAYMENTS).fetch_all(&pool).await?,
+                sqlx::query_as::<_, Row>(REFUNDS).fetch_all(&pool).await?,
+                sqlx::query_as(UNFINISHED).fetch_all(&pool).await?,
+            )
+        }};
+    }
+    let (payments, refunds, unfinished_keys) = match database {
+        Database::Postgres(database) => read_tables!(sqlx::PgPool::connect(database.url()).await?),
         Database::Sqlite(path) => {
             let options = sqlx::sqlite::SqliteConnectOptions::new()
                 .filename(path)
                 .read_only(true);
-            let pool = sqlx::SqlitePool::connect_with(options).await?;
-            Records {
-                payments: sqlx::query_as::<_, Row>(PAYMENTS)
-                    .fetch_all(&pool)
-                    .await?
-                    .into_iter()
-                    .map(to_movement)
-                    .collect(),
-                refunds: sqlx::query_as::<_, Row>(REFUNDS)
-                    .fetch_all(&pool)
-                    .await?
-                    .into_iter()
-                    .map(to_movement)
-                    .collect(),
-                unfinished_keys: sqlx::query_as(UNFINISHED).fetch_all(&pool).await?,
-            }
+            read_tables!(sqlx::SqlitePool::connect_with(options).await?)
         }
+    };
+    Ok(Records {
+        payments: payments.into_iter().map(to_movement).collect(),
+        refunds: refunds.into_iter().map(to_movement).collect(),
+        unfinished_keys,
     })
 }
 
@@ -291,6 +275,7 @@ mod tests {
             operation: Operation::PayBill,
             target: bill.to_owned(),
             amount_paise: 500,
+            key: None,
             ending: Ending::Final {
                 status: 201,
                 body: json!({}),

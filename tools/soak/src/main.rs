@@ -64,12 +64,31 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    // Interrupted, the soak drops its stack, which kills every process it started.
+    let outcome = tokio::select! {
+        outcome = run(args) => outcome,
+        () = interrupted() => Err(anyhow::anyhow!("interrupted; every process it started is stopped")),
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(error) => {
             eprintln!("soak: {error:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Resolves on `SIGINT` or `SIGTERM`.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }
@@ -133,6 +152,8 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     );
 
     let settle = Duration::from_secs(args.settle_seconds);
+    report::settle(&http, &stack, settle).await?;
+    population.resume_unanswered().await?;
     let (ledger, records) = report::settle(&http, &stack, settle).await?;
     let tally = std::mem::take(
         &mut *tally

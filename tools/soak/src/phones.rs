@@ -58,6 +58,8 @@ pub struct ActionRecord {
     pub target: String,
     /// The amount asked for.
     pub amount_paise: u64,
+    /// The action's key, when the client library kept one (and can resume it).
+    pub key: Option<String>,
     /// Its ending.
     pub ending: Ending,
     /// Attempts sent.
@@ -79,6 +81,8 @@ pub struct Tally {
     pub replays: u64,
     /// Attempts that got no answer (timeout, connection refused or cut).
     pub no_answers: u64,
+    /// Actions without an ending at their deadline, resumed once the system settled.
+    pub resumed: u64,
 }
 
 /// Shared by all phones.
@@ -166,11 +170,13 @@ impl Population {
         body: &Value,
     ) -> anyhow::Result<Option<String>> {
         let started = Instant::now();
-        let (ending, attempts, events) = match self.client {
+        let (ending, attempts, events, key) = match self.client {
             ClientKind::RuleFollowing => self.with_library(user, operation, target, body).await?,
             ClientKind::KeyPerRetry => {
-                self.with_new_key_per_retry(user, operation, target, body)
-                    .await
+                let (ending, attempts, events) = self
+                    .with_new_key_per_retry(user, operation, target, body)
+                    .await;
+                (ending, attempts, events, None)
             }
         };
         let paid = match &ending {
@@ -184,6 +190,7 @@ impl Population {
             operation,
             target: target.to_owned(),
             amount_paise,
+            key,
             ending,
             attempts,
             took: started.elapsed(),
@@ -198,9 +205,8 @@ impl Population {
         operation: Operation,
         target: &str,
         body: &Value,
-    ) -> anyhow::Result<(Ending, u32, Vec<String>)> {
-        let transport = HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user));
-        let phone = PaymentsClient::new(user, transport, self.store.clone(), client_config());
+    ) -> anyhow::Result<(Ending, u32, Vec<String>, Option<String>)> {
+        let phone = self.library_phone(user);
         let saved = match operation {
             Operation::PayBill => {
                 let request: PayBillRequest = serde_json::from_value(body.clone())?;
@@ -226,21 +232,53 @@ impl Population {
             }
         };
         let completion = phone.run(&saved, &report).await;
-        let ending = match completion.outcome {
-            Outcome::Answered(answer) => Ending::Final {
-                status: answer.status,
-                body: answer.body,
-            },
-            Outcome::NotReceived | Outcome::Unsettled(Unsettled::Released) => {
-                Ending::NothingCharged
-            }
-            other => Ending::Unresolved(format!("{other:?}")),
-        };
         let events = events
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        Ok((ending, completion.attempts, events))
+        let key = Some(saved.key().to_string());
+        Ok((
+            ending_of(completion.outcome),
+            completion.attempts,
+            events,
+            key,
+        ))
+    }
+
+    /// Resumes, user by user, every action the library left without an ending at its deadline,
+    /// as the app does when it is opened again: the saved key and body, or past the deadline
+    /// the status look-up. Their records get the new ending.
+    pub async fn resume_unanswered(&self) -> anyhow::Result<()> {
+        let users: std::collections::BTreeSet<u64> = self
+            .lock()
+            .actions
+            .iter()
+            .filter(|action| matches!(action.ending, Ending::Unresolved(_)) && action.key.is_some())
+            .map(|action| action.user)
+            .collect();
+        for user in users {
+            let phone = self.library_phone(UserId::new(user).context("a phone's user")?);
+            for completion in phone.resume_all(&|_: &Event| {}).await? {
+                let key = completion.key.to_string();
+                let mut tally = self.lock();
+                tally.resumed += 1;
+                if let Some(action) = tally
+                    .actions
+                    .iter_mut()
+                    .find(|action| action.key.as_deref() == Some(key.as_str()))
+                {
+                    action.ending = ending_of(completion.outcome);
+                    let resumed = format!("resumed after settling: {:?}", action.ending);
+                    action.events.push(resumed);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn library_phone(&self, user: UserId) -> PaymentsClient<HttpTransport> {
+        let transport = HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user));
+        PaymentsClient::new(user, transport, self.store.clone(), client_config())
     }
 
     /// The broken client: up to five attempts, each with a freshly minted key, no look-up.
@@ -305,6 +343,18 @@ impl Population {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tally> {
         self.tally.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An action's ending, from the library's outcome.
+fn ending_of(outcome: Outcome) -> Ending {
+    match outcome {
+        Outcome::Answered(answer) => Ending::Final {
+            status: answer.status,
+            body: answer.body,
+        },
+        Outcome::NotReceived | Outcome::Unsettled(Unsettled::Released) => Ending::NothingCharged,
+        other => Ending::Unresolved(format!("{other:?}")),
     }
 }
 

@@ -86,49 +86,33 @@ pub fn print_table(
         .filter(|action| action.ending == Ending::NothingCharged)
         .count();
     println!();
-    println!(
-        "{:<46} {:>10}",
-        "user actions (payments + refunds)",
-        tally.actions.len()
-    );
-    println!("{:<46} {:>10}", "  of which payments", payments);
-    println!("{:<46} {:>10}", "requests sent", attempts);
-    println!("{:<46} {:>10}", "  answered as replays", tally.replays);
-    println!("{:<46} {:>10}", "  409 seen", count(409));
-    println!("{:<46} {:>10}", "  503 seen", count(503));
-    println!(
-        "{:<46} {:>10}",
-        "  no answer (timeout, cut connection)", tally.no_answers
-    );
-    println!(
-        "{:<46} {:>10}",
-        "payments succeeded (rows)",
-        succeeded(&records.payments)
-    );
-    println!("{:<46} {:>10}", "bank debits", ledger.debits.len());
-    println!("{:<46} {:>10}", "bank refunds", ledger.refunds.len());
-    println!("{:<46} {:>10}", "double debits", damage.double_debits);
-    println!(
-        "{:<46} {:>10}",
-        "lost or orphan movements", damage.orphan_or_lost
-    );
-    println!("{:<46} {:>10}", "unresolved keys", damage.unresolved_keys);
-    println!(
-        "{:<46} {:>10}",
-        "actions without a final answer", unanswered
-    );
-    println!(
-        "{:<46} {:>10}",
-        "actions looked up: nothing charged", nothing_charged
-    );
-    println!(
-        "{:<46} {:>10}",
+    row("user actions (payments + refunds)", tally.actions.len());
+    row("  of which payments", payments);
+    row("requests sent", attempts);
+    row("  answered as replays", tally.replays);
+    row("  409 seen", count(409));
+    row("  503 seen", count(503));
+    row("  no answer (timeout, cut connection)", tally.no_answers);
+    row("payments succeeded (rows)", succeeded(&records.payments));
+    row("bank debits", ledger.debits.len());
+    row("bank refunds", ledger.refunds.len());
+    row("double debits", damage.double_debits);
+    row("lost or orphan movements", damage.orphan_or_lost);
+    row("unresolved keys", damage.unresolved_keys);
+    row("actions resumed after settling", tally.resumed);
+    row("actions without a final answer", unanswered);
+    row("actions looked up: nothing charged", nothing_charged);
+    row(
         "slowest time to an ending",
-        slowest.map_or("-".to_owned(), |took| format!(
-            "{:.1} s",
-            took.as_secs_f64()
-        ))
+        slowest.map_or("-".to_owned(), |took| {
+            format!("{:.1} s", took.as_secs_f64())
+        }),
     );
+}
+
+/// One line of the table: a label and its value, aligned.
+fn row(label: &str, value: impl std::fmt::Display) {
+    println!("{label:<46} {value:>10}");
 }
 
 fn succeeded(movements: &[audit::Movement]) -> usize {
