@@ -281,8 +281,9 @@ pub async fn renew_claim<D: Db>(
 }
 
 /// Takes `lease` on the oldest key due for a bank look-up, if any: an `unknown` key, or a
-/// `started` key claimed more than `stuck_after` ago or whose claim's lease lapsed (its
-/// holder died mid-call), whose back-off has passed; or a
+/// `started` key claimed more than `stuck_after` ago, or whose claim's lease lapsed (its
+/// holder died mid-call), or already being asked about (it has a next look-up), whose
+/// back-off has passed; or a
 /// `released` key whose next check for a late debit has come; in each case only if nobody
 /// holds it. The choice and the lease are one statement, so reconcilers (on every replica)
 /// never take the same key, and none ever waits behind another's bank look-up.
@@ -298,7 +299,8 @@ pub async fn lease_next_due_key<D: Db>(
              WHERE state <> 'done' \
                AND (((state = 'unknown' \
                       OR (state = 'started' \
-                          AND (claimed_at <= {now} - $1 OR lease_until IS NOT NULL))) \
+                          AND (claimed_at <= {now} - $1 OR lease_until IS NOT NULL \
+                               OR next_lookup_at IS NOT NULL))) \
                      AND (next_lookup_at IS NULL OR next_lookup_at <= {now})) \
                     OR (state = 'released' AND next_lookup_at <= {now})) \
                AND (lease_until IS NULL OR lease_until <= {now}) \
