@@ -8,7 +8,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use shared::IdempotencyKey;
 use shared::client::PendingAction;
-use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER, requested_wait};
+use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER, wait_in, wait_value};
 
 use crate::transport::{Reply, SendError, Transport};
 
@@ -46,15 +46,12 @@ impl HttpTransport {
             .headers()
             .get(REPLAYED_HEADER)
             .is_some_and(|value| value.as_bytes() == b"true");
-        // `Preference-Applied` has the syntax of `Prefer` (RFC 7240 §3), so the same reader
-        // finds its `wait`; no cap, as the server already applied its own.
-        let wait_applied = requested_wait(
+        let wait_applied = wait_in(
             response
                 .headers()
                 .get_all(PREFERENCE_APPLIED_HEADER)
                 .iter()
                 .map(|value| value.as_bytes()),
-            Duration::MAX,
         );
         let bytes = response.bytes().await.map_err(describe)?;
         let body = if bytes.is_empty() {
@@ -113,7 +110,7 @@ fn with_wait(
     prefer_wait: Option<Duration>,
 ) -> reqwest::RequestBuilder {
     match prefer_wait {
-        Some(wait) => request.header(PREFER_HEADER, format!("wait={}", wait.as_secs())),
+        Some(wait) => request.header(PREFER_HEADER, wait_value(wait)),
         None => request,
     }
 }

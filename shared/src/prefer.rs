@@ -24,17 +24,24 @@ pub fn requested_wait<'a>(
     header_values: impl IntoIterator<Item = &'a [u8]>,
     cap: Duration,
 ) -> Option<Duration> {
+    let wait = wait_in(header_values)?.min(cap);
+    (!wait.is_zero()).then_some(wait)
+}
+
+/// The `wait` named in `Prefer` or `Preference-Applied` header values (the two share their
+/// syntax, RFC 7240 §3), uncapped; `None` when there is none, or it is unreadable or zero.
+pub fn wait_in<'a>(header_values: impl IntoIterator<Item = &'a [u8]>) -> Option<Duration> {
     let seconds = header_values
         .into_iter()
         .filter_map(|value| std::str::from_utf8(value).ok())
         .flat_map(split_outside_quotes)
         .find_map(wait_seconds)?;
-    let wait = Duration::from_secs(seconds).min(cap);
-    (!wait.is_zero()).then_some(wait)
+    (seconds > 0).then(|| Duration::from_secs(seconds))
 }
 
-/// The `Preference-Applied` value for a wait that was honoured.
-pub fn wait_applied(wait: Duration) -> String {
+/// `wait=N`, N the whole seconds of `wait`: the value of a `Prefer` header that asks for it, and
+/// of the `Preference-Applied` header of an answer given after it.
+pub fn wait_value(wait: Duration) -> String {
     format!("wait={}", wait.as_secs())
 }
 
@@ -154,7 +161,9 @@ mod tests {
     }
 
     #[test]
-    fn the_applied_wait_names_whole_seconds() {
-        assert_eq!(wait_applied(Duration::from_secs(8)), "wait=8");
+    fn a_wait_is_written_in_whole_seconds_and_read_back() {
+        assert_eq!(wait_value(Duration::from_secs(8)), "wait=8");
+        let applied = wait_value(Duration::from_secs(8));
+        assert_eq!(wait_in([applied.as_bytes()]), Some(Duration::from_secs(8)));
     }
 }

@@ -5,7 +5,10 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_value};
 
 use crate::flows::Answer;
 
@@ -31,12 +34,15 @@ impl IntoResponse for Answer {
         if self.replayed {
             headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
         }
-        if let Some(wait) = self
-            .waited
-            .and_then(|wait| HeaderValue::try_from(wait_applied(wait)).ok())
-        {
-            headers.insert(PREFERENCE_APPLIED_HEADER, wait);
+        if let Some(wait) = self.waited {
+            mark_wait_applied(headers, wait);
         }
         response
     }
+}
+
+/// Adds `Preference-Applied: wait=N` to an answer given after waiting up to `wait`.
+pub fn mark_wait_applied(headers: &mut HeaderMap, wait: Duration) {
+    let value = HeaderValue::try_from(wait_value(wait)).expect("`wait=` and digits");
+    headers.insert(PREFERENCE_APPLIED_HEADER, value);
 }

@@ -23,15 +23,15 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::value::RawValue;
 use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
-use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
 use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
 
+use super::answer_response::mark_wait_applied;
 use super::payments::requested_wait;
 use crate::error::Result;
 use crate::flows::{Answer, Waiting};
@@ -78,9 +78,7 @@ async fn key_status_handler(
         }
         let mut response = answer_stored_key(&state, key, &stored).await?;
         if let Some(wait) = waiting.waited(started) {
-            let applied = HeaderValue::try_from(wait_applied(wait)).expect("ASCII digits");
-            let name = HeaderName::from_static(PREFERENCE_APPLIED_HEADER);
-            response.headers_mut().insert(name, applied);
+            mark_wait_applied(response.headers_mut(), wait);
         }
         return Ok(response);
     }

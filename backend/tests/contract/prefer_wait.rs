@@ -7,10 +7,13 @@
 //! - a wait that runs out is the usual 409 with `Retry-After`;
 //! - a bank timeout ends every wait with the usual 503 outcome pending;
 //! - a waiter whose client hangs up leaves nothing behind (no watch, no waiting place);
-//! - the key status look-up waits too, and its `answer` is the replay's body byte for byte.
+//! - past `MAX_WAITING_REQUESTS` a retry gets the 409 at once;
+//! - the key status look-up waits too (and answers `started` when its wait runs out), and its
+//!   `answer` is the replay's body byte for byte.
 
 use std::time::{Duration, Instant};
 
+use backend::config::Limits;
 use backend::startup::Application;
 use backend::store::KeyRef;
 use bank_simulator::Knobs;
@@ -303,19 +306,55 @@ async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
+/// `GET /v1/idempotency-keys/{key}` as user 7 with `Prefer: {prefer}`.
+async fn key_status(app: &TestApp, key: &str, prefer: &str) -> Answer {
+    let response = app
+        .http
+        .get(format!("{}/v1/idempotency-keys/{key}", app.url))
+        .bearer_auth(TestApp::token(7))
+        .header("Prefer", prefer)
+        .send()
+        .await
+        .expect("answers");
+    Answer::from(response).await
+}
+
+async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
+    let app = TestApp::spawn_with(Options {
+        limits: Limits {
+            max_waiting_requests: 2,
+            ..Limits::default()
+        },
+        ..slow_bank(store, 2_000)
+    })
+    .await;
+    let key = new_key();
+    let first = first_attempt_in_flight(&app, &key).await;
+    let retries = join_all((0..5).map(|_| pay(&app.http, &app.url, &key, Some("wait=10")))).await;
+    let retries: Vec<Answer> = retries.into_iter().map(|a| a.expect("answers")).collect();
+    let waited = retries.iter().filter(|a| a.status == 201).count();
+    let refused: Vec<&Answer> = retries.iter().filter(|a| a.status == 409).collect();
+    assert_eq!((waited, refused.len()), (2, 3), "two places to wait in");
+    for answer in refused {
+        answer.assert_problem(409, "request-in-progress");
+        assert_eq!(answer.header("preference-applied"), None, "it did not wait");
+    }
+    assert_eq!(app.metric("idempotency_waits_refused_total").await, 3.0);
+    assert_eq!(first.await.expect("task").expect("answers").status, 201);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
 async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: StoreKind) {
     let app = TestApp::spawn_with(slow_bank(store, 1_500)).await;
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
-    let status = app
-        .http
-        .get(format!("{}/v1/idempotency-keys/{key}", app.url))
-        .bearer_auth(TestApp::token(7))
-        .header("Prefer", "wait=10")
-        .send()
-        .await
-        .expect("answers");
-    let status = Answer::from(status).await;
+    // A wait shorter than the bank: it runs out, and the key is still `started`.
+    let ran_out = key_status(&app, &key, "wait=1").await;
+    assert_eq!(ran_out.status, 200);
+    assert_eq!(ran_out.json()["state"], "started");
+    assert_eq!(ran_out.header("retry-after"), Some("1"));
+    assert_eq!(ran_out.header("preference-applied"), Some("wait=1"));
+    let status = key_status(&app, &key, "wait=10").await;
     assert_eq!(status.status, 200);
     assert_eq!(status.header("preference-applied"), Some("wait=10"));
     let body: Value = status.json();
@@ -345,4 +384,5 @@ for_each_store!(
     a_bank_timeout_ends_every_wait_with_503_outcome_pending,
     a_waiter_that_hangs_up_leaves_nothing_behind,
     key_status_waits_and_answers_the_replay_body_byte_for_byte,
+    past_max_waiting_requests_a_retry_gets_409_at_once,
 );

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_applied};
+use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_value};
 use shared::{Fingerprint, Problem};
 
 use super::answer::SavedAnswer;
@@ -110,7 +110,7 @@ impl BeginOutcome {
                 if let Some(wait) = wait {
                     reply
                         .headers
-                        .push((PREFERENCE_APPLIED_HEADER, wait_applied(wait)));
+                        .push((PREFERENCE_APPLIED_HEADER, wait_value(wait)));
                 }
                 reply
             }
