@@ -198,47 +198,68 @@ pub fn actions_around<'a>(
         .collect()
 }
 
-/// Reads the backend's tables (on either store), with the same SQL on both.
-pub async fn read_records(database: &Database) -> anyhow::Result<Records> {
-    const PAYMENTS: &str = "SELECT bank_reference, amount_paise, CAST(status AS TEXT) AS status, \
-                            bill_id AS of FROM payments";
-    const REFUNDS: &str = "SELECT r.bank_reference, r.amount_paise, CAST(r.status AS TEXT) AS status, \
-                           p.bank_reference AS of FROM refunds r \
-                           JOIN payments p ON p.user_id = r.user_id AND p.payment_id = r.payment_id";
-    const UNFINISHED: &str = "SELECT user_id, CAST(state AS TEXT) AS state FROM idempotency_keys \
-                              WHERE CAST(state AS TEXT) IN ('started', 'unknown')";
-    type Row = (String, i64, String, String);
-    let to_movement = |(reference, amount_paise, status, of): Row| Movement {
-        reference,
-        amount_paise,
-        status,
-        of,
-    };
-    // The same three queries on either pool.
-    macro_rules! read_tables {
-        ($pool:expr) => {{
-            let pool = $pool;
-            (
-                sqlx::query_as::<_, Row>(PAYMENTS).fetch_all(&pool).await?,
-                sqlx::query_as::<_, Row>(REFUNDS).fetch_all(&pool).await?,
-                sqlx::query_as(UNFINISHED).fetch_all(&pool).await?,
-            )
-        }};
+/// A connection to the backend's tables, on either store, for reading them again and again.
+pub enum TableReader {
+    /// The replicas' PostgreSQL database.
+    Postgres(sqlx::PgPool),
+    /// The replica's SQLite file, read only.
+    Sqlite(sqlx::SqlitePool),
+}
+
+impl TableReader {
+    /// Connects to `database`.
+    pub async fn open(database: &Database) -> anyhow::Result<TableReader> {
+        Ok(match database {
+            Database::Postgres(database) => {
+                TableReader::Postgres(sqlx::PgPool::connect(database.url()).await?)
+            }
+            Database::Sqlite(path) => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(path)
+                    .read_only(true);
+                TableReader::Sqlite(sqlx::SqlitePool::connect_with(options).await?)
+            }
+        })
     }
-    let (payments, refunds, unfinished_keys) = match database {
-        Database::Postgres(database) => read_tables!(sqlx::PgPool::connect(database.url()).await?),
-        Database::Sqlite(path) => {
-            let options = sqlx::sqlite::SqliteConnectOptions::new()
-                .filename(path)
-                .read_only(true);
-            read_tables!(sqlx::SqlitePool::connect_with(options).await?)
+
+    /// Reads the tables, with the same SQL on both stores.
+    pub async fn read(&self) -> anyhow::Result<Records> {
+        const PAYMENTS: &str = "SELECT bank_reference, amount_paise, CAST(status AS TEXT) AS status, \
+                                bill_id AS of FROM payments";
+        const REFUNDS: &str = "SELECT r.bank_reference, r.amount_paise, \
+                               CAST(r.status AS TEXT) AS status, p.bank_reference AS of \
+                               FROM refunds r JOIN payments p \
+                               ON p.user_id = r.user_id AND p.payment_id = r.payment_id";
+        const UNFINISHED: &str = "SELECT user_id, CAST(state AS TEXT) AS state \
+                                  FROM idempotency_keys \
+                                  WHERE CAST(state AS TEXT) IN ('started', 'unknown')";
+        type Row = (String, i64, String, String);
+        let to_movement = |(reference, amount_paise, status, of): Row| Movement {
+            reference,
+            amount_paise,
+            status,
+            of,
+        };
+        // The same three queries on either pool.
+        macro_rules! read_tables {
+            ($pool:expr) => {
+                (
+                    sqlx::query_as::<_, Row>(PAYMENTS).fetch_all($pool).await?,
+                    sqlx::query_as::<_, Row>(REFUNDS).fetch_all($pool).await?,
+                    sqlx::query_as(UNFINISHED).fetch_all($pool).await?,
+                )
+            };
         }
-    };
-    Ok(Records {
-        payments: payments.into_iter().map(to_movement).collect(),
-        refunds: refunds.into_iter().map(to_movement).collect(),
-        unfinished_keys,
-    })
+        let (payments, refunds, unfinished_keys) = match self {
+            TableReader::Postgres(pool) => read_tables!(pool),
+            TableReader::Sqlite(pool) => read_tables!(pool),
+        };
+        Ok(Records {
+            payments: payments.into_iter().map(to_movement).collect(),
+            refunds: refunds.into_iter().map(to_movement).collect(),
+            unfinished_keys,
+        })
+    }
 }
 
 #[cfg(test)]

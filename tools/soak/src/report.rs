@@ -37,6 +37,7 @@ pub async fn settle(
     within: Duration,
 ) -> anyhow::Result<(Ledger, Records)> {
     let deadline = Instant::now() + within;
+    let tables = audit::TableReader::open(&stack.database).await?;
     loop {
         let ledger: Ledger = http
             .get(format!("{}/ledger", stack.bank_url))
@@ -44,7 +45,7 @@ pub async fn settle(
             .await?
             .json()
             .await?;
-        let records = audit::read_records(&stack.database).await?;
+        let records = tables.read().await?;
         let (_, damage) = audit::audit(&ledger, &records, &[]);
         let settled = damage.unresolved_keys == 0 && damage.orphan_or_lost == 0;
         if settled || Instant::now() >= deadline {
