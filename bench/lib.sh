@@ -1,9 +1,11 @@
 # Shared by the load scripts (sourced, not run): a stack of a bank simulator and a backend on a
-# fresh database, wrk runs, and the money check that ends every run. Everything binds
-# 127.0.0.1. The caller sets `bin` (the directory of the server binaries).
+# fresh database (PostgreSQL, or a SQLite file when STORE=sqlite), wrk runs, and the money check
+# that ends every run. Everything binds 127.0.0.1. The caller sets `bin` (the directory of the
+# server binaries).
 
 pids=()
 databases=()
+scratch=$(mktemp -d)
 stacks=0
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -11,8 +13,19 @@ cleanup() {
   for db in "${databases[@]}"; do
     psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
   done
+  rm -rf "$scratch"
 }
 trap cleanup EXIT
+
+# sql_value SQL: the one value SQL returns from the current stack's database, either store.
+sql_value() {
+  if [ "${STORE:-postgres}" = sqlite ]; then
+    python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' \
+      "$db" "$1"
+  else
+    psql -h 127.0.0.1 -U postgres -d "$db" -Atc "$1"
+  fi
+}
 
 need_wrk() {
   command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null \
@@ -20,23 +33,32 @@ need_wrk() {
 }
 
 # start_stack NAME BACKEND_BINARY [BANK FLAGS...]: a bank simulator on 127.0.0.1:18081 and
-# BACKEND_BINARY on 127.0.0.1:18080 (admin 18082) on a fresh database named after NAME; extra
-# backend settings come from the environment; DB_PARAMS, if set, is appended to the database
-# URL (`sslmode=disable`, say). Sets api, bank, db and token.
+# BACKEND_BINARY on 127.0.0.1:18080 (admin 18082) on a fresh database named after NAME
+# (a PostgreSQL database, or with STORE=sqlite a SQLite file); extra backend settings come from
+# the environment; DB_PARAMS, if set, is appended to a PostgreSQL URL (`sslmode=disable`,
+# say). Sets api, admin, bank, db (database name or file), backend_pid and token.
 start_stack() {
-  local name=$1 backend=$2 bank_port=18081 api_port=18080
+  local name=$1 backend=$2 bank_port=18081 api_port=18080 database_url
   shift 2
   stacks=$((stacks + 1))
-  db=${name}_$$_$stacks
-  databases+=("$db")
-  psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
+  if [ "${STORE:-postgres}" = sqlite ]; then
+    db=$scratch/${name}_$stacks.sqlite
+    database_url=sqlite://$db
+  else
+    db=${name}_$$_$stacks
+    databases+=("$db")
+    psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
+    database_url="postgres://postgres@127.0.0.1:5432/$db${DB_PARAMS:+?$DB_PARAMS}"
+  fi
   bank=http://127.0.0.1:$bank_port
   api=http://127.0.0.1:$api_port
+  admin=http://127.0.0.1:18082
   "$bin/bank-simulator" --listen "127.0.0.1:$bank_port" "$@" >/dev/null 2>&1 & pids+=($!)
-  APP_ENV=development DATABASE_URL="postgres://postgres@127.0.0.1:5432/$db${DB_PARAMS:+?$DB_PARAMS}" \
+  APP_ENV=development DATABASE_URL="$database_url" \
     BANK_URL=$bank \
     LISTEN_ADDR=127.0.0.1:$api_port ADMIN_ADDR=127.0.0.1:18082 \
     POLICY_FILE=policy.yaml RUST_LOG=error "$backend" serve >/dev/null 2>&1 & pids+=($!)
+  backend_pid=$!
   for _ in $(seq 1 100); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.1; done
   curl -sf "$api/healthz" >/dev/null || { echo "$backend did not start" >&2; return 1; }
   token=$(APP_ENV=development POLICY_FILE=policy.yaml "$bin/backend" dev-token --user 42)
@@ -64,13 +86,12 @@ requests_per_second() { awk '/Requests\/sec/ { print $2 }'; }
 check_money() {
   local unfinished debits payments
   for _ in $(seq 1 100); do
-    unfinished=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc \
-      "SELECT count(*) FROM idempotency_keys WHERE state NOT IN ('done', 'released')")
+    unfinished=$(sql_value "SELECT count(*) FROM idempotency_keys WHERE state NOT IN ('done', 'released')")
     [ "$unfinished" = 0 ] && break
     sleep 0.2
   done
   debits=$(curl -sf "$bank/ledger" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["debits"]))')
-  payments=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM payments WHERE status = 'succeeded'")
+  payments=$(sql_value "SELECT count(*) FROM payments WHERE status = 'succeeded'")
   echo "check: bank debits $debits, succeeded payments $payments (must be equal), unfinished keys $unfinished"
   [ "$debits" = "$payments" ]
 }

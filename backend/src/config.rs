@@ -25,6 +25,10 @@
 //! | `MAX_WAITING_REQUESTS` | `128` | of those, requests waiting at once for a key's first attempt (`Prefer: wait`); fewer than `MAX_CONCURRENT_REQUESTS`, so waiting never takes every place; past it, 409 at once |
 //! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
 //! | `BANK_QUEUE_WAIT_MS` | `1000` | how long a claimed payment waits for a free bank call before it is released with 503 |
+//! | `REPLAY_CACHE_MAX_BYTES` | `67108864` (64 MiB) | memory for finished answers replayed without a database read ([`crate::replay_cache`]); `0` turns the cache off |
+//! | `REPLAY_CACHE_MAX_ENTRIES` | `200000` | the most finished answers kept in memory |
+//! | `RECONCILE_CONCURRENCY` | `16` | bank look-ups the reconciler runs at once (within `MAX_BANK_CALLS`) |
+//! | `RECONCILE_MAX_LOOKUPS_PER_SECOND` | `1000` | the most look-ups the reconciler starts per second, to spare the bank during a backlog |
 //!
 //! The two settings that hold secrets (the token secret, and the database URL with its
 //! password) are read from the environment or from a mounted file, never from a flag
@@ -38,6 +42,8 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
+use crate::reconcile::ReconcileBounds;
+use crate::replay_cache::CacheBounds;
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
 use shared::auth::{
@@ -134,6 +140,18 @@ pub struct LimitSettings {
     /// How long a claimed payment waits for a free bank call, in milliseconds.
     #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
     pub bank_queue_wait_ms: u64,
+    /// Memory for finished answers replayed from memory, in bytes; 0 turns the cache off.
+    #[arg(long, env = "REPLAY_CACHE_MAX_BYTES", default_value_t = CacheBounds::default().max_bytes)]
+    pub replay_cache_max_bytes: u64,
+    /// The most finished answers kept in memory.
+    #[arg(long, env = "REPLAY_CACHE_MAX_ENTRIES", default_value_t = CacheBounds::default().max_entries)]
+    pub replay_cache_max_entries: u64,
+    /// Bank look-ups the reconciler runs at once.
+    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = ReconcileBounds::default().concurrency)]
+    pub reconcile_concurrency: usize,
+    /// The most look-ups the reconciler starts per second.
+    #[arg(long, env = "RECONCILE_MAX_LOOKUPS_PER_SECOND", default_value_t = ReconcileBounds::default().lookups_per_second)]
+    pub reconcile_max_lookups_per_second: u32,
 }
 
 /// The bounds that keep one backend answering under load and abuse (docs/design.md, "Limits
@@ -158,6 +176,10 @@ pub struct Limits {
     /// How long a claimed payment or refund waits for a free bank call before its claim is
     /// released (nothing was sent) and the request answered 503.
     pub bank_queue_wait: Duration,
+    /// The memory for finished answers replayed without a database read.
+    pub replay_cache: CacheBounds,
+    /// How hard the reconciler may drain a backlog.
+    pub reconcile: ReconcileBounds,
 }
 
 impl Default for Limits {
@@ -171,6 +193,8 @@ impl Default for Limits {
             max_waiting_requests: 128,
             max_bank_calls: 64,
             bank_queue_wait: Duration::from_secs(1),
+            replay_cache: CacheBounds::default(),
+            reconcile: ReconcileBounds::default(),
         }
     }
 }
@@ -188,6 +212,14 @@ impl LimitSettings {
             max_waiting_requests: self.max_waiting_requests,
             max_bank_calls: self.max_bank_calls,
             bank_queue_wait: Duration::from_millis(self.bank_queue_wait_ms),
+            replay_cache: CacheBounds {
+                max_bytes: self.replay_cache_max_bytes,
+                max_entries: self.replay_cache_max_entries,
+            },
+            reconcile: ReconcileBounds {
+                concurrency: self.reconcile_concurrency,
+                lookups_per_second: self.reconcile_max_lookups_per_second,
+            },
         };
         for (setting, zero) in [
             ("REQUEST_TIMEOUT_MS", limits.request_timeout.is_zero()),
@@ -200,6 +232,15 @@ impl LimitSettings {
             ("MAX_WAITING_REQUESTS", limits.max_waiting_requests == 0),
             ("MAX_BANK_CALLS", limits.max_bank_calls == 0),
             ("BANK_QUEUE_WAIT_MS", limits.bank_queue_wait.is_zero()),
+            (
+                "REPLAY_CACHE_MAX_ENTRIES",
+                limits.replay_cache.max_entries == 0,
+            ),
+            ("RECONCILE_CONCURRENCY", limits.reconcile.concurrency == 0),
+            (
+                "RECONCILE_MAX_LOOKUPS_PER_SECOND",
+                limits.reconcile.lookups_per_second == 0,
+            ),
         ] {
             if zero {
                 bail!("{setting} must be above 0");

@@ -4,7 +4,8 @@
 //! only in its tests.
 //!
 //! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
-//! carried out) → [`store`] (the claim and the saved outcome) and [`bank_client`] (the debit).
+//! carried out) → [`replay_cache`] (a repeat of a finished key, answered from memory) or
+//! [`store`] (the claim and the saved outcome) and [`bank_client`] (the debit).
 //! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`].
 
 pub mod bank_client;
@@ -16,6 +17,7 @@ pub mod janitor;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
+pub mod replay_cache;
 pub mod secret_settings;
 pub mod shutdown;
 pub mod startup;

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub claims: Family<OperationLabels, Counter>,
     /// Saved answers replayed.
     pub replays: Family<OperationLabels, Counter>,
+    /// Of those, replayed from memory without a database read ([`crate::replay_cache`]).
+    pub replays_from_memory: Family<OperationLabels, Counter>,
     /// 409 answers: the first attempt was still running.
     pub conflicts: Family<OperationLabels, Counter>,
     /// 422 answers: a key reused with a different request.
@@ -85,6 +87,10 @@ pub struct Metrics {
     pub waits_refused: Counter,
     /// Requests waiting now.
     pub waiting_requests: Gauge,
+    /// Finished answers kept in memory, read when metrics are scraped.
+    pub replay_cache_entries: Gauge,
+    /// What they weigh in bytes (the bound `REPLAY_CACHE_MAX_BYTES` is on this).
+    pub replay_cache_bytes: Gauge,
     /// Age in seconds of the oldest `started` key.
     pub oldest_started_seconds: Gauge<f64, AtomicU64>,
     /// Age in seconds of the oldest `unknown` key.
@@ -106,6 +112,11 @@ impl Metrics {
             "idempotency_replays",
             "Saved answers replayed",
             metrics.replays.clone(),
+        );
+        registry.register(
+            "idempotency_replays_from_memory",
+            "Saved answers replayed from memory, without a database read",
+            metrics.replays_from_memory.clone(),
         );
         registry.register(
             "idempotency_conflicts",
@@ -176,6 +187,16 @@ impl Metrics {
             "idempotency_waiting_requests",
             "Requests waiting now for their key's first attempt",
             metrics.waiting_requests.clone(),
+        );
+        registry.register(
+            "idempotency_replay_cache_entries",
+            "Finished answers kept in memory",
+            metrics.replay_cache_entries.clone(),
+        );
+        registry.register(
+            "idempotency_replay_cache_bytes",
+            "What the finished answers kept in memory weigh, in bytes",
+            metrics.replay_cache_bytes.clone(),
         );
         registry.register(
             "janitor_keys_expired",

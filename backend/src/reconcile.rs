@@ -26,8 +26,11 @@
 //! Keys are taken under a lease written on the key row (`store::sql::keys`), chosen with
 //! `FOR UPDATE SKIP LOCKED` on PostgreSQL, so every replica can run this loop and no two
 //! reconcilers ever hold one key; the bank's answer is written only while the lease holds.
+//! The loop ([`run_until_stopped`]) drains a backlog oldest first with several look-ups at
+//! once, within [`ReconcileBounds`].
 
-use std::future::Future;
+mod drain;
+
 use std::time::Duration;
 
 use shared::{KeyState, Operation};
@@ -36,6 +39,8 @@ use crate::bank_client::LookUp;
 use crate::metrics::{Metrics, OutcomeLabels};
 use crate::state::AppState;
 use crate::store::{LeasedKey, MovementResult, SavedMovement, StoreError};
+
+pub use drain::{ReconcileBounds, run_until_stopped};
 
 /// The longest pause between two look-ups of one key.
 const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
@@ -134,45 +139,19 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
 
 /// One reconciler step: takes the oldest due key, if any, and resolves it.
 pub async fn try_reconcile_once(state: &AppState) -> Result<Outcome, StoreError> {
-    let Some(leased) = state.store.lease_next_due(state.policy.stuck_after).await? else {
+    let Some(leased) = state
+        .store
+        .lease_due(state.policy.stuck_after, 1)
+        .await?
+        .pop()
+    else {
         return Ok(Outcome::NothingDue);
     };
     resolve_leased(state, leased).await?;
     Ok(Outcome::Handled)
 }
 
-/// Runs reconciler steps until `shutdown` resolves, pausing `idle_pause` whenever nothing is
-/// due or the database is away. Also refreshes the oldest-key-age gauges.
-pub async fn run_until_stopped(
-    state: AppState,
-    idle_pause: Duration,
-    shutdown: impl Future<Output = ()>,
-) {
-    tokio::pin!(shutdown);
-    let mut gauges_refreshed = tokio::time::Instant::now();
-    loop {
-        let outcome = try_reconcile_once(&state).await;
-        // The age gauges matter most during a backlog, so they are refreshed then too, at most
-        // once per idle pause, not only when the reconciler runs out of work.
-        if !matches!(outcome, Ok(Outcome::Handled)) || gauges_refreshed.elapsed() >= idle_pause {
-            refresh_age_gauges(&state).await;
-            gauges_refreshed = tokio::time::Instant::now();
-        }
-        let pause = match outcome {
-            Ok(Outcome::Handled) => Duration::ZERO,
-            Ok(Outcome::NothingDue) => idle_pause,
-            Err(error) => {
-                tracing::warn!(%error, "reconciler step failed");
-                idle_pause
-            }
-        };
-        tokio::select! {
-            () = &mut shutdown => return,
-            () = tokio::time::sleep(pause) => {}
-        }
-    }
-}
-
+/// Refreshes the gauges of the oldest `started` and `unknown` keys' ages.
 async fn refresh_age_gauges(state: &AppState) {
     if let Ok((started, unknown)) = state.store.oldest_unfinished_ages().await {
         state

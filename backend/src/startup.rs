@@ -16,6 +16,7 @@ use crate::bank_client::BankClient;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::readiness::{self, Readiness};
+use crate::replay_cache::ReplayCache;
 use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
@@ -136,6 +137,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
     let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
     Ok(AppState {
         store,
+        replay_cache: ReplayCache::new(config.limits.replay_cache, config.policy.keep_keys_for),
         bank,
         policy: Arc::new(config.policy.clone()),
         tokens: Arc::new(TokenVerifier::new(

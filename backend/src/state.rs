@@ -1,5 +1,5 @@
-//! The application state every handler and worker shares: the store, the bank client, the
-//! policy, the token verifier and the metrics.
+//! The application state every handler and worker shares: the store, the replay cache, the
+//! bank client, the policy, the token verifier and the metrics.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::bank_client::BankClient;
 use crate::config::Limits;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
+use crate::replay_cache::ReplayCache;
 use crate::store::SharedStore;
 
 /// Shared state; cheap to clone.
@@ -19,6 +20,8 @@ use crate::store::SharedStore;
 pub struct AppState {
     /// The database.
     pub store: SharedStore,
+    /// Finished answers kept in memory, replayed without a database read.
+    pub replay_cache: ReplayCache,
     /// The partner bank.
     pub bank: BankClient,
     /// The idempotency policy.

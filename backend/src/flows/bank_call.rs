@@ -144,7 +144,7 @@ pub(super) async fn call_bank_and_save(
     save(state, key, operation, resource_id, &result, label).await
 }
 
-/// Writes the bank's final word and renders it as the first answer.
+/// Writes the bank's final word and renders it as the first answer, remembered for replays.
 async fn save(
     state: &AppState,
     key: KeyRef,
@@ -159,9 +159,13 @@ async fn save(
             .finish(key, operation, resource_id, result)
             .await
         {
-            Ok(Some(movement)) => {
+            Ok(Some(finished)) => {
                 state.metrics.outcome(operation.name(), label);
-                Answer::saved(&movement)?
+                let answer = Answer::saved(&finished.movement)?;
+                if let Some(stored) = &finished.key {
+                    state.replay_cache.remember(key, stored, &answer);
+                }
+                answer
             }
             Ok(None) => {
                 tracing::error!("the movement vanished before its outcome was saved");

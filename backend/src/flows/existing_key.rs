@@ -1,5 +1,6 @@
 //! What a request does when its (user, key) is already stored: the shared decision on the
-//! stored record, turned into I/O. Replays render the saved answer; a key stuck in `started`
+//! stored record, turned into I/O. Replays render the saved answer (and remember it, so the
+//! next repeat is answered from memory: [`answer_from_memory`]); a key stuck in `started`
 //! is reconciled inline (SPEC §4) instead of answering 409 for ever; a released key is claimed
 //! again under its claim's own reference; an expired key makes way for a new claim.
 
@@ -98,7 +99,41 @@ pub(super) async fn carry_out(
 
 async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Answer, StoreError> {
     let movement = state.store.saved_movement(key, stored).await?;
-    Ok(Answer::saved(&movement)?.replayed())
+    let answer = Answer::saved(&movement)?;
+    state.replay_cache.remember(key, stored, &answer);
+    Ok(answer.replayed())
+}
+
+/// The answer to a repeat of a finished key remembered in memory, judged by the same decision
+/// as a database read (fingerprint, expiry); `None` when the key is not remembered, or the
+/// decision is anything but a replay or a mismatch (then the database decides).
+pub(super) fn answer_from_memory(
+    state: &AppState,
+    key: KeyRef,
+    attempt: &Attempt,
+) -> Option<Answer> {
+    let remembered = state.replay_cache.recall(key)?;
+    let operation = remembered.operation.name();
+    match decide(
+        &state.policy,
+        attempt,
+        Some(&remembered.record),
+        remembered.estimated_now(),
+    ) {
+        Decision::Replay => {
+            Metrics::count(&state.metrics.replays, operation);
+            Metrics::count(&state.metrics.replays_from_memory, operation);
+            Some(remembered.answer.clone().replayed())
+        }
+        Decision::RejectMismatch => {
+            Metrics::count(&state.metrics.mismatches, operation);
+            Some(Answer::problem(Problem::idempotency_key_reused()))
+        }
+        _ => {
+            state.replay_cache.forget(key);
+            None
+        }
+    }
 }
 
 /// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::answer::Answer;
 use super::bank_call::call_bank_and_save;
-use super::existing_key::{CLAIM_ROUNDS, answer_existing_key, carry_out};
+use super::existing_key::{CLAIM_ROUNDS, answer_existing_key, answer_from_memory, carry_out};
 use super::request::{Admitted, admit};
 use super::waiting::{Reached, Round, answer_in_rounds};
 use crate::error::{Error, Result};
@@ -36,6 +36,9 @@ pub async fn refund_payment<'a>(
         return Ok(payment_not_found());
     };
     let key = KeyRef::new(user, &admitted.key);
+    if let Some(answer) = answer_from_memory(state, key, &admitted.attempt) {
+        return Ok(answer);
+    }
     let admitted = Arc::new(admitted);
     answer_in_rounds(state, operation, key, wait, |round| {
         let (state, admitted) = (state.clone(), Arc::clone(&admitted));

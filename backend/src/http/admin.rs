@@ -1,5 +1,5 @@
 //! The admin listener's routes (`ADMIN_ADDR`, SPEC §8 "Two listeners"): `GET /metrics`
-//! (OpenMetrics text) and `GET /readyz` (the last readiness check in detail, with the ages of
+//! (OpenMetrics text, with the replay cache's size read at each scrape) and `GET /readyz` (the last readiness check in detail, with the ages of
 //! the oldest unfinished keys). Bound to an address only operators reach; the edge never
 //! forwards to it, and nothing here is on the public API.
 
@@ -24,6 +24,14 @@ pub fn admin_router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    let (entries, bytes) = state.replay_cache.usage();
+    let metrics = &state.metrics;
+    metrics
+        .replay_cache_entries
+        .set(i64::try_from(entries).unwrap_or(i64::MAX));
+    metrics
+        .replay_cache_bytes
+        .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     (
         [(
             header::CONTENT_TYPE,

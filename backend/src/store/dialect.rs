@@ -9,15 +9,17 @@
 //! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
 //! | the `pay_bill` claim, [`Dialect::claim_key_with_pending_payment`] | one statement (a data-modifying `WITH`) | two `INSERT`s in one transaction |
 //! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
+//! | the bank's final word, [`Dialect::finish_movement_and_key`] | one statement (a data-modifying `WITH`) | two `UPDATE`s in one transaction |
 //! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
 
 use std::future::Future;
 
-use shared::Fingerprint;
+use shared::{Fingerprint, Operation};
 use sqlx::{Database, Pool, Transaction};
+use uuid::Uuid;
 
 use super::error::StoreError;
-use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
+use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
 
 /// The pieces of SQL and behaviour that differ between the two databases.
 pub trait Dialect: Database {
@@ -32,6 +34,13 @@ pub trait Dialect: Database {
     /// before the transaction ends.
     const FOR_UPDATE: &'static str;
 
+    /// What writes the claims and outcomes, the hot writes of every payment: the pool itself
+    /// on PostgreSQL; on SQLite the group-commit writer ([`super::group_commit`]).
+    type Writer: Clone + Send + Sync + std::fmt::Debug + 'static;
+
+    /// The writer on `pool` (started here, if it is a task).
+    fn writer(pool: &Pool<Self>) -> Self::Writer;
+
     /// How many rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
@@ -44,12 +53,23 @@ pub trait Dialect: Database {
     /// before it returns (and so before the bank is called): the payment row, or `None` if the
     /// (user, key) exists.
     fn claim_key_with_pending_payment(
-        pool: &Pool<Self>,
+        writer: &Self::Writer,
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         claim: Lease,
     ) -> impl Future<Output = Result<Option<PaymentRow>, StoreError>> + Send;
+
+    /// Writes the bank's final word on a claim's movement and moves its key to `done`, at once
+    /// (SPEC §5 invariant 4), announcing the change: the movement and the key as they now
+    /// stand, or `None` if the movement does not exist.
+    fn finish_movement_and_key(
+        writer: &Self::Writer,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+        result: &MovementResult,
+    ) -> impl Future<Output = Result<Option<Finished>, StoreError>> + Send;
 
     /// Tells the other processes on this database, once the connection's transaction commits,
     /// that `key` left `started` ([`super::key_changes`]); this process's own watchers are

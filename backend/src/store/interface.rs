@@ -17,7 +17,7 @@ use super::error::StoreError;
 use super::key_changes::{KeyChanges, listen_for_changes};
 use super::sql_store::SqlStore;
 use super::types::{
-    ClaimResult, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
+    ClaimResult, Finished, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 
@@ -86,15 +86,15 @@ pub trait Store: Send + Sync {
             })
     }
 
-    /// Writes the bank's final word: the movement and the key's `done` state in one
-    /// transaction. `None` if the movement does not exist.
+    /// Writes the bank's final word: the movement and the key's `done` state at once. `None`
+    /// if the movement does not exist.
     async fn finish(
         &self,
         key: KeyRef,
         operation: Operation,
         resource_id: Uuid,
         result: &MovementResult,
-    ) -> Result<Option<SavedMovement>, StoreError>;
+    ) -> Result<Option<Finished>, StoreError>;
 
     /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
     async fn mark_unknown(
@@ -145,8 +145,12 @@ pub trait Store: Send + Sync {
     /// Takes this unfinished (or released) key for a bank look-up, if nobody holds it.
     async fn lease_key(&self, key: KeyRef) -> Result<Option<LeasedKey>, StoreError>;
 
-    /// Takes the oldest key due for a bank look-up, if any.
-    async fn lease_next_due(&self, stuck_after: Duration) -> Result<Option<LeasedKey>, StoreError>;
+    /// Takes the oldest keys due for a bank look-up, at most `limit`, oldest first.
+    async fn lease_due(
+        &self,
+        stuck_after: Duration,
+        limit: usize,
+    ) -> Result<Vec<LeasedKey>, StoreError>;
 
     /// Writes the bank's true result for a leased key (movement and key, in one transaction)
     /// and gives the lease back; [`StoreError::LeaseLost`] if the lease ran out and another

@@ -9,6 +9,7 @@
 //! - [`postgres`] (production, and any deployment with more than one replica) and [`sqlite`]
 //!   (the default: one process, nothing else to install): each database's dialect, connection
 //!   and migrations;
+//! - [`group_commit`]: SQLite's one writer, many claims and outcomes per commit;
 //! - [`key_changes`]: announcements of keys leaving `started`, for requests that wait on one
 //!   (`Prefer: wait`), across replicas on PostgreSQL.
 
@@ -16,6 +17,7 @@ mod columns;
 mod db;
 mod dialect;
 mod error;
+mod group_commit;
 mod interface;
 mod key_changes;
 pub mod postgres;
@@ -28,7 +30,7 @@ pub use error::StoreError;
 pub use interface::{SharedStore, Store, connect};
 pub use key_changes::{KeyChanges, KeyWatch};
 pub use types::{
-    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, KeyRef, LeasedKey, LookupHistory,
+    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, Finished, KeyRef, LeasedKey, LookupHistory,
     MovementResult, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,
     RefundRow, SavedMovement, StoredKey, UnknownCall,
 };

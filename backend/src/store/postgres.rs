@@ -1,27 +1,36 @@
 //! PostgreSQL: production, and the only store for more than one replica. Its [`Dialect`]: the
-//! `pay_bill` claim is one statement, and `FOR UPDATE SKIP LOCKED` lets every replica claim,
+//! `pay_bill` claim is one statement, the bank's final word is one statement, and `FOR UPDATE SKIP LOCKED` lets every replica claim,
 //! refund, reconcile and expire at once without stepping on each other.
 
 use std::time::Duration;
 
-use shared::Fingerprint;
+use shared::{Fingerprint, Operation};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
-use sqlx::{PgConnection, PgPool, Pool, Postgres, Transaction};
+use sqlx::{Acquire, PgConnection, PgPool, Pool, Postgres, Transaction};
+use uuid::Uuid;
 
-use super::db::{Arg, Db, Exec};
+use super::db::{Arg, Db, Exec, Fields};
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::key_changes;
 use super::sql::movements::payment_from_row;
-use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
+use super::sql::{keys, movements, outcome};
+use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
 use crate::store::columns::{Label, Span};
 
 impl Db for Postgres {}
 
 impl Dialect for Postgres {
+    type Writer = PgPool;
     const NOW: &'static str = "now()";
     const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
     const FOR_UPDATE: &'static str = "FOR UPDATE";
+
+    /// The pool: each claim and outcome is one statement, committed on its own, and
+    /// PostgreSQL groups the commits of concurrent connections itself.
+    fn writer(pool: &PgPool) -> PgPool {
+        pool.clone()
+    }
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
@@ -68,6 +77,68 @@ impl Dialect for Postgres {
         let row = Postgres::fetch_optional(&mut conn, query).await?;
         row.map(|row| payment_from_row::<Postgres>(&row, ""))
             .transpose()
+    }
+
+    /// One statement, so one round trip and one implicit transaction instead of `BEGIN`, two
+    /// `UPDATE`s, a `NOTIFY` and `COMMIT`: the movement's outcome, the key's `done` state (only
+    /// if the movement moved) and the announcement, which PostgreSQL sends on commit. When it
+    /// changes nothing (a racing writer finished the movement first, or it is gone) the
+    /// general transaction runs instead, to return the movement as that writer left it.
+    async fn finish_movement_and_key(
+        pool: &PgPool,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+        result: &MovementResult,
+    ) -> Result<Option<Finished>, StoreError> {
+        let (table, id_column, columns) = movements::table(operation);
+        let (status, reason) = result.status_and_reason();
+        let sql = format!(
+            "WITH moved AS ( \
+                 UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now() \
+                 WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending' \
+                 RETURNING {columns}), \
+             done AS ( \
+                 UPDATE idempotency_keys SET {set_done} \
+                 WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' \
+                   AND EXISTS (SELECT 1 FROM moved) \
+                 RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, \
+                           now() AS read_at), \
+             told AS (SELECT pg_notify($6, $7) FROM done) \
+             SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id, \
+                    done.created_at, done.claimed_at, done.read_at, \
+                    (SELECT count(*) FROM told) AS told \
+             FROM moved LEFT JOIN done ON true",
+            set_done = keys::SET_DONE,
+        );
+        let query = sqlx::query(&sql)
+            .arg(resource_id)
+            .arg(key.user.as_i64())
+            .arg(Label(status))
+            .arg(reason.map(str::to_owned))
+            .arg(key.key)
+            .arg(key_changes::CHANNEL.to_owned())
+            .arg(key_changes::payload(key));
+        let mut conn = pool.acquire().await?;
+        let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
+            let mut tx = conn.begin().await?;
+            let finished =
+                outcome::finish_in::<Postgres>(&mut tx, key, operation, resource_id, result)
+                    .await?;
+            tx.commit().await?;
+            return Ok(finished);
+        };
+        let movement = movements::movement_from_row::<Postgres>(operation, &row)?;
+        let key_moved: Option<Label<shared::KeyState>> =
+            Fields::<Postgres>::of(&row).get("state")?;
+        let key_now = match key_moved {
+            Some(_) => Some(keys::stored_key_from_row::<Postgres>(&row)?),
+            None => None,
+        };
+        Ok(Some(Finished {
+            movement,
+            key: key_now,
+        }))
     }
 
     async fn announce_change(conn: &mut PgConnection, key: KeyRef) -> Result<(), StoreError> {

@@ -4,8 +4,8 @@
 //!   statement on PostgreSQL, one short transaction on SQLite
 //!   ([`Dialect`](super::dialect::Dialect)); for a refund one
 //!   short transaction that also takes the payment, to check the remaining amount;
-//! - the movement's outcome and the key's `done` state are written in one transaction
-//!   (invariant 4);
+//! - the movement's outcome and the key's `done` state are written at once (invariant 4): one
+//!   statement on PostgreSQL, one transaction on SQLite;
 //! - reconciliation takes a key under a lease (`store::sql::keys`), so no transaction is open
 //!   across a bank look-up, and writes the bank's answer only while it still holds the lease;
 //! - every write that moves a key out of `started` is announced ([`super::key_changes`]): to
@@ -24,10 +24,10 @@ use super::db::Db;
 use super::error::StoreError;
 use super::interface::Store;
 use super::key_changes::KeyChanges;
-use super::sql::{keys, movements};
+use super::sql::{keys, movements, outcome};
 use super::types::{
-    ClaimResult, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment, NewRefund,
-    PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
+    ClaimResult, Finished, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment,
+    NewRefund, PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 
 /// How many times a claim is tried when its key disappears between the claim and the read of
@@ -38,6 +38,8 @@ const CLAIM_ATTEMPTS: usize = 3;
 #[derive(Debug, Clone)]
 pub struct SqlStore<D: Db> {
     pool: Pool<D>,
+    /// Writes the claims and outcomes ([`super::dialect::Dialect::Writer`]).
+    writer: D::Writer,
     changes: Arc<KeyChanges>,
     /// Names this process on the keys it claims (their lease owner), minted at start: a
     /// restarted process is another holder, so the dead one's claims lapse.
@@ -48,6 +50,7 @@ impl<D: Db> SqlStore<D> {
     /// The store on `pool`, announcing key changes to `changes`.
     pub fn new(pool: Pool<D>, changes: Arc<KeyChanges>) -> SqlStore<D> {
         SqlStore {
+            writer: D::writer(&pool),
             pool,
             changes,
             holder: Uuid::new_v4(),
@@ -142,7 +145,7 @@ impl<D: Db> Store for SqlStore<D> {
     ) -> Result<ClaimResult<PaymentRow>, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let claimed = D::claim_key_with_pending_payment(
-                &self.pool,
+                &self.writer,
                 key,
                 fingerprint,
                 payment,
@@ -234,10 +237,9 @@ impl<D: Db> Store for SqlStore<D> {
         operation: Operation,
         resource_id: Uuid,
         result: &MovementResult,
-    ) -> Result<Option<SavedMovement>, StoreError> {
-        let mut tx = D::begin_write(&self.pool).await?;
-        let finished = finish_in::<D>(&mut tx, key, operation, resource_id, result).await?;
-        tx.commit().await?;
+    ) -> Result<Option<Finished>, StoreError> {
+        let finished =
+            D::finish_movement_and_key(&self.writer, key, operation, resource_id, result).await?;
         self.changes.announce(key);
         Ok(finished)
     }
@@ -323,14 +325,19 @@ impl<D: Db> Store for SqlStore<D> {
         self.with_movement(&mut conn, taken, lease).await.map(Some)
     }
 
-    async fn lease_next_due(&self, stuck_after: Duration) -> Result<Option<LeasedKey>, StoreError> {
+    async fn lease_due(
+        &self,
+        stuck_after: Duration,
+        limit: usize,
+    ) -> Result<Vec<LeasedKey>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let lease = Lease::for_reconciler();
-        let Some(taken) = keys::lease_next_due_key::<D>(&mut conn, stuck_after, lease).await?
-        else {
-            return Ok(None);
-        };
-        self.with_movement(&mut conn, taken, lease).await.map(Some)
+        let taken = keys::lease_due_keys::<D>(&mut conn, stuck_after, lease, limit).await?;
+        let mut leased = Vec::with_capacity(taken.len());
+        for taken in taken {
+            leased.push(self.with_movement(&mut conn, taken, lease).await?);
+        }
+        Ok(leased)
     }
 
     async fn finish_leased(
@@ -343,10 +350,11 @@ impl<D: Db> Store for SqlStore<D> {
         } = leased;
         let mut tx = self.write_giving_back_lease(key, owner).await?;
         let finished =
-            finish_in::<D>(&mut tx, key, stored.operation, stored.resource_id, result).await?;
+            outcome::finish_in::<D>(&mut tx, key, stored.operation, stored.resource_id, result)
+                .await?;
         tx.commit().await?;
         self.changes.announce(key);
-        Ok(finished)
+        Ok(finished.map(|finished| finished.movement))
     }
 
     async fn release_leased(
@@ -409,22 +417,4 @@ impl<D: Db> Store for SqlStore<D> {
         };
         Ok((age(started), age(unknown)))
     }
-}
-
-/// The movement's final word and the key's `done` state, in the caller's transaction. The key
-/// moves only if the movement exists.
-async fn finish_in<D: Db>(
-    conn: &mut D::Connection,
-    key: KeyRef,
-    operation: Operation,
-    resource_id: Uuid,
-    result: &MovementResult,
-) -> Result<Option<SavedMovement>, StoreError> {
-    let user_id = key.user.as_i64();
-    let finished = movements::finish::<D>(conn, operation, user_id, resource_id, result).await?;
-    if finished.is_some() {
-        keys::set_done::<D>(conn, key, resource_id).await?;
-        D::announce_change(conn, key).await?;
-    }
-    Ok(finished)
 }

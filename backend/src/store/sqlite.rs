@@ -9,8 +9,11 @@
 //!   `BEGIN IMMEDIATE`, which takes the write lock up front, so writers queue (behind
 //!   `busy_timeout`) instead of failing half-way; that also serialises the refund claim's
 //!   remaining-amount check. The journal is in WAL mode, so readers never wait for a writer.
-//! - **The claim** is two `INSERT`s in one short transaction (SQLite cannot `INSERT` inside a
-//!   `WITH`), still committed before the bank is called.
+//! - **The claim** is two `INSERT`s (SQLite cannot `INSERT` inside a `WITH`), still committed
+//!   before the bank is called.
+//! - **Claims and outcomes share commits.** One writer task gathers the claims and outcomes
+//!   that arrive together into one transaction, one fsync for many payments, with
+//!   `synchronous = FULL` kept ([`super::group_commit`]).
 //! - **Time** is INTEGER unix microseconds from SQLite's clock (the process's: the database is
 //!   in-process); UUIDs are 16-byte BLOBs.
 
@@ -27,8 +30,10 @@ use sqlx::{Sqlite, SqliteConnection, Transaction};
 use super::db::Db;
 use super::dialect::Dialect;
 use super::error::StoreError;
-use super::sql::{keys, movements};
-use super::types::{KeyRef, Lease, NewPayment, PaymentRow};
+use super::group_commit::GroupCommit;
+use super::sql::{keys, movements, outcome};
+use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
+use uuid::Uuid;
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
 /// than any one of this store's write transactions holds it.
@@ -37,9 +42,14 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 impl Db for Sqlite {}
 
 impl Dialect for Sqlite {
+    type Writer = GroupCommit;
     const NOW: &'static str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
     const SKIP_LOCKED: &'static str = "";
     const FOR_UPDATE: &'static str = "";
+
+    fn writer(pool: &SqlitePool) -> GroupCommit {
+        GroupCommit::start(pool.clone())
+    }
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
@@ -52,28 +62,51 @@ impl Dialect for Sqlite {
     }
 
     async fn claim_key_with_pending_payment(
-        pool: &SqlitePool,
+        writer: &GroupCommit,
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         claim: Lease,
     ) -> Result<Option<PaymentRow>, StoreError> {
-        let mut tx = Sqlite::begin_write(pool).await?;
-        let inserted = keys::insert_started_key::<Sqlite>(
-            &mut tx,
-            key,
-            Operation::PayBill,
-            fingerprint,
-            payment.payment_id,
-            claim,
-        )
-        .await?;
-        if !inserted {
-            return Ok(None);
-        }
-        let row = movements::insert_pending_payment::<Sqlite>(&mut tx, key, payment).await?;
-        tx.commit().await?;
-        Ok(Some(row))
+        let (fingerprint, payment) = (*fingerprint, payment.clone());
+        writer
+            .write(move |conn| {
+                Box::pin(async move {
+                    let inserted = keys::insert_started_key::<Sqlite>(
+                        conn,
+                        key,
+                        Operation::PayBill,
+                        &fingerprint,
+                        payment.payment_id,
+                        claim,
+                    )
+                    .await?;
+                    if !inserted {
+                        return Ok(None);
+                    }
+                    movements::insert_pending_payment::<Sqlite>(conn, key, &payment)
+                        .await
+                        .map(Some)
+                })
+            })
+            .await
+    }
+
+    async fn finish_movement_and_key(
+        writer: &GroupCommit,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+        result: &MovementResult,
+    ) -> Result<Option<Finished>, StoreError> {
+        let result = result.clone();
+        writer
+            .write(move |conn| {
+                Box::pin(async move {
+                    outcome::finish_in::<Sqlite>(conn, key, operation, resource_id, &result).await
+                })
+            })
+            .await
     }
 
     /// Nothing to send: the database is this process's own, and the store wakes this

@@ -43,6 +43,16 @@ pub struct StoredKey {
     pub saved: Option<Box<SavedMovement>>,
 }
 
+/// A movement's final word as [`crate::store::Store::finish`] saved it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// The movement as it now stands.
+    pub movement: SavedMovement,
+    /// The key as this write left it (`done`, with the database's clock), to remember its
+    /// answer; `None` if a racing writer (a reconciler) had finished it first.
+    pub key: Option<StoredKey>,
+}
+
 /// The bank's final word on a movement, as written by [`crate::store::Store::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MovementResult {

@@ -45,16 +45,17 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
     let store = &app.state.store;
 
     let first = store
-        .lease_next_due(stuck_after)
+        .lease_due(stuck_after, 10)
         .await
         .expect("a reconciler step")
+        .pop()
         .expect("the stuck key is due");
     assert!(
         store
-            .lease_next_due(stuck_after)
+            .lease_due(stuck_after, 10)
             .await
             .expect("step")
-            .is_none(),
+            .is_empty(),
         "a leased key is not due for another reconciler"
     );
     assert!(
@@ -65,9 +66,10 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
     // The first reconciler stalls past its lease; another takes the key over.
     run_leases_out(&app, RECONCILE_LEASE + Duration::from_secs(1)).await;
     let second = store
-        .lease_next_due(stuck_after)
+        .lease_due(stuck_after, 10)
         .await
         .expect("a reconciler step")
+        .pop()
         .expect("a key whose lease ran out is due again");
 
     let late = store.finish_leased(first, &MovementResult::Succeeded).await;

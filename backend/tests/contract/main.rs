@@ -23,6 +23,7 @@ mod prefer_wait;
 mod races;
 mod reconciler;
 mod released_claims;
+mod replay_cache;
 mod scaling;
 mod spec_rows;
 mod startup_config;

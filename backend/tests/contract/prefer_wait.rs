@@ -14,17 +14,13 @@
 use std::time::{Duration, Instant};
 
 use backend::config::Limits;
-use backend::startup::Application;
 use backend::store::KeyRef;
 use bank_simulator::Knobs;
 use futures_util::future::join_all;
 use serde_json::Value;
 use shared::{IdempotencyKey, UserId};
-use tokio::sync::oneshot;
 
-use crate::support::{
-    Answer, Options, StoreKind, TestApp, new_key, payment_body, test_config, wait_for,
-};
+use crate::support::{Answer, Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 
 const BILL: &str = "elec-42";
 
@@ -143,29 +139,12 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: Store
     assert_eq!(app.metric("idempotency_waiting_requests").await, 0.0);
 }
 
-/// A second backend process's worth of state on `app`'s database and bank: its own pool, its
-/// own watchers and its own PostgreSQL listener.
-async fn spawn_replica(app: &TestApp, options: &Options) -> (String, oneshot::Sender<()>) {
-    let config = test_config(app.database_url.clone(), &app.bank.url, options);
-    let replica = Application::build(config).await.expect("replica builds");
-    let url = format!("http://{}", replica.local_addr());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        replica
-            .run_until_stopped(async move {
-                stopped.await.ok();
-            })
-            .await
-            .expect("replica serves");
-    });
-    (url, stop)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiters_on_another_replica_hear_of_the_answer_through_postgres() {
     let options = slow_bank(StoreKind::Postgres, 2_000);
     let app = TestApp::spawn_with(slow_bank(StoreKind::Postgres, 2_000)).await;
-    let (replica_url, _stop) = spawn_replica(&app, &options).await;
+    let replica = app.spawn_replica(&options).await;
+    let replica_url = replica.url.clone();
     for round in 1..=3 {
         let key = new_key();
         // The first attempt on this replica; the other nineteen split between both.

@@ -348,8 +348,11 @@ impl TestApp {
     }
 
     /// Moves the timestamps of `key` (every key if `None`) `by` into the past, as if its claim
-    /// had been made that long ago: its lease, if any, runs out that much earlier too.
+    /// had been made that long ago: its lease, if any, runs out that much earlier too. The
+    /// backend's replay cache cannot see that time pass, so it forgets its answers (as it would
+    /// have, had the time truly passed).
     pub async fn age_keys(&self, key: Option<&str>, by: Duration) {
+        self.state.replay_cache.forget_all();
         let key = key.map(storage_uuid);
         match &self.db {
             TestDb::Postgres(pool) => sqlx::query(
@@ -449,19 +452,56 @@ impl TestApp {
         );
     }
 
+    /// A second backend process's worth of state on this app's database and bank: its own
+    /// pool, replay cache, watchers and PostgreSQL listener; stopped when dropped.
+    pub async fn spawn_replica(&self, options: &Options) -> Replica {
+        let config = test_config(self.database_url.clone(), &self.bank.url, options);
+        let replica = Application::build(config).await.expect("replica builds");
+        let url = format!("http://{}", replica.local_addr());
+        let admin_url = format!("http://{}", replica.admin_addr());
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            replica
+                .run_until_stopped(async move {
+                    stopped.await.ok();
+                })
+                .await
+                .expect("replica serves");
+        });
+        Replica {
+            url,
+            admin_url,
+            _stop: stop,
+        }
+    }
+
     /// The value of a metric line (`name{labels}`) in `/metrics`, 0 if absent.
     pub async fn metric(&self, series: &str) -> f64 {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.admin_url))
-            .send()
-            .await
-            .expect("metrics answer")
-            .text()
-            .await
-            .expect("metrics text");
-        metric_in(&text, series)
+        metric_at(&self.http, &self.admin_url, series).await
     }
+}
+
+/// A second backend on a [`TestApp`]'s database and bank ([`TestApp::spawn_replica`]).
+pub struct Replica {
+    /// Its API's `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Its admin listener's `http://127.0.0.1:PORT`.
+    pub admin_url: String,
+    _stop: oneshot::Sender<()>,
+}
+
+/// The value of a metric line (`name{labels}`) in the `/metrics` of the admin listener at
+/// `admin_url`, 0 if absent.
+pub async fn metric_at(http: &reqwest::Client, admin_url: &str, series: &str) -> f64 {
+    let text = http
+        .get(format!("{admin_url}/metrics"))
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    metric_in(&text, series)
 }
 
 /// `POST /v1/bills/{bill}/pay` to the backend at `base_url` as `user` with `key` (sent bare);

@@ -82,24 +82,30 @@ pub async fn insert_started_key<D: Db>(
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Marks the key finished (and free of any lease). Only an unfinished key of this resource
-/// moves, so a late writer (the request path and a reconciler racing) changes nothing the
-/// first one wrote.
+/// The assignments that mark a key finished (and free of any lease).
+pub const SET_DONE: &str =
+    "state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL";
+
+/// Marks the key finished (and free of any lease), returning it as it now stands. Only an
+/// unfinished key of this resource moves, so a late writer (the request path and a reconciler
+/// racing) changes nothing the first one wrote; `None` then.
 pub async fn set_done<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     resource_id: Uuid,
-) -> Result<(), StoreError> {
-    let query = sqlx::query(
-        "UPDATE idempotency_keys \
-         SET state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL \
-         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done'",
-    )
-    .arg(key.user.as_i64())
-    .arg(key.key)
-    .arg(resource_id);
-    D::execute(conn, query).await?;
-    Ok(())
+) -> Result<Option<StoredKey>, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys SET {SET_DONE} \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done' \
+         RETURNING {}",
+        key_columns::<D>("")
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(resource_id);
+    let row = D::fetch_optional(conn, query).await?;
+    row.map(|row| stored_key_from_row::<D>(&row)).transpose()
 }
 
 /// The lease columns after the claim's holder `$holder` (a numbered parameter) lets go of the
@@ -280,21 +286,21 @@ pub async fn renew_claim<D: Db>(
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Takes `lease` on the oldest key due for a bank look-up, if any: an `unknown` key, or a
-/// `started` key claimed more than `stuck_after` ago, or whose claim's lease lapsed (its
-/// holder died mid-call), or already being asked about (it has a next look-up), whose
-/// back-off has passed; or a
-/// `released` key whose next check for a late debit has come; in each case only if nobody
-/// holds it. The choice and the lease are one statement, so reconcilers (on every replica)
-/// never take the same key, and none ever waits behind another's bank look-up.
-pub async fn lease_next_due_key<D: Db>(
+/// Takes `lease` on the oldest keys due for a bank look-up, at most `limit`: an `unknown` key,
+/// or a `started` key claimed more than `stuck_after` ago, or whose claim's lease lapsed (its
+/// holder died mid-call), or already being asked about (it has a next look-up), whose back-off
+/// has passed; or a `released` key whose next check for a late debit has come; in each case
+/// only if nobody holds it. The choice and the lease are one statement, so reconcilers (on every
+/// replica) never take the same key, and none ever waits behind another's bank look-up.
+pub async fn lease_due_keys<D: Db>(
     conn: &mut D::Connection,
     stuck_after: std::time::Duration,
     lease: Lease,
-) -> Result<Option<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
+    limit: usize,
+) -> Result<Vec<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys SET lease_owner = $2, lease_until = {now} + $3 \
-         WHERE (user_id, key) = ( \
+         WHERE (user_id, key) IN ( \
              SELECT user_id, key FROM idempotency_keys \
              WHERE state <> 'done' \
                AND (((state = 'unknown' \
@@ -304,7 +310,7 @@ pub async fn lease_next_due_key<D: Db>(
                      AND (next_lookup_at IS NULL OR next_lookup_at <= {now})) \
                     OR (state = 'released' AND next_lookup_at <= {now})) \
                AND (lease_until IS NULL OR lease_until <= {now}) \
-             ORDER BY claimed_at LIMIT 1 {skip_locked}) \
+             ORDER BY claimed_at LIMIT $4 {skip_locked}) \
          RETURNING {}",
         key_columns::<D>(""),
         now = D::NOW,
@@ -313,9 +319,16 @@ pub async fn lease_next_due_key<D: Db>(
     let query = sqlx::query(&sql)
         .arg(Span(stuck_after))
         .arg(lease.owner)
-        .arg(Span(lease.lasts));
-    let row = D::fetch_optional(conn, query).await?;
-    row.map(|row| leased_key_from_row::<D>(&row)).transpose()
+        .arg(Span(lease.lasts))
+        .arg(i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = D::fetch_all(conn, query).await?;
+    let mut taken = rows
+        .iter()
+        .map(leased_key_from_row::<D>)
+        .collect::<Result<Vec<_>, _>>()?;
+    // `RETURNING` keeps no order: the oldest claim first, as chosen.
+    taken.sort_by_key(|(_, stored, _)| stored.record.claimed_at);
+    Ok(taken)
 }
 
 /// Ends the lease `owner` holds on the key; `false` if it ran out and another reconciler took
@@ -450,7 +463,8 @@ fn leased_key_from_row<D: Db>(
     Ok((key, stored_key_from_row::<D>(row)?, history))
 }
 
-fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError> {
+/// A key row as [`key_columns`] (or a statement naming the same columns) returned it.
+pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError> {
     let fields = Fields::<D>::of(row);
     let fingerprint: Vec<u8> = fields.get("fingerprint")?;
     let state: Label<KeyState> = fields.get("state")?;

@@ -1,6 +1,8 @@
 //! Every SQL statement of the store, one function each, written once for PostgreSQL and SQLite
 //! (generic over [`crate::store::db::Db`]) and grouped by the table they act on: the keys, and
-//! the money movements (payments and refunds) the keys' claims create.
+//! the money movements (payments and refunds) the keys' claims create; and [`outcome`], the
+//! write that touches both.
 
 pub mod keys;
 pub mod movements;
+pub mod outcome;

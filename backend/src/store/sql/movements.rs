@@ -31,7 +31,7 @@ pub const JOINED_COLUMNS: &str = "\
      r.decline_reason AS r_decline_reason";
 
 /// The table, id column and columns of an operation's movements.
-fn table(operation: Operation) -> (&'static str, &'static str, &'static str) {
+pub fn table(operation: Operation) -> (&'static str, &'static str, &'static str) {
     match operation {
         Operation::PayBill => ("payments", "payment_id", PAYMENT_COLUMNS),
         Operation::RefundPayment => ("refunds", "refund_id", REFUND_COLUMNS),
@@ -218,7 +218,8 @@ pub fn saved_movement_from_joined_row<D: Db>(
     }))
 }
 
-fn movement_from_row<D: Db>(
+/// A payment or refund row, as `operation` names it.
+pub fn movement_from_row<D: Db>(
     operation: Operation,
     row: &D::Row,
 ) -> Result<SavedMovement, StoreError> {

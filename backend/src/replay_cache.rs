@@ -1,0 +1,302 @@
+//! [`ReplayCache`]: finished answers kept in this process's memory, so a retry storm's replays
+//! are answered without a database read (docs/design.md, "Replays from memory").
+//!
+//! Why it is safe: a key in `done` never changes until it expires (SPEC §5; no write moves a
+//! key out of `done`), so an answer read once is the answer every replica would read again.
+//! Each replica keeps its own cache and needs no invalidation from the others.
+//!
+//! What still holds for a cached key, decided by the same [`shared::decide`] as a database read:
+//! - **user scope**: entries are addressed by (user, key), never by key alone;
+//! - **fingerprint**: a different body under the key is still refused with 422;
+//! - **expiry**: an entry lives no longer than its key. Its lifetime is the key's remaining
+//!   life *as the database's clock measured it* when the row was read, run down on this
+//!   process's monotonic clock, less [`CLOCK_MARGIN`]; so the cache forgets a key before the
+//!   database could let anyone reuse it, whatever the two wall clocks say. A reused key is
+//!   then claimed afresh in the database and never meets the old entry.
+//!
+//! Bounds: `REPLAY_CACHE_MAX_BYTES` (the answers' bodies and headers plus a fixed overhead per
+//! entry) and `REPLAY_CACHE_MAX_ENTRIES`. Both are enforced as one weight: each entry weighs at
+//! least `max_bytes / max_entries`, so neither bound can be passed. Eviction is moka's
+//! (TinyLFU admission, LRU eviction); an evicted answer is read from the database on its next
+//! replay and remembered again. `REPLAY_CACHE_MAX_BYTES=0` turns the cache off.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moka::Expiry;
+use moka::sync::Cache;
+use shared::{KeyState, Operation, StoredRecord};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::flows::Answer;
+use crate::store::{KeyRef, StoredKey};
+
+/// How much earlier than its key an entry is forgotten: room for the monotonic clock and the
+/// database's clock to drift apart over a key's life (hours), and for the time between the
+/// database reading its clock and this process reading its own.
+pub const CLOCK_MARGIN: Duration = Duration::from_secs(1);
+
+/// What an entry costs besides its body and `Location`: the record, the answer's fixed
+/// fields, the map's own bookkeeping (measured order of magnitude, rounded up).
+const ENTRY_OVERHEAD_BYTES: usize = 256;
+
+/// The cache's bounds (`REPLAY_CACHE_MAX_BYTES`, `REPLAY_CACHE_MAX_ENTRIES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheBounds {
+    /// The most bytes the cached answers may take; 0 turns the cache off.
+    pub max_bytes: u64,
+    /// The most answers kept.
+    pub max_entries: u64,
+}
+
+impl Default for CacheBounds {
+    /// 64 MiB and 200,000 answers: a payment's answer weighs about 600 bytes, so the entry
+    /// bound is reached first with typical answers (the floor weight is 335 bytes).
+    fn default() -> Self {
+        CacheBounds {
+            max_bytes: 64 << 20,
+            max_entries: 200_000,
+        }
+    }
+}
+
+/// A finished key's answer as remembered, with what the decision needs to judge a repeat.
+#[derive(Debug)]
+pub struct Remembered {
+    /// The key's record as stored (state `done`).
+    pub record: StoredRecord,
+    /// The operation that claimed the key.
+    pub operation: Operation,
+    /// The saved answer, not marked as a replay.
+    pub answer: Answer,
+    /// The database's clock when the row was read.
+    read_at: OffsetDateTime,
+    /// This process's monotonic clock at the same moment.
+    read: Instant,
+    /// How long the entry may live: the key's remaining life less [`CLOCK_MARGIN`].
+    lives_for: Duration,
+}
+
+impl Remembered {
+    /// The database's clock now, as estimated from the read, rounded up by [`CLOCK_MARGIN`] so
+    /// that expiry is always judged early rather than late.
+    pub fn estimated_now(&self) -> OffsetDateTime {
+        self.read_at + self.read.elapsed() + CLOCK_MARGIN
+    }
+
+    fn weight(&self) -> usize {
+        self.answer.body.len()
+            + self.answer.location.as_ref().map_or(0, String::len)
+            + ENTRY_OVERHEAD_BYTES
+    }
+}
+
+/// Finished answers by (user, key). Cheap to clone.
+#[derive(Clone)]
+pub struct ReplayCache {
+    entries: Option<Cache<(i64, Uuid), Arc<Remembered>>>,
+    keep_keys_for: Duration,
+}
+
+impl ReplayCache {
+    /// An empty cache within `bounds`, for keys kept `keep_keys_for` (the policy's).
+    pub fn new(bounds: CacheBounds, keep_keys_for: Duration) -> ReplayCache {
+        let entries = (bounds.max_bytes > 0 && bounds.max_entries > 0).then(|| {
+            let floor = usize::try_from(bounds.max_bytes / bounds.max_entries).unwrap_or(1);
+            Cache::builder()
+                .max_capacity(bounds.max_bytes)
+                .weigher(move |_key, remembered: &Arc<Remembered>| {
+                    u32::try_from(remembered.weight().max(floor)).unwrap_or(u32::MAX)
+                })
+                .expire_after(UntilTheKeyExpires)
+                .build()
+        });
+        ReplayCache {
+            entries,
+            keep_keys_for,
+        }
+    }
+
+    /// The remembered answer of `key`, if any and still within its key's life.
+    pub fn recall(&self, key: KeyRef) -> Option<Arc<Remembered>> {
+        self.entries.as_ref()?.get(&cache_key(key))
+    }
+
+    /// Remembers the saved `answer` of a finished key read as `stored`; a key that is not
+    /// `done`, or too close to its expiry, is not remembered.
+    pub fn remember(&self, key: KeyRef, stored: &StoredKey, answer: &Answer) {
+        let Some(entries) = &self.entries else { return };
+        if stored.record.state != KeyState::Done {
+            return;
+        }
+        let expires_at = stored.record.created_at + self.keep_keys_for;
+        let remaining = (expires_at - stored.read_at).unsigned_abs();
+        let Some(lives_for) = remaining
+            .checked_sub(CLOCK_MARGIN)
+            .filter(|_| expires_at > stored.read_at)
+            .filter(|lives_for| !lives_for.is_zero())
+        else {
+            return;
+        };
+        let remembered = Remembered {
+            record: stored.record.clone(),
+            operation: stored.operation,
+            answer: Answer {
+                replayed: false,
+                waited: None,
+                ..answer.clone()
+            },
+            read_at: stored.read_at,
+            read: Instant::now(),
+            lives_for,
+        };
+        entries.insert(cache_key(key), Arc::new(remembered));
+    }
+
+    /// Forgets `key` (its entry was judged expired, or something other than a replay).
+    pub fn forget(&self, key: KeyRef) {
+        if let Some(entries) = &self.entries {
+            entries.invalidate(&cache_key(key));
+        }
+    }
+
+    /// Forgets every answer: each is read from the database on its next replay. For tests
+    /// that move keys' clocks in the database, where this process's clock cannot follow.
+    pub fn forget_all(&self) {
+        if let Some(entries) = &self.entries {
+            entries.invalidate_all();
+        }
+    }
+
+    /// How many answers are kept and what they weigh (after pending evictions are applied).
+    pub fn usage(&self) -> (u64, u64) {
+        self.entries.as_ref().map_or((0, 0), |entries| {
+            entries.run_pending_tasks();
+            (entries.entry_count(), entries.weighted_size())
+        })
+    }
+}
+
+fn cache_key(key: KeyRef) -> (i64, Uuid) {
+    (key.user.as_i64(), key.key)
+}
+
+/// Each entry expires when [`Remembered::lives_for`] has passed since it was remembered.
+struct UntilTheKeyExpires;
+
+impl Expiry<(i64, Uuid), Arc<Remembered>> for UntilTheKeyExpires {
+    fn expire_after_create(
+        &self,
+        _key: &(i64, Uuid),
+        remembered: &Arc<Remembered>,
+        _created_at: Instant,
+    ) -> Option<Duration> {
+        Some(remembered.lives_for)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::{Fingerprint, UserId};
+
+    fn key(user: i64) -> KeyRef {
+        KeyRef {
+            user: UserId::from_i64(user).expect("positive"),
+            key: Uuid::from_u128(7),
+        }
+    }
+
+    fn stored(state: KeyState, age: Duration) -> StoredKey {
+        let read_at = OffsetDateTime::now_utc();
+        StoredKey {
+            record: StoredRecord {
+                fingerprint: Fingerprint::from_slice(&[1; 32]).expect("32 bytes"),
+                state,
+                created_at: read_at - age,
+                claimed_at: read_at - age,
+            },
+            operation: Operation::PayBill,
+            resource_id: Uuid::from_u128(9),
+            read_at,
+            saved: None,
+        }
+    }
+
+    fn answer() -> Answer {
+        Answer {
+            status: 201,
+            content_type: "application/json",
+            body: b"{}".to_vec(),
+            location: None,
+            retry_after: None,
+            replayed: true,
+            waited: Some(Duration::from_secs(3)),
+        }
+    }
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    #[test]
+    fn remembers_a_finished_answer_by_user_and_key() {
+        let cache = ReplayCache::new(CacheBounds::default(), DAY);
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        let remembered = cache.recall(key(1)).expect("remembered");
+        assert!(!remembered.answer.replayed && remembered.answer.waited.is_none());
+        assert!(cache.recall(key(2)).is_none(), "another user's key");
+    }
+
+    #[test]
+    fn unfinished_keys_and_keys_about_to_expire_are_not_remembered() {
+        let cache = ReplayCache::new(CacheBounds::default(), DAY);
+        for state in [KeyState::Started, KeyState::Unknown, KeyState::Released] {
+            cache.remember(key(1), &stored(state, Duration::ZERO), &answer());
+            assert!(cache.recall(key(1)).is_none(), "{state:?}");
+        }
+        let last_half_second = DAY - Duration::from_millis(500);
+        cache.remember(key(1), &stored(KeyState::Done, last_half_second), &answer());
+        assert!(cache.recall(key(1)).is_none());
+        cache.remember(key(1), &stored(KeyState::Done, DAY * 2), &answer());
+        assert!(cache.recall(key(1)).is_none(), "already expired");
+    }
+
+    #[test]
+    fn an_entry_lives_no_longer_than_its_key_less_the_margin() {
+        let cache = ReplayCache::new(CacheBounds::default(), Duration::from_millis(1_300));
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        assert!(cache.recall(key(1)).is_some());
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(cache.recall(key(1)).is_none(), "1.3 s key, 1 s margin");
+    }
+
+    #[test]
+    fn the_entry_bound_holds_whatever_the_bytes() {
+        let bounds = CacheBounds {
+            max_bytes: 1 << 20,
+            max_entries: 10,
+        };
+        let cache = ReplayCache::new(bounds, DAY);
+        for user in 1..=100 {
+            cache.remember(
+                key(user),
+                &stored(KeyState::Done, Duration::ZERO),
+                &answer(),
+            );
+        }
+        let (entries, bytes) = cache.usage();
+        assert!(entries <= 10, "{entries} entries");
+        assert!(bytes <= 1 << 20, "{bytes} bytes");
+    }
+
+    #[test]
+    fn zero_bytes_turns_the_cache_off() {
+        let bounds = CacheBounds {
+            max_bytes: 0,
+            ..CacheBounds::default()
+        };
+        let cache = ReplayCache::new(bounds, DAY);
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        assert!(cache.recall(key(1)).is_none());
+    }
+}

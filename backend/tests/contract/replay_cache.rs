@@ -1,0 +1,253 @@
+//! The replay cache (`backend::replay_cache`) keeps every promise a database read keeps, on
+//! each store: a replay from memory is the saved answer byte for byte (and is counted as one
+//! from memory, so these tests see the cache was used); a different body under the key is
+//! still 422; another user's identical key is another payment; an entry is forgotten before
+//! its key expires, and a key reused after expiry is a new payment, never the old answer; two
+//! replicas on one database each remember the same answer. Money is counted at the bank's
+//! ledger. Speed is measured by `bench/perf.sh`, never here.
+
+use std::time::Duration;
+
+use serde_json::json;
+use shared::Policy;
+
+use crate::support::{
+    Answer, Options, StoreKind, TestApp, metric_at, new_key, payment_body, send_pay,
+};
+
+const FROM_MEMORY: &str = "idempotency_replays_from_memory_total{operation=\"pay_bill\"}";
+const REPLAYS: &str = "idempotency_replays_total{operation=\"pay_bill\"}";
+
+/// The parts of an answer a replay must repeat exactly.
+fn wire(answer: &Answer) -> (u16, Vec<u8>, Option<String>) {
+    (
+        answer.status,
+        answer.bytes.clone(),
+        answer.header("location").map(str::to_owned),
+    )
+}
+
+async fn a_replay_from_memory_is_the_saved_answer_byte_for_byte(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(first.status, 201);
+    for n in 1..=5 {
+        let replay = app
+            .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+            .await;
+        assert!(replay.is_replay(), "repeat {n}");
+        assert_eq!(wire(&replay), wire(&first), "repeat {n}");
+    }
+    // The save remembered the answer: every repeat came from memory.
+    assert_eq!(app.metric(FROM_MEMORY).await, 5.0);
+    assert_eq!(app.metric(REPLAYS).await, 5.0);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(app.count("payments").await, 1);
+}
+
+async fn a_replay_read_from_the_database_is_remembered_too(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(first.status, 201);
+    // As after a restart, or on another replica: nothing in memory.
+    app.state.replay_cache.forget_all();
+    let from_database = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(
+        app.metric(FROM_MEMORY).await,
+        0.0,
+        "the first replay reads the row"
+    );
+    let from_memory = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(
+        app.metric(FROM_MEMORY).await,
+        1.0,
+        "the second is remembered"
+    );
+    assert!(from_database.is_replay() && from_memory.is_replay());
+    assert_eq!(wire(&from_database), wire(&first));
+    assert_eq!(wire(&from_memory), wire(&first));
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(first.status, 201);
+    // Tried: another amount, another payer, another bill, each under the remembered key.
+    let changed = [
+        ("elec-1", payment_body(23_001)),
+        (
+            "elec-1",
+            json!({ "amount_paise": 23_000, "payer_vpa": "ravi@okbank" }),
+        ),
+        ("elec-2", payment_body(23_000)),
+    ];
+    for (bill, body) in &changed {
+        let refused = app.pay(7, Some(&key), bill, body).await;
+        refused.assert_problem(422, "idempotency-key-reused");
+    }
+    assert_eq!(
+        app.metric("idempotency_mismatches_total{operation=\"pay_bill\"}")
+            .await,
+        3.0
+    );
+    let replay = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(
+        wire(&replay),
+        wire(&first),
+        "the key still replays its own answer"
+    );
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(app.count("payments").await, 1);
+}
+
+async fn another_users_identical_key_is_another_payment(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let asha = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    let ravi = app
+        .pay(8, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!((asha.status, ravi.status), (201, 201));
+    assert!(!ravi.is_replay(), "user 8 never paid under this key");
+    assert_ne!(asha.json()["payment_id"], ravi.json()["payment_id"]);
+    assert_eq!(app.metric(FROM_MEMORY).await, 0.0);
+    // Each user's repeat replays their own answer.
+    let asha_again = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    let ravi_again = app
+        .pay(8, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(wire(&asha_again), wire(&asha));
+    assert_eq!(wire(&ravi_again), wire(&ravi));
+    assert_eq!(app.metric(FROM_MEMORY).await, 2.0);
+    assert_eq!(app.ledger().await.debits.len(), 2);
+}
+
+/// Keys kept three seconds: long enough to remember an answer, short enough to see it expire.
+fn short_lived_keys(store: StoreKind) -> Options {
+    Options {
+        store,
+        policy: Policy {
+            keep_keys_for: Duration::from_secs(3),
+            ..Policy::default_policy()
+        },
+        ..Options::default()
+    }
+}
+
+async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer(store: StoreKind) {
+    let app = TestApp::spawn_with(short_lived_keys(store)).await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(first.status, 201);
+    let replay = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(wire(&replay), wire(&first));
+    assert_eq!(app.metric(FROM_MEMORY).await, 1.0);
+
+    tokio::time::sleep(Duration::from_millis(3_200)).await;
+    let reused = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(reused.status, 201);
+    assert!(!reused.is_replay(), "an expired key starts afresh");
+    assert_ne!(reused.json()["payment_id"], first.json()["payment_id"]);
+    assert_eq!(
+        app.metric(FROM_MEMORY).await,
+        1.0,
+        "the old answer was not used"
+    );
+    // The new answer is the one remembered now.
+    let replay = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(wire(&replay), wire(&reused));
+    assert_eq!(app.metric(FROM_MEMORY).await, 2.0);
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        2,
+        "two payments, each debited once"
+    );
+}
+
+async fn an_answer_is_forgotten_before_its_key_expires(store: StoreKind) {
+    let app = TestApp::spawn_with(short_lived_keys(store)).await;
+    let key = new_key();
+    let first = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert_eq!(first.status, 201);
+    // Past the entry's life (three seconds less the one-second margin), within the key's.
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let replay = app
+        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
+        .await;
+    assert!(replay.is_replay(), "the key itself has not expired");
+    assert_eq!(wire(&replay), wire(&first));
+    assert_eq!(app.metric(FROM_MEMORY).await, 0.0, "read from the database");
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+for_each_store!(
+    a_replay_from_memory_is_the_saved_answer_byte_for_byte,
+    a_replay_read_from_the_database_is_remembered_too,
+    a_different_body_under_a_remembered_key_is_still_422,
+    another_users_identical_key_is_another_payment,
+    a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer,
+    an_answer_is_forgotten_before_its_key_expires,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_remember_the_same_answer_and_refuse_the_same_mismatch() {
+    let app = TestApp::spawn().await;
+    let replica = app.spawn_replica(&Options::default()).await;
+    let key = new_key();
+    let pay_on = |url: &str, amount| {
+        let (http, url, key) = (app.http.clone(), url.to_owned(), key.clone());
+        async move {
+            send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(amount))
+                .await
+                .expect("a replica answers")
+        }
+    };
+    let first = pay_on(&app.url, 23_000).await;
+    assert_eq!(first.status, 201);
+    for round in 1..=3 {
+        for url in [&app.url, &replica.url] {
+            let replay = pay_on(url, 23_000).await;
+            assert!(replay.is_replay(), "round {round} on {url}");
+            assert_eq!(wire(&replay), wire(&first), "round {round} on {url}");
+            pay_on(url, 23_001)
+                .await
+                .assert_problem(422, "idempotency-key-reused");
+        }
+    }
+    // The first replica remembered its save; the second read the row once, then remembered.
+    assert_eq!(app.metric(FROM_MEMORY).await, 3.0);
+    let on_replica = metric_at(&app.http, &replica.admin_url, FROM_MEMORY).await;
+    assert_eq!(on_replica, 2.0);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(app.count("payments").await, 1);
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# How fast reconciliation drains a backlog (issue 15): KEYS (default 10,000) payments whose
+# replies were all lost, every key `unknown`, the bank simulator (instant) holding every debit.
+# A server-profile backend on PostgreSQL drains them with RECONCILE_CONCURRENCY 1, 8 and 32 (the
+# look-up rate cap lifted), then 32 under the default cap of 1,000 look-ups a second; before
+# each run the same keys are made `unknown` again (the bank keeps its debits). Prints keys per
+# second for each, and checks after each run that every key is `done` and the succeeded
+# payments equal the bank's debits (no look-up moved money).
+# Usage: bench/drain.sh [keys, default 10000]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/lib.sh
+keys=${1:-10000}
+scripts/start-postgres.sh
+cargo build -q --profile server -p backend -p bank-simulator --bins
+bin=target/server
+
+db=drain_$$
+databases+=("$db")
+bank=http://127.0.0.1:18081
+api=http://127.0.0.1:18080
+admin=http://127.0.0.1:18082
+psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
+database_url="postgres://postgres@127.0.0.1:5432/$db?sslmode=disable"
+APP_ENV=development DATABASE_URL=$database_url POLICY_FILE=policy.yaml RUST_LOG=error \
+  "$bin/backend" migrate
+"$bin/bank-simulator" --listen 127.0.0.1:18081 >/dev/null 2>&1 & pids+=($!)
+for _ in $(seq 1 100); do curl -sf "$bank/healthz" >/dev/null && break; sleep 0.1; done
+
+# The backlog: keys claimed a minute ago, one per payment, and the bank's debit of each.
+psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$db" -v keys="$keys" <<'SQL'
+WITH lost AS (
+    SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key,
+           gen_random_uuid() AS payment_id,
+           now() - interval '1 minute' + g * interval '1 millisecond' AS at
+    FROM generate_series(1, :keys) AS g),
+paid AS (
+    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                          bank_reference, created_at)
+    SELECT payment_id, user_id, 'elec-' || g, 230000, 'asha@okbank', 'pending',
+           'pay-' || payment_id, at
+    FROM lost)
+INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                              created_at, claimed_at, bank_call_ended)
+SELECT user_id, key, 'pay_bill', 'unknown', sha256(key::text::bytea), payment_id, at, at, false
+FROM lost;
+SQL
+psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT bank_reference FROM payments" | python3 -c '
+import http.client, json, sys
+bank = http.client.HTTPConnection("127.0.0.1", 18081)
+for reference in sys.stdin.read().split():
+    bank.request("POST", "/debits", json.dumps(
+        {"reference": reference, "amount_paise": 230000, "account": "asha@okbank"}),
+        {"Content-Type": "application/json"})
+    answer = bank.getresponse()
+    answer.read()
+    if answer.status != 201 and answer.status != 200:
+        sys.exit(f"the bank refused a debit: {answer.status}")
+'
+
+unknown() { psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM idempotency_keys WHERE state = 'unknown'"; }
+drain() { # concurrency lookups-per-second: keys per second
+  APP_ENV=development DATABASE_URL=$database_url BANK_URL=$bank LISTEN_ADDR=127.0.0.1:18080 \
+    ADMIN_ADDR=127.0.0.1:18082 POLICY_FILE=policy.yaml RUST_LOG=error \
+    RECONCILE_CONCURRENCY=$1 RECONCILE_MAX_LOOKUPS_PER_SECOND=$2 "$bin/backend" serve \
+    >/dev/null 2>&1 &
+  local backend=$! started ended
+  started=$(date +%s.%N)
+  for _ in $(seq 1 6000); do [ "$(unknown)" = 0 ] && break; sleep 0.05; done
+  ended=$(date +%s.%N)
+  kill "$backend"; wait "$backend" || true
+  [ "$(unknown)" = 0 ] || { echo "the backlog did not drain within 5 minutes" >&2; exit 1; }
+  local done_keys debits succeeded
+  done_keys=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM idempotency_keys WHERE state = 'done'")
+  succeeded=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM payments WHERE status = 'succeeded'")
+  debits=$(curl -sf "$bank/ledger" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["debits"]))')
+  [ "$done_keys" = "$keys" ] && [ "$succeeded" = "$debits" ] \
+    || { echo "money check failed: $done_keys done, $succeeded succeeded, $debits debits" >&2; exit 1; }
+  awk -v k="$keys" -v s="$started" -v e="$ended" -v c="$1" -v r="$2" \
+    'BEGIN { printf "  concurrency %2d, cap %6d/s: %7.1f s, %7.0f keys/s\n", c, r, e - s, k / (e - s) }'
+  # The same backlog again for the next run: the bank keeps its debits.
+  psql -q -h 127.0.0.1 -U postgres -d "$db" -c "BEGIN; \
+    UPDATE idempotency_keys SET state = 'unknown', next_lookup_at = NULL, lease_owner = NULL, \
+      lease_until = NULL, failed_lookups = 0; \
+    UPDATE payments SET status = 'pending', finished_at = NULL; COMMIT;"
+}
+echo "draining $keys unknown keys (instant bank; time from the backend's start; checked after each run):"
+drain 1 1000000
+drain 8 1000000
+drain 32 1000000
+drain 32 1000

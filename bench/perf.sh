@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 15's throughput figures in one run, side by side (compare ratios: on this shared 2-core
+# machine absolute numbers move by a quarter between runs):
+# 1. PostgreSQL's limits on the project's own statements (pgbench, 8 clients, prepared, on a
+#    scratch database): a new-key payment's claim and outcome as written now (one statement
+#    each) and as before (the outcome as BEGIN, two UPDATEs, NOTIFY, COMMIT); the replay read.
+# 2. The backend (server profile, instant bank simulator, wrk with 16 connections): new-key
+#    payments and replays of one finished key, on PostgreSQL with the replay cache, on
+#    PostgreSQL without it (REPLAY_CACHE_MAX_BYTES=0), and on SQLite; GET /healthz (no
+#    database) as the HTTP ceiling. Every stack ends with the money check: the bank's debits
+#    equal the succeeded payments, and no key is left unfinished.
+# 3. The ratios the issue aims at.
+# Usage: bench/perf.sh [seconds per run, default 10]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/lib.sh
+duration=${1:-10}
+need_wrk
+scripts/start-postgres.sh
+command -v pgbench >/dev/null || { echo "pgbench is missing (Debian: postgresql-client)" >&2; exit 1; }
+cargo build -q --profile server -p backend -p bank-simulator --bins
+bin=target/server
+
+pgbench_tps() { # script: transactions per second of bench/pgbench/SCRIPT.sql on the scratch database
+  pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$duration" \
+    -f "bench/pgbench/$1.sql" "$limits_db" 2>/dev/null | awk '/^tps/ { print $3 }'
+}
+limits_db=perf_limits_$$
+databases+=("$limits_db")
+psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $limits_db"
+for migration in migrations/*.sql; do
+  psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$limits_db" -f "$migration"
+done
+psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$limits_db" -f bench/pgbench/replay-keys.sql
+results=$scratch/results
+{
+  echo "pg_limit_new_key $(pgbench_tps claim-and-outcome)"
+  echo "pg_limit_new_key_before $(pgbench_tps claim-and-outcome-before)"
+  echo "pg_limit_replay_read $(pgbench_tps replay-read)"
+} >"$results"
+
+backend_runs() { # label: new-key and replay throughput of the stack just started
+  local replay_key
+  replay_key=$(cat /proc/sys/kernel/random/uuid)
+  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
+    -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
+    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+  echo "${1}_new_key $(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)" >>"$results"
+  echo "${1}_replay $(REPLAY_KEY=$replay_key wrk_run 16 "$duration" -s bench/replay.lua "$api" | requests_per_second)" >>"$results"
+  check_money | sed "s/^/$1: /"
+  stop_stack
+}
+DB_PARAMS=sslmode=disable start_stack perf_pg "$bin/backend" >/dev/null
+echo "healthz $(wrk_run 16 "$duration" "$api/healthz" | requests_per_second)" >>"$results"
+backend_runs pg
+DB_PARAMS=sslmode=disable REPLAY_CACHE_MAX_BYTES=0 start_stack perf_pg_nocache "$bin/backend" >/dev/null
+backend_runs pg_no_cache
+export STORE=sqlite
+start_stack perf_sqlite "$bin/backend" >/dev/null
+backend_runs sqlite
+
+awk -v seconds="$duration" '
+  { rate[$1] = $2; order[NR] = $1 }
+  function ratio(name, a, b, aim) {
+    printf "  %-58s %6.2f   (aim %s)\n", name, rate[a] / rate[b], aim
+  }
+  END {
+    printf "per second, %s s per run (pgbench 8 clients; wrk 16 connections, instant bank):\n", seconds
+    for (i = 1; i <= NR; i++) printf "  %-30s %10.0f\n", order[i], rate[order[i]]
+    print "ratios:"
+    ratio("PostgreSQL new-key limit, one-statement outcome / before", "pg_limit_new_key", "pg_limit_new_key_before", "> 1")
+    ratio("backend PostgreSQL new-key / its statements limit", "pg_new_key", "pg_limit_new_key", ">= 0.9")
+    ratio("backend PostgreSQL replays / the replay read limit", "pg_replay", "pg_limit_replay_read", ">= 2")
+    ratio("backend PostgreSQL replays, cache / no cache", "pg_replay", "pg_no_cache_replay", "> 1")
+    ratio("backend SQLite new-key / PostgreSQL new-key", "sqlite_new_key", "pg_new_key", ">= 1")
+    ratio("backend SQLite replays / PostgreSQL replays", "sqlite_replay", "pg_replay", ">= 1")
+    ratio("backend PostgreSQL replays / healthz (the HTTP ceiling)", "pg_replay", "healthz", "-")
+  }' "$results"
