@@ -19,7 +19,7 @@ use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
 use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
-use crate::state::AppState;
+use crate::state::{AppState, Parts};
 use crate::store::{self, SharedStore};
 use crate::{http, janitor, reconcile, transport_security};
 
@@ -135,7 +135,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
     let bank_http =
         transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
     let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
-    Ok(AppState {
+    Ok(AppState::new(Parts {
         store,
         replay_cache: ReplayCache::new(config.limits.replay_cache, config.policy.keep_keys_for),
         bank,
@@ -150,7 +150,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         readiness: Arc::new(Readiness::new()),
         requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
         waiting_places: Arc::new(Semaphore::new(config.limits.max_waiting_requests)),
-    })
+    }))
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
