@@ -1,11 +1,8 @@
 -- wrk script: replays spread over KEYS distinct keys (default 100,000), each request a key drawn
--- at random: a key's first request pays (new work), every later one replays it. Each of wrk's
--- threads stops after REQUESTS / threads answers (default 1,000,000 in all).
+-- at random: a key's first request pays (new work), every later one replays it.
+-- (bench/memory.sh stops wrk once the backend has answered the requests it wants.)
 local body = '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
 local keys = tonumber(os.getenv("KEYS") or "100000")
-local total = tonumber(os.getenv("REQUESTS") or "1000000")
-local threads = 2
-local answered = 0
 
 function setup(thread)
   thread:set("id", math.random(1, 1e9))
@@ -21,11 +18,4 @@ function request()
   wrk.headers["Idempotency-Key"] = key
   wrk.headers["Content-Type"] = "application/json"
   return wrk.format("POST", "/v1/bills/elec-memory/pay", nil, body)
-end
-
-function response(status, headers, body)
-  answered = answered + 1
-  if answered >= total / threads then
-    wrk.thread:stop()
-  end
 end

@@ -18,14 +18,25 @@ bin=target/server
 
 rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$backend_pid/status"; }
 metric() { curl -sf "$admin/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
+answered() { # payment requests the backend has answered so far, any status
+  curl -sf "$admin/metrics" \
+    | awk '/^http_requests_total\{route="\/v1\/bills\/\{bill_id\}\/pay"/ { n += $2 } END { print n + 0 }'
+}
 
 printf '%-10s %10s %10s %12s %14s %12s %10s\n' bound_MiB rss_start rss_after cache_keys cache_MiB base_MiB req/s
 for bound_mib in 64 16; do
   REPLAY_CACHE_MAX_BYTES=$((bound_mib << 20)) DB_PARAMS=sslmode=disable \
     start_stack memory "$bin/backend" >/dev/null
   start=$(rss_mib)
-  rate=$(wrk -t2 -c16 -d600s --timeout 30s -H "Authorization: Bearer $token" \
-    -s bench/memory-replays.lua "$api" | requests_per_second)
+  wrk -t2 -c16 -d1h --timeout 30s -H "Authorization: Bearer $token" \
+    -s bench/memory-replays.lua "$api" >/dev/null & wrk_pid=$!
+  began=$(date +%s.%N)
+  until [ "$(answered)" -ge "$REQUESTS" ]; do
+    kill -0 "$wrk_pid" || { echo "wrk stopped early" >&2; exit 1; }
+    sleep 0.5
+  done
+  rate=$(awk -v n="$(answered)" -v b="$began" -v e="$(date +%s.%N)" 'BEGIN { print n / (e - b) }')
+  kill "$wrk_pid"; wait "$wrk_pid" || true
   after=$(rss_mib)
   entries=$(metric idempotency_replay_cache_entries)
   cache_mib=$(awk -v b="$(metric idempotency_replay_cache_bytes)" 'BEGIN { printf "%.1f", b / 1048576 }')

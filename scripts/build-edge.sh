@@ -29,6 +29,9 @@ export WASM_BINDGEN_BIN ESBUILD_BIN="$esbuild" WASM_OPT_BIN="$wasm_opt"
 
 wasm=edge/build/index_bg.wasm
 [ -f edge/build/index.js ] && [ -f "$wasm" ] || fail "worker-build did not produce edge/build/index.js and $wasm"
+# worker-build keeps the names section (about 30 KB gzipped) for readable stack traces; the
+# Worker ships without it: a panic still logs its message; only its stack frames lose their names.
+"$wasm_opt" "$wasm" -o "$wasm" --all-features --strip-debug --strip-producers
 raw=$(stat -c %s "$wasm")
 gzipped=$(gzip -9 -c "$wasm" | wc -c)
 echo "build-edge: $wasm is $raw bytes ($gzipped bytes gzipped)"
