@@ -18,6 +18,23 @@ use crate::support::{
 const FROM_MEMORY: &str = "idempotency_replays_from_memory_total{operation=\"pay_bill\"}";
 const REPLAYS: &str = "idempotency_replays_total{operation=\"pay_bill\"}";
 
+/// User `user` pays bill `elec-1` 230 rupees under `key`.
+async fn pay(app: &TestApp, user: u64, key: &str) -> Answer {
+    app.pay(user, Some(key), "elec-1", &payment_body(23_000))
+        .await
+}
+
+/// The bank saw `debits` debits, and the backend holds as many payments.
+async fn assert_money_moved(app: &TestApp, debits: usize) {
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        debits,
+        "debits at the bank"
+    );
+    let payments = usize::try_from(app.count("payments").await).expect("a count");
+    assert_eq!(payments, debits, "payment rows");
+}
+
 /// The parts of an answer a replay must repeat exactly.
 fn wire(answer: &Answer) -> (u16, Vec<u8>, Option<String>) {
     (
@@ -30,44 +47,33 @@ fn wire(answer: &Answer) -> (u16, Vec<u8>, Option<String>) {
 async fn a_replay_from_memory_is_the_saved_answer_byte_for_byte(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let first = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let first = pay(&app, 7, &key).await;
     assert_eq!(first.status, 201);
     for n in 1..=5 {
-        let replay = app
-            .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-            .await;
+        let replay = pay(&app, 7, &key).await;
         assert!(replay.is_replay(), "repeat {n}");
         assert_eq!(wire(&replay), wire(&first), "repeat {n}");
     }
     // The save remembered the answer: every repeat came from memory.
     assert_eq!(app.metric(FROM_MEMORY).await, 5.0);
     assert_eq!(app.metric(REPLAYS).await, 5.0);
-    assert_eq!(app.ledger().await.debits.len(), 1);
-    assert_eq!(app.count("payments").await, 1);
+    assert_money_moved(&app, 1).await;
 }
 
 async fn a_replay_read_from_the_database_is_remembered_too(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let first = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let first = pay(&app, 7, &key).await;
     assert_eq!(first.status, 201);
     // As after a restart, or on another replica: nothing in memory.
     app.state.replay_cache.forget_all();
-    let from_database = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let from_database = pay(&app, 7, &key).await;
     assert_eq!(
         app.metric(FROM_MEMORY).await,
         0.0,
         "the first replay reads the row"
     );
-    let from_memory = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let from_memory = pay(&app, 7, &key).await;
     assert_eq!(
         app.metric(FROM_MEMORY).await,
         1.0,
@@ -76,15 +82,13 @@ async fn a_replay_read_from_the_database_is_remembered_too(store: StoreKind) {
     assert!(from_database.is_replay() && from_memory.is_replay());
     assert_eq!(wire(&from_database), wire(&first));
     assert_eq!(wire(&from_memory), wire(&first));
-    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_money_moved(&app, 1).await;
 }
 
 async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let first = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let first = pay(&app, 7, &key).await;
     assert_eq!(first.status, 201);
     // Tried: another amount, another payer, another bill, each under the remembered key.
     let changed = [
@@ -104,42 +108,31 @@ async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) 
             .await,
         3.0
     );
-    let replay = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let replay = pay(&app, 7, &key).await;
     assert_eq!(
         wire(&replay),
         wire(&first),
         "the key still replays its own answer"
     );
-    assert_eq!(app.ledger().await.debits.len(), 1);
-    assert_eq!(app.count("payments").await, 1);
+    assert_money_moved(&app, 1).await;
 }
 
 async fn another_users_identical_key_is_another_payment(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let asha = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
-    let ravi = app
-        .pay(8, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let asha = pay(&app, 7, &key).await;
+    let ravi = pay(&app, 8, &key).await;
     assert_eq!((asha.status, ravi.status), (201, 201));
     assert!(!ravi.is_replay(), "user 8 never paid under this key");
     assert_ne!(asha.json()["payment_id"], ravi.json()["payment_id"]);
     assert_eq!(app.metric(FROM_MEMORY).await, 0.0);
     // Each user's repeat replays their own answer.
-    let asha_again = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
-    let ravi_again = app
-        .pay(8, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let asha_again = pay(&app, 7, &key).await;
+    let ravi_again = pay(&app, 8, &key).await;
     assert_eq!(wire(&asha_again), wire(&asha));
     assert_eq!(wire(&ravi_again), wire(&ravi));
     assert_eq!(app.metric(FROM_MEMORY).await, 2.0);
-    assert_eq!(app.ledger().await.debits.len(), 2);
+    assert_money_moved(&app, 2).await;
 }
 
 /// Keys kept three seconds: long enough to remember an answer, short enough to see it expire.
@@ -157,20 +150,14 @@ fn short_lived_keys(store: StoreKind) -> Options {
 async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer(store: StoreKind) {
     let app = TestApp::spawn_with(short_lived_keys(store)).await;
     let key = new_key();
-    let first = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let first = pay(&app, 7, &key).await;
     assert_eq!(first.status, 201);
-    let replay = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let replay = pay(&app, 7, &key).await;
     assert_eq!(wire(&replay), wire(&first));
     assert_eq!(app.metric(FROM_MEMORY).await, 1.0);
 
     tokio::time::sleep(Duration::from_millis(3_200)).await;
-    let reused = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let reused = pay(&app, 7, &key).await;
     assert_eq!(reused.status, 201);
     assert!(!reused.is_replay(), "an expired key starts afresh");
     assert_ne!(reused.json()["payment_id"], first.json()["payment_id"]);
@@ -180,34 +167,24 @@ async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer(st
         "the old answer was not used"
     );
     // The new answer is the one remembered now.
-    let replay = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let replay = pay(&app, 7, &key).await;
     assert_eq!(wire(&replay), wire(&reused));
     assert_eq!(app.metric(FROM_MEMORY).await, 2.0);
-    assert_eq!(
-        app.ledger().await.debits.len(),
-        2,
-        "two payments, each debited once"
-    );
+    assert_money_moved(&app, 2).await;
 }
 
 async fn an_answer_is_forgotten_before_its_key_expires(store: StoreKind) {
     let app = TestApp::spawn_with(short_lived_keys(store)).await;
     let key = new_key();
-    let first = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let first = pay(&app, 7, &key).await;
     assert_eq!(first.status, 201);
     // Past the entry's life (three seconds less the one-second margin), within the key's.
     tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let replay = app
-        .pay(7, Some(&key), "elec-1", &payment_body(23_000))
-        .await;
+    let replay = pay(&app, 7, &key).await;
     assert!(replay.is_replay(), "the key itself has not expired");
     assert_eq!(wire(&replay), wire(&first));
     assert_eq!(app.metric(FROM_MEMORY).await, 0.0, "read from the database");
-    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_money_moved(&app, 1).await;
 }
 
 for_each_store!(
@@ -248,6 +225,5 @@ async fn two_replicas_remember_the_same_answer_and_refuse_the_same_mismatch() {
     assert_eq!(app.metric(FROM_MEMORY).await, 3.0);
     let on_replica = metric_at(&app.http, &replica.admin_url, FROM_MEMORY).await;
     assert_eq!(on_replica, 2.0);
-    assert_eq!(app.ledger().await.debits.len(), 1);
-    assert_eq!(app.count("payments").await, 1);
+    assert_money_moved(&app, 1).await;
 }
