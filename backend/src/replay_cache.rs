@@ -133,11 +133,11 @@ impl ReplayCache {
         if stored.record.state != KeyState::Done {
             return;
         }
-        let expires_at = stored.record.created_at + self.keep_keys_for;
-        let remaining = (expires_at - stored.read_at).unsigned_abs();
-        let Some(lives_for) = remaining
-            .checked_sub(CLOCK_MARGIN)
-            .filter(|_| expires_at > stored.read_at)
+        let remaining = stored.record.created_at + self.keep_keys_for - stored.read_at;
+        // Negative (already expired) does not convert; nothing left after the margin is skipped.
+        let Some(lives_for) = Duration::try_from(remaining)
+            .ok()
+            .and_then(|remaining| remaining.checked_sub(CLOCK_MARGIN))
             .filter(|lives_for| !lives_for.is_zero())
         else {
             return;
