@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
-# Reruns the article's bill-payments night against the real stack and prints the side-by-side
-# table: starts PostgreSQL if needed, creates a fresh database, starts the bank simulator and
-# two backends on it (the shipped policy, and one whose policy has `required_for: []` for the
-# no-key client, which the shipped policy would refuse with 400), then runs `incident-replay`.
+# Reruns the article's bill-payments night against the real stack, prints the side-by-side
+# table and draws the night's chart (docs/images/incident-night.svg, the README's): starts
+# PostgreSQL if needed, creates a fresh database, starts the bank simulator and two backends on
+# it (the shipped policy, and one whose policy has `required_for: []` for the no-key client,
+# which the shipped policy would refuse with 400), then runs `incident-replay`.
 # Everything listens on 127.0.0.1 on free ports and is stopped when the script ends.
 #
 #   scripts/incident-replay.sh                                   # 200 customers, seed 7, 1 s = 10 ms
-#   scripts/incident-replay.sh --customers 50 --seed 3 --time-scale 20
+#   scripts/incident-replay.sh --customers 50 --seed 3 --time-scale 20 --chart /tmp/night.svg
 #   AUTH_JWT_SECRET=<the edge's> scripts/incident-replay.sh --api http://127.0.0.1:8787 \
 #       --backend-addr 127.0.0.1:8080
 #
 # Without --api, clients (b), (c) and (d) talk to the backend directly (no edge in the path).
 # With --api, they go through that URL (the edge Worker under `wrangler dev`), which must forward
 # to this script's backend (hence --backend-addr on the port its BACKEND_URL names) and share its
-# token secret (AUTH_JWT_SECRET). Every other flag goes to incident-replay (`--help` lists them).
+# token secret (AUTH_JWT_SECRET). --chart PATH (or REPLAY_CHART) writes the chart elsewhere.
+# Every other flag goes to incident-replay (`--help` lists them).
 # KEEP_DB=1 keeps the database for inspection.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-api="" backend_addr=127.0.0.1:0 time_scale=10 pass=()
+api="" backend_addr=127.0.0.1:0 time_scale=10 chart=${REPLAY_CHART:-docs/images/incident-night.svg} pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --api) api=$2; shift 2 ;;
     --api=*) api=${1#*=}; shift ;;
     --backend-addr) backend_addr=$2; shift 2 ;;
     --backend-addr=*) backend_addr=${1#*=}; shift ;;
+    --chart) chart=$2; shift 2 ;;
+    --chart=*) chart=${1#*=}; shift ;;
     --time-scale) time_scale=$2; pass+=("$1" "$2"); shift 2 ;;
     --time-scale=*) time_scale=${1#*=}; pass+=("$1"); shift ;;
     *) pass+=("$1"); shift ;;
@@ -34,6 +38,8 @@ done
 scripts/start-postgres.sh
 cargo build -q -p backend -p bank-simulator --bins
 cargo build -q -p incident-replay
+# Where cargo put them (CARGO_TARGET_DIR when set).
+bin=${CARGO_TARGET_DIR:-target}/debug
 
 admin_url=postgres://postgres@127.0.0.1:5432/postgres
 db=incident_replay_$(date +%s)_$$
@@ -77,7 +83,7 @@ listening_url() {
   return 1
 }
 
-target/debug/bank-simulator --listen 127.0.0.1:0 --dedupe true >"$work/bank.log" 2>&1 &
+"$bin"/bank-simulator --listen 127.0.0.1:0 --dedupe true >"$work/bank.log" 2>&1 &
 pids+=($!)
 bank_url=$(listening_url "$work/bank.log" "bank simulator")
 
@@ -87,7 +93,7 @@ start_backend() {
   env DATABASE_URL="$db_url" BANK_URL="$bank_url" LISTEN_ADDR="$addr" \
     ADMIN_ADDR=127.0.0.1:0 AUTH_JWT_SECRET="$secret" APP_ENV=production POLICY_FILE="$policy" \
     BANK_TIMEOUT_MS="$bank_timeout_ms" RECONCILE_INTERVAL_MS=100 RUST_LOG=warn,backend=info \
-    NO_COLOR=1 target/debug/backend serve >"$log" 2>&1 &
+    NO_COLOR=1 "$bin"/backend serve >"$log" 2>&1 &
   pids+=($!)
 }
 start_backend policy.yaml "$backend_addr" "$work/backend.log"
@@ -104,5 +110,5 @@ fi
 echo "incident-replay.sh: database $db, bank $bank_url, backend timeout for the bank ${bank_timeout_ms} ms"
 echo
 
-target/debug/incident-replay --api "$api" --no-key-api "$no_key_url" --bank "$bank_url" \
-  --database-url "$db_url" --secret "$secret" "${pass[@]}"
+"$bin"/incident-replay --api "$api" --no-key-api "$no_key_url" --bank "$bank_url" \
+  --database-url "$db_url" --secret "$secret" --chart "$chart" "${pass[@]}"

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use bank_api::{Knobs, Ledger};
+use bank_api::{Knobs, Ledger, LedgerEntry};
 
 use crate::night::NightSettings;
 
@@ -69,11 +69,11 @@ impl Bank {
         Ok(())
     }
 
-    /// The executed debits of each of `accounts`, by account.
+    /// The executed debits of each of `accounts`, by account, in the ledger's order.
     pub async fn debits_of(
         &self,
         accounts: &[String],
-    ) -> anyhow::Result<BTreeMap<String, Vec<u64>>> {
+    ) -> anyhow::Result<BTreeMap<String, Vec<LedgerEntry>>> {
         let ledger: Ledger = self
             .http
             .get(format!("{}/ledger", self.url))
@@ -84,13 +84,13 @@ impl Bank {
             .json()
             .await
             .context("the bank's ledger is not the expected JSON")?;
-        let mut by_account: BTreeMap<String, Vec<u64>> = accounts
+        let mut by_account: BTreeMap<String, Vec<LedgerEntry>> = accounts
             .iter()
             .map(|account| (account.clone(), Vec::new()))
             .collect();
         for debit in ledger.debits {
-            if let Some(amounts) = by_account.get_mut(&debit.account) {
-                amounts.push(debit.amount_paise);
+            if let Some(debits) = by_account.get_mut(&debit.account) {
+                debits.push(debit);
             }
         }
         Ok(by_account)

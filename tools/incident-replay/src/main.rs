@@ -14,11 +14,15 @@
 //! `required_for` is empty; without a key it mints one per request, so each retry is a new
 //! payment, exactly the night's bug. `scripts/incident-replay.sh` starts everything and runs this.
 //!
+//! With `--chart PATH` it also draws the night as an SVG (see the `chart` module): the bank's
+//! latency against the timeout, and per client its attempts and debits over the night.
+//!
 //! Seeded: the same `--seed` draws the same customers, amounts, arrival times, bank behaviour
 //! per step and jitter; the bank's per-request draws follow arrival order, which concurrency
 //! can shuffle slightly, so counts repeat closely rather than to the unit.
 
 mod bank;
+mod chart;
 mod key_table;
 mod night;
 mod phones;
@@ -26,6 +30,7 @@ mod scaled_clock;
 mod seeded;
 mod tally;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -36,6 +41,7 @@ use shared::UserId;
 use tokio::task::JoinSet;
 
 use bank::Bank;
+use chart::{ClientRun, NightChart};
 use key_table::KeyTable;
 use night::{Night, NightSettings};
 use phones::{ClientKind, Payer, PhoneResult, Phones};
@@ -112,6 +118,10 @@ struct Cli {
     /// Print the results as JSON on stdout (the narration goes to stderr).
     #[arg(long)]
     json: bool,
+    /// Also draw the night as an SVG chart at this path: the bank's latency against the
+    /// timeout, and per client its attempts and debits over the night, double debits marked.
+    #[arg(long, env = "REPLAY_CHART")]
+    chart: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -149,6 +159,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
     ));
 
     let mut tallies = Vec::new();
+    let mut runs = Vec::new();
     // Each client gets its own users (and so its own accounts): taken after the highest user the
     // table has seen and after the previous client's, since a client's phones may never have
     // reached the server and left no key to count.
@@ -176,7 +187,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
         let settle = seconds(cli.settle_seconds, "--settle-seconds")?;
         let users = first_user..first_user + night.customers.len() as u64;
         first_user = users.end;
-        let tally = replay_one(
+        let outcome = replay_one(
             kind,
             users.start,
             &night,
@@ -188,7 +199,9 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
         )
         .await;
         let _ = std::fs::remove_dir_all(phones.store.dir());
-        tallies.push(tally?);
+        let (tally, run) = outcome?;
+        tallies.push(tally);
+        runs.push(run);
     }
     bank.calm().await?;
 
@@ -199,13 +212,23 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
          --evening-seconds {} (and the same URLs)",
         cli.seed, cli.customers, cli.time_scale, cli.evening_seconds
     ));
+    if let Some(path) = &cli.chart {
+        let chart = NightChart {
+            night: &night,
+            timeout,
+            runs: &runs,
+        };
+        chart.write(path)?;
+        say(&format!("The night's chart: {}", path.display()));
+    }
     if cli.json {
         println!("{}", serde_json::to_string(&tallies)?);
     }
     Ok(())
 }
 
-/// Runs the night once with phones of `kind`, waits for reconciliation, and counts.
+/// Runs the night once with phones of `kind`, waits for reconciliation, and counts; with the
+/// run's attempts and debits on its night's clock, for the chart.
 #[allow(clippy::too_many_arguments)] // The run's parts, each named; a struct would only rename them.
 async fn replay_one(
     kind: ClientKind,
@@ -216,7 +239,7 @@ async fn replay_one(
     keys: &KeyTable,
     settle: Duration,
     say: &impl Fn(&str),
-) -> anyhow::Result<Tally> {
+) -> anyhow::Result<(Tally, ClientRun)> {
     let payers = night
         .customers
         .iter()
@@ -254,7 +277,10 @@ async fn replay_one(
         phones_done.as_secs_f64(),
         waited.as_secs_f64()
     ));
-    Ok(Tally::count(kind, &results, &debits, unresolved))
+    Ok((
+        Tally::count(kind, &results, &debits, unresolved),
+        ClientRun::from_replay(kind, &results, &debits, &phones.clock),
+    ))
 }
 
 /// Steps the bank's latency up over the evening.

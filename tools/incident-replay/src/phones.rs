@@ -15,8 +15,7 @@
 //! within the phone's timeout and otherwise times out, rather than seeing the 409 that ends a
 //! wait; only `--time-scale 1000` (real time) keeps the wait's proportions too.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -113,10 +112,11 @@ pub enum PhoneView {
 }
 
 /// One customer's result.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PhoneResult {
-    /// Payment attempts sent (status look-ups not counted).
-    pub attempts: u32,
+    /// When each payment attempt was sent, on the night's clock (status look-ups not counted):
+    /// one entry per attempt.
+    pub sent_at: Vec<Duration>,
     /// 409 `request-in-progress` answers received: retries that found the first attempt
     /// still running.
     pub in_progress_409s: u32,
@@ -128,9 +128,17 @@ pub struct PhoneResult {
 
 /// What a phone did, before its time is put beside it.
 struct Tries {
-    attempts: u32,
+    sent_at: Vec<Duration>,
     in_progress_409s: u32,
     view: PhoneView,
+}
+
+/// What the library's events tell about one action: when each attempt went out, and how many
+/// answers were 409s.
+#[derive(Debug, Default)]
+struct Heard {
+    sent_at: Vec<Duration>,
+    in_progress_409s: u32,
 }
 
 /// Everything the phones share in one run.
@@ -168,7 +176,7 @@ impl Phones {
             }
         };
         Ok(PhoneResult {
-            attempts: tries.attempts,
+            sent_at: tries.sent_at,
             in_progress_409s: tries.in_progress_409s,
             view: tries.view,
             took: self.clock.night(started.elapsed()),
@@ -186,7 +194,9 @@ impl Phones {
         let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
         let body = serde_json::json!({"amount_paise": payer.amount_paise, "payer_vpa": payer.vpa});
         let mut in_progress_409s = 0;
+        let mut sent_at = Vec::new();
         for attempt in 1..=self.plain_attempts {
+            sent_at.push(self.clock.elapsed());
             let mut request = self.http.post(&url).bearer_auth(&token).json(&body);
             if new_key_each_time {
                 request = request.header(KEY_HEADER, IdempotencyKey::mint().to_header_value());
@@ -203,7 +213,7 @@ impl Phones {
                 in_progress_409s += u32::from(status == 409);
                 if classify_status(status) == AnswerClass::Final {
                     return Tries {
-                        attempts: attempt,
+                        sent_at,
                         in_progress_409s,
                         view: view_of(status),
                     };
@@ -214,7 +224,7 @@ impl Phones {
             }
         }
         Tries {
-            attempts: self.plain_attempts,
+            sent_at,
             in_progress_409s,
             view: PhoneView::NoFinalAnswer,
         }
@@ -222,7 +232,7 @@ impl Phones {
 
     /// (c) and (d): the client library on the night's clock, asking with `Prefer: wait` for
     /// `prefer_wait` (the night's seconds, sent as they are: see the module's note on time).
-    /// The 409s are counted from the library's events.
+    /// The attempts' times and the 409s are taken from the library's events.
     async fn rule_following(
         &self,
         payer: &Payer,
@@ -245,26 +255,31 @@ impl Phones {
             .begin(Operation::PayBill, &payer.bill, &body)
             .await
             .context("saving the action before sending it")?;
-        // The report callback must own what it counts (`client::Report` is `'static`).
-        let in_progress_409s = Arc::new(AtomicU32::new(0));
-        let count_409s = {
-            let counted = Arc::clone(&in_progress_409s);
+        // The report callback must own what it records (`client::Report` is `'static`).
+        let heard = Arc::new(Mutex::new(Heard::default()));
+        let listen = {
+            let heard = Arc::clone(&heard);
+            let clock = self.clock;
             move |event: &Event| {
-                if matches!(event, Event::Answered { status: 409, .. }) {
-                    counted.fetch_add(1, Ordering::Relaxed);
+                let mut heard = heard.lock().unwrap_or_else(PoisonError::into_inner);
+                match event {
+                    Event::Sending { .. } => heard.sent_at.push(clock.elapsed()),
+                    Event::Answered { status: 409, .. } => heard.in_progress_409s += 1,
+                    _ => {}
                 }
             }
         };
-        let completion = phone.run(&saved, &count_409s).await;
+        let completion = phone.run(&saved, &listen).await;
         let view = match completion.outcome {
             Outcome::Answered(answer) => view_of(answer.status),
             Outcome::Unsettled(_) | Outcome::NotReceived | Outcome::SignInRequired => {
                 PhoneView::NoFinalAnswer
             }
         };
+        let heard = std::mem::take(&mut *heard.lock().unwrap_or_else(PoisonError::into_inner));
         Ok(Tries {
-            attempts: completion.attempts,
-            in_progress_409s: in_progress_409s.load(Ordering::Relaxed),
+            sent_at: heard.sent_at,
+            in_progress_409s: heard.in_progress_409s,
             view,
         })
     }

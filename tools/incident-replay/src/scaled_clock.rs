@@ -38,15 +38,22 @@ impl ScaledClock {
     pub fn night(&self, real: Duration) -> Duration {
         real.div_f64(self.real_per_second.as_secs_f64())
     }
+
+    /// How much of the night has passed since the clock was made.
+    pub fn elapsed(&self) -> Duration {
+        self.night(self.real_origin.elapsed())
+    }
+
+    /// How much of the night had passed at `wall_time`, a real time such as a bank's ledger
+    /// entry's (zero before the clock was made): the night starts at the wall clock's time.
+    pub fn elapsed_at(&self, wall_time: OffsetDateTime) -> Duration {
+        self.night(Duration::try_from(wall_time - self.night_origin).unwrap_or_default())
+    }
 }
 
 impl Clock for ScaledClock {
     fn now(&self) -> OffsetDateTime {
-        let night_elapsed = self
-            .real_origin
-            .elapsed()
-            .div_f64(self.real_per_second.as_secs_f64());
-        self.night_origin + night_elapsed
+        self.night_origin + self.elapsed()
     }
 
     fn sleep(&self, wait: Duration) -> impl Future<Output = ()> + Send {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use bank_api::LedgerEntry;
 use serde::Serialize;
 
 use crate::phones::{ClientKind, PhoneResult, PhoneView};
@@ -52,7 +53,7 @@ impl Tally {
     pub fn count(
         client: ClientKind,
         results: &[PhoneResult],
-        debits_by_account: &BTreeMap<String, Vec<u64>>,
+        debits_by_account: &BTreeMap<String, Vec<LedgerEntry>>,
         unresolved_keys: u64,
     ) -> Tally {
         let views = |view: PhoneView| results.iter().filter(|r| r.view == view).count() as u64;
@@ -66,12 +67,15 @@ impl Tally {
         Tally {
             client,
             payments: results.len(),
-            attempts: results.iter().map(|r| u64::from(r.attempts)).sum(),
+            attempts: results.iter().map(|r| r.sent_at.len() as u64).sum(),
             in_progress_409s: results.iter().map(|r| u64::from(r.in_progress_409s)).sum(),
             bank_debits: debits_by_account.values().map(|d| d.len() as u64).sum(),
             double_debits: repeats.clone().map(|d| d.len() as u64 - 1).sum(),
             debited_twice: repeats.clone().count() as u64,
-            extra_paise: repeats.map(|debits| debits[1..].iter().sum::<u64>()).sum(),
+            extra_paise: repeats
+                .flat_map(|debits| &debits[1..])
+                .map(|debit| debit.amount_paise)
+                .sum(),
             unresolved_keys,
             paid: views(PhoneView::Paid),
             declined: views(PhoneView::Declined),
@@ -164,11 +168,26 @@ mod tests {
 
     fn result(attempts: u32, view: PhoneView, took_seconds: u64) -> PhoneResult {
         PhoneResult {
-            attempts,
+            sent_at: vec![Duration::ZERO; attempts as usize],
             in_progress_409s: attempts - 1,
             view,
             took: Duration::from_secs(took_seconds),
         }
+    }
+
+    fn debits(account: &str, amounts: &[u64]) -> (String, Vec<LedgerEntry>) {
+        let entries = amounts
+            .iter()
+            .enumerate()
+            .map(|(n, &amount_paise)| LedgerEntry {
+                reference: format!("{account}-{n}"),
+                amount_paise,
+                account: account.to_owned(),
+                debit_reference: None,
+                at: time::OffsetDateTime::UNIX_EPOCH,
+            })
+            .collect();
+        (account.to_owned(), entries)
     }
 
     #[test]
@@ -179,9 +198,9 @@ mod tests {
             result(1, PhoneView::Declined, 2),
         ];
         let debits = BTreeMap::from([
-            ("a@ok".to_owned(), vec![230_000, 230_000, 230_000]),
-            ("b@ok".to_owned(), vec![50_000]),
-            ("c@ok".to_owned(), vec![]),
+            debits("a@ok", &[230_000, 230_000, 230_000]),
+            debits("b@ok", &[50_000]),
+            debits("c@ok", &[]),
         ]);
         let tally = Tally::count(ClientKind::NoKey, &results, &debits, 2);
         assert_eq!(

@@ -4,8 +4,10 @@
 //! process driving them over HTTP. Small and compressed (24 customers, 1 s of the night = 10 ms)
 //! so it runs in seconds, yet the same night must show the bug and its fix: the plain-retry
 //! phones debit customers twice, the rule-following phones (with `Prefer: wait` and without)
-//! never do and leave no key unresolved.
+//! never do and leave no key unresolved. The replay also draws its chart (`--chart`), which must
+//! give every client a panel and cross (b)'s double debits.
 
+use std::path::Path;
 use std::time::Duration;
 
 use backend::config::{Config, Limits};
@@ -71,6 +73,37 @@ fn policy_requiring_no_key() -> Policy {
     Policy::from_yaml(&yaml).expect("valid policy")
 }
 
+/// The chart is an SVG with a titled panel per client, and (b)'s panel crosses its double
+/// debits: the crosses are the only strokes of `#D62728` (see `src/chart.rs`).
+fn check_chart(path: &Path, new_key: &Value) {
+    let svg = std::fs::read_to_string(path).expect("the replay wrote its chart");
+    let _ = std::fs::remove_file(path);
+    assert!(svg.starts_with("<svg") && svg.contains("phone timeout 15 s"));
+    let titles = [
+        "(a) no key, plain retries: ",
+        "(b) new key per retry: ",
+        "(c) one key (library), no wait: ",
+        "(d) one key (library), Prefer: wait: ",
+    ];
+    let starts: Vec<usize> = titles
+        .iter()
+        .map(|title| {
+            svg.find(title)
+                .unwrap_or_else(|| panic!("no panel {title}"))
+        })
+        .collect();
+    let new_key_panel = &svg[starts[1]..starts[2]];
+    let charged_twice = format!("{} customer", new_key["debited_twice"]);
+    assert!(
+        new_key_panel.contains(&charged_twice),
+        "(b)'s title gives its {charged_twice}s charged twice"
+    );
+    assert!(
+        new_key_panel.contains(r##"stroke="#D62728""##),
+        "(b)'s double debits are crossed in its panel"
+    );
+}
+
 fn row<'a>(tallies: &'a [Value], client: &str) -> &'a Value {
     tallies
         .iter()
@@ -87,6 +120,7 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
     let database_url = database.url().to_owned();
     let backend = start_backend(&database_url, &bank, Policy::default_policy()).await;
     let no_key_backend = start_backend(&database_url, &bank, policy_requiring_no_key()).await;
+    let chart = std::env::temp_dir().join(format!("incident-night-{}.svg", std::process::id()));
 
     let replay = Command::new(env!("CARGO_BIN_EXE_incident-replay"))
         .args(["--api", &backend.url, "--no-key-api", &no_key_backend.url])
@@ -95,6 +129,8 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         .args(["--customers", "24", "--seed", "7"])
         .args(["--time-scale", &TIME_SCALE_MS.to_string()])
         .args(["--evening-seconds", "100", "--settle-seconds", "15"])
+        .arg("--chart")
+        .arg(&chart)
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(60), replay)
@@ -116,6 +152,7 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         new_key["debited_twice"].as_u64() > Some(0),
         "a new key per retry must debit someone twice too:\n{narration}"
     );
+    check_chart(&chart, new_key);
 
     // (c) without `Prefer: wait` and (d) with it: the wait changes how answers come, never
     // how often money moves.
