@@ -15,7 +15,8 @@ fn declared_routes() -> BTreeSet<Route> {
     let mut routes = BTreeSet::new();
     for entry in std::fs::read_dir(dir).expect("read src/http") {
         let path = entry.expect("entry").path();
-        if path.file_name().is_some_and(|name| name == "admin.rs") {
+        let is_rust_source = path.extension().is_some_and(|extension| extension == "rs");
+        if !is_rust_source || path.file_name().is_some_and(|name| name == "admin.rs") {
             continue;
         }
         let source = std::fs::read_to_string(path).expect("read source");
