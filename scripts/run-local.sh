@@ -39,12 +39,17 @@ if [ -x scripts/run-edge-dev.sh ]; then
 fi
 
 token=$(target/debug/backend dev-token --user 42)
+operator_token=$(target/debug/backend dev-operator-token --name dev-operator)
 key=$(cat /proc/sys/kernel/random/uuid)
 cat <<INFO
 
   API (clients call this): $api
   backend:                 http://127.0.0.1:8080   (metrics: /metrics, policy: /idempotency-policy)
   bank simulator:          http://127.0.0.1:8081   (ledger: /ledger)
+  operator console:        http://127.0.0.1:9090/admin/console   (admin listener only)
+
+  An operator token for the console (paste it into the page):
+    $operator_token
 
   A development token for user 42:
     export TOKEN=$token

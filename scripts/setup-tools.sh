@@ -3,7 +3,8 @@
 # target and the wasm-bindgen CLI (with its test runner) at exactly the wasm-bindgen version in
 # Cargo.lock; for the edge Worker, worker-build and the npm packages package-lock.json pins
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
-# cargo-deny for the supply-chain check (deny.toml). Every `cargo install` is pinned and
+# cargo-deny for the supply-chain check (deny.toml); Debian's Chromium and chromedriver for the
+# operator console's browser test. Every `cargo install` is pinned and
 # `--locked`: the tool is built with the dependency versions its authors tested, not the newest
 # (unless the registry lacks one of them: `install_pinned`). Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
 set -euo pipefail
@@ -53,4 +54,14 @@ cargo_deny_version=0.20.2
 if [ "$(cargo deny --version 2>/dev/null || true)" != "cargo-deny $cargo_deny_version" ]; then
   echo "setup-tools: installing cargo-deny $cargo_deny_version (~3 min once)"
   install_pinned cargo-deny "$cargo_deny_version"
+fi
+
+# The operator console's browser test (backend/tests/console_browser) drives Debian's headless
+# Chromium through chromedriver. The package lists are refreshed only if the install fails.
+if [ ! -x /usr/bin/chromedriver ]; then
+  echo "setup-tools: installing chromium and chromium-driver (apt-get; the console's browser test)"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  fi
 fi

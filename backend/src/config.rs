@@ -10,6 +10,7 @@
 //! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
 //! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
 //! | `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`) | a development default | HS256 secret for bearer tokens |
+//! | `OPERATOR_JWT_SECRET` (or `OPERATOR_JWT_SECRET_FILE`) | a development default in development; unset in production, which closes the operator API | HS256 secret for operator tokens (the console, `crate::http::operator`); must differ from `AUTH_JWT_SECRET` |
 //! | `AUTH_JWT_LEEWAY_SECONDS` | `30` | clock leeway for `exp`, `nbf` and `iat` (at most 300) |
 //! | `AUTH_JWT_ISSUER` | not checked | when set, every token's `iss` must equal it |
 //! | `AUTH_JWT_AUDIENCE` | not checked | when set, every token's `aud` must name it |
@@ -18,6 +19,7 @@
 //! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
 //! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
 //! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
+//! | `AUDIT_TRAIL_KEEP_DAYS` | `90` | how long a key's audit trail is kept after the key itself expired |
 //! | `REQUEST_TIMEOUT_MS` | `12000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS`, and at least a second longer than the policy's `max_wait_seconds` |
 //! | `HEAD_READ_TIMEOUT_MS` | `10000` | how long a request's head may take to arrive, and an idle connection stay open (closed past it) |
 //! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
@@ -42,6 +44,9 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
+use crate::http::operator::token::{
+    DEVELOPMENT_OPERATOR_SECRET, OPERATOR_SECRET_SETTING, check_operator_secret,
+};
 use crate::reconcile::ReconcileBounds;
 use crate::replay_cache::CacheBounds;
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
@@ -57,6 +62,9 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/payments.sqlite";
 
 /// The setting naming the database (a secret: [`crate::secret_settings`]).
 pub const DATABASE_URL_SETTING: &str = "DATABASE_URL";
+
+/// The longest `AUDIT_TRAIL_KEEP_DAYS` (ten years).
+const MAX_AUDIT_TRAIL_KEEP_DAYS: u64 = 3_650;
 
 /// Whether this is a developer's machine or a real deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -110,6 +118,9 @@ pub struct Settings {
     /// Janitor pause between sweeps, in seconds.
     #[arg(long, env = "JANITOR_INTERVAL_SECONDS", default_value_t = 3600)]
     pub janitor_interval_seconds: u64,
+    /// Days a key's audit trail is kept after the key expired.
+    #[arg(long, env = "AUDIT_TRAIL_KEEP_DAYS", default_value_t = 90)]
+    pub audit_trail_keep_days: u64,
     /// The bounds on requests and bank calls.
     #[command(flatten)]
     pub limits: LimitSettings,
@@ -288,6 +299,9 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     /// HS256 secret for bearer tokens.
     pub jwt_secret: SecretString,
+    /// HS256 secret for operator tokens (never the customers'); `None` (production without
+    /// `OPERATOR_JWT_SECRET`): the operator API is closed to every token.
+    pub operator_secret: Option<SecretString>,
     /// What every bearer token must carry besides a valid signature: the clock leeway, and
     /// the issuer and audience when set (the edge reads the same settings and verifies alike).
     pub token_rules: TokenRules,
@@ -301,6 +315,8 @@ pub struct Config {
     pub reconcile_interval: Duration,
     /// Janitor pause between sweeps.
     pub janitor_interval: Duration,
+    /// How long a key's audit trail outlives the key.
+    pub trail_kept_after_key: Duration,
     /// Whether the background workers run inside the server process.
     pub run_workers: bool,
     /// The bounds on requests and bank calls.
@@ -317,6 +333,16 @@ impl Settings {
             jwt_secret.expose_secret().as_bytes(),
             self.mode == RunMode::Development,
         )?;
+        let development = self.mode == RunMode::Development;
+        let operator_secret = read_secret(OPERATOR_SECRET_SETTING, process_environment)?
+            .or_else(|| development.then(|| SecretString::from(DEVELOPMENT_OPERATOR_SECRET)));
+        if let Some(operator_secret) = &operator_secret {
+            check_operator_secret(
+                operator_secret.expose_secret().as_bytes(),
+                jwt_secret.expose_secret().as_bytes(),
+                development,
+            )?;
+        }
         let database_url = read_secret(DATABASE_URL_SETTING, process_environment)?
             .unwrap_or_else(|| SecretString::from(DEFAULT_DATABASE_URL));
         if self.mode == RunMode::Production && !self.allow_plaintext_transport {
@@ -342,11 +368,13 @@ impl Settings {
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
             jwt_secret,
+            operator_secret,
             policy,
             bank_timeout,
             database_acquire_timeout: Duration::from_secs(3),
             reconcile_interval: Duration::from_millis(self.reconcile_interval_ms),
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),
+            trail_kept_after_key: Duration::from_secs(self.audit_trail_keep_days * 86_400),
             run_workers: true,
         })
     }
@@ -370,6 +398,9 @@ impl Settings {
         }
         if self.janitor_interval_seconds == 0 {
             bail!("JANITOR_INTERVAL_SECONDS must be above 0");
+        }
+        if self.audit_trail_keep_days > MAX_AUDIT_TRAIL_KEEP_DAYS {
+            bail!("AUDIT_TRAIL_KEEP_DAYS must be at most {MAX_AUDIT_TRAIL_KEEP_DAYS}");
         }
         Ok(())
     }

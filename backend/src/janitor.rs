@@ -1,4 +1,5 @@
-//! The janitor: deletes idempotency keys older than `keep_keys_for_hours` (SPEC §5, invariant 6).
+//! The janitor: deletes idempotency keys older than `keep_keys_for_hours` (SPEC §5, invariant 6),
+//! and the audit trail of expired keys `AUDIT_TRAIL_KEEP_DAYS` after that (SPEC §8).
 //!
 //! Only finished keys expire (an unfinished one may hide a debit); payments and refunds are
 //! kept for ever, only the key rows go. Each step deletes one bounded batch oldest-first (with
@@ -36,11 +37,27 @@ pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Outco
     })
 }
 
-/// Deletes every expired key, batch after batch; returns how many.
+/// Deletes every expired key, batch after batch, then the trail events kept past their keys;
+/// returns how many keys.
 pub async fn expire_all(state: &AppState, batch_size: i64) -> Result<u64, StoreError> {
     let mut total = 0;
     while let Outcome::Deleted(n) = try_expire_batch(state, batch_size).await? {
         total += n;
+    }
+    let trail_kept_for = state.policy.keep_keys_for + state.trail_kept_after_key;
+    let mut events = 0;
+    loop {
+        let deleted = state
+            .store
+            .expire_events_batch(trail_kept_for, batch_size)
+            .await?;
+        events += deleted;
+        if deleted == 0 {
+            break;
+        }
+    }
+    if events > 0 {
+        tracing::info!(events, "audit trail events of long-expired keys deleted");
     }
     Ok(total)
 }

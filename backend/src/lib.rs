@@ -24,4 +24,5 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod trail;
 pub mod transport_security;

@@ -1,5 +1,6 @@
 //! The backend's command line: `serve` (the default), `migrate`, one-shot runs of the
-//! reconciler and the janitor for operators, and `dev-token` to sign a development token.
+//! reconciler and the janitor for operators, and `dev-token` / `dev-operator-token` to sign a
+//! development token for a customer or for the operator console.
 
 use anyhow::Context;
 use backend::config::Settings;
@@ -40,6 +41,16 @@ enum Command {
         user: u64,
         /// How long the token is valid, in hours.
         #[arg(long, default_value_t = 24)]
+        hours: i64,
+    },
+    /// Print an operator token for the console (`role: "operator"`), signed with the configured
+    /// operator secret (development).
+    DevOperatorToken {
+        /// The operator's name, recorded with their actions in the audit trail.
+        #[arg(long, default_value = "dev-operator")]
+        name: String,
+        /// How long the token is valid, in hours.
+        #[arg(long, default_value_t = 8)]
         hours: i64,
     },
 }
@@ -86,6 +97,18 @@ async fn main() -> anyhow::Result<()> {
             println!(
                 "{}",
                 sign_claims(&claims, config.jwt_secret.expose_secret().as_bytes())
+            );
+            Ok(())
+        }
+        Command::DevOperatorToken { name, hours } => {
+            let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
+            let claims = serde_json::json!({ "sub": name, "role": "operator", "exp": exp });
+            let secret = config
+                .operator_secret
+                .context("OPERATOR_JWT_SECRET is not set: the operator console is closed")?;
+            println!(
+                "{}",
+                sign_claims(&claims, secret.expose_secret().as_bytes())
             );
             Ok(())
         }

@@ -71,6 +71,8 @@ pub struct Remembered {
     pub record: StoredRecord,
     /// The operation that claimed the key.
     pub operation: Operation,
+    /// The claim's payment or refund (for the audit trail).
+    pub resource_id: Uuid,
     /// The saved answer, not marked as a replay.
     pub answer: Answer,
     /// The database's clock when the row was read.
@@ -145,6 +147,7 @@ impl ReplayCache {
         let remembered = Remembered {
             record: stored.record.clone(),
             operation: stored.operation,
+            resource_id: stored.resource_id,
             answer: Answer {
                 replayed: false,
                 waited: None,

@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Config;
+use crate::http::operator::token::OperatorTokens;
 use crate::metrics::Metrics;
 use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
@@ -21,6 +22,7 @@ use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::{AppState, Parts};
 use crate::store::{self, SharedStore};
+use crate::trail::Appender;
 use crate::{http, janitor, reconcile, transport_security};
 
 /// How often the database's readiness is checked.
@@ -135,7 +137,9 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
     let bank_http =
         transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
     let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
+    let (trail, _written_in_background) = Appender::start(store.clone());
     Ok(AppState::new(Parts {
+        trail,
         store,
         replay_cache: ReplayCache::new(config.limits.replay_cache, config.policy.keep_keys_for),
         bank,
@@ -144,6 +148,14 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             config.jwt_secret.expose_secret().as_bytes(),
             config.token_rules.clone(),
         )),
+        operator_tokens: Arc::new(OperatorTokens::new(
+            config
+                .operator_secret
+                .as_ref()
+                .map(|secret| secret.expose_secret().as_bytes().to_vec()),
+            config.token_rules.leeway_seconds(),
+        )),
+        trail_kept_after_key: config.trail_kept_after_key,
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
         limits: config.limits,

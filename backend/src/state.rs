@@ -1,5 +1,5 @@
 //! The application state every handler and worker shares: the store, the replay cache, the
-//! bank client, the policy, the token verifier and the metrics.
+//! bank client, the policy, the token verifier, the metrics and the audit trail's writer.
 
 use std::sync::Arc;
 
@@ -10,10 +10,12 @@ use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Limits;
+use crate::http::operator::token::OperatorTokens;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::replay_cache::ReplayCache;
 use crate::store::SharedStore;
+use crate::trail::Appender;
 
 /// Shared state: one allocation, so the clone every middleware and task takes is one atomic
 /// increment (it was a dozen, and a noticeable share of a replay's cost). Its parts are read
@@ -60,4 +62,10 @@ pub struct Parts {
     pub requests_in_flight: Arc<Semaphore>,
     /// One permit per request waiting for its key's first attempt (`MAX_WAITING_REQUESTS`).
     pub waiting_places: Arc<Semaphore>,
+    /// Checks operator tokens (the console and its API).
+    pub operator_tokens: Arc<OperatorTokens>,
+    /// How long a key's audit trail outlives the key.
+    pub trail_kept_after_key: std::time::Duration,
+    /// Writes the audit trail's observations (replays, refusals, waits).
+    pub trail: Appender,
 }

@@ -402,42 +402,56 @@ impl TokenVerifier {
         header: Option<&[u8]>,
         now_unix: i64,
     ) -> Result<UserId, AuthError> {
-        let header = header.ok_or(AuthError::Missing)?;
-        let token = header
-            .strip_prefix(b"Bearer ")
-            .or_else(|| header.strip_prefix(b"bearer "))
-            .ok_or(AuthError::NotBearer)?;
-        self.verify_token(token.trim_ascii(), now_unix)
+        self.verify_token(bearer_token(header)?, now_unix)
     }
 
     /// Verifies an HS256 token and returns the user in its `sub`.
     pub fn verify_token(&self, token: &[u8], now_unix: i64) -> Result<UserId, AuthError> {
-        if token.len() > MAX_TOKEN_LEN {
-            return Err(AuthError::Malformed);
-        }
-        let mut parts = token.split(|b| *b == b'.');
-        let (Some(header), Some(claims), Some(signature), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(AuthError::Malformed);
-        };
-        let header: Header = decode_json(header)?;
-        if header.alg != "HS256" {
-            return Err(AuthError::WrongAlgorithm);
-        }
-        let signature = URL_SAFE_NO_PAD
-            .decode(signature)
-            .map_err(|_| AuthError::Malformed)?;
-        // The signature covers `header.claims`: everything before the last dot.
-        let signing_input = &token[..header_and_claims_len(token)];
-        let mut mac = HmacSha256::new_from_slice(&self.secret).expect("HMAC takes any key length");
-        mac.update(signing_input);
-        mac.verify_slice(&signature)
-            .map_err(|_| AuthError::BadSignature)?;
-        // Claims are only trusted once the signature holds.
-        let claims: Claims = decode_json(claims)?;
+        let claims: Claims = verify_signature(&self.secret, token)?;
         self.rules.check(&claims, now_unix)
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header value.
+pub fn bearer_token(header: Option<&[u8]>) -> Result<&[u8], AuthError> {
+    let header = header.ok_or(AuthError::Missing)?;
+    let token = header
+        .strip_prefix(b"Bearer ")
+        .or_else(|| header.strip_prefix(b"bearer "))
+        .ok_or(AuthError::NotBearer)?;
+    Ok(token.trim_ascii())
+}
+
+/// Checks an HS256 token's signature with `secret` and only then reads its claims as `C`
+/// (the claims' own rules, such as `exp`, are the caller's to check).
+pub fn verify_signature<C: serde::de::DeserializeOwned>(
+    secret: &[u8],
+    token: &[u8],
+) -> Result<C, AuthError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(AuthError::Malformed);
+    }
+    let mut parts = token.split(|b| *b == b'.');
+    let (Some(header), Some(claims), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(AuthError::Malformed);
+    };
+    let header: Header = decode_json(header)?;
+    if header.alg != "HS256" {
+        return Err(AuthError::WrongAlgorithm);
+    }
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| AuthError::Malformed)?;
+    // The signature covers `header.claims`: everything before the last dot.
+    let signing_input = &token[..header_and_claims_len(token)];
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(signing_input);
+    mac.verify_slice(&signature)
+        .map_err(|_| AuthError::BadSignature)?;
+    // Claims are only trusted once the signature holds.
+    decode_json(claims)
 }
 
 /// Not derived: the secret must never reach a log.

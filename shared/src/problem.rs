@@ -22,6 +22,9 @@ pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 pub enum ProblemKind {
     /// 401: no bearer token, or one that is expired, malformed or wrongly signed.
     Unauthenticated,
+    /// 403: a genuine token that may not do this (a token without the operator role on the
+    /// operator API).
+    Forbidden,
     /// 400: the operation requires an `Idempotency-Key` and none was sent.
     IdempotencyKeyMissing,
     /// 400: the `Idempotency-Key` header is malformed.
@@ -65,8 +68,9 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 20] = [
+    pub const ALL: [ProblemKind; 21] = [
         ProblemKind::Unauthenticated,
+        ProblemKind::Forbidden,
         ProblemKind::IdempotencyKeyMissing,
         ProblemKind::IdempotencyKeyMalformed,
         ProblemKind::IdempotencyKeyReused,
@@ -92,6 +96,7 @@ impl ProblemKind {
     pub fn slug(self) -> &'static str {
         match self {
             ProblemKind::Unauthenticated => "unauthenticated",
+            ProblemKind::Forbidden => "forbidden",
             ProblemKind::IdempotencyKeyMissing => "idempotency-key-missing",
             ProblemKind::IdempotencyKeyMalformed => "idempotency-key-malformed",
             ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
@@ -119,6 +124,7 @@ impl ProblemKind {
         match self {
             ProblemKind::Unauthenticated => 401,
             ProblemKind::PaymentDeclined => 402,
+            ProblemKind::Forbidden => 403,
             ProblemKind::NotFound => 404,
             ProblemKind::MethodNotAllowed => 405,
             ProblemKind::BodyTimeout => 408,
@@ -143,6 +149,7 @@ impl ProblemKind {
     pub fn title(self) -> &'static str {
         match self {
             ProblemKind::Unauthenticated => "A valid bearer token is required",
+            ProblemKind::Forbidden => "This token may not do this",
             ProblemKind::IdempotencyKeyMissing => "Idempotency-Key header is missing",
             ProblemKind::IdempotencyKeyMalformed => "Idempotency-Key header is malformed",
             ProblemKind::IdempotencyKeyReused => {

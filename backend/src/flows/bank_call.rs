@@ -19,15 +19,16 @@ use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{CLAIM_LEASE_RENEWAL, KeyRef, MovementResult, SavedMovement, UnknownCall};
+use crate::trail::request_id;
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
 /// bank call and the save. The client's retry then finds the saved answer instead of a key
-/// left `started` until reconciliation.
+/// left `started` until reconciliation. The work keeps the request's id (for the trail).
 pub(super) async fn run_to_completion<T: Send + 'static>(
     work: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    tokio::spawn(work)
+    tokio::spawn(request_id::scope(request_id::current(), work))
         .await
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }

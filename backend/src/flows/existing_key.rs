@@ -16,6 +16,14 @@ use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, SavedMovement, StoreError, StoredKey};
+use crate::trail::EventKind;
+
+/// The trail's word for a replay read from the database.
+const REPLAYED: &str = "read from the database";
+/// The trail's word for a replay from the replay cache.
+const REPLAYED_FROM_MEMORY: &str = "from memory (the replay cache)";
+/// The trail's word for a refused mismatch.
+const MISMATCH: &str = "same key with another request body: refused (422)";
 
 /// How many claim rounds a request makes. Reusing an expired key that was released with a
 /// check still to come takes three (settle the old claim, delete the key, claim it); one more
@@ -51,12 +59,20 @@ pub(super) async fn answer_existing_key(
     Ok(Step::Answer(match decision {
         Decision::Replay => {
             Metrics::count(&state.metrics.replays, operation);
+            let resource = Some(stored.resource_id);
+            state
+                .trail
+                .observe_key(key, resource, EventKind::Replayed, REPLAYED);
             replay(state, key, stored).await?
         }
         Decision::InProgress { retry_after } => return Ok(Step::InProgress { retry_after }),
         Decision::OutcomePending { retry_after } => outcome_pending(retry_after),
         Decision::RejectMismatch => {
             Metrics::count(&state.metrics.mismatches, operation);
+            let resource = Some(stored.resource_id);
+            state
+                .trail
+                .observe_key(key, resource, EventKind::MismatchRefused, MISMATCH);
             Answer::problem(Problem::idempotency_key_reused())
         }
         Decision::Reconcile => return reconcile_inline(state, key).await,
@@ -123,10 +139,19 @@ pub(super) fn answer_from_memory(
         Decision::Replay => {
             Metrics::count(&state.metrics.replays, operation);
             Metrics::count(&state.metrics.replays_from_memory, operation);
+            let resource = Some(remembered.resource_id);
+            let replayed = EventKind::Replayed;
+            state
+                .trail
+                .observe_key(key, resource, replayed, REPLAYED_FROM_MEMORY);
             Some(remembered.answer.clone().replayed())
         }
         Decision::RejectMismatch => {
             Metrics::count(&state.metrics.mismatches, operation);
+            let resource = Some(remembered.resource_id);
+            state
+                .trail
+                .observe_key(key, resource, EventKind::MismatchRefused, MISMATCH);
             Some(Answer::problem(Problem::idempotency_key_reused()))
         }
         _ => {

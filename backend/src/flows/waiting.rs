@@ -33,6 +33,7 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::state::AppState;
 use crate::store::{KeyRef, KeyWatch};
+use crate::trail::EventKind;
 
 /// The longest a waiting request goes without reading its key again, in case an announcement
 /// was lost (a PostgreSQL listener reconnecting).
@@ -83,12 +84,19 @@ where
             Reached::InProgress { retry_after } => retry_after,
         };
         if let Some(watch) = watch.as_mut()
-            && waiting.wait(watch).await
+            && waiting.wait(key, watch).await
         {
             round = Round::AfterWait;
             continue;
         }
         Metrics::count(&state.metrics.conflicts, operation.name());
+        let detail = if waiting.started.is_some() {
+            "waited as long as allowed; the first attempt was still running (409)"
+        } else {
+            "the first attempt was still running (409)"
+        };
+        let refused = EventKind::InProgressRefused;
+        state.trail.observe_key(key, None, refused, detail);
         return Ok(waiting.ended(in_progress(retry_after), true));
     }
 }
@@ -125,8 +133,8 @@ impl<'s> Waiting<'s> {
 
     /// Waits for `watch`'s key to change, [`POLL_INTERVAL`] at most, before the next read;
     /// `false` if the request may not wait (any more): it asked for no wait, its time is up, or
-    /// no place is free.
-    pub async fn wait(&mut self, watch: &mut KeyWatch) -> bool {
+    /// no place is free. The start of a wait is recorded in `key`'s audit trail.
+    pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch) -> bool {
         let until = match &self.started {
             Some((until, _)) => *until,
             None => {
@@ -138,6 +146,10 @@ impl<'s> Waiting<'s> {
                     return false;
                 };
                 self.state.metrics.waits_started.inc();
+                let detail = "the first attempt was still running: waited for its answer";
+                self.state
+                    .trail
+                    .observe_key(key, None, EventKind::Waited, detail);
                 let until = Instant::now() + allowed;
                 self.started = Some((until, place));
                 until

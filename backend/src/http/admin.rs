@@ -1,7 +1,10 @@
 //! The admin listener's routes (`ADMIN_ADDR`, SPEC §8 "Two listeners"): `GET /metrics`
-//! (OpenMetrics text, with the replay cache's size read at each scrape) and `GET /readyz` (the last readiness check in detail, with the ages of
-//! the oldest unfinished keys). Bound to an address only operators reach; the edge never
-//! forwards to it, and nothing here is on the public API.
+//! (OpenMetrics text, with the replay cache's size read at each scrape), `GET /readyz` (the
+//! last readiness check in detail, with the ages of the oldest unfinished keys), and the
+//! operator console with its API under `/admin` (`http::operator`). Bound to an address only
+//! operators reach; the edge never forwards to it, and nothing here is on the public API.
+//! Requests carry a request id, as on the public listener, so an operator's actions are traced
+//! in the audit trail to the request that made them.
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -11,15 +14,26 @@ use axum::{Json, Router};
 use serde_json::json;
 use shared::{Problem, ProblemKind};
 
+use super::{failures, operator};
 use crate::error::Error;
 use crate::state::AppState;
+use crate::trail::request_id;
 
 /// Every route of the admin listener.
 pub fn admin_router(state: AppState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/readyz", get(detailed_readiness))
+        .merge(operator::router(state.clone()))
         .fallback(|| async { Error::from(Problem::new(ProblemKind::NotFound, "No such route.")) })
+        .method_not_allowed_fallback(|| async {
+            Error::from(Problem::new(
+                ProblemKind::MethodNotAllowed,
+                "This route does not accept this method.",
+            ))
+        })
+        .layer(axum::middleware::from_fn(failures::log_failures))
+        .layer(axum::middleware::from_fn(request_id::propagate))
         .with_state(state)
 }
 

@@ -72,7 +72,7 @@ async fn key_status_handler(
         let started = stored.record.state == KeyState::Started;
         if started
             && let Some(watch) = watch.as_mut()
-            && waiting.wait(watch).await
+            && waiting.wait(key, watch).await
         {
             continue;
         }

@@ -12,6 +12,7 @@ mod health;
 mod key_status;
 mod limits;
 pub mod openapi;
+pub mod operator;
 mod payments;
 mod request_metrics;
 mod router;

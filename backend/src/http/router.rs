@@ -2,7 +2,8 @@
 //! tests can drive it without a socket and the server binds it to one. (The admin listener's
 //! routes are `http::admin`.)
 //!
-//! The `/v1` API runs inside, from the outside in: the answer deadline, load shedding, then
+//! Every request runs with its request id (`X-Request-Id`, taken or minted, echoed, stamped on
+//! the audit trail: `trail::request_id`). The `/v1` API runs inside, from the outside in: the answer deadline, load shedding, then
 //! authentication (`http::limits`, `http::auth`).
 
 use axum::Router;
@@ -13,6 +14,7 @@ use tower_http::trace::TraceLayer;
 use super::{auth, docs, failures, health, key_status, limits, openapi, payments, request_metrics};
 use crate::error::Error;
 use crate::state::AppState;
+use crate::trail::request_id;
 
 /// Every public route of the backend.
 pub fn router(state: AppState) -> Router {
@@ -34,6 +36,7 @@ pub fn router(state: AppState) -> Router {
             ))
         })
         .layer(axum::middleware::from_fn(failures::log_failures))
+        .layer(axum::middleware::from_fn(request_id::propagate))
         .layer(from_fn_with_state(
             state.clone(),
             request_metrics::count_requests,

@@ -15,11 +15,13 @@ use uuid::Uuid;
 
 use super::error::StoreError;
 use super::key_changes::{KeyChanges, listen_for_changes};
+use super::sql::support_desk::{CustomerRecord, LateDebit, QueuedKey};
 use super::sql_store::SqlStore;
 use super::types::{
     ClaimResult, Finished, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
+use crate::trail::{NewEvent, Observed};
 
 /// The store behind the application: cheap to clone, shared by every request and worker.
 pub type SharedStore = Arc<dyn Store>;
@@ -183,6 +185,27 @@ pub trait Store: Send + Sync {
         wait: Duration,
         failed: bool,
     ) -> Result<(), StoreError>;
+
+    /// Appends one event (an operator's action) on its own.
+    async fn append_event(&self, event: &NewEvent) -> Result<(), StoreError>;
+
+    /// Everything the operator console shows of a customer.
+    async fn customer_record(&self, user_id: i64) -> Result<CustomerRecord, StoreError>;
+
+    /// The keys that need someone (unfinished, unknown, released) and the late debits found,
+    /// oldest first.
+    async fn work_queue(&self) -> Result<(Vec<QueuedKey>, Vec<LateDebit>), StoreError>;
+
+    /// Deletes one bounded batch of trail events older than `keep_for` whose key is gone;
+    /// returns how many.
+    async fn expire_events_batch(
+        &self,
+        keep_for: Duration,
+        batch_size: i64,
+    ) -> Result<u64, StoreError>;
+
+    /// Appends the trail's observations (`crate::trail::Appender`'s batch), in one transaction.
+    async fn append_events(&self, observed: &[Observed]) -> Result<(), StoreError>;
 
     /// Deletes one bounded batch of expired keys older than `keep_for`; returns how many.
     async fn expire_batch(&self, keep_for: Duration, batch_size: i64) -> Result<u64, StoreError>;

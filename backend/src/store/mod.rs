@@ -10,6 +10,8 @@
 //!   (the default: one process, nothing else to install): each database's dialect, connection
 //!   and migrations;
 //! - [`group_commit`]: SQLite's one writer, many claims and outcomes per commit;
+//! - the audit trail's `key_events`, written with the changes they record (`sql::events`), and
+//!   the operator console's reads (`sql::support_desk`);
 //! - [`key_changes`]: announcements of keys leaving `started`, for requests that wait on one
 //!   (`Prefer: wait`), across replicas on PostgreSQL.
 
@@ -29,6 +31,8 @@ mod types;
 pub use error::StoreError;
 pub use interface::{SharedStore, Store, connect};
 pub use key_changes::{KeyChanges, KeyWatch};
+pub use sql::events::StoredEvent;
+pub use sql::support_desk::{CustomerKey, CustomerMovement, CustomerRecord, LateDebit, QueuedKey};
 pub use types::{
     CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, Finished, KeyRef, LeasedKey, LookupHistory,
     MovementResult, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,

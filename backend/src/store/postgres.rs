@@ -17,6 +17,7 @@ use super::sql::movements::payment_from_row;
 use super::sql::{keys, movements, outcome};
 use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
 use crate::store::columns::{Label, Span};
+use crate::trail::{EventKind, request_id};
 
 impl Db for Postgres {}
 
@@ -55,7 +56,10 @@ impl Dialect for Postgres {
                  INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
                                                resource_id, lease_owner, lease_until) \
                  VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11) \
-                 ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id) \
+                 ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id), \
+             told AS ( \
+                 INSERT INTO key_events (user_id, key, resource_id, event, request_id) \
+                 SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed) \
              INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
                                    status, bank_reference) \
              SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed \
@@ -72,7 +76,8 @@ impl Dialect for Postgres {
         .arg(payment.payer_vpa.clone())
         .arg(payment.bank_reference.clone())
         .arg(claim.owner)
-        .arg(Span(claim.lasts));
+        .arg(Span(claim.lasts))
+        .arg(request_id::current());
         let mut conn = pool.acquire().await?;
         let row = Postgres::fetch_optional(&mut conn, query).await?;
         row.map(|row| payment_from_row::<Postgres>(&row, ""))
@@ -104,7 +109,10 @@ impl Dialect for Postgres {
                    AND EXISTS (SELECT 1 FROM moved) \
                  RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, \
                            now() AS read_at), \
-             told AS (SELECT pg_notify($6, $7) FROM done) \
+             told AS (SELECT pg_notify($6, $7) FROM done), \
+             recorded AS ( \
+                 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id) \
+                 SELECT $2, $5, $1, 'bank_answered', $8, $9 FROM done) \
              SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id, \
                     done.created_at, done.claimed_at, done.read_at, \
                     (SELECT count(*) FROM told) AS told \
@@ -118,13 +126,21 @@ impl Dialect for Postgres {
             .arg(reason.map(str::to_owned))
             .arg(key.key)
             .arg(key_changes::CHANNEL.to_owned())
-            .arg(key_changes::payload(key));
+            .arg(key_changes::payload(key))
+            .arg(result.describe())
+            .arg(request_id::current());
         let mut conn = pool.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             let mut tx = conn.begin().await?;
-            let finished =
-                outcome::finish_in::<Postgres>(&mut tx, key, operation, resource_id, result)
-                    .await?;
+            let finished = outcome::finish_in::<Postgres>(
+                &mut tx,
+                key,
+                (operation, resource_id),
+                result,
+                EventKind::BankAnswered,
+                request_id::current(),
+            )
+            .await?;
             tx.commit().await?;
             return Ok(finished);
         };

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use shared::{Fingerprint, Operation};
+use shared::{Fingerprint, KeyState, Operation};
 use sqlx::Pool;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -24,11 +24,13 @@ use super::db::Db;
 use super::error::StoreError;
 use super::interface::Store;
 use super::key_changes::KeyChanges;
-use super::sql::{keys, movements, outcome};
+use super::sql::support_desk::{self, CustomerRecord, LateDebit, QueuedKey};
+use super::sql::{events, keys, movements, outcome};
 use super::types::{
     ClaimResult, Finished, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment,
     NewRefund, PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
+use crate::trail::{EventKind, NewEvent, Observed, request_id};
 
 /// How many times a claim is tried when its key disappears between the claim and the read of
 /// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
@@ -62,15 +64,17 @@ impl<D: Db> SqlStore<D> {
         Lease::for_claim(self.holder)
     }
 
-    /// Announces a change to `key` that has committed (a single statement's), to the other
-    /// processes and to this one's waiting requests.
-    async fn announce_committed(
+    /// Commits `tx`, which moved `key` out of `started`, announcing the change: to the other
+    /// processes on commit, to this one's waiting requests once committed.
+    async fn commit_announced(
         &self,
-        conn: &mut D::Connection,
+        mut tx: sqlx::Transaction<'static, D>,
         key: KeyRef,
     ) -> Result<(), StoreError> {
+        D::announce_change(&mut tx, key).await?;
+        tx.commit().await?;
         self.changes.announce(key);
-        D::announce_change(conn, key).await
+        Ok(())
     }
 
     /// A write transaction that has given back `owner`'s lease on `key` (and so writes the
@@ -209,6 +213,9 @@ impl<D: Db> Store for SqlStore<D> {
             }
             let row = movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference)
                 .await?;
+            let claimed =
+                NewEvent::of_claim(user_id, key.key, refund.refund_id, EventKind::Claimed, None);
+            events::append::<D>(&mut tx, &claimed).await?;
             tx.commit().await?;
             return Ok(RefundClaimResult::Claimed(row));
         }
@@ -251,12 +258,16 @@ impl<D: Db> Store for SqlStore<D> {
         resource_id: Uuid,
         call: UnknownCall,
     ) -> Result<bool, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        let moved = keys::set_unknown::<D>(&mut conn, key, resource_id, call, self.holder).await?;
-        if moved {
-            self.announce_committed(&mut conn, key).await?;
+        let detail = call.describe();
+        let mut tx = D::begin_write(&self.pool).await?;
+        let moved = keys::set_unknown::<D>(&mut tx, key, resource_id, call, self.holder).await?;
+        if !moved {
+            return Ok(false);
         }
-        Ok(moved)
+        let event = claim_event(key, resource_id, EventKind::BankAnswerUnknown, detail);
+        events::append::<D>(&mut tx, &event).await?;
+        self.commit_announced(tx, key).await?;
+        Ok(true)
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -266,10 +277,15 @@ impl<D: Db> Store for SqlStore<D> {
         resource_id: Uuid,
         check_after: Duration,
     ) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        keys::release_started_key::<D>(&mut conn, key, resource_id, check_after, self.holder)
-            .await?;
-        self.announce_committed(&mut conn, key).await
+        let mut tx = D::begin_write(&self.pool).await?;
+        if keys::release_started_key::<D>(&mut tx, key, resource_id, check_after, self.holder)
+            .await?
+        {
+            let detail = "no bank call could be sent; a retry claims the key again";
+            let event = claim_event(key, resource_id, EventKind::Released, detail);
+            events::append::<D>(&mut tx, &event).await?;
+        }
+        self.commit_announced(tx, key).await
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -278,13 +294,19 @@ impl<D: Db> Store for SqlStore<D> {
         key: KeyRef,
         fingerprint: &Fingerprint,
     ) -> Result<Option<SavedMovement>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut tx = D::begin_write(&self.pool).await?;
         let Some((operation, resource_id)) =
-            keys::reclaim_released_key::<D>(&mut conn, key, fingerprint, self.claim()).await?
+            keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, self.claim()).await?
         else {
             return Ok(None);
         };
-        movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+        let detail = "the retry calls the bank again under the claim's reference";
+        let event = claim_event(key, resource_id, EventKind::ClaimedAgain, detail);
+        events::append::<D>(&mut tx, &event).await?;
+        let movement =
+            movements::select::<D>(&mut tx, operation, key.user.as_i64(), resource_id).await?;
+        tx.commit().await?;
+        Ok(movement)
     }
 
     async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError> {
@@ -348,10 +370,21 @@ impl<D: Db> Store for SqlStore<D> {
         let LeasedKey {
             key, stored, owner, ..
         } = leased;
+        let event = if stored.record.state == KeyState::Released {
+            EventKind::LateDebitFound
+        } else {
+            EventKind::Resolved
+        };
         let mut tx = self.write_giving_back_lease(key, owner).await?;
-        let finished =
-            outcome::finish_in::<D>(&mut tx, key, stored.operation, stored.resource_id, result)
-                .await?;
+        let finished = outcome::finish_in::<D>(
+            &mut tx,
+            key,
+            (stored.operation, stored.resource_id),
+            result,
+            event,
+            request_id::current(),
+        )
+        .await?;
         tx.commit().await?;
         self.changes.announce(key);
         Ok(finished.map(|finished| finished.movement))
@@ -365,13 +398,16 @@ impl<D: Db> Store for SqlStore<D> {
         let LeasedKey {
             key, stored, owner, ..
         } = leased;
-        let mut conn = self.pool.acquire().await?;
+        let mut tx = D::begin_write(&self.pool).await?;
         let released =
-            keys::set_released::<D>(&mut conn, key, stored.resource_id, owner, check_after).await?;
+            keys::set_released::<D>(&mut tx, key, stored.resource_id, owner, check_after).await?;
         if !released {
             return Err(StoreError::LeaseLost);
         }
-        self.announce_committed(&mut conn, key).await
+        let detail = "the bank never saw the reference; a retry claims the key again";
+        let event = claim_event(key, stored.resource_id, EventKind::Released, detail);
+        events::append::<D>(&mut tx, &event).await?;
+        self.commit_announced(tx, key).await
     }
 
     async fn void_leased(&self, leased: LeasedKey) -> Result<(), StoreError> {
@@ -382,6 +418,9 @@ impl<D: Db> Store for SqlStore<D> {
         let user_id = key.user.as_i64();
         movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.resource_id).await?;
         keys::end_checks::<D>(&mut tx, key, stored.resource_id).await?;
+        let detail = "the last check found nothing at the bank: no money moved";
+        let event = claim_event(key, stored.resource_id, EventKind::Voided, detail);
+        events::append::<D>(&mut tx, &event).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -392,13 +431,59 @@ impl<D: Db> Store for SqlStore<D> {
         wait: Duration,
         failed: bool,
     ) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        let failed = i16::from(failed);
+        let detail = if failed {
+            format!(
+                "the bank could not be asked; next look-up in {}s",
+                wait.as_secs()
+            )
+        } else {
+            format!("no final answer yet; next look-up in {}s", wait.as_secs())
+        };
+        let mut tx = D::begin_write(&self.pool).await?;
+        let (key, owner) = (leased.key, leased.owner);
         let scheduled =
-            keys::schedule_lookup::<D>(&mut conn, leased.key, leased.owner, wait, failed).await?;
+            keys::schedule_lookup::<D>(&mut tx, key, owner, wait, i16::from(failed)).await?;
         if !scheduled {
             return Err(StoreError::LeaseLost);
         }
+        let event = claim_event(key, leased.stored.resource_id, EventKind::LookedUp, detail);
+        events::append::<D>(&mut tx, &event).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn append_event(&self, event: &NewEvent) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        events::append::<D>(&mut conn, event).await
+    }
+
+    async fn customer_record(&self, user_id: i64) -> Result<CustomerRecord, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        support_desk::customer_record::<D>(&mut conn, user_id).await
+    }
+
+    async fn work_queue(&self) -> Result<(Vec<QueuedKey>, Vec<LateDebit>), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let keys = support_desk::queued_keys::<D>(&mut conn).await?;
+        let late = support_desk::late_debits::<D>(&mut conn).await?;
+        Ok((keys, late))
+    }
+
+    async fn expire_events_batch(
+        &self,
+        keep_for: Duration,
+        batch_size: i64,
+    ) -> Result<u64, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        events::delete_expired_batch::<D>(&mut conn, keep_for, batch_size).await
+    }
+
+    async fn append_events(&self, observed: &[Observed]) -> Result<(), StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        for one in observed {
+            events::append_observed::<D>(&mut tx, one).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -417,4 +502,20 @@ impl<D: Db> Store for SqlStore<D> {
         };
         Ok((age(started), age(unknown)))
     }
+}
+
+/// An event of the claim (`key`, `resource_id`), stamped with the current request's id.
+fn claim_event(
+    key: KeyRef,
+    resource_id: Uuid,
+    kind: EventKind,
+    detail: impl Into<String>,
+) -> NewEvent {
+    NewEvent::of_claim(
+        key.user.as_i64(),
+        key.key,
+        resource_id,
+        kind,
+        Some(detail.into()),
+    )
 }

@@ -31,9 +31,11 @@ use super::db::Db;
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::group_commit::GroupCommit;
-use super::sql::{keys, movements, outcome};
+use super::sql::{events, keys, movements, outcome};
 use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
 use uuid::Uuid;
+
+use crate::trail::{EventKind, NewEvent, request_id};
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
 /// than any one of this store's write transactions holds it.
@@ -69,6 +71,13 @@ impl Dialect for Sqlite {
         claim: Lease,
     ) -> Result<Option<PaymentRow>, StoreError> {
         let (fingerprint, payment) = (*fingerprint, payment.clone());
+        let claimed = NewEvent::of_claim(
+            key.user.as_i64(),
+            key.key,
+            payment.payment_id,
+            EventKind::Claimed,
+            None,
+        );
         writer
             .write(move |conn| {
                 Box::pin(async move {
@@ -84,9 +93,10 @@ impl Dialect for Sqlite {
                     if !inserted {
                         return Ok(None);
                     }
-                    movements::insert_pending_payment::<Sqlite>(conn, key, &payment)
-                        .await
-                        .map(Some)
+                    let row =
+                        movements::insert_pending_payment::<Sqlite>(conn, key, &payment).await?;
+                    events::append::<Sqlite>(conn, &claimed).await?;
+                    Ok(Some(row))
                 })
             })
             .await
@@ -99,11 +109,19 @@ impl Dialect for Sqlite {
         resource_id: Uuid,
         result: &MovementResult,
     ) -> Result<Option<Finished>, StoreError> {
-        let result = result.clone();
+        let (result, request_id) = (result.clone(), request_id::current());
         writer
             .write(move |conn| {
                 Box::pin(async move {
-                    outcome::finish_in::<Sqlite>(conn, key, operation, resource_id, &result).await
+                    outcome::finish_in::<Sqlite>(
+                        conn,
+                        key,
+                        (operation, resource_id),
+                        &result,
+                        EventKind::BankAnswered,
+                        request_id,
+                    )
+                    .await
                 })
             })
             .await

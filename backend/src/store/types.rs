@@ -66,6 +66,14 @@ pub enum MovementResult {
 }
 
 impl MovementResult {
+    /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`.
+    pub fn describe(&self) -> String {
+        match self {
+            MovementResult::Succeeded => "succeeded".to_owned(),
+            MovementResult::Declined { reason } => format!("declined: {reason}"),
+        }
+    }
+
     /// The `status` and `decline_reason` columns that record this result.
     pub fn status_and_reason(&self) -> (MovementStatus, Option<&str>) {
         match self {
@@ -301,6 +309,16 @@ pub enum UnknownCall {
 }
 
 impl UnknownCall {
+    /// What the call's end means, for the audit trail.
+    pub fn describe(self) -> &'static str {
+        match self {
+            UnknownCall::MayBeInFlight => {
+                "no readable answer (timeout or lost connection): the call may still reach the bank"
+            }
+            UnknownCall::Ended => "the bank answered an error without an outcome",
+        }
+    }
+
     /// How long the reconciler leaves an ended call's key to the attempt that got the error.
     pub const OWN_LOOK_UP_GRACE: Duration = Duration::from_secs(5);
 

@@ -9,6 +9,7 @@
 #[macro_use]
 mod support;
 
+mod audit_trail;
 mod bad_input;
 mod bank_timeouts;
 mod crash_recovery;
@@ -19,6 +20,7 @@ mod key_status;
 mod leases;
 mod limits;
 mod openapi;
+mod operator_api;
 mod prefer_wait;
 mod races;
 mod reconciler;

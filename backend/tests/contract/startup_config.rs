@@ -57,6 +57,41 @@ fn production_refuses_the_development_secret() {
 }
 
 #[test]
+fn the_operator_secret_is_the_operators_own_and_production_without_it_closes_the_console() {
+    let production = [("AUTH_JWT_SECRET", REAL_SECRET)];
+    let operator_token = |extra: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_backend"));
+        command
+            .arg("dev-operator-token")
+            .env_remove("OPERATOR_JWT_SECRET")
+            .env_remove("APP_ENV")
+            .env("POLICY_FILE", POLICY)
+            .envs(production)
+            .envs(extra.iter().copied());
+        command.output().expect("the backend binary runs")
+    };
+    assert_refused(
+        &operator_token(&[]),
+        "OPERATOR_JWT_SECRET is not set: the operator console is closed",
+    );
+    assert_refused(
+        &operator_token(&[("OPERATOR_JWT_SECRET", REAL_SECRET)]),
+        "OPERATOR_JWT_SECRET must differ from AUTH_JWT_SECRET",
+    );
+    assert_refused(
+        &operator_token(&[(
+            "OPERATOR_JWT_SECRET",
+            "development-only-operator-secret-never-use-in-production",
+        )]),
+        "OPERATOR_JWT_SECRET is the development default",
+    );
+    let own = operator_token(&[("OPERATOR_JWT_SECRET", "the-operators-own-secret-0123456789")]);
+    assert!(own.status.success(), "{}", stderr(&own));
+    // Production without an operator secret starts: only the console is closed.
+    assert!(backend(&production).status.success());
+}
+
+#[test]
 fn a_short_secret_is_refused() {
     let refused = backend(&[("AUTH_JWT_SECRET", "short")]);
     assert_refused(&refused, "at least 32 bytes");

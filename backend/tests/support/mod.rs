@@ -59,6 +59,8 @@ pub enum StoreKind {
 
 /// The JWT secret the test backends use.
 pub const SECRET: &str = "test-secret-that-is-at-least-32-bytes-long";
+/// The operator tokens' secret of every test backend (`OPERATOR_JWT_SECRET`): not the customers'.
+pub const OPERATOR_SECRET: &str = "test-operator-secret-at-least-32-bytes";
 
 /// How a test app is set up.
 pub struct Options {
@@ -177,12 +179,14 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
         jwt_secret: SECRET.into(),
+        operator_secret: Some(OPERATOR_SECRET.into()),
         token_rules: shared::auth::TokenRules::default(),
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,
         database_acquire_timeout: Duration::from_secs(3),
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),
+        trail_kept_after_key: Duration::from_secs(90 * 24 * 3600),
         // Tests drive the workers' steps themselves.
         run_workers: false,
         limits: options.limits,
@@ -246,6 +250,13 @@ impl TestApp {
     pub fn token(user: u64) -> String {
         let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
         shared::auth::sign_token(UserId::new(user).expect("positive"), exp, SECRET.as_bytes())
+    }
+
+    /// An operator token for `name` (claim `role: "operator"`), valid for an hour.
+    pub fn operator_token(name: &str) -> String {
+        let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
+        let claims = serde_json::json!({ "sub": name, "role": "operator", "exp": exp });
+        shared::auth::sign_claims(&claims, OPERATOR_SECRET.as_bytes())
     }
 
     /// `POST /v1/bills/{bill}/pay` as `user` with `key` (sent bare) and `body`.
@@ -330,6 +341,36 @@ impl TestApp {
             TestDb::Sqlite(pool) => sqlx::query_scalar(sql).fetch_all(pool).await,
         }
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    /// Runs a statement that reads the same on both stores.
+    pub async fn execute(&self, sql: &str) {
+        match &self.db {
+            TestDb::Postgres(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+            TestDb::Sqlite(pool) => sqlx::raw_sql(sql).execute(pool).await.map(drop),
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+    }
+
+    /// The names of `user`'s audit trail events, in the order they were written.
+    pub async fn trail(&self, user: u64) -> Vec<String> {
+        self.texts(&format!(
+            "SELECT event FROM key_events WHERE user_id = {user} ORDER BY event_id"
+        ))
+        .await
+    }
+
+    /// `user`'s trail once it holds `count` events (observations are written a moment after
+    /// the answer), waiting at most five seconds.
+    pub async fn trail_of_length(&self, user: u64, count: usize) -> Vec<String> {
+        for _ in 0..100 {
+            let trail = self.trail(user).await;
+            if trail.len() >= count {
+                return trail;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.trail(user).await
     }
 
     /// The state of `user`'s key, if stored.

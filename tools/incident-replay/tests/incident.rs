@@ -40,12 +40,15 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         jwt_secret: SECRET.into(),
+        // The replay needs no operator console.
+        operator_secret: None,
         token_rules: shared::auth::TokenRules::default(),
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
         database_acquire_timeout: Duration::from_secs(3),
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),
+        trail_kept_after_key: Duration::from_secs(90 * 24 * 3600),
         run_workers: true,
         limits: Limits::default(),
     };

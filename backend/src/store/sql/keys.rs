@@ -403,14 +403,14 @@ pub async fn set_released<D: Db>(
 
 /// Releases a `started` key of this resource whose bank call was never sent, with its first
 /// check for a late debit `check_after` from now, letting go of the claim's lease held by
-/// `holder` (the request that claimed it gave up before calling the bank).
+/// `holder` (the request that claimed it gave up before calling the bank); `true` if it did.
 pub async fn release_started_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     resource_id: Uuid,
     check_after: std::time::Duration,
     holder: Uuid,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
          SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, {let_go} \
@@ -424,8 +424,7 @@ pub async fn release_started_key<D: Db>(
         .arg(resource_id)
         .arg(Span(check_after))
         .arg(holder);
-    D::execute(conn, query).await?;
-    Ok(())
+    Ok(D::execute(conn, query).await? == 1)
 }
 
 /// Ends a released key's checks (its last look-up found nothing at the bank), so it may now

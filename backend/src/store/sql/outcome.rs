@@ -6,20 +6,22 @@
 use shared::Operation;
 use uuid::Uuid;
 
-use super::{keys, movements};
+use super::{events, keys, movements};
 use crate::store::db::Db;
 use crate::store::error::StoreError;
 use crate::store::types::{Finished, KeyRef, MovementResult};
+use crate::trail::{EventKind, NewEvent};
 
 /// The movement's final word and the key's `done` state, in the caller's transaction; the key
-/// moves only if the movement exists, and its change is announced on commit. `None` if the
-/// movement does not exist.
+/// moves only if the movement exists, and its change is announced on commit and recorded in
+/// the trail as `event` (stamped with `request_id`). `None` if the movement does not exist.
 pub async fn finish_in<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    operation: Operation,
-    resource_id: Uuid,
+    (operation, resource_id): (Operation, Uuid),
     result: &MovementResult,
+    event: EventKind,
+    request_id: Option<String>,
 ) -> Result<Option<Finished>, StoreError> {
     let user_id = key.user.as_i64();
     let Some(movement) =
@@ -28,6 +30,17 @@ pub async fn finish_in<D: Db>(
         return Ok(None);
     };
     let key_now = keys::set_done::<D>(conn, key, resource_id).await?;
+    if key_now.is_some() {
+        let mut event = NewEvent::of_claim(
+            user_id,
+            key.key,
+            resource_id,
+            event,
+            Some(result.describe()),
+        );
+        event.request_id = request_id;
+        events::append::<D>(conn, &event).await?;
+    }
     D::announce_change(conn, key).await?;
     Ok(Some(Finished {
         movement,

@@ -1,0 +1,203 @@
+//! `POST /admin/api/customers/{user_id}/ledger-check` with `{"reason": "…"}`: was this customer
+//! charged twice? Asks the bank about every reference of the customer's payments and refunds
+//! (look-ups by reference, as SPEC §7 reads them; nothing is written but the trail's event),
+//! and sets each beside our record:
+//!
+//! | finding | when |
+//! |---|---|
+//! | `double_charge` | one bill debited at the bank under more than one reference (the incident's broken client: a new key per retry) |
+//! | `bank_moved_we_did_not` | the bank moved money under a reference we hold as pending, declined or void |
+//! | `we_moved_bank_did_not` | we hold a movement as succeeded that the bank declined or never saw |
+//! | `lookup_failed` | the bank could not be asked about a reference; the check is incomplete |
+//!
+//! The check sees the references we minted; money the bank moved under a reference we never
+//! recorded is outside what it can find. It is recorded in the customer's trail with the
+//! operator, the reason and the count of findings.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
+use futures_util::{StreamExt, stream};
+use serde_json::{Value, json};
+use shared::Operation;
+use shared::api::MovementStatus;
+use time::OffsetDateTime;
+
+use super::token::Operator;
+use super::{action_of, customer_from_path, rfc3339};
+use crate::bank_client::LookUp;
+use crate::error::Error;
+use crate::state::AppState;
+use crate::store::CustomerMovement;
+use crate::trail::{EventKind, NewEvent, request_id};
+
+/// Look-ups in flight at once for one check.
+const CONCURRENT_LOOKUPS: usize = 8;
+
+/// What the bank said of one reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BankStatus {
+    Succeeded,
+    Declined,
+    NeverSeen,
+    LookupFailed,
+}
+
+impl BankStatus {
+    fn name(self) -> &'static str {
+        match self {
+            BankStatus::Succeeded => "succeeded",
+            BankStatus::Declined => "declined",
+            BankStatus::NeverSeen => "never_seen",
+            BankStatus::LookupFailed => "lookup_failed",
+        }
+    }
+}
+
+/// One movement beside the bank's word on it.
+struct Entry {
+    ours: CustomerMovement,
+    bank: BankStatus,
+}
+
+/// The handler.
+pub async fn ledger_check(
+    State(state): State<AppState>,
+    Extension(operator): Extension<Operator>,
+    Path(user_id): Path<String>,
+    body: Body,
+) -> Result<Json<Value>, Error> {
+    let user = customer_from_path(&user_id)?;
+    let action = action_of(&state, &operator, body).await?;
+    let record = state.store.customer_record(user.as_i64()).await?;
+    let entries: Vec<Entry> = stream::iter(record.movements)
+        .map(|ours| ask(state.clone(), ours))
+        .buffered(CONCURRENT_LOOKUPS)
+        .collect()
+        .await;
+    let findings = findings(&entries);
+    let detail = format!(
+        "{} references checked at the bank; {} findings",
+        entries.len(),
+        findings.len()
+    );
+    let checked = NewEvent {
+        user_id: user.as_i64(),
+        key: None,
+        resource_id: None,
+        kind: EventKind::LedgerChecked,
+        detail: Some(detail),
+        request_id: request_id::current(),
+        operator: Some(action),
+    };
+    state.store.append_event(&checked).await?;
+    let entries_json: Vec<Value> = entries.iter().map(entry_json).collect();
+    Ok(Json(json!({
+        "user_id": user.get().to_string(),
+        "checked_at": rfc3339(OffsetDateTime::now_utc()),
+        "movements_checked": entries.len(),
+        "entries": entries_json,
+        "clean": findings.is_empty(),
+        "findings": findings,
+    })))
+}
+
+async fn ask(state: AppState, ours: CustomerMovement) -> Entry {
+    let bank = match state
+        .bank
+        .look_up(ours.operation, &ours.bank_reference)
+        .await
+    {
+        Ok(LookUp::Succeeded) => BankStatus::Succeeded,
+        Ok(LookUp::Declined { .. }) => BankStatus::Declined,
+        Ok(LookUp::NeverSeen) => BankStatus::NeverSeen,
+        Err(error) => {
+            tracing::warn!(%error, reference = ours.bank_reference, "ledger check: look-up failed");
+            BankStatus::LookupFailed
+        }
+    };
+    Entry { ours, bank }
+}
+
+fn entry_json(entry: &Entry) -> Value {
+    json!({
+        "reference": entry.ours.bank_reference,
+        "operation": entry.ours.operation.name(),
+        "bill_id": entry.ours.bill_id,
+        "amount_paise": entry.ours.amount_paise,
+        "our_status": entry.ours.status.name(),
+        "bank_status": entry.bank.name(),
+    })
+}
+
+/// Every mismatch between the bank and us, named.
+fn findings(entries: &[Entry]) -> Vec<Value> {
+    let mut findings = Vec::new();
+    let mut debits_by_bill: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for entry in entries {
+        let ours = &entry.ours;
+        let reference = &ours.bank_reference;
+        if entry.bank == BankStatus::Succeeded && ours.operation == Operation::PayBill {
+            debits_by_bill.entry(&ours.bill_id).or_default().push(entry);
+        }
+        match (entry.bank, ours.status) {
+            (BankStatus::LookupFailed, _) => findings.push(finding(
+                "lookup_failed",
+                format!("The bank could not be asked about {reference}: check again later."),
+                &[reference],
+            )),
+            (BankStatus::Succeeded, status) if status != MovementStatus::Succeeded => {
+                findings.push(finding(
+                    "bank_moved_we_did_not",
+                    format!(
+                        "The bank moved {} paise under {reference}, which we hold as {}{}.",
+                        ours.amount_paise,
+                        status.name(),
+                        if status == MovementStatus::Pending {
+                            " (its key is still being settled: ask the bank now from the queue)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    &[reference],
+                ));
+            }
+            (BankStatus::Declined | BankStatus::NeverSeen, MovementStatus::Succeeded) => {
+                findings.push(finding(
+                    "we_moved_bank_did_not",
+                    format!(
+                        "We hold {reference} as succeeded; the bank says {}.",
+                        entry.bank.name()
+                    ),
+                    &[reference],
+                ));
+            }
+            _ => {}
+        }
+    }
+    for (bill, debits) in debits_by_bill {
+        if debits.len() > 1 {
+            let references: Vec<&String> = debits
+                .iter()
+                .map(|entry| &entry.ours.bank_reference)
+                .collect();
+            let total: i64 = debits.iter().map(|entry| entry.ours.amount_paise).sum();
+            findings.push(finding(
+                "double_charge",
+                format!(
+                    "Bill {bill} was debited {} times at the bank ({total} paise in all), under \
+                     different references.",
+                    debits.len()
+                ),
+                &references,
+            ));
+        }
+    }
+    findings
+}
+
+fn finding(kind: &str, detail: String, references: &[&String]) -> Value {
+    json!({ "kind": kind, "detail": detail, "references": references })
+}

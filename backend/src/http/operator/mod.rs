@@ -1,0 +1,154 @@
+//! The operator console and its API, on the admin listener only (SPEC §8): the support desk's
+//! view of keys and the few actions it may take. Nothing here is on the public listener, and the
+//! edge answers 404 for everything under `/admin` (`edge/src/operator_routes.rs`).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /admin/console` (`.js`, `.css`) | the console page ([`console`]), no token needed to load it |
+//! | `GET /admin/openapi.json` | this API's OpenAPI document ([`openapi`]), no token needed |
+//! | `GET /admin/api/customers/{user_id}` | a customer's payments, refunds and keys, each with its trail ([`customers`]) |
+//! | `GET /admin/api/queue` | unfinished, unknown and released keys, and late debits, oldest first ([`queue`]) |
+//! | `POST /admin/api/customers/{user_id}/keys/{key}/ask-bank` | "ask the bank now", through the reconciler's own path ([`queue`]) |
+//! | `POST /admin/api/customers/{user_id}/ledger-check` | the bank's record of each of the customer's references against ours ([`ledger_check`]) |
+//!
+//! Every API route needs an operator token ([`token`]); every action is recorded in the trail
+//! with the operator's name and reason. Answers are JSON; refusals are problem+json.
+
+mod console;
+mod customers;
+mod ledger_check;
+mod openapi;
+mod queue;
+pub mod token;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use shared::auth::UserId;
+use shared::{Problem, ProblemKind};
+use time::OffsetDateTime;
+
+use self::token::{Operator, Refusal};
+use super::body::read_request_body;
+use crate::error::Error;
+use crate::state::AppState;
+use crate::trail::OperatorAction;
+
+/// The console and its API, to be merged into the admin listener's router.
+pub fn router(state: AppState) -> Router<AppState> {
+    let api = Router::new()
+        .route("/admin/api/customers/{user_id}", get(customers::customer))
+        .route("/admin/api/queue", get(queue::queue))
+        .route(
+            "/admin/api/customers/{user_id}/keys/{key}/ask-bank",
+            post(queue::ask_bank),
+        )
+        .route(
+            "/admin/api/customers/{user_id}/ledger-check",
+            post(ledger_check::ledger_check),
+        )
+        .route_layer(from_fn_with_state(state, require_operator));
+    Router::new()
+        .merge(console::router())
+        .merge(openapi::router())
+        .merge(api)
+}
+
+/// Lets a request through only with an operator token, naming the operator to the handler.
+async fn require_operator(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(axum::http::HeaderValue::as_bytes);
+    let now = OffsetDateTime::now_utc().unix_timestamp();
+    match state.operator_tokens.verify(header, now) {
+        Ok(operator) => {
+            request.extensions_mut().insert(operator);
+            next.run(request).await
+        }
+        Err(Refusal::Unauthenticated(reason)) => {
+            tracing::info!(%reason, "operator API: token refused");
+            Error::from(Problem::new(
+                ProblemKind::Unauthenticated,
+                "An operator token is required (Authorization: Bearer …).",
+            ))
+            .into_response()
+        }
+        Err(Refusal::NotConfigured) => Error::from(Problem::new(
+            ProblemKind::Unauthenticated,
+            "The operator console is closed on this backend: OPERATOR_JWT_SECRET is not set.",
+        ))
+        .into_response(),
+        Err(Refusal::NotOperator) => Error::from(Problem::new(
+            ProblemKind::Forbidden,
+            "This token is not an operator's: it lacks the operator role.",
+        ))
+        .into_response(),
+    }
+}
+
+/// The customer a path names: a positive integer user id, else 404.
+fn customer_from_path(user_id: &str) -> Result<UserId, Error> {
+    UserId::from_subject(user_id).ok_or_else(|| {
+        Error::from(Problem::new(
+            ProblemKind::NotFound,
+            "No such customer: a customer id is a positive integer.",
+        ))
+    })
+}
+
+/// The longest reason kept.
+const MAX_REASON_CHARS: usize = 500;
+
+#[derive(Deserialize)]
+struct ReasonBody {
+    reason: Option<serde_json::Value>,
+}
+
+/// The operator's action of this request: who (the token's subject) and why (the body's
+/// `reason`, required: 1 to 500 characters).
+async fn action_of(
+    state: &AppState,
+    operator: &Operator,
+    body: Body,
+) -> Result<OperatorAction, Error> {
+    let bytes = read_request_body(state, body).await?;
+    let parsed: ReasonBody = serde_json::from_slice(&bytes).map_err(|_| {
+        Problem::new(
+            ProblemKind::BodyNotJson,
+            "The body must be a JSON object with a \"reason\".",
+        )
+    })?;
+    let reason = match parsed.reason {
+        Some(serde_json::Value::String(reason)) => reason.trim().to_owned(),
+        _ => String::new(),
+    };
+    if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
+        return Err(Problem::invalid_field(
+            "reason",
+            format!(
+                "Say why, in 1 to {MAX_REASON_CHARS} characters: it is kept in the audit trail."
+            ),
+        )
+        .into());
+    }
+    Ok(OperatorAction {
+        operator: operator.name.clone(),
+        reason,
+    })
+}
+
+/// RFC 3339, as every time on the operator API is written.
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
+}

@@ -1,0 +1,202 @@
+//! The operator API's own OpenAPI 3.1 document, served on the admin listener at
+//! `GET /admin/openapi.json` (no token: it is documentation). Kept apart from the public
+//! document (`http::openapi`), which customers' clients read; a test checks its paths are
+//! exactly the operator API's routes.
+
+use axum::Router;
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::state::AppState;
+
+/// The document's route.
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/admin/openapi.json",
+        get(|| async { axum::Json(document()) }),
+    )
+}
+
+/// The document.
+pub fn document() -> Value {
+    let user = path("user_id", "The customer: a positive integer user id");
+    let key = path(
+        "key",
+        "The key's stored UUID, as the queue and the customer view show it",
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Safe payment retries: operator API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The support desk's API on the admin listener (never public, never \
+                through the edge). Every route needs an operator token: HS256 with the operator \
+                secret (OPERATOR_JWT_SECRET, never the customers'), claim role: \"operator\", \
+                sub: the operator's name. Every action is recorded in the audit trail with the \
+                operator and the reason. Errors are application/problem+json.",
+        },
+        "paths": {
+            "/admin/api/customers/{user_id}": { "get": operation(
+                "customer", "A customer's payments, refunds and keys, each with its audit trail",
+                std::slice::from_ref(&user), None,
+                json!({ "200": ok("Customer"), "404": problem("Not a customer id") }),
+            )},
+            "/admin/api/queue": { "get": operation(
+                "queue", "Unfinished, unknown and released keys, and late debits, oldest first",
+                &[], None, json!({ "200": ok("Queue") }),
+            )},
+            "/admin/api/customers/{user_id}/keys/{key}/ask-bank": { "post": operation(
+                "ask_bank", "Ask the bank about a key now, through the reconciler's look-up (never a debit)",
+                &[user.clone(), key], Some("Reason"),
+                json!({
+                    "200": ok("AskBankResult"),
+                    "400": problem("Body not JSON"),
+                    "404": problem("The customer has no such key"),
+                    "409": problem("Someone is asking the bank about this key right now"),
+                    "422": problem("reason missing, empty or over 500 characters"),
+                }),
+            )},
+            "/admin/api/customers/{user_id}/ledger-check": { "post": operation(
+                "ledger_check", "The bank's record of each of the customer's references against ours",
+                &[user], Some("Reason"),
+                json!({
+                    "200": ok("LedgerCheck"),
+                    "400": problem("Body not JSON"),
+                    "404": problem("Not a customer id"),
+                    "422": problem("reason missing, empty or over 500 characters"),
+                }),
+            )},
+        },
+        "components": {
+            "securitySchemes": { "operator": { "type": "http", "scheme": "bearer", "bearerFormat": "JWT" } },
+            "schemas": schemas(),
+        },
+    })
+}
+
+fn schemas() -> Value {
+    let event_names = [
+        "claimed",
+        "claimed_again",
+        "replayed",
+        "mismatch_refused",
+        "in_progress_refused",
+        "waited",
+        "bank_answered",
+        "bank_answer_unknown",
+        "looked_up",
+        "released",
+        "late_debit_found",
+        "resolved",
+        "voided",
+        "expired",
+        "operator_lookup",
+        "ledger_checked",
+    ];
+    let text = json!({ "type": "string" });
+    let maybe_text = json!({ "type": ["string", "null"] });
+    let time = json!({ "type": "string", "format": "date-time" });
+    json!({
+        "Reason": object(json!({ "reason": { "type": "string", "minLength": 1, "maxLength": 500 } })),
+        "Event": object(json!({
+            "at": time, "event": { "enum": event_names }, "detail": maybe_text,
+            "request_id": maybe_text, "operator": maybe_text, "reason": maybe_text,
+            "repeats": { "type": "integer", "description": "identical observations folded into this one" },
+        })),
+        "Action": object(json!({
+            "operation": { "enum": ["pay_bill", "refund_payment"] }, "id": text, "bill_id": text,
+            "payment_id": text, "amount_paise": { "type": "integer" },
+            "status": { "enum": ["pending", "succeeded", "declined", "void"] },
+            "bank_reference": text, "created_at": time,
+            "key": { "oneOf": [{ "type": "null" }, object(json!({
+                "key": text, "state": { "enum": ["started", "unknown", "released", "done"] }, "expires_at": time,
+            }))] },
+            "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" } },
+        })),
+        "Customer": object(json!({
+            "user_id": text,
+            "actions": { "type": "array", "items": { "$ref": "#/components/schemas/Action" }, "description": "newest first" },
+            "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" }, "description": "the customer's own: ledger checks" },
+        })),
+        "Queue": object(json!({
+            "keys": { "type": "array", "items": object(json!({
+                "user_id": text, "key": text, "operation": text,
+                "state": { "enum": ["started", "unknown", "released"] }, "resource_id": text,
+                "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
+                "claimed_at": time, "age_seconds": { "type": "integer" },
+                "next_lookup_at": { "type": ["string", "null"], "format": "date-time" },
+                "failed_lookups": { "type": "integer" },
+            })) },
+            "late_debits": { "type": "array", "items": object(json!({
+                "user_id": text, "key": maybe_text, "resource_id": maybe_text,
+                "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
+                "found": { "$ref": "#/components/schemas/Event" },
+            })) },
+        })),
+        "AskBankResult": object(json!({
+            "result": { "enum": ["resolved", "released", "voided", "not_yet", "already_final"] },
+            "state": text, "status": maybe_text,
+        })),
+        "LedgerCheck": object(json!({
+            "user_id": text, "checked_at": time, "movements_checked": { "type": "integer" },
+            "clean": { "type": "boolean" },
+            "entries": { "type": "array", "items": object(json!({
+                "reference": text, "operation": text, "bill_id": text, "amount_paise": { "type": "integer" },
+                "our_status": text,
+                "bank_status": { "enum": ["succeeded", "declined", "never_seen", "lookup_failed"] },
+            })) },
+            "findings": { "type": "array", "items": object(json!({
+                "kind": { "enum": ["double_charge", "bank_moved_we_did_not", "we_moved_bank_did_not", "lookup_failed"] },
+                "detail": text,
+                "references": { "type": "array", "items": text },
+            })) },
+        })),
+        "Problem": object(json!({
+            "type": text, "title": text, "status": { "type": "integer" }, "detail": text, "field": text,
+        })),
+    })
+}
+
+fn object(properties: Value) -> Value {
+    json!({ "type": "object", "properties": properties })
+}
+
+fn operation(
+    id: &str,
+    summary: &str,
+    parameters: &[Value],
+    body_schema: Option<&str>,
+    mut responses: Value,
+) -> Value {
+    responses["401"] = problem("No operator token, or a forged, malformed or expired one");
+    responses["403"] = problem("A genuine token without the operator role");
+    let mut operation = json!({
+        "operationId": id,
+        "summary": summary,
+        "security": [{ "operator": [] }],
+        "parameters": parameters,
+        "responses": responses,
+    });
+    if let Some(schema) = body_schema {
+        operation["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
+        });
+    }
+    operation
+}
+
+fn path(name: &str, description: &str) -> Value {
+    json!({ "name": name, "in": "path", "required": true, "description": description,
+            "schema": { "type": "string" } })
+}
+
+fn ok(schema: &str) -> Value {
+    json!({ "description": "OK", "content": { "application/json": {
+        "schema": { "$ref": format!("#/components/schemas/{schema}") } } } })
+}
+
+fn problem(description: &str) -> Value {
+    json!({ "description": description, "content": { "application/problem+json": {
+        "schema": { "$ref": "#/components/schemas/Problem" } } } })
+}

@@ -1,0 +1,142 @@
+//! The queue of keys that need someone, and "ask the bank now".
+//!
+//! `GET /admin/api/queue`: `started`, `unknown` and released keys still to be checked, oldest
+//! claim first, and the late debits found (money that moved after its claim was released).
+//!
+//! `POST …/keys/{key}/ask-bank` with `{"reason": "…"}`: takes the key under a reconciler's
+//! lease (so no reconciler, and no second operator, asks at the same time), records the
+//! operator's look-up in the trail, and resolves it exactly as the reconciler does
+//! (`reconcile::resolve_leased`): a look-up by the claim's reference, never a debit. The answer
+//! says what came of it: `resolved`, `released`, `voided`, `not_yet` (no final word at the
+//! bank yet), or `already_final` (nothing to ask). 409 while someone else holds the key (its
+//! own request's bank call, or a reconciler); 404 for a key the customer does not have.
+
+use axum::Extension;
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+use shared::{KeyState, Problem, ProblemKind};
+use uuid::Uuid;
+
+use super::customers::event_json;
+use super::token::Operator;
+use super::{action_of, customer_from_path, rfc3339};
+use crate::error::Error;
+use crate::reconcile::{Resolution, resolve_leased};
+use crate::state::AppState;
+use crate::store::{KeyRef, QueuedKey};
+use crate::trail::{EventKind, NewEvent};
+
+/// `GET /admin/api/queue`.
+pub async fn queue(State(state): State<AppState>) -> Result<Json<Value>, Error> {
+    let (keys, late_debits) = state.store.work_queue().await?;
+    let keys: Vec<Value> = keys.iter().map(queued_json).collect();
+    let late_debits: Vec<Value> = late_debits
+        .iter()
+        .map(|late| {
+            json!({
+                "user_id": late.user_id.to_string(),
+                "key": late.event.key,
+                "resource_id": late.event.resource_id,
+                "bank_reference": late.bank_reference,
+                "amount_paise": late.amount_paise,
+                "found": event_json(&late.event),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "keys": keys, "late_debits": late_debits })))
+}
+
+fn queued_json(queued: &QueuedKey) -> Value {
+    let age = (queued.read_at - queued.claimed_at).whole_seconds().max(0);
+    json!({
+        "user_id": queued.user_id.to_string(),
+        "key": queued.key,
+        "operation": queued.operation.name(),
+        "state": queued.state.as_str(),
+        "resource_id": queued.resource_id,
+        "bank_reference": queued.bank_reference,
+        "amount_paise": queued.amount_paise,
+        "claimed_at": rfc3339(queued.claimed_at),
+        "age_seconds": age,
+        "next_lookup_at": queued.next_lookup_at.map(rfc3339),
+        "failed_lookups": queued.failed_lookups,
+    })
+}
+
+/// `POST /admin/api/customers/{user_id}/keys/{key}/ask-bank`.
+pub async fn ask_bank(
+    State(state): State<AppState>,
+    Extension(operator): Extension<Operator>,
+    Path((user_id, key)): Path<(String, String)>,
+    body: Body,
+) -> Result<Json<Value>, Error> {
+    let user = customer_from_path(&user_id)?;
+    let key = KeyRef {
+        user,
+        key: Uuid::parse_str(&key).map_err(|_| no_such_key())?,
+    };
+    let action = action_of(&state, &operator, body).await?;
+    let Some(leased) = state.store.lease_key(key).await? else {
+        return nothing_to_ask(&state, key).await;
+    };
+    let resource_id = leased.stored.resource_id;
+    let asked = NewEvent {
+        operator: Some(action),
+        ..NewEvent::of_claim(
+            user.as_i64(),
+            key.key,
+            resource_id,
+            EventKind::OperatorLookup,
+            Some("asked the bank now, by the claim's reference".to_owned()),
+        )
+    };
+    state.store.append_event(&asked).await?;
+    let result = match resolve_leased(&state, leased).await? {
+        Resolution::Finished(_) => "resolved",
+        Resolution::Released => "released",
+        Resolution::Voided => "voided",
+        Resolution::NotYet => "not_yet",
+    };
+    answer(&state, key, result).await
+}
+
+/// The key is not to be had: finished (or past its checks), held by someone, or not there.
+async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Error> {
+    let Some(stored) = state.store.load_key(key).await? else {
+        return Err(no_such_key());
+    };
+    if stored.record.state == KeyState::Done || stored.record.state == KeyState::Released {
+        return answer(state, key, "already_final").await;
+    }
+    Err(Problem::new(
+        ProblemKind::RequestInProgress,
+        "Someone is asking the bank about this key right now (its own request, or the \
+         reconciler); look again in a few seconds.",
+    )
+    .into())
+}
+
+/// The answer: what came of it, and the key and its movement as they now stand.
+async fn answer(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Value>, Error> {
+    let stored = state.store.load_key(key).await?.ok_or_else(no_such_key)?;
+    let movement = state
+        .store
+        .load_movement(key, stored.operation, stored.resource_id)
+        .await?;
+    Ok(Json(json!({
+        "result": result,
+        "state": stored.record.state.as_str(),
+        "status": movement.map(|movement| movement.status().name()),
+    })))
+}
+
+fn no_such_key() -> Error {
+    Problem::new(
+        ProblemKind::NotFound,
+        "This customer has no such key (a key is shown in the queue and on the customer's \
+         actions as a UUID).",
+    )
+    .into()
+}

@@ -1,0 +1,140 @@
+//! Statements on `key_events`, the audit trail (`crate::trail`): appending an event in the
+//! caller's transaction (so a state change and its event commit together), appending a batch
+//! of observations, reading a customer's trail, and expiring old events.
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::store::columns::{Span, Timestamp};
+use crate::store::db::{Arg, Db, Fields};
+use crate::store::error::StoreError;
+use crate::trail::{NewEvent, Observed};
+
+const COLUMNS: &str =
+    "user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";
+
+/// Appends `event`, stamped with the database's clock, in the caller's transaction.
+pub async fn append<D: Db>(conn: &mut D::Connection, event: &NewEvent) -> Result<(), StoreError> {
+    let sql = format!(
+        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, $3, {now}, $4, $5, $6, $7, $8, 1)",
+        now = D::NOW
+    );
+    D::execute(conn, bind_event::<D>(sqlx::query(&sql), event)).await?;
+    Ok(())
+}
+
+/// Appends an observation with its own time and repeat count; one without a claim is put
+/// under the key's claim as it stands.
+pub async fn append_observed<D: Db>(
+    conn: &mut D::Connection,
+    observed: &Observed,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, \
+             COALESCE($3, (SELECT resource_id FROM idempotency_keys WHERE user_id = $1 AND key = $2)), \
+             $9, $4, $5, $6, $7, $8, $10)"
+    );
+    let query = bind_event::<D>(sqlx::query(&sql), &observed.event)
+        .arg(Timestamp(observed.at))
+        .arg(i64::from(observed.repeats));
+    D::execute(conn, query).await?;
+    Ok(())
+}
+
+fn bind_event<'q, D: Db>(
+    query: sqlx::query::Query<'q, D, <D as sqlx::Database>::Arguments<'q>>,
+    event: &NewEvent,
+) -> sqlx::query::Query<'q, D, <D as sqlx::Database>::Arguments<'q>> {
+    let (operator, reason) = match &event.operator {
+        Some(action) => (Some(action.operator.clone()), Some(action.reason.clone())),
+        None => (None, None),
+    };
+    query
+        .arg(event.user_id)
+        .arg(event.key)
+        .arg(event.resource_id)
+        .arg(event.kind.name().to_owned())
+        .arg(event.detail.clone())
+        .arg(event.request_id.clone())
+        .arg(operator)
+        .arg(reason)
+}
+
+/// An event as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// The key's storage UUID, if the event is a key's.
+    pub key: Option<Uuid>,
+    /// The claim's payment or refund.
+    pub resource_id: Option<Uuid>,
+    /// When.
+    pub at: OffsetDateTime,
+    /// The event's name ([`crate::trail::EventKind::name`]).
+    pub event: String,
+    /// The few words more.
+    pub detail: Option<String>,
+    /// The causing request's id.
+    pub request_id: Option<String>,
+    /// Who, for an operator's action.
+    pub operator: Option<String>,
+    /// Why, for an operator's action.
+    pub reason: Option<String>,
+    /// How many identical observations the row stands for.
+    pub repeats: i64,
+}
+
+/// A customer's latest `limit` events, oldest first (in the order they were written).
+pub async fn select_for_user<D: Db>(
+    conn: &mut D::Connection,
+    user_id: i64,
+    limit: i64,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM key_events WHERE user_id = $1 \
+         ORDER BY event_id DESC LIMIT $2"
+    );
+    let rows = D::fetch_all(conn, sqlx::query(&sql).arg(user_id).arg(limit)).await?;
+    let mut events = rows
+        .iter()
+        .map(event_from_row::<D>)
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    events.reverse();
+    Ok(events)
+}
+
+/// An event read with [`COLUMNS`].
+pub fn event_from_row<D: Db>(row: &D::Row) -> Result<StoredEvent, StoreError> {
+    let fields = Fields::<D>::of(row);
+    Ok(StoredEvent {
+        key: fields.get("key")?,
+        resource_id: fields.get("resource_id")?,
+        at: fields.get::<Timestamp>("at")?.0,
+        event: fields.get("event")?,
+        detail: fields.get("detail")?,
+        request_id: fields.get("request_id")?,
+        operator: fields.get("operator")?,
+        reason: fields.get("reason")?,
+        repeats: fields.get("repeats")?,
+    })
+}
+
+/// Deletes one batch of events older than `keep_for` whose claim's key is gone (expired), at
+/// most `batch_size`; returns how many. Customer-level events (no key) age out the same way.
+pub async fn delete_expired_batch<D: Db>(
+    conn: &mut D::Connection,
+    keep_for: std::time::Duration,
+    batch_size: i64,
+) -> Result<u64, StoreError> {
+    let sql = format!(
+        "DELETE FROM key_events WHERE (user_id, event_id) IN ( \
+             SELECT e.user_id, e.event_id FROM key_events e \
+             WHERE e.at < {now} - $1 \
+               AND NOT EXISTS (SELECT 1 FROM idempotency_keys k \
+                               WHERE k.user_id = e.user_id AND k.key = e.key \
+                                 AND k.resource_id = e.resource_id) \
+             ORDER BY e.at LIMIT $2)",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql).arg(Span(keep_for)).arg(batch_size);
+    Ok(D::execute(conn, query).await?)
+}

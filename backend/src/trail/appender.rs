@@ -1,0 +1,148 @@
+//! [`Appender`]: writes the trail's observations (replays, refusals, waits) off the request
+//! path. Requests hand their event to a bounded queue and go on; one task writes what has
+//! queued up as one transaction, folding identical observations of one key (a retry storm's
+//! thousand replays) into one row with a `repeats` count and the first request's id.
+//!
+//! Bounded both ways: a full queue drops the observation (counted in the log) rather than slow
+//! a replay down or grow without limit; state changes never go this way, so a dropped
+//! observation never hides a change of money or key. When every handle is dropped (shutdown)
+//! the task writes what is left and ends.
+
+use std::collections::HashMap;
+
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::{EventKind, NewEvent, request_id};
+use crate::store::{KeyRef, SharedStore};
+
+/// How many observations may wait to be written.
+const QUEUE_CAPACITY: usize = 10_000;
+
+/// The most observations one transaction writes.
+const BATCH_LIMIT: usize = 500;
+
+/// An observation as written: stamped when it happened, with how many it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The event.
+    pub event: NewEvent,
+    /// When it happened (this process's clock).
+    pub at: OffsetDateTime,
+    /// How many identical observations this row stands for.
+    pub repeats: u32,
+}
+
+/// Hands observations to the writing task. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Appender {
+    queue: mpsc::Sender<Observed>,
+}
+
+impl Appender {
+    /// Starts the writing task on `store`; it ends once every handle is dropped and the queue
+    /// is written out.
+    pub fn start(store: SharedStore) -> (Appender, JoinHandle<()>) {
+        let (queue, waiting) = mpsc::channel(QUEUE_CAPACITY);
+        let task = tokio::spawn(write_batches(store, waiting));
+        (Appender { queue }, task)
+    }
+
+    /// Records what a request of the current request id saw of `key`: `resource_id` names the
+    /// claim, or `None` for the key's claim as it stands when the row is written.
+    pub fn observe_key(
+        &self,
+        key: KeyRef,
+        resource_id: Option<Uuid>,
+        kind: EventKind,
+        detail: &str,
+    ) {
+        self.observe(NewEvent {
+            user_id: key.user.as_i64(),
+            key: Some(key.key),
+            resource_id,
+            kind,
+            detail: Some(detail.to_owned()),
+            request_id: request_id::current(),
+            operator: None,
+        });
+    }
+
+    /// Records an observation, now; never waits.
+    pub fn observe(&self, event: NewEvent) {
+        let observed = Observed {
+            event,
+            at: OffsetDateTime::now_utc(),
+            repeats: 1,
+        };
+        if let Err(error) = self.queue.try_send(observed) {
+            tracing::warn!(event = ?error.into_inner().event.kind, "audit trail queue full: observation dropped");
+        }
+    }
+}
+
+async fn write_batches(store: SharedStore, mut waiting: mpsc::Receiver<Observed>) {
+    let mut batch = Vec::with_capacity(BATCH_LIMIT);
+    while waiting.recv_many(&mut batch, BATCH_LIMIT).await > 0 {
+        let rows = fold_repeats(std::mem::take(&mut batch));
+        if let Err(error) = store.append_events(&rows).await {
+            tracing::error!(%error, rows = rows.len(), "audit trail observations not written");
+        }
+    }
+}
+
+/// Folds observations of the same (user, key, claim, event) into the first of them.
+fn fold_repeats(batch: Vec<Observed>) -> Vec<Observed> {
+    let mut rows: Vec<Observed> = Vec::with_capacity(batch.len());
+    let mut index: HashMap<(i64, Option<Uuid>, Option<Uuid>, EventKind), usize> = HashMap::new();
+    for observed in batch {
+        let event = &observed.event;
+        let identity = (event.user_id, event.key, event.resource_id, event.kind);
+        match index.get(&identity) {
+            Some(&row) => rows[row].repeats += observed.repeats,
+            None => {
+                index.insert(identity, rows.len());
+                rows.push(observed);
+            }
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replay(user_id: i64, key: u128, request: &str) -> Observed {
+        Observed {
+            event: NewEvent {
+                user_id,
+                key: Some(Uuid::from_u128(key)),
+                resource_id: Some(Uuid::from_u128(key + 1)),
+                kind: EventKind::Replayed,
+                detail: None,
+                request_id: Some(request.into()),
+                operator: None,
+            },
+            at: OffsetDateTime::UNIX_EPOCH,
+            repeats: 1,
+        }
+    }
+
+    #[test]
+    fn a_storm_of_one_keys_replays_is_one_row_that_counts_them_and_keeps_the_first_request() {
+        let batch = vec![
+            replay(1, 10, "r-1"),
+            replay(2, 10, "r-2"),
+            replay(1, 10, "r-3"),
+            replay(1, 10, "r-4"),
+        ];
+        let rows = fold_repeats(batch);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].repeats, 3);
+        assert_eq!(rows[0].event.request_id.as_deref(), Some("r-1"));
+        assert_eq!((rows[1].event.user_id, rows[1].repeats), (2, 1));
+    }
+}

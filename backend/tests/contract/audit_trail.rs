@@ -1,0 +1,346 @@
+//! The audit trail (SPEC §8) over HTTP against a real backend, bank simulator and database,
+//! on both stores: each SPEC §4 row leaves its events in order, stamped with the request that
+//! caused them; an event and its state change commit together or not at all (a database
+//! trigger that refuses the event also undoes the change, and the bank is never called for a
+//! claim that did not commit); and the trail outlives its key for the configured period only.
+
+use std::time::Duration;
+
+use backend::janitor::{self, EXPIRY_BATCH_SIZE};
+use backend::reconcile::{Outcome, try_reconcile_once};
+use bank_simulator::Knobs;
+use serde_json::json;
+
+use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, send_pay};
+
+/// The request ids stamped on `user`'s events, in order.
+async fn request_ids(app: &TestApp, user: u64) -> Vec<String> {
+    app.texts(&format!(
+        "SELECT COALESCE(request_id, '-') FROM key_events WHERE user_id = {user} ORDER BY event_id"
+    ))
+    .await
+}
+
+/// `POST /v1/bills/elec-1/pay` as `user` with `key` and `X-Request-Id: request_id`.
+async fn pay_as(app: &TestApp, user: u64, key: &str, request_id: &str) -> reqwest::Response {
+    app.http
+        .post(format!("{}/v1/bills/elec-1/pay", app.url))
+        .bearer_auth(TestApp::token(user))
+        .header("Idempotency-Key", key)
+        .header("X-Request-Id", request_id)
+        .json(&payment_body(230_000))
+        .send()
+        .await
+        .expect("the backend answers")
+}
+
+async fn a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let first = pay_as(&app, 7, &key, "phone-attempt-1").await;
+    assert_eq!(first.status(), 201);
+    assert_eq!(
+        first.headers()["x-request-id"],
+        "phone-attempt-1",
+        "the id is echoed"
+    );
+    let retry = pay_as(&app, 7, &key, "phone-attempt-2").await;
+    assert_eq!(retry.status(), 201);
+
+    let trail = app.trail_of_length(7, 3).await;
+    assert_eq!(trail, ["claimed", "bank_answered", "replayed"]);
+    assert_eq!(
+        request_ids(&app, 7).await,
+        ["phone-attempt-1", "phone-attempt-1", "phone-attempt-2"]
+    );
+    assert_eq!(
+        app.texts("SELECT detail FROM key_events WHERE event = 'bank_answered'")
+            .await,
+        ["succeeded"]
+    );
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM key_events e JOIN idempotency_keys k \
+                    ON k.user_id = e.user_id AND k.key = e.key AND k.resource_id = e.resource_id"
+        )
+        .await,
+        3,
+        "every event names the key and its claim"
+    );
+}
+
+async fn a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let answer = app
+        .http
+        .post(format!("{}/v1/bills/elec-1/pay", app.url))
+        .bearer_auth(TestApp::token(3))
+        .header("Idempotency-Key", new_key())
+        .header("X-Request-Id", "x".repeat(65))
+        .json(&payment_body(100))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(answer.status(), 201);
+    let minted = answer.headers()["x-request-id"]
+        .to_str()
+        .expect("visible ASCII")
+        .to_owned();
+    assert!(uuid::Uuid::parse_str(&minted).is_ok(), "{minted}");
+    assert_eq!(request_ids(&app, 3).await, [minted.clone(), minted]);
+}
+
+async fn a_mismatch_and_a_decline_are_recorded_with_what_happened(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let declined = json!({ "amount_paise": 10_000, "payer_vpa": "declined.asha@okbank" });
+    assert_eq!(app.pay(4, Some(&key), "gas-1", &declined).await.status, 402);
+    let changed = json!({ "amount_paise": 10_001, "payer_vpa": "declined.asha@okbank" });
+    assert_eq!(app.pay(4, Some(&key), "gas-1", &changed).await.status, 422);
+
+    let trail = app.trail_of_length(4, 3).await;
+    assert_eq!(trail, ["claimed", "bank_answered", "mismatch_refused"]);
+    assert_eq!(
+        app.texts("SELECT detail FROM key_events WHERE event = 'bank_answered'")
+            .await,
+        ["declined: insufficient_funds"]
+    );
+}
+
+async fn a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waited(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            latency_ms: 800,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let first = tokio::spawn({
+        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        async move { send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(230_000)).await }
+    });
+    for _ in 0..100 {
+        if app.key_state(7, &key).await.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = app
+        .pay(7, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    refused.assert_problem(409, "request-in-progress");
+    let waited = app
+        .http
+        .post(format!("{}/v1/bills/elec-1/pay", app.url))
+        .bearer_auth(TestApp::token(7))
+        .header("Idempotency-Key", &key)
+        .header("Prefer", "wait=5")
+        .json(&payment_body(230_000))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(waited.status(), 201);
+    assert_eq!(first.await.expect("joins").expect("answers").status, 201);
+
+    let trail = app.trail_of_length(7, 5).await;
+    assert_eq!(
+        trail,
+        [
+            "claimed",
+            "in_progress_refused",
+            "waited",
+            "bank_answered",
+            "replayed"
+        ]
+    );
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: StoreKind) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            lost_reply_rate: 1.0,
+            lost_reply_delay_ms: 3_000,
+            ..Knobs::default()
+        },
+        bank_timeout: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let first = app
+        .pay(9, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    first.assert_problem(503, "outcome-pending");
+    assert_eq!(
+        try_reconcile_once(&app.state).await.expect("step"),
+        Outcome::Handled
+    );
+    assert_eq!(
+        app.trail(9).await,
+        ["claimed", "bank_answer_unknown", "resolved"]
+    );
+    let ids = request_ids(&app, 9).await;
+    assert_eq!(
+        ids[0], ids[1],
+        "the unknown answer belongs to the claiming request"
+    );
+    assert_eq!(ids[2], "-", "the reconciler's own work has no request");
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+async fn a_release_and_the_retry_that_claims_again_are_recorded(store: StoreKind) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            error_rate: 1.0,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let body = payment_body(100);
+    app.pay(2, Some(&key), "elec-1", &body)
+        .await
+        .assert_problem(503, "service-unavailable");
+    app.bank.simulator.set_knobs(Knobs::default());
+    assert_eq!(app.pay(2, Some(&key), "elec-1", &body).await.status, 201);
+
+    let trail = app.trail(2).await;
+    assert_eq!(
+        trail,
+        [
+            "claimed",
+            "bank_answer_unknown",
+            "released",
+            "claimed_again",
+            "bank_answered"
+        ]
+    );
+}
+
+async fn an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_keeping_period(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    assert_eq!(
+        app.pay(5, Some(&key), "elec-1", &payment_body(100))
+            .await
+            .status,
+        201
+    );
+    app.age_keys(None, Duration::from_secs(49 * 3600)).await;
+    assert_eq!(
+        janitor::expire_all(&app.state, EXPIRY_BATCH_SIZE)
+            .await
+            .expect("sweep"),
+        1
+    );
+    assert_eq!(app.count("idempotency_keys").await, 0);
+    assert_eq!(app.trail(5).await, ["claimed", "bank_answered", "expired"]);
+
+    // Past the key's retention and the trail's keeping period, the trail goes too, while the
+    // trail of a key that still lives stays whatever its age.
+    let living = new_key();
+    assert_eq!(
+        app.pay(6, Some(&living), "elec-1", &payment_body(100))
+            .await
+            .status,
+        201
+    );
+    let keep = app.state.policy.keep_keys_for + app.state.trail_kept_after_key;
+    let seconds = keep.as_secs() + 60;
+    let older = match store {
+        StoreKind::Postgres => {
+            format!("UPDATE key_events SET at = at - make_interval(secs => {seconds})")
+        }
+        StoreKind::Sqlite => format!("UPDATE key_events SET at = at - {seconds}000000"),
+    };
+    app.execute(&older).await;
+    janitor::expire_all(&app.state, EXPIRY_BATCH_SIZE)
+        .await
+        .expect("sweep");
+    assert!(
+        app.trail(5).await.is_empty(),
+        "the expired key's trail is gone"
+    );
+    assert_eq!(app.trail(6).await, ["claimed", "bank_answered"]);
+}
+
+/// A trigger that makes the database refuse events named `event`, as a crash or a full disk
+/// between the state change and its event would: the event's transaction must fail whole.
+async fn refuse_events_named(app: &TestApp, store: StoreKind, event: &str) {
+    let sql = match store {
+        StoreKind::Postgres => format!(
+            "CREATE FUNCTION refuse_event() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN RAISE EXCEPTION 'the trail refuses {event}'; END $$; \
+             CREATE TRIGGER refuse_event BEFORE INSERT ON key_events FOR EACH ROW \
+             WHEN (NEW.event = '{event}') EXECUTE FUNCTION refuse_event();"
+        ),
+        StoreKind::Sqlite => format!(
+            "CREATE TRIGGER refuse_event BEFORE INSERT ON key_events \
+             WHEN NEW.event = '{event}' BEGIN SELECT RAISE(ABORT, 'the trail refuses'); END;"
+        ),
+    };
+    app.execute(&sql).await;
+}
+
+async fn a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_called(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    refuse_events_named(&app, store, "claimed").await;
+    let answer = app
+        .pay(8, Some(&new_key()), "elec-1", &payment_body(100))
+        .await;
+    assert!(answer.status >= 500, "the claim failed: {}", answer.status);
+    app.assert_nothing_written("a claim without its event")
+        .await;
+    assert!(app.trail(8).await.is_empty());
+}
+
+async fn an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    refuse_events_named(&app, store, "bank_answered").await;
+    let key = new_key();
+    let answer = app.pay(8, Some(&key), "elec-1", &payment_body(100)).await;
+    assert!(answer.status >= 500, "the save failed: {}", answer.status);
+    assert_ne!(
+        app.key_state(8, &key).await.as_deref(),
+        Some("done"),
+        "no done key without its event"
+    );
+    assert_eq!(
+        app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
+        ["pending"],
+        "nor a saved outcome"
+    );
+    assert!(!app.trail(8).await.contains(&"bank_answered".to_owned()));
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        1,
+        "the bank did debit once"
+    );
+}
+
+for_each_store!(
+    a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request,
+    a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one,
+    a_mismatch_and_a_decline_are_recorded_with_what_happened,
+    a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waited,
+    a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler,
+    a_release_and_the_retry_that_claims_again_are_recorded,
+    an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_keeping_period,
+    a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_called,
+    an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished,
+);

@@ -1,0 +1,387 @@
+//! The operator API on the admin listener (SPEC §8), against a real backend, bank simulator
+//! and database: who may call it (an operator token of the operator secret with the operator
+//! role, nothing else, and never through the public listener), a customer's actions with their
+//! trails, the queue and "ask the bank now" (the reconciler's look-up, never a second debit),
+//! and the double-charge check against the bank's own records.
+
+use std::time::Duration;
+
+use bank_simulator::Knobs;
+use serde_json::{Value, json};
+use shared::auth::sign_claims;
+
+use crate::support::{OPERATOR_SECRET, Options, SECRET, StoreKind, TestApp, new_key, payment_body};
+
+/// Every operator API route, as (method, path) with `{key}` for a key.
+const ROUTES: [(&str, &str); 4] = [
+    ("GET", "/admin/api/customers/42"),
+    ("GET", "/admin/api/queue"),
+    ("POST", "/admin/api/customers/42/keys/{key}/ask-bank"),
+    ("POST", "/admin/api/customers/42/ledger-check"),
+];
+
+/// Calls an operator route on `base_url` with `token` (none if `None`).
+async fn call(
+    app: &TestApp,
+    base_url: &str,
+    (method, path): (&str, &str),
+    token: Option<&str>,
+    body: &Value,
+) -> (u16, Value) {
+    let path = path.replace("{key}", &uuid::Uuid::new_v4().to_string());
+    let url = format!("{base_url}{path}");
+    let mut request = match method {
+        "GET" => app.http.get(url),
+        _ => app.http.post(url).json(body),
+    };
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let answer = request.send().await.expect("the backend answers");
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap_or(Value::Null))
+}
+
+async fn operator(app: &TestApp, method: &str, path: &str, body: &Value) -> (u16, Value) {
+    let token = TestApp::operator_token("asha");
+    call(app, &app.admin_url, (method, path), Some(&token), body).await
+}
+
+async fn only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_listener(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let operator_claims = json!({ "sub": "asha", "role": "operator", "exp": now + 600 });
+    let refused: [(&str, Option<String>, u16, &str); 6] = [
+        ("no token", None, 401, "unauthenticated"),
+        (
+            "a customer's token",
+            Some(TestApp::token(42)),
+            401,
+            "unauthenticated",
+        ),
+        (
+            "operator claims signed with the customers' secret",
+            Some(sign_claims(&operator_claims, SECRET.as_bytes())),
+            401,
+            "unauthenticated",
+        ),
+        (
+            "an expired operator token",
+            Some(sign_claims(
+                &json!({ "sub": "asha", "role": "operator", "exp": now - 3600 }),
+                OPERATOR_SECRET.as_bytes(),
+            )),
+            401,
+            "unauthenticated",
+        ),
+        (
+            "a token of the operator secret without the role",
+            Some(sign_claims(
+                &json!({ "sub": "42", "exp": now + 600 }),
+                OPERATOR_SECRET.as_bytes(),
+            )),
+            403,
+            "forbidden",
+        ),
+        (
+            "a garbled token",
+            Some("not.a.token".to_owned()),
+            401,
+            "unauthenticated",
+        ),
+    ];
+    let body = json!({ "reason": "customer called" });
+    for route in ROUTES {
+        for (what, token, status, slug) in &refused {
+            let (got, problem) = call(&app, &app.admin_url, route, token.as_deref(), &body).await;
+            assert_eq!(got, *status, "{what} on {route:?}: {problem}");
+            assert_eq!(
+                problem["type"],
+                format!("/problems/{slug}"),
+                "{what} on {route:?}"
+            );
+        }
+        let good = TestApp::operator_token("asha");
+        let (public, _) = call(&app, &app.url, route, Some(&good), &body).await;
+        assert_eq!(public, 404, "{route:?} is not on the public listener");
+    }
+    let page = app
+        .http
+        .get(format!("{}/admin/console", app.url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(page.status(), 404, "nor is the console page");
+    let page = app
+        .http
+        .get(format!("{}/admin/console", app.admin_url))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(page.status(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("text");
+    assert!(policy.contains("default-src 'self'"), "{policy}");
+    assert!(page.text().await.expect("the page").contains("console.js"));
+    assert_eq!(
+        app.count("key_events").await,
+        0,
+        "no refused call left a trace"
+    );
+}
+
+async fn a_customer_shows_each_action_with_its_trail(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let body = payment_body(230_000);
+    let first = app.pay(42, Some(&key), "elec-1", &body).await;
+    assert_eq!(first.status, 201);
+    assert!(app.pay(42, Some(&key), "elec-1", &body).await.is_replay());
+    app.trail_of_length(42, 3).await;
+
+    let (status, customer) = operator(&app, "GET", "/admin/api/customers/42", &Value::Null).await;
+    assert_eq!(status, 200, "{customer}");
+    assert_eq!(customer["user_id"], "42");
+    let actions = customer["actions"].as_array().expect("actions");
+    assert_eq!(actions.len(), 1, "{customer}");
+    let action = &actions[0];
+    assert_eq!(action["operation"], "pay_bill");
+    assert_eq!(action["status"], "succeeded");
+    assert_eq!(action["bill_id"], "elec-1");
+    assert_eq!(action["bank_reference"], first.json()["bank_reference"]);
+    assert_eq!(action["key"]["state"], "done");
+    let events: Vec<&str> = action["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|event| event["event"].as_str().expect("name"))
+        .collect();
+    assert_eq!(events, ["claimed", "bank_answered", "replayed"]);
+
+    for missing in ["/admin/api/customers/0", "/admin/api/customers/abc"] {
+        let (status, problem) = operator(&app, "GET", missing, &Value::Null).await;
+        assert_eq!(
+            (status, &problem["type"]),
+            (404, &json!("/problems/not-found"))
+        );
+    }
+    let (status, nobody) = operator(&app, "GET", "/admin/api/customers/43", &Value::Null).await;
+    assert_eq!(status, 200);
+    assert_eq!(nobody["actions"], json!([]));
+}
+
+async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_second_debit(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            lost_reply_rate: 1.0,
+            lost_reply_delay_ms: 3_000,
+            ..Knobs::default()
+        },
+        bank_timeout: Duration::from_millis(300),
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let answer = app
+        .pay(9, Some(&key), "elec-1", &payment_body(230_000))
+        .await;
+    answer.assert_problem(503, "outcome-pending");
+
+    let (status, queue) = operator(&app, "GET", "/admin/api/queue", &Value::Null).await;
+    assert_eq!(status, 200);
+    let queued = queue["keys"].as_array().expect("keys");
+    assert_eq!(queued.len(), 1, "{queue}");
+    assert_eq!(queued[0]["user_id"], "9");
+    assert_eq!(queued[0]["state"], "unknown");
+    let stored_key = queued[0]["key"].as_str().expect("key").to_owned();
+    let ask = format!("/admin/api/customers/9/keys/{stored_key}/ask-bank");
+
+    for (body, field) in [
+        (json!({}), "reason"),
+        (json!({ "reason": "   " }), "reason"),
+        (json!({ "reason": 7 }), "reason"),
+        (json!({ "reason": "x".repeat(501) }), "reason"),
+    ] {
+        let (status, problem) = operator(&app, "POST", &ask, &body).await;
+        assert_eq!(status, 422, "{body}: {problem}");
+        assert_eq!(problem["field"], field);
+    }
+    let not_json = app
+        .http
+        .post(format!("{}{ask}", app.admin_url))
+        .bearer_auth(TestApp::operator_token("asha"))
+        .body("reason=why")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(not_json.status(), 400);
+    let elsewhere = format!("/admin/api/customers/10/keys/{stored_key}/ask-bank");
+    let (status, _) = operator(&app, "POST", &elsewhere, &json!({ "reason": "x" })).await;
+    assert_eq!(status, 404, "another customer's key is not found");
+    assert_eq!(app.key_state(9, &key).await.as_deref(), Some("unknown"));
+
+    let reason = json!({ "reason": "customer says the app showed an error" });
+    let (status, asked) = operator(&app, "POST", &ask, &reason).await;
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(
+        asked,
+        json!({ "result": "resolved", "state": "done", "status": "succeeded" })
+    );
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        1,
+        "a look-up, never a debit"
+    );
+    let (_, again) = operator(&app, "POST", &ask, &reason).await;
+    assert_eq!(again["result"], "already_final");
+
+    let trail = app.trail(9).await;
+    assert_eq!(
+        trail,
+        [
+            "claimed",
+            "bank_answer_unknown",
+            "operator_lookup",
+            "resolved"
+        ]
+    );
+    assert_eq!(
+        app.texts("SELECT operator || ': ' || reason FROM key_events WHERE operator IS NOT NULL")
+            .await,
+        ["asha: customer says the app showed an error"]
+    );
+    let (_, queue) = operator(&app, "GET", "/admin/api/queue", &Value::Null).await;
+    assert_eq!(queue["keys"], json!([]));
+}
+
+async fn the_double_charge_check_names_one_bill_debited_under_two_references(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    // The incident's broken client: a fresh key for the retry of the same bill.
+    let body = payment_body(49_900);
+    let first = app.pay(77, Some(&new_key()), "mobile-nov", &body).await;
+    let second = app.pay(77, Some(&new_key()), "mobile-nov", &body).await;
+    assert_eq!((first.status, second.status), (201, 201));
+    assert_eq!(
+        app.pay(78, Some(&new_key()), "mobile-nov", &body)
+            .await
+            .status,
+        201
+    );
+
+    let reason = json!({ "reason": "complaint #4411: charged twice?" });
+    let check = "/admin/api/customers/77/ledger-check";
+    let (status, report) = operator(&app, "POST", check, &reason).await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["clean"], false);
+    assert_eq!(report["movements_checked"], 2);
+    let findings = report["findings"].as_array().expect("findings");
+    assert_eq!(findings.len(), 1, "{report}");
+    assert_eq!(findings[0]["kind"], "double_charge");
+    let mut named: Vec<&str> = findings[0]["references"]
+        .as_array()
+        .expect("references")
+        .iter()
+        .map(|reference| reference.as_str().expect("text"))
+        .collect();
+    named.sort_unstable();
+    let mut references = [
+        first.json()["bank_reference"]
+            .as_str()
+            .expect("ref")
+            .to_owned(),
+        second.json()["bank_reference"]
+            .as_str()
+            .expect("ref")
+            .to_owned(),
+    ];
+    references.sort_unstable();
+    assert_eq!(named, references);
+    for entry in report["entries"].as_array().expect("entries") {
+        assert_eq!(entry["bank_status"], "succeeded");
+        assert_eq!(entry["our_status"], "succeeded");
+    }
+
+    let (_, clean) = operator(
+        &app,
+        "POST",
+        "/admin/api/customers/78/ledger-check",
+        &reason,
+    )
+    .await;
+    assert_eq!(clean["clean"], true, "{clean}");
+
+    let (_, customer) = operator(&app, "GET", "/admin/api/customers/77", &Value::Null).await;
+    let events = customer["events"].as_array().expect("customer events");
+    assert_eq!(events.len(), 1, "{customer}");
+    assert_eq!(events[0]["event"], "ledger_checked");
+    assert_eq!(events[0]["operator"], "asha");
+    assert_eq!(events[0]["reason"], "complaint #4411: charged twice?");
+}
+
+/// The operator API's document lists exactly the `/admin/api` routes declared in
+/// `src/http/operator/`, each with the 401 and 403 every one of them can answer.
+#[tokio::test]
+async fn the_operator_openapi_document_lists_exactly_the_operator_routes() {
+    let app = TestApp::spawn().await;
+    let document: Value = app
+        .http
+        .get(format!("{}/admin/openapi.json", app.admin_url))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    let mut documented = Vec::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("item") {
+            documented.push((method.to_uppercase(), path.clone()));
+            for status in ["401", "403"] {
+                assert!(
+                    operation["responses"][status].is_object(),
+                    "{path} {status}"
+                );
+            }
+        }
+    }
+    documented.sort();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/operator");
+    let mut declared = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read src/http/operator") {
+        let source = std::fs::read_to_string(entry.expect("entry").path()).expect("source");
+        for declaration in source.split(".route(").skip(1) {
+            let mut parts = declaration.splitn(3, '"');
+            let (Some(_), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            if path.starts_with("/admin/api/") {
+                let method = rest.trim_start_matches([',', ' ', '\n']).split('(').next();
+                declared.push((
+                    method.expect("method").trim().to_uppercase(),
+                    path.to_owned(),
+                ));
+            }
+        }
+    }
+    declared.sort();
+    assert_eq!(documented, declared);
+    assert_eq!(
+        declared.len(),
+        ROUTES.len(),
+        "and the authorization test covers them all"
+    );
+}
+
+for_each_store!(
+    only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_listener,
+    a_customer_shows_each_action_with_its_trail,
+    an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_second_debit,
+    the_double_charge_check_names_one_bill_debited_under_two_references,
+);
