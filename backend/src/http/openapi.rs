@@ -230,10 +230,23 @@ fn operation(
     body_schema: Option<&str>,
     responses: Value,
 ) -> Value {
+    secured_operation("bearer", id, summary, parameters, body_schema, responses)
+}
+
+/// An operation that needs the security scheme `scheme`, with a JSON body of `body_schema`
+/// (a component schema's name) if it takes one. Also the operator API's document's.
+pub(super) fn secured_operation(
+    scheme: &str,
+    id: &str,
+    summary: &str,
+    parameters: &[Value],
+    body_schema: Option<&str>,
+    responses: Value,
+) -> Value {
     let mut operation = json!({
         "operationId": id,
         "summary": summary,
-        "security": [{ "bearer": [] }],
+        "security": [{ scheme: [] }],
         "parameters": parameters,
         "responses": responses,
     });
@@ -254,7 +267,8 @@ fn public(id: &str, summary: &str, media_type: &str) -> Value {
     })
 }
 
-fn path_parameter(name: &str, description: &str) -> Value {
+/// A required path parameter, a string.
+pub(super) fn path_parameter(name: &str, description: &str) -> Value {
     json!({ "name": name, "in": "path", "required": true, "description": description,
             "schema": { "type": "string" } })
 }
@@ -298,7 +312,8 @@ fn created(schema: &str, with_location: bool) -> Value {
     })
 }
 
-fn problem(description: &str) -> Value {
+/// A problem+json answer.
+pub(super) fn problem(description: &str) -> Value {
     json!({ "description": description, "content": { "application/problem+json": {
         "schema": { "$ref": "#/components/schemas/Problem" } } } })
 }

@@ -9,11 +9,17 @@ use crate::support::TestApp;
 
 type Route = (String, String);
 
-/// `(METHOD, path)` of every `.route("path", method(handler))` in the HTTP modules' source.
+/// `(METHOD, path)` of every `.route("path", method(handler))` in the public HTTP modules'
+/// source.
 fn declared_routes() -> BTreeSet<Route> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http");
+    declared_routes_in(concat!(env!("CARGO_MANIFEST_DIR"), "/src/http"))
+}
+
+/// `(METHOD, path)` of every `.route("path", method(handler))` in the Rust files of `dir`
+/// (not its subfolders), but `admin.rs`: the admin listener's own routes.
+pub fn declared_routes_in(dir: &str) -> BTreeSet<Route> {
     let mut routes = BTreeSet::new();
-    for entry in std::fs::read_dir(dir).expect("read src/http") {
+    for entry in std::fs::read_dir(dir).expect("read the HTTP modules") {
         let path = entry.expect("entry").path();
         let is_rust_source = path.extension().is_some_and(|extension| extension == "rs");
         if !is_rust_source || path.file_name().is_some_and(|name| name == "admin.rs") {
@@ -22,10 +28,13 @@ fn declared_routes() -> BTreeSet<Route> {
         let source = std::fs::read_to_string(path).expect("read source");
         for declaration in source.split(".route(").skip(1) {
             let mut parts = declaration.splitn(3, '"');
-            let (Some(""), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next())
+            let (Some(before), Some(path), Some(rest)) = (parts.next(), parts.next(), parts.next())
             else {
                 continue;
             };
+            if !before.trim().is_empty() {
+                continue;
+            }
             let method = rest
                 .trim_start_matches([',', ' ', '\n'])
                 .split('(')
@@ -39,7 +48,8 @@ fn declared_routes() -> BTreeSet<Route> {
     routes
 }
 
-fn documented_routes(document: &serde_json::Value) -> BTreeSet<Route> {
+/// `(METHOD, path)` of every operation in an OpenAPI document.
+pub fn documented_routes(document: &serde_json::Value) -> BTreeSet<Route> {
     let paths = document["paths"].as_object().expect("paths");
     paths
         .iter()

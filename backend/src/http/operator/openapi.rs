@@ -7,6 +7,7 @@ use axum::Router;
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use crate::http::openapi::{path_parameter, problem, secured_operation};
 use crate::state::AppState;
 
 /// The document's route.
@@ -19,8 +20,8 @@ pub fn router() -> Router<AppState> {
 
 /// The document.
 pub fn document() -> Value {
-    let user = path("user_id", "The customer: a positive integer user id");
-    let key = path(
+    let user = path_parameter("user_id", "The customer: a positive integer user id");
+    let key = path_parameter(
         "key",
         "The key's stored UUID, as the queue and the customer view show it",
     );
@@ -161,6 +162,7 @@ fn object(properties: Value) -> Value {
     json!({ "type": "object", "properties": properties })
 }
 
+/// An operation of the operator API: every one may answer 401 and 403.
 fn operation(
     id: &str,
     summary: &str,
@@ -170,33 +172,10 @@ fn operation(
 ) -> Value {
     responses["401"] = problem("No operator token, or a forged, malformed or expired one");
     responses["403"] = problem("A genuine token without the operator role");
-    let mut operation = json!({
-        "operationId": id,
-        "summary": summary,
-        "security": [{ "operator": [] }],
-        "parameters": parameters,
-        "responses": responses,
-    });
-    if let Some(schema) = body_schema {
-        operation["requestBody"] = json!({
-            "required": true,
-            "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
-        });
-    }
-    operation
-}
-
-fn path(name: &str, description: &str) -> Value {
-    json!({ "name": name, "in": "path", "required": true, "description": description,
-            "schema": { "type": "string" } })
+    secured_operation("operator", id, summary, parameters, body_schema, responses)
 }
 
 fn ok(schema: &str) -> Value {
     json!({ "description": "OK", "content": { "application/json": {
         "schema": { "$ref": format!("#/components/schemas/{schema}") } } } })
-}
-
-fn problem(description: &str) -> Value {
-    json!({ "description": description, "content": { "application/problem+json": {
-        "schema": { "$ref": "#/components/schemas/Problem" } } } })
 }
