@@ -12,10 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
-use shared::{Problem, ProblemKind};
 
+use super::router::{method_not_allowed, no_such_route};
 use super::{failures, operator};
-use crate::error::Error;
 use crate::state::AppState;
 use crate::trail::request_id;
 
@@ -25,13 +24,8 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/readyz", get(detailed_readiness))
         .merge(operator::router(state.clone()))
-        .fallback(|| async { Error::from(Problem::new(ProblemKind::NotFound, "No such route.")) })
-        .method_not_allowed_fallback(|| async {
-            Error::from(Problem::new(
-                ProblemKind::MethodNotAllowed,
-                "This route does not accept this method.",
-            ))
-        })
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(failures::log_failures))
         .layer(axum::middleware::from_fn(request_id::propagate))
         .with_state(state)

@@ -28,13 +28,8 @@ pub fn router(state: AppState) -> Router {
         .merge(health::router())
         .merge(docs::router())
         .merge(openapi::router())
-        .fallback(|| async { Error::from(Problem::new(ProblemKind::NotFound, "No such route.")) })
-        .method_not_allowed_fallback(|| async {
-            Error::from(Problem::new(
-                ProblemKind::MethodNotAllowed,
-                "This route does not accept this method.",
-            ))
-        })
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(failures::log_failures))
         .layer(axum::middleware::from_fn(request_id::propagate))
         .layer(from_fn_with_state(
@@ -46,4 +41,17 @@ pub fn router(state: AppState) -> Router {
         // second line per shed request was a log storm (and the CPU spent writing it).
         .layer(TraceLayer::new_for_http().on_failure(()))
         .with_state(state)
+}
+
+/// The answer to a route that does not exist (on either listener).
+pub async fn no_such_route() -> Error {
+    Error::from(Problem::new(ProblemKind::NotFound, "No such route."))
+}
+
+/// The answer to a route that exists, but not with this method (on either listener).
+pub async fn method_not_allowed() -> Error {
+    Error::from(Problem::new(
+        ProblemKind::MethodNotAllowed,
+        "This route does not accept this method.",
+    ))
 }

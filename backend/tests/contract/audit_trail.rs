@@ -164,17 +164,7 @@ async fn a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waite
 }
 
 async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: StoreKind) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            lost_reply_rate: 1.0,
-            lost_reply_delay_ms: 3_000,
-            ..Knobs::default()
-        },
-        bank_timeout: Duration::from_millis(300),
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
     let key = new_key();
     let first = app
         .pay(9, Some(&key), "elec-1", &payment_body(230_000))

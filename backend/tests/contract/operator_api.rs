@@ -4,9 +4,6 @@
 //! trails, the queue and "ask the bank now" (the reconciler's look-up, never a second debit),
 //! and the double-charge check against the bank's own records.
 
-use std::time::Duration;
-
-use bank_simulator::Knobs;
 use serde_json::{Value, json};
 use shared::auth::sign_claims;
 
@@ -179,17 +176,7 @@ async fn a_customer_shows_each_action_with_its_trail(store: StoreKind) {
 async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_second_debit(
     store: StoreKind,
 ) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            lost_reply_rate: 1.0,
-            lost_reply_delay_ms: 3_000,
-            ..Knobs::default()
-        },
-        bank_timeout: Duration::from_millis(300),
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
     let key = new_key();
     let answer = app
         .pay(9, Some(&key), "elec-1", &payment_body(230_000))

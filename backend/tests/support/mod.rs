@@ -92,6 +92,23 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// On `store`, a bank that debits but holds every reply back for 3 s, past the backend's
+    /// 300 ms bank timeout: every payment's key ends `unknown`, with its debit at the bank.
+    pub fn replies_lost_past_the_timeout(store: StoreKind) -> Options {
+        Options {
+            store,
+            knobs: Knobs {
+                lost_reply_rate: 1.0,
+                lost_reply_delay_ms: 3_000,
+                ..Knobs::default()
+            },
+            bank_timeout: Duration::from_millis(300),
+            ..Options::default()
+        }
+    }
+}
+
 /// A pool on a test's database, whichever store it is.
 pub enum TestDb {
     /// A PostgreSQL database.
