@@ -1,13 +1,18 @@
 -- pgbench: one new-key payment as the backend sends it to PostgreSQL (backend/src/store):
--- the claim with its pending payment (one statement, committed before the bank is called),
--- then the bank's final word as one statement (movement, key `done`, the NOTIFY for waiters).
+-- the claim with its pending payment and its `claimed` event (one statement, committed before
+-- the bank is called), then the bank's final word as one statement (movement, key `done`, the
+-- NOTIFY for waiters, the `bank_answered` event). claim-and-outcome-without-trail.sql is the
+-- same without the two audit-trail events (bench/trail.sh runs both).
 \set user random(1, 100000)
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
                                   lease_owner, lease_until)
     VALUES (:user, gen_random_uuid(), 'pay_bill', 'started', sha256('body'::bytea),
             gen_random_uuid(), gen_random_uuid(), now() + interval '6 seconds')
-    ON CONFLICT (user_id, key) DO NOTHING RETURNING key, resource_id)
+    ON CONFLICT (user_id, key) DO NOTHING RETURNING key, resource_id),
+told AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id)
+    SELECT :user, key, resource_id, 'claimed', 'bench-request-id' FROM claimed)
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference)
 SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending', 'pay-' || resource_id
@@ -25,7 +30,11 @@ done AS (
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at,
               now() AS read_at),
-told AS (SELECT pg_notify('idempotency_key_changed', :key::text) FROM done)
+told AS (SELECT pg_notify('idempotency_key_changed', :key::text) FROM done),
+recorded AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id)
+    SELECT :user, :key::uuid, :payment_id::uuid, 'bank_answered', 'succeeded', 'bench-request-id'
+    FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.read_at, (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true;

@@ -11,6 +11,7 @@ use backend::reconcile::{Outcome, try_reconcile_once};
 use bank_simulator::Knobs;
 use serde_json::json;
 
+use crate::spec_rows::simulate_crash_after_claim;
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, send_pay};
 
 /// The request ids stamped on `user`'s events, in order.
@@ -267,6 +268,85 @@ async fn an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_
     assert_eq!(app.trail(6).await, ["claimed", "bank_answered"]);
 }
 
+async fn a_refund_tells_its_own_story_beside_its_payments(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let paid = app
+        .pay(6, Some(&new_key()), "elec-1", &payment_body(10_000))
+        .await;
+    let payment_id = paid.json()["payment_id"].as_str().expect("id").to_owned();
+    let refunded = app.refund(6, &new_key(), &payment_id, 4_000).await;
+    assert_eq!(refunded.status, 201);
+    assert_eq!(
+        app.trail(6).await,
+        ["claimed", "bank_answered", "claimed", "bank_answered"]
+    );
+    let refund_id = refunded.json()["refund_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(
+        app.scalar(
+            "SELECT count(*) FROM key_events e JOIN refunds r \
+                    ON r.user_id = e.user_id AND r.refund_id = e.resource_id"
+        )
+        .await,
+        2,
+        "the refund's two events name the refund {refund_id}"
+    );
+}
+
+async fn a_crashed_claim_is_settled_inline_by_the_retry_and_recorded_as_resolved(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let body = payment_body(230_000);
+    let (debited, never_sent) = (new_key(), new_key());
+    simulate_crash_after_claim(&app, 5, &debited, &body, true).await;
+    simulate_crash_after_claim(&app, 6, &never_sent, &body, false).await;
+
+    let answer = app.pay(5, Some(&debited), "elec-1", &body).await;
+    assert_eq!((answer.status, answer.is_replay()), (201, true));
+    assert_eq!(app.trail(5).await, ["claimed", "resolved"]);
+    let answer = app.pay(6, Some(&never_sent), "elec-1", &body).await;
+    assert_eq!((answer.status, answer.is_replay()), (201, false));
+    assert_eq!(
+        app.trail(6).await,
+        ["claimed", "released", "claimed_again", "bank_answered"]
+    );
+    assert_eq!(app.ledger().await.debits.len(), 2, "one debit each");
+}
+
+async fn a_key_reused_after_expiry_starts_a_second_story_under_the_same_key(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    assert_eq!(
+        app.pay(7, Some(&key), "phone-nov", &payment_body(100))
+            .await
+            .status,
+        201
+    );
+    app.age_keys(Some(&key), Duration::from_secs(49 * 3600))
+        .await;
+    let reused = app
+        .pay(7, Some(&key), "big-bill", &payment_body(99_900))
+        .await;
+    assert_eq!((reused.status, reused.is_replay()), (201, false));
+    assert_eq!(
+        app.trail(7).await,
+        [
+            "claimed",
+            "bank_answered",
+            "expired",
+            "claimed",
+            "bank_answered"
+        ]
+    );
+    assert_eq!(
+        app.scalar("SELECT count(DISTINCT resource_id) FROM key_events WHERE user_id = 7")
+            .await,
+        2,
+        "two claims, told apart by their payments"
+    );
+}
+
 /// A trigger that makes the database refuse events named `event`, as a crash or a full disk
 /// between the state change and its event would: the event's transaction must fail whole.
 async fn refuse_events_named(app: &TestApp, store: StoreKind, event: &str) {
@@ -330,6 +410,9 @@ for_each_store!(
     a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waited,
     a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler,
     a_release_and_the_retry_that_claims_again_are_recorded,
+    a_refund_tells_its_own_story_beside_its_payments,
+    a_crashed_claim_is_settled_inline_by_the_retry_and_recorded_as_resolved,
+    a_key_reused_after_expiry_starts_a_second_story_under_the_same_key,
     an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_keeping_period,
     a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_called,
     an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished,

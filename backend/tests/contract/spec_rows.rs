@@ -513,7 +513,7 @@ async fn published_policy_and_problem_pages_resolve(store: StoreKind) {
 /// Claims `key` as the backend would, optionally has the bank debit it, and leaves the key
 /// `started` and older than `stuck_after`: what a crash between the bank call and the save
 /// leaves behind.
-async fn simulate_crash_after_claim(
+pub async fn simulate_crash_after_claim(
     app: &TestApp,
     user: u64,
     key: &str,
