@@ -23,9 +23,9 @@ CREATE TABLE key_events (
     reason      text,
     -- How many identical observations (same key, same event) one batch folded into this row.
     repeats     bigint      NOT NULL DEFAULT 1,
+    -- A customer's trail, in the order it was written, is a range of this key.
     PRIMARY KEY (user_id, event_id)
 );
-CREATE INDEX key_events_by_claim ON key_events (user_id, resource_id, event_id);
 -- The janitor expires the trail oldest first in small batches, as it does keys.
 CREATE INDEX key_events_by_age ON key_events (at);
 -- The console's queue lists late debits (money that moved after its claim was released).

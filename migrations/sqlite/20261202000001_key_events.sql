@@ -13,7 +13,8 @@ CREATE TABLE key_events (
     reason      TEXT,
     repeats     INTEGER NOT NULL DEFAULT 1
 );
-CREATE INDEX key_events_by_claim ON key_events (user_id, resource_id, event_id);
+-- A customer's trail, in the order it was written (PostgreSQL's primary key).
+CREATE INDEX key_events_by_user ON key_events (user_id, event_id);
 CREATE INDEX key_events_by_age ON key_events (at);
 -- The console's queue lists late debits (money that moved after its claim was released).
 CREATE INDEX key_events_late_debits ON key_events (at) WHERE event = 'late_debit_found';
