@@ -102,6 +102,31 @@ async fn a_first_call_that_reaches_the_bank_after_the_release_is_found_by_the_la
         1,
         "counted as a late debit"
     );
+    // The support desk sees it: in the key's trail, and on the console's queue with its money.
+    assert!(
+        app.trail(61)
+            .await
+            .ends_with(&["released".to_owned(), "late_debit_found".to_owned()])
+    );
+    let queue: serde_json::Value = app
+        .http
+        .get(format!("{}/admin/api/queue", app.admin_url))
+        .bearer_auth(TestApp::operator_token("asha"))
+        .send()
+        .await
+        .expect("answers")
+        .json()
+        .await
+        .expect("JSON");
+    let late = &queue["late_debits"];
+    assert_eq!(late.as_array().map(Vec::len), Some(1), "{queue}");
+    assert_eq!(late[0]["user_id"], "61");
+    assert_eq!(late[0]["amount_paise"], 4_200);
+    assert_eq!(late[0]["found"]["event"], "late_debit_found");
+    assert_eq!(
+        late[0]["bank_reference"],
+        app.texts("SELECT bank_reference FROM payments").await[0].as_str()
+    );
 
     let retry = app
         .pay(61, Some(&key), "elec-1", &payment_body(4_200))
