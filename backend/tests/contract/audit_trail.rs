@@ -189,15 +189,7 @@ async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: St
 }
 
 async fn a_release_and_the_retry_that_claims_again_are_recorded(store: StoreKind) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            error_rate: 1.0,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::bank_errors_before_debiting(store)).await;
     let key = new_key();
     let body = payment_body(100);
     app.pay(2, Some(&key), "elec-1", &body)

@@ -156,17 +156,7 @@ async fn bank_decline_is_saved_and_replayed_as_402(store: StoreKind) {
 async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth(
     store: StoreKind,
 ) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            lost_reply_rate: 1.0,
-            lost_reply_delay_ms: 3_000,
-            ..Knobs::default()
-        },
-        bank_timeout: Duration::from_millis(300),
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
     let key = new_key();
     let body = payment_body(230_000);
     let first = app.pay(9, Some(&key), "elec-1", &body).await;
@@ -243,15 +233,7 @@ async fn a_client_that_gives_up_does_not_cut_the_work_off_between_debit_and_save
 }
 
 async fn bank_5xx_before_the_debit_releases_the_claim_at_once_and_the_retry_runs(store: StoreKind) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            error_rate: 1.0,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::bank_errors_before_debiting(store)).await;
     let key = new_key();
     let body = payment_body(100);
     let answer = app.pay(2, Some(&key), "elec-1", &body).await;

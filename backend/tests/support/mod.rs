@@ -107,6 +107,18 @@ impl Options {
             ..Options::default()
         }
     }
+
+    /// On `store`, a bank that answers every call with a 500 before it moves any money.
+    pub fn bank_errors_before_debiting(store: StoreKind) -> Options {
+        Options {
+            store,
+            knobs: Knobs {
+                error_rate: 1.0,
+                ..Knobs::default()
+            },
+            ..Options::default()
+        }
+    }
 }
 
 /// A pool on a test's database, whichever store it is.
