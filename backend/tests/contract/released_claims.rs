@@ -227,6 +227,17 @@ async fn a_released_claim_its_last_check_never_finds_is_void_and_its_key_expires
     assert_eq!(expired, 1, "now the key expires");
     assert_eq!(app.key_state(62, &key).await, None);
     assert_eq!(
+        app.trail(62).await,
+        [
+            "claimed",
+            "bank_answer_unknown",
+            "released",
+            "voided",
+            "expired"
+        ],
+        "the audit trail tells it"
+    );
+    assert_eq!(
         app.count("payments").await,
         1,
         "money rows are never deleted"
@@ -352,6 +363,20 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
         app.metric("reconcile_lookup_failures_total").await,
         4.0,
         "the attempt's own look-up and three reconciler steps, all failed"
+    );
+    let failed_look_ups = app
+        .texts("SELECT detail FROM key_events WHERE user_id = 65 AND event = 'looked_up'")
+        .await;
+    assert_eq!(
+        failed_look_ups.len(),
+        4,
+        "each failed look-up is in the trail"
+    );
+    assert!(
+        failed_look_ups
+            .iter()
+            .all(|detail| detail.starts_with("the bank could not be asked")),
+        "{failed_look_ups:?}"
     );
     assert_eq!(
         app.metric(r#"bank_calls_total{call="look_up",outcome="failed"}"#)
