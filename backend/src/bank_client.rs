@@ -12,9 +12,10 @@
 //! - a call: any 2xx is judged by the body's `status`; 402, or a 4xx whose body says `declined`
 //!   or `rejected`, is a decline. A definite error (500, 501, 503, 505 and up, 429, any other
 //!   4xx) ended the call: unknown, but with nothing of it still on its way
-//!   ([`BankOutcome::Unknown::call_ended`]). A 502 or 504 (a gateway may still be delivering
-//!   the call), a timeout, a dropped connection or an unreadable answer is unknown with the call
-//!   possibly still in flight.
+//!   ([`BankOutcome::Unknown::call_ended`]); so did a connection that could not be made (refused,
+//!   or its TLS handshake failed), which sent nothing. A 502 or 504 (a gateway may still be
+//!   delivering the call), a timeout, a dropped connection or an unreadable answer is unknown
+//!   with the call possibly still in flight.
 //! - a look-up: any 2xx is judged by the body's `status`; 402 (and for refunds 422 with
 //!   `rejected`) is a decline; only `404 {"status": "unknown"}` (naming our reference, if it
 //!   names one) means the bank never saw it. Anything else, a 404 from a wrong route or a proxy
@@ -199,6 +200,12 @@ impl BankClient {
         let url = format!("{}/{collection}", self.base_url);
         let response = match self.http.post(url).json(call).send().await {
             Ok(response) => response,
+            // A refused connection or a failed TLS handshake: the call never left, so nothing
+            // of it is on its way to the bank.
+            Err(error) if error.is_connect() => {
+                let reason = format!("not sent: {}", with_causes(&error));
+                return unknown(reason, true);
+            }
             Err(error) => return unknown(format!("no answer: {}", with_causes(&error)), false),
         };
         let status = response.status().as_u16();

@@ -1,4 +1,5 @@
-//! The janitor: deletes idempotency keys older than `keep_keys_for_hours` (SPEC §5, invariant 6),
+//! The janitor: deletes idempotency keys past the expiry written on their rows at their claim
+//! (SPEC §5, invariant 6),
 //! and the audit trail of expired keys `AUDIT_TRAIL_KEEP_DAYS` after that (SPEC §8).
 //!
 //! Only finished keys expire (an unfinished one may hide a debit); payments and refunds are
@@ -26,10 +27,7 @@ pub enum Outcome {
 
 /// One janitor step: deletes one batch of expired keys.
 pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Outcome, StoreError> {
-    let deleted = state
-        .store
-        .expire_batch(state.policy.keep_keys_for, batch_size)
-        .await?;
+    let deleted = state.store.expire_batch(batch_size).await?;
     state.metrics.keys_expired.inc_by(deleted);
     Ok(match deleted {
         0 => Outcome::NothingExpired,

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub keys_resolved: Family<OutcomeLabels, Counter>,
     /// Bank look-ups that got no usable answer.
     pub lookup_failures: Counter,
+    /// Due keys whose rows could not be read (corrupt), skipped by reconciliation.
+    pub corrupt_keys_skipped: Counter,
     /// Movements the bank executed after their claim was released (a first call that arrived
     /// late), found and recorded by a released key's later look-up.
     pub late_movements_found: Family<OperationLabels, Counter>,
@@ -91,6 +93,9 @@ pub struct Metrics {
     pub replay_cache_entries: Gauge,
     /// What they weigh in bytes (the bound `REPLAY_CACHE_MAX_BYTES` is on this).
     pub replay_cache_bytes: Gauge,
+    /// Times the writer of claims and outcomes (SQLite's group commit) stopped and was started
+    /// again, read when metrics are scraped.
+    pub store_writer_restarts: Counter,
     /// Age in seconds of the oldest `started` key.
     pub oldest_started_seconds: Gauge<f64, AtomicU64>,
     /// Age in seconds of the oldest `unknown` key.
@@ -154,6 +159,11 @@ impl Metrics {
             metrics.lookup_failures.clone(),
         );
         registry.register(
+            "reconcile_corrupt_keys_skipped",
+            "Due keys whose rows could not be read (corrupt), skipped so the others go on",
+            metrics.corrupt_keys_skipped.clone(),
+        );
+        registry.register(
             "reconcile_late_movements_found",
             "Movements the bank executed after their claim was released",
             metrics.late_movements_found.clone(),
@@ -197,6 +207,11 @@ impl Metrics {
             "idempotency_replay_cache_bytes",
             "What the finished answers kept in memory weigh, in bytes",
             metrics.replay_cache_bytes.clone(),
+        );
+        registry.register(
+            "store_writer_restarts",
+            "Times the writer of claims and outcomes (SQLite's group commit) stopped and was started again",
+            metrics.store_writer_restarts.clone(),
         );
         registry.register(
             "janitor_keys_expired",

@@ -66,6 +66,10 @@ pub enum Outcome {
     NothingDue,
     /// One key was handled (resolved or postponed).
     Handled,
+    /// One key was due but its row could not be read (corrupt): logged with the key, counted in
+    /// `reconcile_corrupt_keys_skipped`, and left leased, so it comes back once its lease runs out
+    /// and never blocks the others.
+    Skipped,
 }
 
 /// Asks the bank about a leased key and writes what it says.
@@ -108,7 +112,9 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
     let (stored, operation) = (&leased.stored, leased.stored.operation);
     let policy = &state.policy;
     if stored.record.state == KeyState::Released {
-        let expires_at = stored.record.created_at + policy.keep_keys_for;
+        // The row's expiry, decided at the claim: every replica voids at the same instant,
+        // whatever its own policy says, and the re-claim statement refuses from then on.
+        let expires_at = stored.record.expires_at;
         if stored.read_at >= expires_at {
             state.store.void_leased(leased).await?;
             resolved(state, operation, "void");
@@ -139,7 +145,7 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
 
 /// One reconciler step: takes the oldest due key, if any, and resolves it.
 pub async fn try_reconcile_once(state: &AppState) -> Result<Outcome, StoreError> {
-    let Some(leased) = state
+    let Some(due) = state
         .store
         .lease_due(state.policy.stuck_after, 1)
         .await?
@@ -147,8 +153,24 @@ pub async fn try_reconcile_once(state: &AppState) -> Result<Outcome, StoreError>
     else {
         return Ok(Outcome::NothingDue);
     };
+    let Some(leased) = readable(state, due) else {
+        return Ok(Outcome::Skipped);
+    };
     resolve_leased(state, leased).await?;
     Ok(Outcome::Handled)
+}
+
+/// The due key, or `None` for a row that could not be read: logged (naming the key) and
+/// counted, so one corrupt row never stops the keys behind it.
+fn readable(state: &AppState, due: Result<LeasedKey, StoreError>) -> Option<LeasedKey> {
+    match due {
+        Ok(leased) => Some(leased),
+        Err(error) => {
+            state.metrics.corrupt_keys_skipped.inc();
+            tracing::error!(%error, "a due key's row cannot be read; skipped until its lease ends");
+            None
+        }
+    }
 }
 
 /// Refreshes the gauges of the oldest `started` and `unknown` keys' ages.

@@ -8,11 +8,15 @@
 //! What still holds for a cached key, decided by the same [`shared::decide`] as a database read:
 //! - **user scope**: entries are addressed by (user, key), never by key alone;
 //! - **fingerprint**: a different body under the key is still refused with 422;
-//! - **expiry**: an entry lives no longer than its key. Its lifetime is the key's remaining
+//! - **expiry**: an entry lives no longer than its key, whose expiry is written on its row at
+//!   the claim (`expires_at`, the same for every replica whatever its policy). An entry is
+//!   forgotten at the earlier of two instants, each less [`CLOCK_MARGIN`]: the key's remaining
 //!   life *as the database's clock measured it* when the row was read, run down on this
-//!   process's monotonic clock, less [`CLOCK_MARGIN`]; so the cache forgets a key before the
-//!   database could let anyone reuse it, whatever the two wall clocks say. A reused key is
-//!   then claimed afresh in the database and never meets the old entry.
+//!   process's monotonic clock; and the row's `expires_at` on this process's wall clock. So the
+//!   cache does not rest on one clock alone: a database clock that runs ahead of the monotonic
+//!   one is caught by the wall clock (kept by NTP, as the database's is), and a wall clock
+//!   stepped back by the monotonic one. A reused key is then claimed afresh in the database and
+//!   never meets the old entry.
 //!
 //! Bounds: `REPLAY_CACHE_MAX_BYTES` (the answers' bodies and headers plus a fixed overhead per
 //! entry) and `REPLAY_CACHE_MAX_ENTRIES`. Both are enforced as one weight: each entry weighs at
@@ -84,6 +88,14 @@ pub struct Remembered {
 }
 
 impl Remembered {
+    /// Whether this process's wall clock says the key is (within [`CLOCK_MARGIN`] of being)
+    /// expired.
+    fn expired_by_the_wall_clock(&self) -> bool {
+        OffsetDateTime::now_utc() + CLOCK_MARGIN >= self.record.expires_at
+    }
+}
+
+impl Remembered {
     /// The database's clock now, as estimated from the read, rounded up by [`CLOCK_MARGIN`] so
     /// that expiry is always judged early rather than late.
     pub fn estimated_now(&self) -> OffsetDateTime {
@@ -101,12 +113,11 @@ impl Remembered {
 #[derive(Clone)]
 pub struct ReplayCache {
     entries: Option<Cache<(i64, Uuid), Arc<Remembered>>>,
-    keep_keys_for: Duration,
 }
 
 impl ReplayCache {
-    /// An empty cache within `bounds`, for keys kept `keep_keys_for` (the policy's).
-    pub fn new(bounds: CacheBounds, keep_keys_for: Duration) -> ReplayCache {
+    /// An empty cache within `bounds`.
+    pub fn new(bounds: CacheBounds) -> ReplayCache {
         let entries = (bounds.max_bytes > 0 && bounds.max_entries > 0).then(|| {
             let floor = usize::try_from(bounds.max_bytes / bounds.max_entries).unwrap_or(1);
             Cache::builder()
@@ -117,15 +128,18 @@ impl ReplayCache {
                 .expire_after(UntilTheKeyExpires)
                 .build()
         });
-        ReplayCache {
-            entries,
-            keep_keys_for,
-        }
+        ReplayCache { entries }
     }
 
-    /// The remembered answer of `key`, if any and still within its key's life.
+    /// The remembered answer of `key`, if any and still within its key's life on both clocks.
     pub fn recall(&self, key: KeyRef) -> Option<Arc<Remembered>> {
-        self.entries.as_ref()?.get(&cache_key(key))
+        let entries = self.entries.as_ref()?;
+        let remembered = entries.get(&cache_key(key))?;
+        if remembered.expired_by_the_wall_clock() {
+            entries.invalidate(&cache_key(key));
+            return None;
+        }
+        Some(remembered)
     }
 
     /// Remembers the saved `answer` of a finished key read as `stored`; a key that is not
@@ -135,7 +149,7 @@ impl ReplayCache {
         if stored.record.state != KeyState::Done {
             return;
         }
-        let remaining = stored.record.created_at + self.keep_keys_for - stored.read_at;
+        let remaining = stored.record.expires_at - stored.read_at;
         // Negative (already expired) does not convert; nothing left after the margin is skipped.
         let Some(lives_for) = Duration::try_from(remaining)
             .ok()
@@ -214,14 +228,28 @@ mod tests {
         }
     }
 
+    /// A key of `state`, claimed `age` before it was read (now, by the database's clock, which
+    /// agrees with this process's), kept a day.
     fn stored(state: KeyState, age: Duration) -> StoredKey {
         let read_at = OffsetDateTime::now_utc();
+        kept(state, read_at - age, read_at, DAY)
+    }
+
+    /// A key of `state` claimed at `created_at`, read at `read_at` (the database's clock), kept
+    /// `life` from its claim.
+    fn kept(
+        state: KeyState,
+        created_at: OffsetDateTime,
+        read_at: OffsetDateTime,
+        life: Duration,
+    ) -> StoredKey {
         StoredKey {
             record: StoredRecord {
                 fingerprint: Fingerprint::from_slice(&[1; 32]).expect("32 bytes"),
                 state,
-                created_at: read_at - age,
-                claimed_at: read_at - age,
+                created_at,
+                claimed_at: created_at,
+                expires_at: created_at + life,
             },
             operation: Operation::PayBill,
             resource_id: Uuid::from_u128(9),
@@ -239,6 +267,7 @@ mod tests {
             retry_after: None,
             replayed: true,
             waited: Some(Duration::from_secs(3)),
+            expires_at: None,
         }
     }
 
@@ -246,7 +275,7 @@ mod tests {
 
     #[test]
     fn remembers_a_finished_answer_by_user_and_key() {
-        let cache = ReplayCache::new(CacheBounds::default(), DAY);
+        let cache = ReplayCache::new(CacheBounds::default());
         cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
         let remembered = cache.recall(key(1)).expect("remembered");
         assert!(!remembered.answer.replayed && remembered.answer.waited.is_none());
@@ -255,7 +284,7 @@ mod tests {
 
     #[test]
     fn unfinished_keys_and_keys_about_to_expire_are_not_remembered() {
-        let cache = ReplayCache::new(CacheBounds::default(), DAY);
+        let cache = ReplayCache::new(CacheBounds::default());
         for state in [KeyState::Started, KeyState::Unknown, KeyState::Released] {
             cache.remember(key(1), &stored(state, Duration::ZERO), &answer());
             assert!(cache.recall(key(1)).is_none(), "{state:?}");
@@ -269,11 +298,25 @@ mod tests {
 
     #[test]
     fn an_entry_lives_no_longer_than_its_key_less_the_margin() {
-        let cache = ReplayCache::new(CacheBounds::default(), Duration::from_millis(1_300));
-        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        let cache = ReplayCache::new(CacheBounds::default());
+        let now = OffsetDateTime::now_utc();
+        let short_lived = kept(KeyState::Done, now, now, Duration::from_millis(1_300));
+        cache.remember(key(1), &short_lived, &answer());
         assert!(cache.recall(key(1)).is_some());
         std::thread::sleep(Duration::from_millis(400));
         assert!(cache.recall(key(1)).is_none(), "1.3 s key, 1 s margin");
+    }
+
+    #[test]
+    fn the_wall_clock_forgets_a_key_its_row_says_expired_whatever_the_database_clock_read() {
+        let cache = ReplayCache::new(CacheBounds::default());
+        // The database's clock read 10 s behind this process's when the row was read; by the
+        // row, the key expires 5 s after that read, which this process's clock has passed.
+        let read_at = OffsetDateTime::now_utc() - Duration::from_secs(10);
+        let lagging = kept(KeyState::Done, read_at, read_at, Duration::from_secs(5));
+        cache.remember(key(1), &lagging, &answer());
+        assert!(cache.recall(key(1)).is_none());
+        assert_eq!(cache.usage().0, 0, "and the entry is gone");
     }
 
     #[test]
@@ -282,7 +325,7 @@ mod tests {
             max_bytes: 1 << 20,
             max_entries: 10,
         };
-        let cache = ReplayCache::new(bounds, DAY);
+        let cache = ReplayCache::new(bounds);
         for user in 1..=100 {
             cache.remember(
                 key(user),
@@ -301,7 +344,7 @@ mod tests {
             max_bytes: 0,
             ..CacheBounds::default()
         };
-        let cache = ReplayCache::new(bounds, DAY);
+        let cache = ReplayCache::new(bounds);
         cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
         assert!(cache.recall(key(1)).is_none());
     }

@@ -141,7 +141,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
     Ok(AppState::new(Parts {
         trail,
         store,
-        replay_cache: ReplayCache::new(config.limits.replay_cache, config.policy.keep_keys_for),
+        replay_cache: ReplayCache::new(config.limits.replay_cache),
         bank,
         policy: Arc::new(config.policy.clone()),
         tokens: Arc::new(TokenVerifier::new(

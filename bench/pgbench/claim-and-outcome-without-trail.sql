@@ -3,10 +3,11 @@
 \set user random(1, 100000)
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                                  lease_owner, lease_until)
+                                  lease_owner, lease_until, expires_at)
     VALUES (:user, gen_random_uuid(), 'pay_bill', 'started', sha256('body'::bytea),
-            gen_random_uuid(), gen_random_uuid(), now() + interval '6 seconds')
-    ON CONFLICT (user_id, key) DO NOTHING RETURNING key, resource_id)
+            gen_random_uuid(), gen_random_uuid(), now() + interval '6 seconds',
+            now() + interval '48 hours')
+    ON CONFLICT (user_id, key) DO NOTHING RETURNING key, resource_id, expires_at)
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference)
 SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending', 'pay-' || resource_id
@@ -22,7 +23,7 @@ done AS (
     SET state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL
     WHERE user_id = :user AND key = :key::uuid AND resource_id = :payment_id::uuid AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
-    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at,
+    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at),
 told AS (SELECT pg_notify('idempotency_key_changed', :key::text) FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,

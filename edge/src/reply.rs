@@ -39,15 +39,18 @@ impl Reply {
         }
     }
 
-    /// A saved final answer replayed: its status, body, `Content-Type` and `Location`, plus
-    /// `Idempotent-Replayed: true`.
+    /// A saved final answer replayed: its status, body, `Content-Type`, `Location` and the key's
+    /// `Idempotency-Expires`, plus `Idempotent-Replayed: true`.
     pub fn replay(answer: &SavedAnswer) -> Reply {
-        let mut headers = Vec::with_capacity(3);
+        let mut headers = Vec::with_capacity(4);
         if let Some(content_type) = &answer.content_type {
             headers.push(("content-type", content_type.clone()));
         }
         if let Some(location) = &answer.location {
             headers.push(("location", location.clone()));
+        }
+        if let Some(expires) = &answer.expires {
+            headers.push((shared::expiry::EXPIRES_HEADER, expires.clone()));
         }
         headers.push((IDEMPOTENT_REPLAYED, "true".to_owned()));
         Reply {
@@ -82,6 +85,7 @@ impl Reply {
             content_type: header("content-type"),
             location: header("location"),
             retry_after: header("retry-after"),
+            expires: header(shared::expiry::EXPIRES_HEADER),
             body: String::from_utf8_lossy(&self.body).into_owned(),
         }
     }
@@ -142,6 +146,7 @@ mod tests {
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
             retry_after: None,
+            expires: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
         };
         let reply = Reply::replay(&answer);

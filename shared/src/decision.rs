@@ -16,7 +16,7 @@
 //! | same key, finished (success or bank decline)          | `Replay`                | saved answer, `Idempotent-Replayed: true` |
 //! | bank outcome unknown (key in `unknown`)               | `OutcomePending`        | 503 "outcome pending", `Retry-After` |
 //! | same key, `started` for longer than `stuck_after`     | `Reconcile`             | ask the bank, save, answer     |
-//! | same key, finished longer than `keep_keys_for` ago    | `ClaimExpired`          | a new request under a new bank reference |
+//! | same key, finished, past the expiry on its row        | `ClaimExpired`          | a new request under a new bank reference |
 //! | same key, its claim released (the bank never saw it)  | `ClaimReleased`         | claim again, call the bank under the claim's own reference |
 //! | two attempts at the same instant                      | (the store's claim: one wins, the other sees `started`) | 409 or replay |
 //!
@@ -93,8 +93,12 @@ pub struct StoredRecord {
     pub fingerprint: Fingerprint,
     /// The key's state.
     pub state: KeyState,
-    /// When the key was first claimed: expiry counts from here.
+    /// When the key was first claimed.
     pub created_at: OffsetDateTime,
+    /// When the key expires: decided once, at its first claim (the database's clock plus the
+    /// policy in force then), and read from the row by every replica, so replicas whose
+    /// policies differ (a rolling deploy that changes it) agree on every existing key.
+    pub expires_at: OffsetDateTime,
     /// When the current attempt claimed the key: stuck detection counts from here.
     pub claimed_at: OffsetDateTime,
 }
@@ -119,7 +123,7 @@ pub enum Decision {
     ProceedWithoutKey,
     /// A new (user, key): claim it, then do the work once and save the answer.
     Claim,
-    /// The key was finished (or released) longer ago than `keep_keys_for`: a new request
+    /// The key was finished (or released) and is past the expiry written on its row: a new request
     /// replacing the old row, with a payment or refund and a bank reference of its own.
     ClaimExpired,
     /// The key's claim was released (the bank never saw it): claim it again and call the bank
@@ -164,9 +168,8 @@ pub fn decide(
     let Some(stored) = stored else {
         return Decision::Claim;
     };
-    let age = now - stored.created_at;
     let may_expire = matches!(stored.state, KeyState::Done | KeyState::Released);
-    if may_expire && age >= policy.keep_keys_for {
+    if may_expire && now >= stored.expires_at {
         return Decision::ClaimExpired;
     }
     if stored.fingerprint != attempt.fingerprint {
@@ -217,12 +220,15 @@ mod tests {
         }
     }
 
+    const KEEP: time::Duration = time::Duration::hours(48);
+
     fn stored(state: KeyState, amount: u64, age: time::Duration) -> StoredRecord {
         StoredRecord {
             fingerprint: fp(amount),
             state,
             created_at: NOW - age,
             claimed_at: NOW - age,
+            expires_at: NOW - age + KEEP,
         }
     }
 
@@ -382,6 +388,21 @@ mod tests {
             decide_now(&attempt(2), Some(&record)),
             Decision::ClaimExpired
         );
+    }
+
+    #[test]
+    fn expiry_is_the_rows_whatever_the_policy_says_now() {
+        // Claimed under a 24 h policy; this replica's policy keeps keys 48 h.
+        let mut record = stored(KeyState::Released, 1, time::Duration::hours(25));
+        record.expires_at = record.created_at + time::Duration::hours(24);
+        assert_eq!(
+            decide_now(&attempt(1), Some(&record)),
+            Decision::ClaimExpired
+        );
+        // Claimed under a 72 h policy: not expired at 49 h, though this policy says 48 h.
+        let mut record = stored(KeyState::Done, 1, time::Duration::hours(49));
+        record.expires_at = record.created_at + time::Duration::hours(72);
+        assert_eq!(decide_now(&attempt(1), Some(&record)), Decision::Replay);
     }
 
     #[test]

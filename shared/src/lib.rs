@@ -16,6 +16,7 @@ pub mod api;
 pub mod auth;
 pub mod client;
 pub mod decision;
+pub mod expiry;
 pub mod fingerprint;
 pub mod key;
 pub mod operation;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
 use shared::problem::PROBLEM_CONTENT_TYPE;
 use shared::{Problem, ProblemKind};
+use time::OffsetDateTime;
 
 use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
 
@@ -30,6 +31,9 @@ pub struct Answer {
     /// The wait the request was given for its key's first attempt, when it waited
     /// (`Preference-Applied: wait=N`).
     pub waited: Option<Duration>,
+    /// The expiry of the request's key, as its row says, on every answer to a request whose
+    /// key is stored (`Idempotency-Expires`, SPEC §4).
+    pub expires_at: Option<OffsetDateTime>,
 }
 
 impl Answer {
@@ -43,6 +47,7 @@ impl Answer {
             location: None,
             replayed: false,
             waited: None,
+            expires_at: None,
         }
     }
 
@@ -59,6 +64,14 @@ impl Answer {
     pub fn replayed(self) -> Answer {
         Answer {
             replayed: true,
+            ..self
+        }
+    }
+
+    /// Marks the answer as one about a key that expires at `at` (its row's expiry).
+    pub fn expiring(self, at: OffsetDateTime) -> Answer {
+        Answer {
+            expires_at: Some(at),
             ..self
         }
     }
@@ -119,6 +132,7 @@ fn created(body: &impl serde::Serialize) -> Answer {
         retry_after: None,
         replayed: false,
         waited: None,
+        expires_at: None,
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use shared::decision::Attempt;
 use shared::{Decision, KeyState, Problem, ProblemKind, decide};
+use time::OffsetDateTime;
 
 use super::answer::Answer;
 use super::bank_call::call_bank_and_save;
@@ -97,17 +98,23 @@ pub(super) async fn answer_existing_key(
     }))
 }
 
-/// Carries out a step: where it ends the request's round, or `None` for [`Step::ClaimAgain`].
+/// Carries out a step on a key that expires at `expires_at` (its row's): where it ends the
+/// request's round, or `None` for [`Step::ClaimAgain`].
 pub(super) async fn carry_out(
     state: &AppState,
     key: KeyRef,
     step: Step,
+    expires_at: OffsetDateTime,
 ) -> crate::error::Result<Option<Reached>> {
     Ok(Some(match step {
-        Step::Answer(answer) => Reached::Answer(answer),
-        Step::InProgress { retry_after } => Reached::InProgress { retry_after },
+        Step::Answer(answer) => Reached::Answer(answer.expiring(expires_at)),
+        Step::InProgress { retry_after } => Reached::InProgress {
+            retry_after,
+            expires_at,
+        },
         Step::CallBank(movement) => {
-            Reached::Answer(call_bank_and_save(state, key, &movement).await?)
+            let answer = call_bank_and_save(state, key, &movement).await?;
+            Reached::Answer(answer.expiring(expires_at))
         }
         Step::ClaimAgain => return Ok(None),
     }))
@@ -144,7 +151,8 @@ pub(super) fn answer_from_memory(
             state
                 .trail
                 .observe_key(key, resource, replayed, REPLAYED_FROM_MEMORY);
-            Some(remembered.answer.clone().replayed())
+            let answer = remembered.answer.clone().replayed();
+            Some(answer.expiring(remembered.record.expires_at))
         }
         Decision::RejectMismatch => {
             Metrics::count(&state.metrics.mismatches, operation);
@@ -152,7 +160,8 @@ pub(super) fn answer_from_memory(
             state
                 .trail
                 .observe_key(key, resource, EventKind::MismatchRefused, MISMATCH);
-            Some(Answer::problem(Problem::idempotency_key_reused()))
+            let refused = Answer::problem(Problem::idempotency_key_reused());
+            Some(refused.expiring(remembered.record.expires_at))
         }
         _ => {
             state.replay_cache.forget(key);

@@ -61,6 +61,7 @@ async fn claim_and_pay(
         amount_paise: request.amount_paise.as_i64(),
         payer_vpa: request.payer_vpa.clone(),
         bank_reference: Operation::PayBill.bank_reference(payment_id),
+        key_kept_for: state.policy.keep_keys_for,
     };
     let mut read_first = match round {
         Round::First => None,
@@ -77,16 +78,18 @@ async fn claim_and_pay(
             }
         };
         let stored = match claimed {
-            ClaimResult::Claimed(payment) => {
-                let movement = SavedMovement::Payment(payment);
-                return call_bank_and_save(state, key, &movement)
-                    .await
-                    .map(Reached::Answer);
+            ClaimResult::Claimed {
+                movement,
+                expires_at,
+            } => {
+                let movement = SavedMovement::Payment(movement);
+                let answer = call_bank_and_save(state, key, &movement).await?;
+                return Ok(Reached::Answer(answer.expiring(expires_at)));
             }
             ClaimResult::Existing(stored) => stored,
         };
         let step = answer_existing_key(state, key, &admitted.attempt, &stored).await?;
-        if let Some(reached) = carry_out(state, key, step).await? {
+        if let Some(reached) = carry_out(state, key, step, stored.record.expires_at).await? {
             return Ok(reached);
         }
     }

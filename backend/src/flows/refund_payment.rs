@@ -62,6 +62,7 @@ async fn claim_and_refund(
         payment_id,
         amount_paise: request.amount_paise.as_i64(),
         bank_reference: Operation::RefundPayment.bank_reference(refund_id),
+        key_kept_for: state.policy.keep_keys_for,
     };
     let mut read_first = match round {
         Round::First => None,
@@ -78,11 +79,10 @@ async fn claim_and_refund(
             }
         };
         let stored = match claimed {
-            RefundClaimResult::Claimed(refund) => {
+            RefundClaimResult::Claimed { refund, expires_at } => {
                 let movement = SavedMovement::Refund(refund);
-                return call_bank_and_save(state, key, &movement)
-                    .await
-                    .map(Reached::Answer);
+                let answer = call_bank_and_save(state, key, &movement).await?;
+                return Ok(Reached::Answer(answer.expiring(expires_at)));
             }
             RefundClaimResult::Existing(stored) => stored,
             RefundClaimResult::PaymentNotFound => return Ok(Reached::Answer(payment_not_found())),
@@ -97,7 +97,7 @@ async fn claim_and_refund(
             }
         };
         let step = answer_existing_key(state, key, &admitted.attempt, &stored).await?;
-        if let Some(reached) = carry_out(state, key, step).await? {
+        if let Some(reached) = carry_out(state, key, step, stored.record.expires_at).await? {
             return Ok(reached);
         }
     }

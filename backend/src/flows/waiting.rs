@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use shared::Operation;
+use time::OffsetDateTime;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
@@ -59,6 +60,8 @@ pub(super) enum Reached {
     InProgress {
         /// The `Retry-After` of the 409.
         retry_after: Duration,
+        /// The key's expiry, as its row says.
+        expires_at: OffsetDateTime,
     },
 }
 
@@ -79,9 +82,12 @@ where
     let mut round = Round::First;
     loop {
         let mut watch = waiting.watch(key);
-        let retry_after = match run_to_completion(work(round)).await? {
+        let (retry_after, expires_at) = match run_to_completion(work(round)).await? {
             Reached::Answer(answer) => return Ok(waiting.ended(answer, false)),
-            Reached::InProgress { retry_after } => retry_after,
+            Reached::InProgress {
+                retry_after,
+                expires_at,
+            } => (retry_after, expires_at),
         };
         if let Some(watch) = watch.as_mut()
             && waiting.wait(key, watch).await
@@ -97,7 +103,8 @@ where
         };
         let refused = EventKind::InProgressRefused;
         state.trail.observe_key(key, None, refused, detail);
-        return Ok(waiting.ended(in_progress(retry_after), true));
+        let refusal = in_progress(retry_after).expiring(expires_at);
+        return Ok(waiting.ended(refusal, true));
     }
 }
 

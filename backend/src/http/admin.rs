@@ -1,5 +1,6 @@
 //! The admin listener's routes (`ADMIN_ADDR`, SPEC §8 "Two listeners"): `GET /metrics`
-//! (OpenMetrics text, with the replay cache's size read at each scrape), `GET /readyz` (the
+//! (OpenMetrics text, with the replay cache's size and the store writer's restarts read at each
+//! scrape), `GET /readyz` (the
 //! last readiness check in detail, with the ages of the oldest unfinished keys), and the
 //! operator console with its API under `/admin` (`http::operator`). Bound to an address only
 //! operators reach; the edge never forwards to it, and nothing here is on the public API.
@@ -40,6 +41,10 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .replay_cache_bytes
         .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    let restarts = state.store.writer_restarts();
+    metrics
+        .store_writer_restarts
+        .inc_by(restarts.saturating_sub(metrics.store_writer_restarts.get()));
     (
         [(
             header::CONTENT_TYPE,

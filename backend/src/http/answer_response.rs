@@ -1,6 +1,7 @@
 //! Turning an [`Answer`] (a saved or fresh answer, or a problem) into an HTTP response, with the
-//! headers that matter: `Content-Type`, `Location`, `Retry-After`, `Idempotent-Replayed` and,
-//! after a wait for the key's first attempt, `Preference-Applied`.
+//! headers that matter: `Content-Type`, `Location`, `Retry-After`, `Idempotent-Replayed`, the
+//! key's `Idempotency-Expires` and, after a wait for the key's first attempt,
+//! `Preference-Applied`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -8,7 +9,9 @@ use axum::response::{IntoResponse, Response};
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+use shared::expiry::{EXPIRES_HEADER, format_http_date};
 use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_value};
+use time::OffsetDateTime;
 
 use crate::flows::Answer;
 
@@ -37,8 +40,17 @@ impl IntoResponse for Answer {
         if let Some(wait) = self.waited {
             mark_wait_applied(headers, wait);
         }
+        if let Some(expires_at) = self.expires_at {
+            mark_expiry(headers, expires_at);
+        }
         response
     }
+}
+
+/// Adds `Idempotency-Expires`: the key of the request expires at `expires_at` (its row's).
+pub fn mark_expiry(headers: &mut HeaderMap, expires_at: OffsetDateTime) {
+    let value = HeaderValue::try_from(format_http_date(expires_at)).expect("an HTTP date");
+    headers.insert(EXPIRES_HEADER, value);
 }
 
 /// Adds `Preference-Applied: wait=N` to an answer given after waiting up to `wait`.

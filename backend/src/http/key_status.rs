@@ -4,7 +4,8 @@
 //! paying again. The key is written as in the `Idempotency-Key` header, bare or in the draft's
 //! quoted form, and parsed with the policy's key format. It is looked up only together with the
 //! token's user, so another user's key is the same 404 as a key never sent. Answers, as
-//! [`KeyStatusResponse`], each with `expires_at` (the key's creation plus `keep_keys_for`):
+//! [`KeyStatusResponse`], each with `expires_at` (the expiry written on the key's row at its
+//! claim, also in the `Idempotency-Expires` header):
 //! - `done`: the saved answer rendered by [`Answer::saved`], as a retry would replay it: its
 //!   status (201, or 402 for a bank decline) and, as `answer`, its body byte for byte;
 //! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
@@ -31,7 +32,7 @@ use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
 use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
 
-use super::answer_response::mark_wait_applied;
+use super::answer_response::{mark_expiry, mark_wait_applied};
 use super::payments::requested_wait;
 use crate::error::Result;
 use crate::flows::{Answer, Waiting};
@@ -80,6 +81,7 @@ async fn key_status_handler(
         if let Some(wait) = waiting.waited(started) {
             mark_wait_applied(response.headers_mut(), wait);
         }
+        mark_expiry(response.headers_mut(), stored.record.expires_at);
         return Ok(response);
     }
 }
@@ -87,7 +89,7 @@ async fn key_status_handler(
 async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {
     let status = |progress| KeyStatusResponse {
         operation: stored.operation,
-        expires_at: stored.record.created_at + state.policy.keep_keys_for,
+        expires_at: stored.record.expires_at,
         progress,
     };
     Ok(match stored.record.state {

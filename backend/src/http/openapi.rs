@@ -105,6 +105,7 @@ pub fn document(state: &AppState) -> Value {
                         "headers": {
                             "Retry-After": { "$ref": "#/components/headers/Retry-After" },
                             "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+                            "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
                         },
                         "content": { "application/json": { "schema": { "$ref": "#/components/schemas/KeyStatus" } } },
                     },
@@ -152,6 +153,10 @@ pub fn document(state: &AppState) -> Value {
                 "Preference-Applied": {
                     "description": "wait=N on an answer given after waiting (up to N seconds) for the key's first attempt",
                     "schema": { "type": "string", "examples": ["wait=10"] },
+                },
+                "Idempotency-Expires": {
+                    "description": "When the request's key expires (an HTTP date, rounded down to the second), as written on its row at its first claim; on every answer to a request whose key is stored",
+                    "schema": { "type": "string", "examples": ["Thu, 03 Dec 2026 10:00:00 GMT"] },
                 },
             },
             "schemas": {
@@ -301,6 +306,7 @@ fn created(schema: &str, with_location: bool) -> Value {
     let mut headers = json!({
         "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+        "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
     if with_location {
         headers["Location"] = json!({ "$ref": "#/components/headers/Location" });
@@ -323,6 +329,7 @@ fn replayable_problem(description: &str) -> Value {
     answer["headers"] = json!({
         "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+        "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
     answer
 }
@@ -332,6 +339,7 @@ fn retry_problem(description: &str) -> Value {
     answer["headers"] = json!({
         "Retry-After": { "$ref": "#/components/headers/Retry-After" },
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
+        "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
     answer
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::{refresh_age_gauges, resolve_leased};
+use super::{readable, refresh_age_gauges, resolve_leased};
 use crate::state::AppState;
 use crate::store::LeasedKey;
 
@@ -59,7 +59,7 @@ pub async fn run_until_stopped(
         let took = match state.store.lease_due(state.policy.stuck_after, free).await {
             Ok(due) => {
                 let took = due.len();
-                for leased in due {
+                for leased in due.into_iter().filter_map(|due| readable(&state, due)) {
                     pace.tick().await;
                     running.spawn(resolve_one(state.clone(), leased));
                 }

@@ -16,6 +16,7 @@ use std::future::Future;
 
 use shared::{Fingerprint, Operation};
 use sqlx::{Database, Pool, Transaction};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::error::StoreError;
@@ -41,6 +42,9 @@ pub trait Dialect: Database {
     /// The writer on `pool` (started here, if it is a task).
     fn writer(pool: &Pool<Self>) -> Self::Writer;
 
+    /// Whether the writer is running, and how many times it had to be started again.
+    fn writer_health(writer: &Self::Writer) -> (bool, u64);
+
     /// How many rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 
@@ -50,15 +54,15 @@ pub trait Dialect: Database {
     ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
 
     /// The claim of a `pay_bill` key with its pending payment, held under `claim`, committed
-    /// before it returns (and so before the bank is called): the payment row, or `None` if the
-    /// (user, key) exists.
+    /// before it returns (and so before the bank is called): the payment row and the key's
+    /// expiry, or `None` if the (user, key) exists.
     fn claim_key_with_pending_payment(
         writer: &Self::Writer,
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         claim: Lease,
-    ) -> impl Future<Output = Result<Option<PaymentRow>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<(PaymentRow, OffsetDateTime)>, StoreError>> + Send;
 
     /// Writes the bank's final word on a claim's movement and moves its key to `done`, at once
     /// (SPEC §5 invariant 4), announcing the change: the movement and the key as they now

@@ -7,20 +7,36 @@
 //! behind each other's fsyncs. Here a single task takes every write sent to it:
 //! - it waits for one, then takes every other write already queued (up to [`MAX_BATCH`]): the
 //!   window is the previous batch's commit, during which the next batch gathers;
-//! - it runs them in one `BEGIN IMMEDIATE` transaction, each inside its own savepoint, so a
-//!   write that fails is undone alone and the others stand;
+//! - it runs them in one `BEGIN IMMEDIATE` transaction on a connection of its own, each inside
+//!   its own savepoint, so a write that fails is undone alone and the others stand;
 //! - it commits once, and only then answers each write: nobody hears "claimed" before the
 //!   claim is on disk, so a claim is still committed before its bank call (SPEC §5).
 //!
-//! If the batch cannot begin or commit, each of its writes answers "database unavailable" (a
-//! 503 to the client, with nothing saved), as a failed commit of its own would have.
+//! **Nothing is ever written outside the batch's transaction.** SQLite rolls a transaction back
+//! by itself on some errors (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`); a `SAVEPOINT` run
+//! after that would open a transaction of its own, and its `RELEASE` commit it, while the batch
+//! goes on to tell every caller "nothing written". So before each write the writer checks that
+//! its connection is still inside the batch's transaction, and the first write whose failure
+//! cannot be undone alone stops the batch: the rest do not run, the batch is rolled back whole,
+//! every caller hears "not written" (a 503 to the client, with nothing saved), and the writer
+//! closes the connection and opens a fresh one for the next batch.
+//!
+//! **The writer is supervised.** Should its task end (a write that panics), the supervisor
+//! counts it, marks the writer stopped (readiness then says not ready: [`GroupCommit::health`])
+//! and starts it again after [`RESTART_PAUSE`]; the writes waiting in the queue are written by
+//! the new task. The dead task's connection is dropped with it, which rolls its open
+//! transaction back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
-use tokio::sync::{mpsc, oneshot};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::db::Exec;
-use super::dialect::Dialect;
 use super::error::StoreError;
 
 /// The most writes one transaction takes.
@@ -29,32 +45,64 @@ pub const MAX_BATCH: usize = 128;
 /// How many writes may wait for the writer before senders wait too.
 const QUEUE_LENGTH: usize = 1024;
 
+/// How long the supervisor waits before starting a writer whose task ended: writes queue
+/// meanwhile, and readiness reports the writer stopped.
+pub const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
 /// One write's statements, run on the batch's connection.
 type Write = Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Ran> + Send>;
 
 /// Answers a write's caller, given whether its batch committed.
-type Answer = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 
 /// A write that ran in the batch.
 struct Ran {
     /// What to tell its caller once the batch's fate is known.
-    answer: Answer,
-    /// `false` if it failed and its changes could not be undone: the batch must not commit.
+    reply: Reply,
+    /// `false` if it failed and its changes could not be undone alone: the batch must stop and
+    /// must not commit.
     undone_or_kept: bool,
+}
+
+/// Whether the writer runs, and how often it had to be started again.
+#[derive(Debug, Default)]
+pub struct WriterHealth {
+    stopped: AtomicBool,
+    restarts: AtomicU64,
+}
+
+impl WriterHealth {
+    /// Whether the writer task is running (writes are being written).
+    pub fn is_running(&self) -> bool {
+        !self.stopped.load(Ordering::Relaxed)
+    }
+
+    /// How many times the writer task ended and was started again.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
 }
 
 /// The handle on the writer task. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GroupCommit {
     writes: mpsc::Sender<Write>,
+    health: Arc<WriterHealth>,
 }
 
 impl GroupCommit {
-    /// Starts the writer on `pool` (it takes one connection per batch).
-    pub fn start(pool: SqlitePool) -> GroupCommit {
+    /// Starts the writer on a connection of its own, opened with `pool`'s options.
+    pub fn start(pool: &SqlitePool) -> GroupCommit {
         let (writes, queue) = mpsc::channel(QUEUE_LENGTH);
-        tokio::spawn(write_batches(pool, queue));
-        GroupCommit { writes }
+        let health = Arc::new(WriterHealth::default());
+        let options = (*pool.connect_options()).clone();
+        tokio::spawn(supervise(options, queue, Arc::clone(&health)));
+        GroupCommit { writes, health }
+    }
+
+    /// Whether the writer runs, and its restarts.
+    pub fn health(&self) -> &WriterHealth {
+        &self.health
     }
 
     /// Runs `statements` in the next batch and returns what they returned, once the batch has
@@ -66,33 +114,63 @@ impl GroupCommit {
             + Send
             + 'static,
     {
-        let (reply, answer) = oneshot::channel();
+        let (sender, answer) = oneshot::channel();
         let write: Write = Box::new(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
                 let (outcome, undone_or_kept) = in_savepoint(conn, statements).await;
-                let answer = Box::new(move |committed: Result<(), String>| {
+                let reply = Box::new(move |committed: Result<(), String>| {
                     let answer = match committed {
                         Ok(()) => outcome,
                         Err(why) => Err(outcome.err().unwrap_or_else(|| not_written(&why))),
                     };
                     // The caller may have gone (its request timed out): nothing to tell then.
-                    let _ = reply.send(answer);
+                    let _ = sender.send(answer);
                 });
                 Ran {
-                    answer,
+                    reply,
                     undone_or_kept,
                 }
             })
         });
-        let unrun =
-            || not_written("its batch could not begin (see the log), or the writer stopped");
+        let unrun = || {
+            not_written(
+                "its batch could not begin or was stopped before it (see the log), or the \
+                 writer stopped",
+            )
+        };
         self.writes.send(write).await.map_err(|_| unrun())?;
         answer.await.unwrap_or_else(|_| Err(unrun()))
     }
 }
 
-/// The writer: batch after batch until every handle is dropped.
-async fn write_batches(pool: SqlitePool, mut queue: mpsc::Receiver<Write>) {
+/// Runs the writer until every handle is dropped, starting it again whenever its task ends
+/// otherwise (it panicked).
+async fn supervise(
+    options: SqliteConnectOptions,
+    queue: mpsc::Receiver<Write>,
+    health: Arc<WriterHealth>,
+) {
+    let queue = Arc::new(Mutex::new(queue));
+    loop {
+        let writer = tokio::spawn(write_batches(options.clone(), Arc::clone(&queue)));
+        match writer.await {
+            Ok(()) => return,
+            Err(ended) => {
+                health.stopped.store(true, Ordering::Relaxed);
+                health.restarts.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %ended, "the SQLite writer stopped; starting it again");
+                tokio::time::sleep(RESTART_PAUSE).await;
+                health.stopped.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The writer: batch after batch until every handle is dropped, on one connection, replaced
+/// after a batch that failed.
+async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Receiver<Write>>>) {
+    let mut queue = queue.lock().await;
+    let mut connection: Option<SqliteConnection> = None;
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -101,44 +179,80 @@ async fn write_batches(pool: SqlitePool, mut queue: mpsc::Receiver<Write>) {
                 Err(_) => break,
             }
         }
-        write_batch(&pool, batch).await;
+        let mut conn = match connection.take() {
+            Some(conn) => conn,
+            None => match options.connect().await {
+                Ok(conn) => conn,
+                Err(error) => {
+                    // Nothing ran; dropping the writes tells each caller so.
+                    tracing::warn!(%error, writes = batch.len(), "the SQLite writer cannot connect");
+                    continue;
+                }
+            },
+        };
+        if write_batch(&mut conn, batch).await {
+            connection = Some(conn);
+        }
     }
 }
 
-/// One transaction for `batch`, then each write's answer.
-async fn write_batch(pool: &SqlitePool, batch: Vec<Write>) {
-    let mut tx = match Sqlite::begin_write(pool).await {
-        Ok(tx) => tx,
-        Err(error) => {
-            // Nothing ran; dropping the writes tells each caller so.
-            tracing::warn!(%error, writes = batch.len(), "could not begin a group commit");
-            return;
-        }
-    };
-    let mut ran = Vec::with_capacity(batch.len());
+/// One transaction for `batch`, then each write's answer. `false` if the batch failed: the
+/// connection is then in a state not worth trusting, and is closed.
+async fn write_batch(conn: &mut SqliteConnection, batch: Vec<Write>) -> bool {
+    let writes = batch.len();
+    if let Err(error) = Sqlite::execute(conn, sqlx::query("BEGIN IMMEDIATE")).await {
+        // Nothing ran; dropping the writes tells each caller so.
+        tracing::warn!(%error, writes, "could not begin a group commit");
+        return false;
+    }
+    let mut ran = Vec::with_capacity(writes);
+    let mut stopped: Option<&str> = None;
     for write in batch {
-        ran.push(write(&mut tx).await);
+        if !still_in_transaction(conn).await {
+            stopped = Some("SQLite ended the batch's transaction before one of its writes");
+            break;
+        }
+        let one = write(conn).await;
+        let undone_or_kept = one.undone_or_kept;
+        ran.push(one);
+        if !undone_or_kept {
+            stopped = Some("a failed write in its batch could not be undone alone");
+            break;
+        }
     }
-    let committed = if ran.iter().all(|ran| ran.undone_or_kept) {
-        tx.commit().await.map_err(|error| {
-            tracing::warn!(%error, writes = ran.len(), "a group commit failed");
-            format!("the commit failed: {error}")
-        })
-    } else {
-        // Dropping the transaction rolls every write of the batch back.
-        tracing::warn!(
-            writes = ran.len(),
-            "a failed write could not be undone alone"
-        );
-        Err("a failed write in its batch could not be undone alone".to_owned())
+    // Writes the loop did not reach are dropped here, which tells their callers "not written".
+    let committed = match stopped {
+        None => Sqlite::execute(conn, sqlx::query("COMMIT"))
+            .await
+            .map(drop)
+            .map_err(|error| format!("the commit failed: {error}")),
+        Some(why) => Err(why.to_owned()),
     };
-    for ran in ran {
-        (ran.answer)(committed.clone());
+    if let Err(why) = &committed {
+        tracing::warn!(why, writes, "a group commit wrote nothing");
+        // Undo whatever is still open; "no transaction is active" if SQLite already rolled back.
+        let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
     }
+    for ran in ran {
+        (ran.reply)(committed.clone());
+    }
+    committed.is_ok()
+}
+
+/// Whether `conn` is still inside a transaction: `BEGIN` is refused inside one ("cannot start a
+/// transaction within a transaction") and changes nothing there. Outside one it would open a
+/// transaction, which is rolled back at once.
+async fn still_in_transaction(conn: &mut SqliteConnection) -> bool {
+    if Sqlite::execute(conn, sqlx::query("BEGIN")).await.is_err() {
+        return true;
+    }
+    let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
+    false
 }
 
 /// Runs `statements` inside a savepoint of the batch, undoing them alone if they fail; also
-/// says whether the batch may still commit (`false` if a failed write could not be undone).
+/// says whether the batch may go on (`false` if a failed write could not be undone alone, or
+/// its savepoint could not be closed).
 async fn in_savepoint<T, F>(
     conn: &mut SqliteConnection,
     statements: F,
@@ -147,7 +261,7 @@ where
     F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>,
 {
     if let Err(error) = Sqlite::execute(conn, sqlx::query("SAVEPOINT one_write")).await {
-        return (Err(error.into()), true);
+        return (Err(error.into()), false);
     }
     let outcome = statements(conn).await;
     if outcome.is_err()
@@ -223,7 +337,7 @@ mod tests {
             .execute(&pool)
             .await
             .expect("seed");
-        let writer = GroupCommit::start(pool.clone());
+        let writer = GroupCommit::start(&pool);
         for round in 0..20 {
             let ids = (1..=40).map(|n| round * 100 + n);
             // Id 7 of round 0 collides with the seeded row: that write fails.
@@ -243,7 +357,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_write_is_answered_only_once_it_is_committed() {
         let (_dir, pool) = scratch_database().await;
-        let writer = GroupCommit::start(pool.clone());
+        let writer = GroupCommit::start(&pool);
         for round in 0..50 {
             let ids = (1..=8).map(|n| round * 10 + n);
             let writes = ids.map(|id| {
@@ -261,5 +375,143 @@ mod tests {
             });
             join_all(writes).await;
         }
+    }
+
+    /// A write that holds the writer until `release` fires, so that the writes sent meanwhile
+    /// queue up and are taken as the next batch, together.
+    fn holding_the_writer(
+        release: oneshot::Receiver<()>,
+    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<(), StoreError>>
+    {
+        move |_conn| {
+            Box::pin(async move {
+                let _ = release.await;
+                Ok(())
+            })
+        }
+    }
+
+    /// The ways a write can end the batch's transaction under the writer's feet, as SQLite does
+    /// itself on SQLITE_FULL, IOERR or NOMEM.
+    #[derive(Debug, Clone, Copy)]
+    enum RolledBack {
+        /// The transaction is rolled back and the write fails: its undo then fails too.
+        AndFails,
+        /// The transaction is rolled back and the write reports success: closing its savepoint
+        /// then fails.
+        AndSucceeds,
+        /// The transaction is rolled back and a savepoint of the same name opened outside it,
+        /// so every step of the write's own bookkeeping succeeds (and commits nothing): only
+        /// the check before the next write sees that the batch's transaction is gone.
+        AndHides,
+    }
+
+    fn breaking(
+        how: RolledBack,
+    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<u64, StoreError>>
+    {
+        move |conn| {
+            Box::pin(async move {
+                Sqlite::execute(conn, sqlx::query("INSERT INTO t VALUES (555, 'doomed')")).await?;
+                Sqlite::execute(conn, sqlx::query("ROLLBACK")).await?;
+                match how {
+                    RolledBack::AndFails => Err(StoreError::Corrupt("disk full".into())),
+                    RolledBack::AndSucceeds => Ok(1),
+                    RolledBack::AndHides => {
+                        Sqlite::execute(conn, sqlx::query("SAVEPOINT one_write")).await?;
+                        Ok(1)
+                    }
+                }
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_batch_whose_transaction_ends_under_it_commits_nothing_and_tells_every_caller() {
+        let (_dir, pool) = scratch_database().await;
+        let writer = GroupCommit::start(&pool);
+        for round in 0..10 {
+            for how in [
+                RolledBack::AndFails,
+                RolledBack::AndSucceeds,
+                RolledBack::AndHides,
+            ] {
+                let (release, held) = oneshot::channel();
+                let holding = tokio::spawn({
+                    let writer = writer.clone();
+                    async move { writer.write(holding_the_writer(held)).await }
+                });
+                // The writer is held: these three queue, and go as one batch once it is free.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let first = tokio::spawn({
+                    let writer = writer.clone();
+                    async move { writer.write(insert(round * 10 + 1)).await }
+                });
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let second = tokio::spawn({
+                    let writer = writer.clone();
+                    async move { writer.write(breaking(how)).await }
+                });
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let third = tokio::spawn({
+                    let writer = writer.clone();
+                    async move { writer.write(insert(round * 10 + 2)).await }
+                });
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                release.send(()).expect("the holding write waits");
+                holding
+                    .await
+                    .expect("joins")
+                    .expect("the holding write commits");
+                for (which, answer) in [
+                    ("first", first.await.expect("joins")),
+                    ("third", third.await.expect("joins")),
+                ] {
+                    assert!(
+                        matches!(answer, Err(StoreError::Unavailable(_))),
+                        "{how:?}, round {round}: the {which} write is told it was not written: {answer:?}"
+                    );
+                }
+                assert!(
+                    second.await.expect("joins").is_err(),
+                    "{how:?}: the breaking write"
+                );
+                assert_eq!(
+                    count(&pool).await,
+                    0,
+                    "{how:?}, round {round}: nothing committed"
+                );
+            }
+        }
+        // The writer goes on, on a fresh connection.
+        writer.write(insert(9_999)).await.expect("written");
+        assert_eq!(count(&pool).await, 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_writer_that_dies_is_reported_stopped_and_started_again() {
+        let (_dir, pool) = scratch_database().await;
+        let writer = GroupCommit::start(&pool);
+        writer.write(insert(1)).await.expect("written");
+        let dying = writer
+            .write(|_conn| -> BoxFuture<'_, Result<(), StoreError>> {
+                Box::pin(async { panic!("a bug in a write") })
+            })
+            .await;
+        assert!(dying.is_err(), "the dying write is told it was not written");
+        let mut polls = 0;
+        while writer.health().is_running() && polls < 100 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            polls += 1;
+        }
+        assert!(!writer.health().is_running(), "stopped until its restart");
+        assert_eq!(writer.health().restarts(), 1);
+        // Sent while the writer is down: written once it runs again.
+        writer
+            .write(insert(2))
+            .await
+            .expect("written after the restart");
+        assert!(writer.health().is_running());
+        assert_eq!(count(&pool).await, 4);
     }
 }

@@ -33,8 +33,13 @@ pub trait Store: Send + Sync {
     /// Applies this database's migrations.
     async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError>;
 
-    /// Checks the database answers (readiness).
+    /// Checks the database answers and this process can write claims and outcomes to it
+    /// (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// How many times the writer of claims and outcomes had to be started again (SQLite's
+    /// group commit; always 0 on PostgreSQL).
+    fn writer_restarts(&self) -> u64;
 
     /// The announcements of keys leaving `started`, for requests that wait on one.
     fn key_changes(&self) -> &Arc<KeyChanges>;
@@ -147,12 +152,15 @@ pub trait Store: Send + Sync {
     /// Takes this unfinished (or released) key for a bank look-up, if nobody holds it.
     async fn lease_key(&self, key: KeyRef) -> Result<Option<LeasedKey>, StoreError>;
 
-    /// Takes the oldest keys due for a bank look-up, at most `limit`, oldest first.
+    /// Takes the oldest keys due for a bank look-up, at most `limit`, oldest first: each leased
+    /// key, or why it could not be read (a corrupt row, its key named where it can be), which
+    /// the caller logs and skips. A corrupt key stays leased until its lease runs out, so it
+    /// never blocks the others and comes back no more than once a lease.
     async fn lease_due(
         &self,
         stuck_after: Duration,
         limit: usize,
-    ) -> Result<Vec<LeasedKey>, StoreError>;
+    ) -> Result<Vec<Result<LeasedKey, StoreError>>, StoreError>;
 
     /// Writes the bank's true result for a leased key (movement and key, in one transaction)
     /// and gives the lease back; [`StoreError::LeaseLost`] if the lease ran out and another
@@ -207,8 +215,8 @@ pub trait Store: Send + Sync {
     /// Appends the trail's observations (`crate::trail::Appender`'s batch), in one transaction.
     async fn append_events(&self, observed: &[Observed]) -> Result<(), StoreError>;
 
-    /// Deletes one bounded batch of expired keys older than `keep_for`; returns how many.
-    async fn expire_batch(&self, keep_for: Duration, batch_size: i64) -> Result<u64, StoreError>;
+    /// Deletes one bounded batch of keys past the expiry on their rows; returns how many.
+    async fn expire_batch(&self, batch_size: i64) -> Result<u64, StoreError>;
 
     /// The ages of the oldest `started` and `unknown` keys, for the metrics.
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;

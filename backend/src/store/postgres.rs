@@ -7,6 +7,7 @@ use std::time::Duration;
 use shared::{Fingerprint, Operation};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 use sqlx::{Acquire, PgConnection, PgPool, Pool, Postgres, Transaction};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::db::{Arg, Db, Exec, Fields};
@@ -33,6 +34,11 @@ impl Dialect for Postgres {
         pool.clone()
     }
 
+    /// The pool has no task of its own to stop.
+    fn writer_health(_writer: &PgPool) -> (bool, u64) {
+        (true, 0)
+    }
+
     fn rows_affected(result: &PgQueryResult) -> u64 {
         result.rows_affected()
     }
@@ -50,21 +56,23 @@ impl Dialect for Postgres {
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         claim: Lease,
-    ) -> Result<Option<PaymentRow>, StoreError> {
+    ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
         let query = sqlx::query(
             "WITH claimed AS ( \
                  INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
-                                               resource_id, lease_owner, lease_until) \
-                 VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11) \
-                 ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id), \
+                                               resource_id, lease_owner, lease_until, expires_at) \
+                 VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13) \
+                 ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at), \
              told AS ( \
                  INSERT INTO key_events (user_id, key, resource_id, event, request_id) \
-                 SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed) \
-             INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
-                                   status, bank_reference) \
-             SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed \
-             RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
-                       bank_reference, decline_reason",
+                 SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed), \
+             paid AS ( \
+                 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
+                                       status, bank_reference) \
+                 SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed \
+                 RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
+                           bank_reference, decline_reason) \
+             SELECT paid.*, claimed.expires_at FROM paid, claimed",
         )
         .arg(key.user.as_i64())
         .arg(key.key)
@@ -77,11 +85,14 @@ impl Dialect for Postgres {
         .arg(payment.bank_reference.clone())
         .arg(claim.owner)
         .arg(Span(claim.lasts))
-        .arg(request_id::current());
+        .arg(request_id::current())
+        .arg(Span(payment.key_kept_for));
         let mut conn = pool.acquire().await?;
-        let row = Postgres::fetch_optional(&mut conn, query).await?;
-        row.map(|row| payment_from_row::<Postgres>(&row, ""))
-            .transpose()
+        let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
+            return Ok(None);
+        };
+        let expires_at = Fields::<Postgres>::of(&row).time("expires_at")?;
+        Ok(Some((payment_from_row::<Postgres>(&row, "")?, expires_at)))
     }
 
     /// One statement, so one round trip and one implicit transaction instead of `BEGIN`, two
@@ -108,13 +119,13 @@ impl Dialect for Postgres {
                  WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' \
                    AND EXISTS (SELECT 1 FROM moved) \
                  RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, \
-                           now() AS read_at), \
+                           expires_at, now() AS read_at), \
              told AS (SELECT pg_notify($6, $7) FROM done), \
              recorded AS ( \
                  INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id) \
                  SELECT $2, $5, $1, 'bank_answered', $8, $9 FROM done) \
              SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id, \
-                    done.created_at, done.claimed_at, done.read_at, \
+                    done.created_at, done.claimed_at, done.expires_at, done.read_at, \
                     (SELECT count(*) FROM told) AS told \
              FROM moved LEFT JOIN done ON true",
             set_done = keys::SET_DONE,

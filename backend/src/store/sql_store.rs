@@ -135,9 +135,20 @@ impl<D: Db> Store for SqlStore<D> {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
+        if !D::writer_health(&self.writer).0 {
+            return Err(StoreError::Unavailable(sqlx::Error::Io(
+                std::io::Error::other(
+                    "the writer of claims and outcomes is not running (it is being started again)",
+                ),
+            )));
+        }
         let mut conn = self.pool.acquire().await?;
         D::execute(&mut conn, sqlx::query("SELECT 1")).await?;
         Ok(())
+    }
+
+    fn writer_restarts(&self) -> u64 {
+        D::writer_health(&self.writer).1
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -156,8 +167,11 @@ impl<D: Db> Store for SqlStore<D> {
                 self.claim(),
             )
             .await?;
-            if let Some(row) = claimed {
-                return Ok(ClaimResult::Claimed(row));
+            if let Some((movement, expires_at)) = claimed {
+                return Ok(ClaimResult::Claimed {
+                    movement,
+                    expires_at,
+                });
             }
             if let Some(existing) = self.load_key(key).await? {
                 return Ok(ClaimResult::Existing(existing));
@@ -191,19 +205,19 @@ impl<D: Db> Store for SqlStore<D> {
             let inserted = keys::insert_started_key::<D>(
                 &mut tx,
                 key,
-                Operation::RefundPayment,
+                (Operation::RefundPayment, refund.refund_id),
                 fingerprint,
-                refund.refund_id,
+                refund.key_kept_for,
                 self.claim(),
             )
             .await?;
-            if !inserted {
+            let Some(expires_at) = inserted else {
                 drop(tx);
                 match self.load_key(key).await? {
                     Some(existing) => return Ok(RefundClaimResult::Existing(existing)),
                     None => continue,
                 }
-            }
+            };
             let committed =
                 movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id)
                     .await?;
@@ -217,7 +231,10 @@ impl<D: Db> Store for SqlStore<D> {
                 NewEvent::of_claim(user_id, key.key, refund.refund_id, EventKind::Claimed, None);
             events::append::<D>(&mut tx, &claimed).await?;
             tx.commit().await?;
-            return Ok(RefundClaimResult::Claimed(row));
+            return Ok(RefundClaimResult::Claimed {
+                refund: row,
+                expires_at,
+            });
         }
         Err(StoreError::KeyKeptVanishing)
     }
@@ -351,13 +368,16 @@ impl<D: Db> Store for SqlStore<D> {
         &self,
         stuck_after: Duration,
         limit: usize,
-    ) -> Result<Vec<LeasedKey>, StoreError> {
+    ) -> Result<Vec<Result<LeasedKey, StoreError>>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let lease = Lease::for_reconciler();
         let taken = keys::lease_due_keys::<D>(&mut conn, stuck_after, lease, limit).await?;
         let mut leased = Vec::with_capacity(taken.len());
         for taken in taken {
-            leased.push(self.with_movement(&mut conn, taken, lease).await?);
+            leased.push(match taken {
+                Ok(taken) => self.with_movement(&mut conn, taken, lease).await,
+                Err(unreadable) => Err(unreadable),
+            });
         }
         Ok(leased)
     }
@@ -487,9 +507,9 @@ impl<D: Db> Store for SqlStore<D> {
         Ok(())
     }
 
-    async fn expire_batch(&self, keep_for: Duration, batch_size: i64) -> Result<u64, StoreError> {
+    async fn expire_batch(&self, batch_size: i64) -> Result<u64, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::delete_expired_batch::<D>(&mut conn, keep_for, batch_size).await
+        keys::delete_expired_batch::<D>(&mut conn, batch_size).await
     }
 
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {
@@ -518,4 +538,76 @@ fn claim_event(
         kind,
         Some(detail.into()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::future::BoxFuture;
+    use shared::{IdempotencyKey, UserId};
+    use sqlx::{Sqlite, SqliteConnection};
+
+    use super::*;
+    use crate::readiness::Readiness;
+    use crate::store::SharedStore;
+    use crate::store::dialect::Dialect;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn readiness_is_not_ready_while_the_sqlite_writer_is_down_and_writes_resume_after() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("payments.sqlite");
+        let pool = crate::store::sqlite::open(&path, 4, Duration::from_secs(3))
+            .await
+            .expect("open");
+        let store = Arc::new(SqlStore::<Sqlite>::new(pool, Arc::default()));
+        store.migrate().await.expect("migrations");
+        let shared: SharedStore = store.clone();
+        let readiness = Readiness::new();
+        readiness.check(&shared).await;
+        assert!(readiness.current().ready);
+
+        let killed = store
+            .writer
+            .write(
+                |_conn: &mut SqliteConnection| -> BoxFuture<'_, Result<(), StoreError>> {
+                    Box::pin(async { panic!("a bug in a write") })
+                },
+            )
+            .await;
+        assert!(killed.is_err());
+        let mut polls = 0;
+        while Sqlite::writer_health(&store.writer).0 && polls < 100 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            polls += 1;
+        }
+        readiness.check(&shared).await;
+        let check = readiness.current();
+        assert!(!check.ready, "not ready while the writer is down");
+        assert!(
+            check.problem.as_deref().unwrap_or("").contains("writer"),
+            "{check:?}"
+        );
+
+        // A claim sent now waits for the restart and is written.
+        let payment_id = Uuid::new_v4();
+        let payment = NewPayment {
+            payment_id,
+            bill_id: "elec-1".to_owned(),
+            amount_paise: 100,
+            payer_vpa: "asha@okbank".to_owned(),
+            bank_reference: Operation::PayBill.bank_reference(payment_id),
+            key_kept_for: Duration::from_secs(3600),
+        };
+        let key = KeyRef::new(UserId::new(1).expect("positive"), &IdempotencyKey::mint());
+        let fingerprint = Fingerprint::from_slice(&[7; 32]).expect("32 bytes");
+        let claimed = shared.claim_payment(key, &fingerprint, &payment).await;
+        assert!(
+            matches!(claimed, Ok(ClaimResult::Claimed { .. })),
+            "{claimed:?}"
+        );
+        readiness.check(&shared).await;
+        assert!(readiness.current().ready, "ready again");
+        assert_eq!(shared.writer_restarts(), 1);
+    }
 }

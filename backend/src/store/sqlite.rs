@@ -33,6 +33,7 @@ use super::error::StoreError;
 use super::group_commit::GroupCommit;
 use super::sql::{events, keys, movements, outcome};
 use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::trail::{EventKind, NewEvent, request_id};
@@ -50,7 +51,12 @@ impl Dialect for Sqlite {
     const FOR_UPDATE: &'static str = "";
 
     fn writer(pool: &SqlitePool) -> GroupCommit {
-        GroupCommit::start(pool.clone())
+        GroupCommit::start(pool)
+    }
+
+    fn writer_health(writer: &GroupCommit) -> (bool, u64) {
+        let health = writer.health();
+        (health.is_running(), health.restarts())
     }
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
@@ -69,7 +75,7 @@ impl Dialect for Sqlite {
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         claim: Lease,
-    ) -> Result<Option<PaymentRow>, StoreError> {
+    ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
         let (fingerprint, payment) = (*fingerprint, payment.clone());
         let claimed = NewEvent::of_claim(
             key.user.as_i64(),
@@ -81,22 +87,22 @@ impl Dialect for Sqlite {
         writer
             .write(move |conn| {
                 Box::pin(async move {
-                    let inserted = keys::insert_started_key::<Sqlite>(
+                    let Some(expires_at) = keys::insert_started_key::<Sqlite>(
                         conn,
                         key,
-                        Operation::PayBill,
+                        (Operation::PayBill, payment.payment_id),
                         &fingerprint,
-                        payment.payment_id,
+                        payment.key_kept_for,
                         claim,
                     )
-                    .await?;
-                    if !inserted {
+                    .await?
+                    else {
                         return Ok(None);
-                    }
+                    };
                     let row =
                         movements::insert_pending_payment::<Sqlite>(conn, key, &payment).await?;
                     events::append::<Sqlite>(conn, &claimed).await?;
-                    Ok(Some(row))
+                    Ok(Some((row, expires_at)))
                 })
             })
             .await

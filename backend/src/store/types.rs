@@ -184,6 +184,9 @@ pub struct NewPayment {
     pub payer_vpa: String,
     /// `pay-{payment_id}` (see `shared::Operation::bank_reference`).
     pub bank_reference: String,
+    /// How long its key lives from this claim: the policy's `keep_keys_for_hours` in force now,
+    /// written on the key's row as its expiry (the database's clock plus this).
+    pub key_kept_for: Duration,
 }
 
 /// A refund to create, pending, together with its key's claim.
@@ -197,13 +200,20 @@ pub struct NewRefund {
     pub amount_paise: i64,
     /// `refund-{refund_id}`.
     pub bank_reference: String,
+    /// How long its key lives from this claim (see [`NewPayment::key_kept_for`]).
+    pub key_kept_for: Duration,
 }
 
 /// The result of trying to claim a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimResult<T> {
     /// This request won the key; the pending movement was written with the claim.
-    Claimed(T),
+    Claimed {
+        /// The pending payment or refund.
+        movement: T,
+        /// The key's expiry, as written on its row.
+        expires_at: OffsetDateTime,
+    },
     /// The (user, key) already exists; decide on the stored row.
     Existing(StoredKey),
 }
@@ -212,7 +222,12 @@ pub enum ClaimResult<T> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefundClaimResult {
     /// The key was claimed and the refund written pending.
-    Claimed(RefundRow),
+    Claimed {
+        /// The pending refund.
+        refund: RefundRow,
+        /// The key's expiry, as written on its row.
+        expires_at: OffsetDateTime,
+    },
     /// The (user, key) already exists; decide on the stored row.
     Existing(StoredKey),
     /// The user has no succeeded payment with that id. Nothing was written.

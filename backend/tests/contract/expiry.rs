@@ -31,8 +31,9 @@ async fn insert_expired_backlog(app: &TestApp, count: i64) {
                  SELECT payment_id, user_id, 'old-' || g, 1000, 'asha@okbank', 'succeeded', \
                         'pay-' || payment_id, at, at FROM old) \
              INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
-                                           resource_id, created_at, claimed_at) \
-             SELECT user_id, key, 'pay_bill', 'done', sha256(key::text::bytea), payment_id, at, at \
+                                           resource_id, created_at, claimed_at, expires_at) \
+             SELECT user_id, key, 'pay_bill', 'done', sha256(key::text::bytea), payment_id, at, \
+                    at, at + interval '48 hours' \
              FROM old",
         )
         .bind(count)
@@ -47,9 +48,9 @@ async fn insert_expired_backlog(app: &TestApp, count: i64) {
             sqlx::query(
                 "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?1) \
                  INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
-                                               resource_id, created_at, claimed_at) \
+                                               resource_id, created_at, claimed_at, expires_at) \
                  SELECT 1000 + n % 100, randomblob(16), 'pay_bill', 'done', randomblob(32), \
-                        randomblob(16), ?2, ?2 FROM g",
+                        randomblob(16), ?2, ?2, ?2 + 48 * 3600 * 1000000 FROM g",
             )
             .bind(count)
             .bind(at)

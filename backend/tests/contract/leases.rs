@@ -49,7 +49,8 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         .await
         .expect("a reconciler step")
         .pop()
-        .expect("the stuck key is due");
+        .expect("the stuck key is due")
+        .expect("its row reads");
     assert!(
         store
             .lease_due(stuck_after, 10)
@@ -70,7 +71,8 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         .await
         .expect("a reconciler step")
         .pop()
-        .expect("a key whose lease ran out is due again");
+        .expect("a key whose lease ran out is due again")
+        .expect("its row reads");
 
     let late = store.finish_leased(first, &MovementResult::Succeeded).await;
     assert!(

@@ -16,6 +16,7 @@ mod crash_recovery;
 mod embedded_store;
 mod expiry;
 mod hostile_connections;
+mod key_life;
 mod key_status;
 mod leases;
 mod limits;

@@ -232,9 +232,10 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
     // Three keys past their retention: the janitor (every second here) deletes them.
     sqlx::query(
         "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
-                                       resource_id, created_at, claimed_at) \
+                                       resource_id, created_at, claimed_at, expires_at) \
          SELECT 42, gen_random_uuid(), 'pay_bill', 'done', sha256(g::text::bytea), \
-                gen_random_uuid(), now() - interval '49 hours', now() - interval '49 hours' \
+                gen_random_uuid(), now() - interval '49 hours', now() - interval '49 hours', \
+                now() - interval '1 hour' \
          FROM generate_series(1, 3) AS g",
     )
     .execute(&pool)

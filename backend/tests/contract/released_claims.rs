@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 use backend::metrics::OperationLabels;
 use backend::reconcile::{Outcome, try_reconcile_once};
-use bank_simulator::Knobs;
+use bank_simulator::{BankSimulator, Knobs};
 
 /// The first call's latency in the late-arrival tests: long past the backend's 200 ms bank
 /// timeout, and long enough that the test releases the claim before the bank executes it.
@@ -385,6 +385,83 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
     );
 }
 
+/// A port on 127.0.0.1 where nothing listens (bound, then let go).
+async fn a_closed_port() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    listener.local_addr().expect("bound")
+}
+
+async fn key_call_ended(app: &TestApp, user: u64) -> i64 {
+    app.scalar(&format!(
+        "SELECT count(*) FROM idempotency_keys WHERE user_id = {user} AND bank_call_ended"
+    ))
+    .await
+}
+
+async fn a_call_that_could_not_connect_to_the_bank_ended_and_its_claim_is_released_at_once(
+    store: StoreKind,
+) {
+    // The backend calls a port where nothing listens; the test's simulator serves there later.
+    let unreachable = a_closed_port().await;
+    let app = TestApp::spawn_with(Options {
+        store,
+        bank_url: Some(format!("http://{unreachable}")),
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    app.pay(66, Some(&key), "elec-1", &payment_body(1_000))
+        .await
+        .assert_problem(503, "outcome-pending");
+    assert_eq!(app.key_state(66, &key).await.as_deref(), Some("unknown"));
+    assert_eq!(
+        key_call_ended(&app, 66).await,
+        1,
+        "a refused connection sent nothing: the call ended"
+    );
+
+    // The bank comes back on that port. Its first look-up finds nothing, and the claim, only
+    // seconds old (long before `stuck_after`), is released at once: nothing was ever sent.
+    let listener = tokio::net::TcpListener::bind(unreachable)
+        .await
+        .expect("the port is free again");
+    let simulator = app.bank.simulator.clone();
+    tokio::spawn(bank_simulator::serve(
+        listener,
+        simulator,
+        std::future::pending(),
+    ));
+    app.make_lookup_due(&key).await;
+    assert_eq!(
+        try_reconcile_once(&app.state).await.expect("a step"),
+        Outcome::Handled
+    );
+    assert_eq!(app.key_state(66, &key).await.as_deref(), Some("released"));
+    let retry = app
+        .pay(66, Some(&key), "elec-1", &payment_body(1_000))
+        .await;
+    assert_eq!(retry.status, 201);
+    assert_eq!(app.ledger().await.debits.len(), 1, "one debit");
+}
+
+async fn a_failed_tls_handshake_with_the_bank_ended_the_call_too(store: StoreKind) {
+    // https to a bank that speaks plain HTTP: the handshake fails before anything is sent.
+    let plain = BankSimulator::spawn(Knobs::default()).await.expect("bank");
+    let app = TestApp::spawn_with(Options {
+        store,
+        bank_url: Some(plain.url.replace("http://", "https://")),
+        ..Options::default()
+    })
+    .await;
+    app.pay(67, Some(&new_key()), "elec-1", &payment_body(1_000))
+        .await
+        .assert_problem(503, "outcome-pending");
+    assert_eq!(key_call_ended(&app, 67).await, 1, "nothing was sent");
+    assert!(plain.simulator.ledger().debits.is_empty());
+}
+
 for_each_store!(
     a_first_call_that_reaches_the_bank_after_the_release_is_found_by_the_later_check,
     a_retry_after_the_release_claims_again_and_the_late_first_call_moves_no_more_money,
@@ -392,4 +469,6 @@ for_each_store!(
     reusing_an_expired_released_key_settles_the_old_claim_before_the_new_one,
     a_released_refund_still_counts_against_the_rest_and_a_void_one_does_not,
     a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups,
+    a_call_that_could_not_connect_to_the_bank_ended_and_its_claim_is_released_at_once,
+    a_failed_tls_handshake_with_the_bank_ended_the_call_too,
 );

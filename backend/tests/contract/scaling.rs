@@ -172,7 +172,8 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
         .expect("reconcile");
     assert_eq!(step, backend::reconcile::Outcome::Handled);
     sqlx::query(
-        "UPDATE idempotency_keys SET created_at = now() - interval '49 hours' WHERE user_id <= 20",
+        "UPDATE idempotency_keys SET created_at = now() - interval '49 hours', \
+                expires_at = now() - interval '1 hour' WHERE user_id <= 20",
     )
     .execute(&app.pool)
     .await

@@ -77,6 +77,9 @@ pub struct Options {
     pub bank_path: &'static str,
     /// The backend's bounds on requests and bank calls.
     pub limits: Limits,
+    /// The bank the backend calls, when not the simulator the test started (whose ledger the
+    /// test still reads): a port where nothing listens yet, say.
+    pub bank_url: Option<String>,
 }
 
 impl Default for Options {
@@ -88,6 +91,7 @@ impl Default for Options {
             store: StoreKind::Postgres,
             bank_path: "",
             limits: Limits::default(),
+            bank_url: None,
         }
     }
 }
@@ -244,7 +248,8 @@ impl TestApp {
             .expect("bank simulator starts");
         let store = FreshStore::create(options.store).await;
         let database_url = store.url.clone();
-        let bank_url = format!("{}{}", bank.url, options.bank_path);
+        let bank_url = (options.bank_url.clone())
+            .unwrap_or_else(|| format!("{}{}", bank.url, options.bank_path));
         let config = test_config(database_url.clone(), &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
@@ -429,6 +434,7 @@ impl TestApp {
                 "UPDATE idempotency_keys \
                  SET created_at = created_at - make_interval(secs => $1), \
                      claimed_at = claimed_at - make_interval(secs => $1), \
+                     expires_at = expires_at - make_interval(secs => $1), \
                      lease_until = lease_until - make_interval(secs => $1) \
                  WHERE $2::uuid IS NULL OR key = $2",
             )
@@ -440,7 +446,7 @@ impl TestApp {
             TestDb::Sqlite(pool) => sqlx::query(
                 "UPDATE idempotency_keys \
                  SET created_at = created_at - ?1, claimed_at = claimed_at - ?1, \
-                     lease_until = lease_until - ?1 \
+                     expires_at = expires_at - ?1, lease_until = lease_until - ?1 \
                  WHERE ?2 IS NULL OR key = ?2",
             )
             .bind(i64::try_from(by.as_micros()).expect("small"))
@@ -484,14 +490,7 @@ impl TestApp {
     pub async fn claim_without_paying(&self, user: u64, key: &str, body: &Value) -> String {
         let user = UserId::new(user).expect("positive");
         let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
-        let fingerprint = shared::fingerprint::fingerprint(
-            shared::Operation::PayBill,
-            "elec-1",
-            body.to_string().as_bytes(),
-            Default::default(),
-        )
-        .expect("a valid body")
-        .fingerprint;
+        let fingerprint = payment_fingerprint(body);
         let payment_id = uuid::Uuid::new_v4();
         let payment = NewPayment {
             payment_id,
@@ -499,6 +498,7 @@ impl TestApp {
             amount_paise: body["amount_paise"].as_i64().expect("amount"),
             payer_vpa: body["payer_vpa"].as_str().expect("vpa").to_owned(),
             bank_reference: shared::Operation::PayBill.bank_reference(payment_id),
+            key_kept_for: self.state.policy.keep_keys_for,
         };
         let claimed = self
             .state
@@ -506,7 +506,7 @@ impl TestApp {
             .claim_payment(KeyRef::new(user, &key), &fingerprint, &payment)
             .await
             .expect("claim");
-        assert!(matches!(claimed, ClaimResult::Claimed(_)), "a new key");
+        assert!(matches!(claimed, ClaimResult::Claimed { .. }), "a new key");
         payment.bank_reference
     }
 
@@ -630,6 +630,18 @@ pub async fn key_state_in(pool: &sqlx::PgPool, user: u64, key: &str) -> Option<S
         .fetch_optional(pool)
         .await
         .expect("read key state")
+}
+
+/// The fingerprint of paying bill `elec-1` with `body`, as the backend computes it.
+pub fn payment_fingerprint(body: &Value) -> shared::Fingerprint {
+    shared::fingerprint::fingerprint(
+        shared::Operation::PayBill,
+        "elec-1",
+        body.to_string().as_bytes(),
+        Default::default(),
+    )
+    .expect("a valid body")
+    .fingerprint
 }
 
 /// A fresh v4 key as text.

@@ -1,7 +1,10 @@
 //! The answer to an attempt as an object holds it: status, body and the headers that matter.
-//! A final one is kept and replayed; any answer is handed to the attempts waiting for it.
+//! A final one is kept and replayed until its key's expiry, as the backend's
+//! `Idempotency-Expires` says it (never longer); any answer is handed to the attempts waiting
+//! for it.
 
 use serde::{Deserialize, Serialize};
+use shared::expiry::parse_http_date;
 
 /// An answer to a forwarded attempt: the backend's, or the edge's own problem when the forward
 /// failed.
@@ -16,6 +19,10 @@ pub struct SavedAnswer {
     /// The `Retry-After` header of an answer that is not final, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<String>,
+    /// The `Idempotency-Expires` header: when the answer's key expires, as the backend wrote it
+    /// on the key's row at the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
     /// The body. The backend answers JSON, so it is text; a body that is not UTF-8 is not kept.
     pub body: String,
 }
@@ -33,24 +40,31 @@ impl SavedAnswer {
         Self::is_final_status(self.status)
     }
 
-    /// The answer of a response with a text body, or `None` when its body is not text. The
-    /// `Retry-After` of a final answer is not kept: a final answer is never retried.
+    /// The answer of a response with a text body, or `None` when its body is not text; `header`
+    /// gives the response's header of a (lower-case) name. The `Retry-After` of a final answer
+    /// is not kept: a final answer is never retried.
     pub fn of_response(
         status: u16,
-        content_type: Option<String>,
-        location: Option<String>,
-        retry_after: Option<String>,
+        header: impl Fn(&str) -> Option<String>,
         body: &[u8],
     ) -> Option<SavedAnswer> {
         let body = String::from_utf8(body.to_vec()).ok()?;
-        let retry_after = retry_after.filter(|_| !Self::is_final_status(status));
+        let retry_after = header("retry-after").filter(|_| !Self::is_final_status(status));
         Some(SavedAnswer {
             status,
-            content_type,
-            location,
+            content_type: header("content-type"),
+            location: header("location"),
             retry_after,
+            expires: header(shared::expiry::EXPIRES_HEADER),
             body,
         })
+    }
+
+    /// When the answer's key expires (Unix milliseconds), if the backend said so in a header
+    /// this edge can read; an answer without it is never kept.
+    pub fn key_expires_at_ms(&self) -> Option<u64> {
+        let at = parse_http_date(self.expires.as_deref()?)?;
+        u64::try_from(at.unix_timestamp()).ok()?.checked_mul(1000)
     }
 }
 
@@ -63,13 +77,14 @@ mod tests {
     use super::*;
 
     fn answer(status: u16, body: &[u8]) -> Option<SavedAnswer> {
-        SavedAnswer::of_response(
-            status,
-            Some("application/json".to_owned()),
-            Some("/v1/payments/1".to_owned()),
-            Some("5".to_owned()),
-            body,
-        )
+        let header = |name: &str| match name {
+            "content-type" => Some("application/json".to_owned()),
+            "location" => Some("/v1/payments/1".to_owned()),
+            "retry-after" => Some("5".to_owned()),
+            "idempotency-expires" => Some("Thu, 03 Dec 2026 10:00:00 GMT".to_owned()),
+            _ => None,
+        };
+        SavedAnswer::of_response(status, header, body)
     }
 
     #[test]
@@ -79,6 +94,7 @@ mod tests {
         assert_eq!(created.location.as_deref(), Some("/v1/payments/1"));
         assert_eq!(created.retry_after, None);
         assert_eq!(created.body, "{}");
+        assert_eq!(created.key_expires_at_ms(), Some(1_796_292_000_000));
         assert!(answer(402, b"{}").expect("text").is_final());
         assert!(answer(200, b"{}").expect("text").is_final());
     }
@@ -102,5 +118,22 @@ mod tests {
         let old = r#"{"status":201,"content_type":null,"location":null,"body":"{}"}"#;
         let answer: SavedAnswer = serde_json::from_str(old).expect("parses");
         assert_eq!(answer.retry_after, None);
+        assert_eq!(answer.key_expires_at_ms(), None, "and is never kept");
+    }
+
+    #[test]
+    fn an_expiry_the_edge_cannot_read_is_none() {
+        for expires in [
+            "",
+            "tomorrow",
+            "1796292000",
+            "Thu, 03 Dec 2026 10:00:00 UTC",
+        ] {
+            let answer = SavedAnswer {
+                expires: Some(expires.to_owned()),
+                ..answer(201, b"{}").expect("text")
+            };
+            assert_eq!(answer.key_expires_at_ms(), None, "{expires:?}");
+        }
     }
 }

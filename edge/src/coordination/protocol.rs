@@ -77,9 +77,6 @@ pub struct FinishReport {
     pub attempt_id: String,
     /// The attempt's fingerprint.
     pub fingerprint: Fingerprint,
-    /// When the attempt began (Unix milliseconds): the key's expiry counts from here, never
-    /// later than the backend's own claim.
-    pub began_at_ms: u64,
     /// The answer the attempt got (the backend's, or the edge's problem for a failed forward),
     /// kept if final and handed to the attempts waiting for it; `None` if its body was not
     /// text.
@@ -162,6 +159,7 @@ mod tests {
             content_type: None,
             location: None,
             retry_after: None,
+            expires: None,
             body: "{}".to_owned(),
         }
     }
@@ -208,6 +206,7 @@ mod tests {
             status: 503,
             content_type: Some("application/problem+json".to_owned()),
             retry_after: Some("5".to_owned()),
+            expires: None,
             body: r#"{"type":"/problems/outcome-pending"}"#.to_owned(),
             ..created()
         };

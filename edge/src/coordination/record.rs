@@ -28,7 +28,8 @@ pub enum KeyRecord {
         fingerprint: Fingerprint,
         /// The answer.
         answer: SavedAnswer,
-        /// When the key expires (`keep_keys_for` after its attempt began).
+        /// When the key expires: the backend's `Idempotency-Expires`, the expiry written on the
+        /// key's row at its claim.
         keep_until_ms: u64,
     },
 }
@@ -131,34 +132,30 @@ pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u
     }
 }
 
-/// An attempt's forward ended. A final answer is kept (unless one already is: the first stays,
-/// and the backend gives the same one to every attempt anyway); any other outcome clears the
-/// mark of the attempt that reports, and only that attempt's. The attempts waiting on the key
-/// are handed a final answer, or whatever the attempt holding the mark got.
-pub fn finish(
-    current: Option<&KeyRecord>,
-    report: &FinishReport,
-    now_ms: u64,
-    keep_keys_for_ms: u64,
-) -> FinishStep {
+/// An attempt's forward ended. A final answer is kept until its key's expiry as the backend's
+/// `Idempotency-Expires` names it, never longer (unless one is kept already: the first stays,
+/// and the backend gives the same one to every attempt anyway); a final answer without a
+/// readable expiry, or already past it, is not kept. Any other outcome clears the mark of the
+/// attempt that reports, and only that attempt's. The attempts waiting on the key are handed a
+/// final answer, or whatever the attempt holding the mark got.
+pub fn finish(current: Option<&KeyRecord>, report: &FinishReport, now_ms: u64) -> FinishStep {
     let live = current.filter(|record| record.is_live_at(now_ms));
     let final_answer = report.answer.as_ref().filter(|answer| answer.is_final());
     let holds_the_mark = matches!(live, Some(KeyRecord::InFlight { attempt_id, .. })
         if *attempt_id == report.attempt_id);
     let change = match (final_answer, live) {
         (Some(_), Some(KeyRecord::Finished { .. })) => RecordChange::Unchanged,
-        (Some(answer), _) => {
-            let keep_until_ms = report.began_at_ms.saturating_add(keep_keys_for_ms);
-            if keep_until_ms <= now_ms {
-                RecordChange::Clear
-            } else {
+        (Some(answer), _) => match answer.key_expires_at_ms() {
+            Some(keep_until_ms) if keep_until_ms > now_ms => {
                 RecordChange::Store(KeyRecord::Finished {
                     fingerprint: report.fingerprint,
                     answer: answer.clone(),
                     keep_until_ms,
                 })
             }
-        }
+            _ if holds_the_mark => RecordChange::Clear,
+            _ => RecordChange::Unchanged,
+        },
         (None, _) if holds_the_mark => RecordChange::Clear,
         (None, _) => RecordChange::Unchanged,
     };
@@ -201,6 +198,7 @@ mod tests {
     const NOW: u64 = 1_800_000_000_000;
     const MARK_MS: u64 = 20_000;
     const KEEP_MS: u64 = 48 * 3_600_000;
+    const KEEP: time::Duration = time::Duration::hours(48);
 
     fn fp(amount: u64) -> Fingerprint {
         let body = format!(r#"{{"amount_paise":{amount},"payer_vpa":"asha@okbank"}}"#);
@@ -229,6 +227,7 @@ mod tests {
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
             retry_after: None,
+            expires: Some(shared::expiry::format_http_date(expiry())),
             body: r#"{"payment_id":"p"}"#.to_owned(),
         }
     }
@@ -239,15 +238,22 @@ mod tests {
             content_type: Some("application/problem+json".to_owned()),
             location: None,
             retry_after: Some("5".to_owned()),
+            expires: None,
             body: r#"{"type":"/problems/outcome-pending"}"#.to_owned(),
         }
+    }
+
+    /// The key's expiry as the backend's `Idempotency-Expires` names it: `KEEP_MS` after
+    /// `NOW` (a whole second, as HTTP dates are).
+    fn expiry() -> time::OffsetDateTime {
+        let at_ms = i128::from(NOW + KEEP_MS) * 1_000_000;
+        time::OffsetDateTime::from_unix_timestamp_nanos(at_ms).expect("in range")
     }
 
     fn report(attempt: &str, amount: u64, answer: Option<SavedAnswer>) -> FinishReport {
         FinishReport {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
-            began_at_ms: NOW,
             answer,
         }
     }
@@ -272,7 +278,7 @@ mod tests {
 
     /// Runs finish and applies its change.
     fn finish_and_apply(record: &mut Option<KeyRecord>, report: &FinishReport, now: u64) {
-        let step = finish(record.as_ref(), report, now, KEEP_MS);
+        let step = finish(record.as_ref(), report, now);
         apply(record, step.change);
     }
 
@@ -331,11 +337,60 @@ mod tests {
             begin_and_apply(&mut record, &begin_request("c", 2), NOW + 10),
             BeginOutcome::Mismatch
         );
-        // Expiry counts from when the first attempt began.
+        // Kept until the backend's expiry, and not a moment longer.
         assert_eq!(
-            begin_and_apply(&mut record, &begin_request("d", 1), NOW + KEEP_MS),
+            begin_and_apply(&mut record, &begin_request("d", 1), NOW + KEEP_MS - 1),
+            BeginOutcome::Replay { answer: created() }
+        );
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("e", 1), NOW + KEEP_MS),
             BeginOutcome::Forward
         );
+    }
+
+    #[test]
+    fn a_report_long_after_its_attempt_began_keeps_the_answer_only_until_the_backends_expiry() {
+        // The first forward timed out; a retry an hour later got the answer. The key expires
+        // when the backend says, not an hour later.
+        let mut record = None;
+        let hour = 3_600_000;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW + hour);
+        finish_and_apply(
+            &mut record,
+            &report("a", 1, Some(created())),
+            NOW + hour + 5,
+        );
+        assert!(matches!(
+            &record,
+            Some(KeyRecord::Finished { keep_until_ms, .. }) if *keep_until_ms == NOW + KEEP_MS
+        ));
+    }
+
+    #[test]
+    fn a_final_answer_without_a_readable_expiry_or_past_it_is_not_kept() {
+        for expires in [None, Some("soon".to_owned())] {
+            let mut record = None;
+            begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+            let answer = SavedAnswer {
+                expires,
+                ..created()
+            };
+            finish_and_apply(&mut record, &report("a", 1, Some(answer)), NOW + 5);
+            assert_eq!(record, None, "the mark is cleared, nothing kept");
+        }
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let already_expired = SavedAnswer {
+            expires: Some(shared::expiry::format_http_date(expiry() - KEEP)),
+            ..created()
+        };
+        let step = finish(
+            record.as_ref(),
+            &report("a", 1, Some(already_expired)),
+            NOW + 5,
+        );
+        assert_eq!(step.change, RecordChange::Clear);
+        assert!(step.tell_waiters.is_some(), "waiters still get the answer");
     }
 
     #[test]
@@ -360,8 +415,7 @@ mod tests {
             finish(
                 record.as_ref(),
                 &report("old", 1, Some(outcome_pending())),
-                NOW + 5,
-                KEEP_MS
+                NOW + 5
             ),
             FinishStep {
                 change: RecordChange::Unchanged,
@@ -375,12 +429,7 @@ mod tests {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         let late = NOW + MARK_MS + 1;
-        let step = finish(
-            record.as_ref(),
-            &report("a", 1, Some(created())),
-            late,
-            KEEP_MS,
-        );
+        let step = finish(record.as_ref(), &report("a", 1, Some(created())), late);
         assert!(matches!(stored(step.change), KeyRecord::Finished { .. }));
     }
 
@@ -394,13 +443,7 @@ mod tests {
             ..created()
         };
         assert_eq!(
-            finish(
-                record.as_ref(),
-                &report("b", 1, Some(other)),
-                NOW + 6,
-                KEEP_MS
-            )
-            .change,
+            finish(record.as_ref(), &report("b", 1, Some(other)), NOW + 6).change,
             RecordChange::Unchanged
         );
     }
@@ -468,12 +511,7 @@ mod tests {
     fn the_waiters_get_the_answer_of_the_attempt_they_wait_for() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        let done = finish(
-            record.as_ref(),
-            &report("a", 1, Some(created())),
-            NOW + 5,
-            KEEP_MS,
-        );
+        let done = finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5);
         assert_eq!(done.tell_waiters, Some(Some(created())));
 
         // An outcome still pending is passed on to them as well, and frees the key.
@@ -483,7 +521,6 @@ mod tests {
             record.as_ref(),
             &report("a", 1, Some(outcome_pending())),
             NOW + 5,
-            KEEP_MS,
         );
         assert_eq!(pending.change, RecordChange::Clear);
         assert_eq!(pending.tell_waiters, Some(Some(outcome_pending())));

@@ -76,6 +76,7 @@ mod tests {
             content_type: Some("application/json".to_owned()),
             location: None,
             retry_after: None,
+            expires: None,
             body: "{}".to_owned(),
         }
     }

@@ -19,7 +19,7 @@ use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
 use super::body::{discard_unread_body, read_body_within};
-use super::clock::{millis, now_ms, now_unix};
+use super::clock::{millis, now_unix};
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
 use super::rate_limiter_client::take_token;
@@ -154,7 +154,6 @@ async fn coordinate_and_forward(
         wait,
     } = coordinated;
     let request_id = new_request_id();
-    let began_at_ms = now_ms();
     let coordinator = CoordinatorClient::for_attempt(env, attempt)?;
     let begin = BeginRequest {
         attempt_id: request_id.clone(),
@@ -194,7 +193,6 @@ async fn coordinate_and_forward(
         let report = FinishReport {
             attempt_id: request_id,
             fingerprint,
-            began_at_ms,
             answer,
         };
         if let Err(error) = coordinator.finish(&report).await {

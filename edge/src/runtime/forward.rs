@@ -30,14 +30,8 @@ impl BackendAnswer {
     /// The answer as the key's object keeps it (if final) and hands it to waiting attempts;
     /// `None` if its body is not text.
     pub fn saved_answer(&self) -> Option<SavedAnswer> {
-        let header = |name| self.headers.get(name).ok().flatten();
-        SavedAnswer::of_response(
-            self.status,
-            header("content-type"),
-            header("location"),
-            header("retry-after"),
-            &self.body,
-        )
+        let header = |name: &str| self.headers.get(name).ok().flatten();
+        SavedAnswer::of_response(self.status, header, &self.body)
     }
 
     /// The answer as the client's response: the backend's status, headers and body.

@@ -21,8 +21,7 @@ use worker::{
     durable_object,
 };
 
-use super::clock::{millis, now_ms};
-use crate::config::compiled_policy;
+use super::clock::now_ms;
 use crate::coordination::{
     BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport, KeyRecord, RecordChange,
     WaitEnd, WaiterNews, Waiters, begin, finish, on_alarm, wait_until,
@@ -74,9 +73,8 @@ impl DurableObject for KeyCoordinator {
             }
             (Method::Post, FINISH_PATH) => {
                 let report: FinishReport = request.json().await?;
-                let keep_keys_for = compiled_policy().keep_keys_for;
                 let current = self.load().await?;
-                let step = finish(current.as_ref(), &report, now_ms(), millis(keep_keys_for));
+                let step = finish(current.as_ref(), &report, now_ms());
                 if let Some(news) = &step.tell_waiters {
                     self.waiters.borrow_mut().answer_all(news);
                 }

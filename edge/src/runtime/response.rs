@@ -49,6 +49,7 @@ mod tests {
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
             retry_after: None,
+            expires: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
         };
         let mut response = reply_response(Reply::replay(&answer)).expect("response");

@@ -18,10 +18,10 @@ pub async fn customer(
 ) -> Result<Json<Value>, Error> {
     let user = customer_from_path(&user_id)?;
     let record = state.store.customer_record(user.as_i64()).await?;
-    Ok(Json(customer_json(&state, user.get(), &record)))
+    Ok(Json(customer_json(user.get(), &record)))
 }
 
-fn customer_json(state: &AppState, user_id: u64, record: &CustomerRecord) -> Value {
+fn customer_json(user_id: u64, record: &CustomerRecord) -> Value {
     let actions: Vec<Value> = record
         .movements
         .iter()
@@ -30,7 +30,7 @@ fn customer_json(state: &AppState, user_id: u64, record: &CustomerRecord) -> Val
                 .keys
                 .iter()
                 .find(|key| key.resource_id == movement.id)
-                .map(|key| key_json(state, key));
+                .map(key_json);
             let events: Vec<Value> = record
                 .events
                 .iter()
@@ -64,11 +64,11 @@ fn customer_json(state: &AppState, user_id: u64, record: &CustomerRecord) -> Val
     })
 }
 
-fn key_json(state: &AppState, key: &CustomerKey) -> Value {
+fn key_json(key: &CustomerKey) -> Value {
     json!({
         "key": key.key,
         "state": key.state.as_str(),
-        "expires_at": rfc3339(key.created_at + state.policy.keep_keys_for),
+        "expires_at": rfc3339(key.expires_at),
     })
 }
 

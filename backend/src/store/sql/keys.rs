@@ -20,8 +20,8 @@ use crate::store::types::{KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
 fn key_columns<D: Db>(alias: &str) -> String {
     format!(
         "{alias}user_id, {alias}key, {alias}operation, {alias}state, {alias}fingerprint, \
-         {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}failed_lookups, \
-         {alias}bank_call_ended, {now} AS read_at",
+         {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}expires_at, \
+         {alias}failed_lookups, {alias}bank_call_ended, {now} AS read_at",
         now = D::NOW
     )
 }
@@ -53,22 +53,23 @@ pub async fn select_key<D: Db>(
     Ok(Some(stored))
 }
 
-/// The claim: inserts the key as `started`, held by the claiming process (`claim`), unless the
-/// (user, key) exists. `true` if this call inserted it. Run inside the claim's transaction,
-/// never around the bank call.
+/// The claim: inserts the key as `started`, held by the claiming process (`claim`), expiring
+/// `kept_for` from now by the database's clock, unless the (user, key) exists. The key's expiry
+/// if this call inserted it, else `None`. Run inside the claim's transaction, never around the
+/// bank call.
 pub async fn insert_started_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    operation: Operation,
+    (operation, resource_id): (Operation, Uuid),
     fingerprint: &Fingerprint,
-    resource_id: Uuid,
+    kept_for: std::time::Duration,
     claim: Lease,
-) -> Result<bool, StoreError> {
+) -> Result<Option<time::OffsetDateTime>, StoreError> {
     let sql = format!(
-        "INSERT INTO idempotency_keys \
-             (user_id, key, operation, state, fingerprint, resource_id, lease_owner, lease_until) \
-         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7) \
-         ON CONFLICT (user_id, key) DO NOTHING",
+        "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id, \
+                                       lease_owner, lease_until, expires_at) \
+         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7, {now} + $8) \
+         ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at",
         now = D::NOW
     );
     let query = sqlx::query(&sql)
@@ -78,8 +79,12 @@ pub async fn insert_started_key<D: Db>(
         .arg(fingerprint.as_bytes().to_vec())
         .arg(resource_id)
         .arg(claim.owner)
-        .arg(Span(claim.lasts));
-    Ok(D::execute(conn, query).await? == 1)
+        .arg(Span(claim.lasts))
+        .arg(Span(kept_for));
+    let Some(row) = D::fetch_optional(conn, query).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Fields::<D>::of(&row).time("expires_at")?))
 }
 
 /// The assignments that mark a key finished (and free of any lease).
@@ -144,10 +149,12 @@ pub async fn set_unknown<D: Db>(
 }
 
 /// Claims a released key again for the request that released it (same fingerprint): back to
-/// `started`, held by the claiming process (`claim`), stuck detection counting from now; a key
-/// a reconciler holds is left alone. Returns the operation and the movement to call the bank
-/// for; `None` if the key is not released (any more), belongs to another request, or is being
-/// checked.
+/// `started`, held by the claiming process (`claim`), stuck detection counting from now; its
+/// expiry stays the first claim's. Only a claim that can still be completed is taken: the key
+/// unexpired by its row, its late-debit checks not ended, no reconciler holding it, and its
+/// movement still `pending` (never `void`), all in this one statement, so a last check that
+/// voids the movement and a retry that re-claims it can never both succeed. Returns the
+/// operation and the movement to call the bank for; `None` if any of that does not hold.
 pub async fn reclaim_released_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -160,6 +167,13 @@ pub async fn reclaim_released_key<D: Db>(
              lease_owner = $4, lease_until = {now} + $5 \
          WHERE user_id = $1 AND key = $2 AND state = 'released' AND fingerprint = $3 \
            AND (lease_until IS NULL OR lease_until <= {now}) \
+           AND expires_at > {now} AND next_lookup_at IS NOT NULL \
+           AND ((operation = 'pay_bill' AND EXISTS ( \
+                    SELECT 1 FROM payments p WHERE p.user_id = $1 \
+                      AND p.payment_id = idempotency_keys.resource_id AND p.status = 'pending')) \
+                OR (operation = 'refund_payment' AND EXISTS ( \
+                    SELECT 1 FROM refunds r WHERE r.user_id = $1 \
+                      AND r.refund_id = idempotency_keys.resource_id AND r.status = 'pending'))) \
          RETURNING operation, resource_id",
         now = D::NOW
     );
@@ -179,43 +193,44 @@ pub async fn reclaim_released_key<D: Db>(
 
 /// Deletes a key that the decision found expired, exactly as it was read (same `created_at`),
 /// so that of two requests that both found it expired, only one deletes it and the other's
-/// claim then finds the new row. A released key goes only once its last check is done. `true`
-/// if deleted.
+/// claim then finds the new row. Only a key past the expiry on its row goes, and a released
+/// key only once its last check is done. `true` if deleted.
 pub async fn delete_expired_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     created_at: time::OffsetDateTime,
 ) -> Result<bool, StoreError> {
-    let query = sqlx::query(
+    let sql = format!(
         "DELETE FROM idempotency_keys \
-         WHERE user_id = $1 AND key = $2 AND created_at = $3 \
+         WHERE user_id = $1 AND key = $2 AND created_at = $3 AND expires_at <= {now} \
            AND (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL))",
-    )
-    .arg(key.user.as_i64())
-    .arg(key.key)
-    .arg(Timestamp(created_at));
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(Timestamp(created_at));
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Deletes up to `batch_size` expired keys older than `keep_for`, oldest first: finished keys,
-/// and released keys whose last check is done. Each batch is one short statement (on
-/// PostgreSQL skipping rows another statement holds), so expiry never queues claims behind
+/// Deletes up to `batch_size` keys past the expiry on their rows, soonest-expired first:
+/// finished keys, and released keys whose last check is done. Each batch is one short statement
+/// (on PostgreSQL skipping rows another statement holds), so expiry never queues claims behind
 /// it; unfinished keys are never expired (money may have moved).
 pub async fn delete_expired_batch<D: Db>(
     conn: &mut D::Connection,
-    keep_for: std::time::Duration,
     batch_size: i64,
 ) -> Result<u64, StoreError> {
     let sql = format!(
         "DELETE FROM idempotency_keys WHERE (user_id, key) IN ( \
              SELECT user_id, key FROM idempotency_keys \
              WHERE (state = 'done' OR (state = 'released' AND next_lookup_at IS NULL)) \
-               AND created_at < {now} - $1 \
-             ORDER BY created_at LIMIT $2 {skip_locked})",
+               AND expires_at <= {now} \
+             ORDER BY expires_at LIMIT $1 {skip_locked})",
         now = D::NOW,
         skip_locked = D::SKIP_LOCKED
     );
-    let query = sqlx::query(&sql).arg(Span(keep_for)).arg(batch_size);
+    let query = sqlx::query(&sql).arg(batch_size);
     Ok(D::execute(conn, query).await?)
 }
 
@@ -242,8 +257,8 @@ pub async fn oldest_unfinished<D: Db>(
 }
 
 /// Takes `lease` on one unfinished (or released) key of a user, if nobody holds it: one
-/// `UPDATE`, so two reconcilers can never both take it. `None` if it is finished, gone, or
-/// held.
+/// `UPDATE`, so two reconcilers can never both take it. `None` if it is finished, gone, held,
+/// or released with its checks ended (its movement is void: nothing is left to ask).
 pub async fn lease_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -252,6 +267,7 @@ pub async fn lease_key<D: Db>(
     let sql = format!(
         "UPDATE idempotency_keys SET lease_owner = $3, lease_until = {now} + $4 \
          WHERE user_id = $1 AND key = $2 AND state <> 'done' \
+           AND NOT (state = 'released' AND next_lookup_at IS NULL) \
            AND (lease_until IS NULL OR lease_until <= {now}) \
          RETURNING {}",
         key_columns::<D>(""),
@@ -291,13 +307,14 @@ pub async fn renew_claim<D: Db>(
 /// holder died mid-call), or already being asked about (it has a next look-up), whose back-off
 /// has passed; or a `released` key whose next check for a late debit has come; in each case
 /// only if nobody holds it. The choice and the lease are one statement, so reconcilers (on every
-/// replica) never take the same key, and none ever waits behind another's bank look-up.
+/// replica) never take the same key, and none ever waits behind another's bank look-up. Each
+/// key taken, or why its row could not be read (naming the key where it can).
 pub async fn lease_due_keys<D: Db>(
     conn: &mut D::Connection,
     stuck_after: std::time::Duration,
     lease: Lease,
     limit: usize,
-) -> Result<Vec<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
+) -> Result<Vec<Result<(KeyRef, StoredKey, LookupHistory), StoreError>>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys SET lease_owner = $2, lease_until = {now} + $3 \
          WHERE (user_id, key) IN ( \
@@ -322,13 +339,28 @@ pub async fn lease_due_keys<D: Db>(
         .arg(Span(lease.lasts))
         .arg(i64::try_from(limit).unwrap_or(i64::MAX));
     let rows = D::fetch_all(conn, query).await?;
-    let mut taken = rows
+    let mut taken: Vec<_> = rows
         .iter()
-        .map(leased_key_from_row::<D>)
-        .collect::<Result<Vec<_>, _>>()?;
-    // `RETURNING` keeps no order: the oldest claim first, as chosen.
-    taken.sort_by_key(|(_, stored, _)| stored.record.claimed_at);
+        .map(|row| leased_key_from_row::<D>(row).map_err(|error| naming_the_key::<D>(row, error)))
+        .collect();
+    // `RETURNING` keeps no order: the oldest claim first, as chosen (unreadable rows last).
+    taken.sort_by_key(|taken| {
+        let claimed_at = taken
+            .as_ref()
+            .ok()
+            .map(|(_, stored, _)| stored.record.claimed_at);
+        (claimed_at.is_none(), claimed_at)
+    });
     Ok(taken)
+}
+
+/// `error`, read from `row`, with the row's key named if its user and key can be read.
+fn naming_the_key<D: Db>(row: &D::Row, error: StoreError) -> StoreError {
+    let fields = Fields::<D>::of(row);
+    match (fields.get::<i64>("user_id"), fields.get::<Uuid>("key")) {
+        (Ok(user), Ok(key)) => StoreError::Corrupt(format!("key {key} of user {user}: {error}")),
+        _ => error,
+    }
 }
 
 /// Ends the lease `owner` holds on the key; `false` if it ran out and another reconciler took
@@ -475,6 +507,7 @@ pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError>
             state: state.0,
             created_at: fields.time("created_at")?,
             claimed_at: fields.time("claimed_at")?,
+            expires_at: fields.time("expires_at")?,
         },
         operation: operation.0,
         resource_id: fields.get("resource_id")?,

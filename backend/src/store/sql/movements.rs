@@ -122,8 +122,9 @@ pub async fn committed_refunds_total<D: Db>(
     Fields::<D>::of(&D::fetch_one(conn, query).await?).get("total")
 }
 
-/// Writes the bank's final word on a pending movement. Returns the row as it now stands: if a
-/// racing writer finished it first, its (identical) result stays and is returned.
+/// Writes the bank's final word on a pending movement, returning the row so finished; `None`
+/// if it was not `pending` (a racing writer finished it first, or it is `void`, or it is gone),
+/// and then nothing changed.
 pub async fn finish<D: Db>(
     conn: &mut D::Connection,
     operation: Operation,
@@ -143,10 +144,9 @@ pub async fn finish<D: Db>(
         .arg(user_id)
         .arg(Label(status))
         .arg(reason.map(str::to_owned));
-    match D::fetch_optional(&mut *conn, query).await? {
-        Some(row) => movement_from_row::<D>(operation, &row).map(Some),
-        None => select::<D>(conn, operation, user_id, id).await,
-    }
+    let row = D::fetch_optional(conn, query).await?;
+    row.map(|row| movement_from_row::<D>(operation, &row))
+        .transpose()
 }
 
 /// A movement of this user.

@@ -4,6 +4,7 @@
 //! ([`crate::store::postgres`]), and this is its fallback.
 
 use shared::Operation;
+use shared::api::MovementStatus;
 use uuid::Uuid;
 
 use super::{events, keys, movements};
@@ -12,9 +13,13 @@ use crate::store::error::StoreError;
 use crate::store::types::{Finished, KeyRef, MovementResult};
 use crate::trail::{EventKind, NewEvent};
 
-/// The movement's final word and the key's `done` state, in the caller's transaction; the key
-/// moves only if the movement exists, and its change is announced on commit and recorded in
-/// the trail as `event` (stamped with `request_id`). `None` if the movement does not exist.
+/// The movement's final word and the key's `done` state, in the caller's transaction; its
+/// change is announced on commit and recorded in the trail as `event` (stamped with
+/// `request_id`). Only a `pending` movement is written. One that a racing writer already
+/// finished keeps that writer's answer, which the key then finishes with (if it had not). A
+/// `void` one (a released claim's last check found nothing at the bank) changes nothing, the
+/// key least of all: a key is never `done` without an answer to replay. `None` if the movement
+/// does not exist.
 pub async fn finish_in<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -24,11 +29,31 @@ pub async fn finish_in<D: Db>(
     request_id: Option<String>,
 ) -> Result<Option<Finished>, StoreError> {
     let user_id = key.user.as_i64();
-    let Some(movement) =
-        movements::finish::<D>(conn, operation, user_id, resource_id, result).await?
-    else {
-        return Ok(None);
-    };
+    let movement =
+        match movements::finish::<D>(conn, operation, user_id, resource_id, result).await? {
+            Some(moved) => moved,
+            None => match movements::select::<D>(conn, operation, user_id, resource_id).await? {
+                // A racing writer saved the bank's word first: that answer stands, and the key
+                // finishes with it if it has not yet.
+                Some(answered)
+                    if matches!(
+                        answered.status(),
+                        MovementStatus::Succeeded | MovementStatus::Declined
+                    ) =>
+                {
+                    answered
+                }
+                // Void (a released claim's last check found nothing at the bank): no answer to
+                // give, so no key may finish on it.
+                Some(unanswered) => {
+                    return Ok(Some(Finished {
+                        movement: unanswered,
+                        key: None,
+                    }));
+                }
+                None => return Ok(None),
+            },
+        };
     let key_now = keys::set_done::<D>(conn, key, resource_id).await?;
     if key_now.is_some() {
         let mut event = NewEvent::of_claim(

@@ -42,8 +42,10 @@ pub struct CustomerKey {
     pub resource_id: Uuid,
     /// Its state.
     pub state: KeyState,
-    /// When it was first claimed (its expiry counts from here).
+    /// When it was first claimed.
     pub created_at: OffsetDateTime,
+    /// When it expires, as written on its row at the claim.
+    pub expires_at: OffsetDateTime,
 }
 
 /// What the console shows of one customer.
@@ -135,7 +137,7 @@ pub async fn customer_record<D: Db>(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let keys_sql = "SELECT key, resource_id, state, created_at FROM idempotency_keys \
+    let keys_sql = "SELECT key, resource_id, state, created_at, expires_at FROM idempotency_keys \
                     WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2";
     let rows = D::fetch_all(conn, sqlx::query(keys_sql).arg(user_id).arg(READ_LIMIT)).await?;
     let keys = rows
@@ -147,6 +149,7 @@ pub async fn customer_record<D: Db>(
                 resource_id: fields.get("resource_id")?,
                 state: fields.get::<Label<KeyState>>("state")?.0,
                 created_at: fields.get::<Timestamp>("created_at")?.0,
+                expires_at: fields.get::<Timestamp>("expires_at")?.0,
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
