@@ -173,7 +173,50 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once(store: StoreKi
     assert_eq!(app.ledger().await.debits.len(), STUCK_KEYS / 2);
 }
 
-for_each_store!(two_reconcilers_at_once_take_each_stuck_key_exactly_once);
+/// A batch of due keys with one corrupt row among them (its claim's payment row is gone): the
+/// reconciler skips it, logged and counted, and resolves every other key of the batch.
+async fn a_corrupt_row_among_due_keys_is_skipped_and_the_others_resolve(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let keys: Vec<String> = (0..6).map(|_| new_key()).collect();
+    let mut references = Vec::new();
+    for key in &keys {
+        references.push(app.claim_without_paying(71, key, &payment_body(900)).await);
+    }
+    app.age_keys(None, Duration::from_secs(6 * 60)).await;
+    app.execute(&format!(
+        "DELETE FROM payments WHERE bank_reference = '{}'",
+        references[2]
+    ))
+    .await;
+
+    let reconciler = crate::support::load::BackgroundReconciler::start(&app);
+    wait_for(
+        "the five readable keys to be released",
+        Duration::from_secs(20),
+        async || {
+            app.scalar("SELECT count(*) FROM idempotency_keys WHERE state = 'released'")
+                .await
+                == 5
+        },
+    )
+    .await;
+    reconciler.stop().await;
+    assert_eq!(
+        app.key_state(71, &keys[2]).await.as_deref(),
+        Some("started"),
+        "the corrupt key is left as it was, for an operator"
+    );
+    assert!(app.state.metrics.corrupt_keys_skipped.get() >= 1);
+    assert!(
+        app.metric("reconcile_corrupt_keys_skipped_total").await >= 1.0,
+        "and shown at /metrics"
+    );
+}
+
+for_each_store!(
+    two_reconcilers_at_once_take_each_stuck_key_exactly_once,
+    a_corrupt_row_among_due_keys_is_skipped_and_the_others_resolve,
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_bank_is_down() {
