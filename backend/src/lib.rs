@@ -14,6 +14,7 @@ pub mod error;
 pub mod flows;
 pub mod http;
 pub mod janitor;
+pub mod ledger_check_bounds;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 use crate::bank_client::BankClient;
 use crate::config::Config;
 use crate::http::operator::token::OperatorTokens;
+use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
 use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
@@ -156,6 +157,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             config.token_rules.leeway_seconds(),
         )),
         trail_kept_after_key: config.trail_kept_after_key,
+        ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_calls)),
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
         limits: config.limits,

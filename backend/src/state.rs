@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use crate::bank_client::BankClient;
 use crate::config::Limits;
 use crate::http::operator::token::OperatorTokens;
+use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::replay_cache::ReplayCache;
@@ -64,6 +65,8 @@ pub struct Parts {
     pub waiting_places: Arc<Semaphore>,
     /// Checks operator tokens (the console and its API).
     pub operator_tokens: Arc<OperatorTokens>,
+    /// How much of the bank the operators' ledger checks may take.
+    pub ledger_checks: Arc<LedgerCheckBounds>,
     /// How long a key's audit trail outlives the key.
     pub trail_kept_after_key: std::time::Duration,
     /// Writes the audit trail's observations (replays, refusals, waits).

@@ -46,6 +46,9 @@ pub struct Knobs {
     /// The HTTP status of a look-up that finds an outcome: `ok` (200) or `original` (the
     /// status the original call answered: 201, 402 or 422), as some banks do.
     pub lookup_status: LookupStatus,
+    /// Fixed delay in milliseconds before a status look-up is answered: a bank whose status API
+    /// is slow (money-moving calls keep `latency_ms`).
+    pub lookup_latency_ms: u64,
 }
 
 /// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
@@ -106,6 +109,7 @@ impl Default for Knobs {
             seed: 0,
             executes_abandoned_calls: false,
             lookup_status: LookupStatus::Ok,
+            lookup_latency_ms: 0,
         }
     }
 }

@@ -48,12 +48,16 @@ pub enum ForwardFailure {
     Unreachable,
     /// No answer within the timeout; the backend may still finish the request.
     TimedOut,
+    /// The client's method cannot be sent on (`CONNECT`, `TRACE`): no route of the API takes it,
+    /// so it is the 405 the backend gives a method a route lacks; nothing reached the backend.
+    MethodNotForwardable,
 }
 
 impl ForwardFailure {
     /// The problem the client gets; `timeout` is the bound the edge waited.
     pub fn problem(self, timeout: Duration) -> Problem {
         let problem = match self {
+            ForwardFailure::MethodNotForwardable => return Problem::method_not_allowed(),
             ForwardFailure::Unreachable => Problem::new(
                 ProblemKind::BackendUnreachable,
                 "The edge could not reach the payments service. Retrying is safe: a payment or \

@@ -714,3 +714,92 @@ async fn a_whole_10_mb_body_gets_the_edges_problem_not_a_cut_connection() {
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 0);
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_keeps_an_answer_no_longer_than_the_backends_expiry_says() {
+    let stack = Stack::start(StackOptions::default()).await;
+    // Keys claimed from now on expire 5 s after their claim, as the row says: what a short
+    // `keep_keys_for_hours` would do, without waiting hours.
+    stack
+        .execute_sql(
+            "CREATE FUNCTION short_lived_keys() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN NEW.expires_at := now() + interval '5 seconds'; RETURN NEW; END $$; \
+             CREATE TRIGGER short_lived_keys BEFORE INSERT ON idempotency_keys \
+             FOR EACH ROW EXECUTE FUNCTION short_lived_keys();",
+        )
+        .await;
+    let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
+    let first = stack.send(Via::Edge, &call).await;
+    assert_eq!(first.status, 201);
+    let expires = first
+        .header("idempotency-expires")
+        .expect("the backend names the key's expiry")
+        .to_owned();
+    let replay = stack.send(Via::Edge, &call).await;
+    assert!(replay.is_replay());
+    assert_eq!(replay.header("idempotency-expires"), Some(expires.as_str()));
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        1,
+        "replayed by the edge"
+    );
+
+    // Past the expiry the edge no longer answers for the key: the backend, which finds it
+    // expired, takes the request as a new payment under a new reference (SPEC §4).
+    let expiry = shared::expiry::parse_http_date(&expires).expect("an HTTP date");
+    let now = time::OffsetDateTime::now_utc();
+    let until_past = (expiry - now).whole_milliseconds().max(0) as u64 + 1_500;
+    tokio::time::sleep(Duration::from_millis(until_past)).await;
+    let after = stack.send(Via::Edge, &call).await;
+    assert_eq!(after.status, 201);
+    assert!(
+        !after.is_replay(),
+        "a new payment, not the edge's kept answer"
+    );
+    assert_ne!(after.json()["payment_id"], first.json()["payment_id"]);
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
+    assert_eq!(stack.debits().await.len(), 2);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
+    let stack = Stack::start(StackOptions::default()).await;
+    // A GET or HEAD with a body, which `fetch` cannot forward as sent, gets what the backend
+    // gives it: 405 on the payment route, the payment on a read.
+    let get_with_body = Call {
+        method: reqwest::Method::GET,
+        ..Call::pay(7, &new_key(), "elec-42", PAY_BODY)
+    };
+    let at_edge = stack.send(Via::Edge, &get_with_body).await;
+    let direct = stack.send(Via::Backend, &get_with_body).await;
+    assert_eq!(at_edge.status, 405);
+    assert_same_problem("GET with a body", &at_edge, &direct);
+
+    let token = Stack::token(7);
+    let corpus = test_harness::mutations::mutated_requests(1, 1_500, &token);
+    let addr = stack.edge_url.trim_start_matches("http://").to_owned();
+    let mut failures = Vec::new();
+    let mut seen = std::collections::BTreeMap::<u16, usize>::new();
+    for (index, request) in corpus.iter().enumerate() {
+        let answer = test_harness::mutations::send_raw(&addr, request).await;
+        match answer {
+            Some(answer) if answer.status < 500 || answer.status == 503 => {
+                *seen.entry(answer.status).or_default() += 1;
+            }
+            // workerd's own HTTP layer answers a method it does not implement ("FOO", or a
+            // lower-case "post") with a plain 501 before the Worker runs; the Worker never
+            // sees it, and Cloudflare's front door refuses such a method itself.
+            Some(answer)
+                if answer.status == 501
+                    && !test_harness::mutations::is_standard_method(&request.method)
+                    && !answer.is_problem() => {}
+            other => failures.push(format!("#{index}: {other:?} for {}", request.describe())),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for status in [201, 400, 401, 404, 405, 413, 422] {
+        assert!(seen.contains_key(&status), "no {status} among {seen:?}");
+    }
+    stack.stop().await;
+}

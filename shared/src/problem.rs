@@ -303,6 +303,15 @@ impl Problem {
         .with_retry_after(retry_after)
     }
 
+    /// 405 `method-not-allowed`: the route exists, but not with this method (at the edge also a
+    /// method that cannot be sent on at all, which no route takes).
+    pub fn method_not_allowed() -> Problem {
+        Problem::new(
+            ProblemKind::MethodNotAllowed,
+            "This route does not accept this method.",
+        )
+    }
+
     /// 422 `idempotency-key-reused`: the key was used for a request with another fingerprint.
     pub fn idempotency_key_reused() -> Problem {
         Problem::new(

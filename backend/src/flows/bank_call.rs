@@ -195,7 +195,7 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
             shared::decision::OUTCOME_PENDING_RETRY_AFTER,
         ))
     };
-    let leased = match state.store.lease_key(key).await {
+    let leased = match state.store.lease_key(key, None).await {
         Ok(Some(leased)) => leased,
         // The reconciler took it first, or the database is away: it will be resolved.
         Ok(None) => return pending(),

@@ -173,7 +173,7 @@ pub(super) fn answer_from_memory(
 /// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank
 /// now, holding the key as reconcilers do, and answer the true result.
 async fn reconcile_inline(state: &AppState, key: KeyRef) -> Result<Step, StoreError> {
-    let Some(leased) = state.store.lease_key(key).await? else {
+    let Some(leased) = state.store.lease_key(key, None).await? else {
         // A reconciler holds it (or it just finished): the client retries shortly.
         return Ok(busy());
     };
@@ -206,7 +206,7 @@ async fn make_way_for_new_claim(
     if deleted || stored.record.state != KeyState::Released {
         return Ok(Step::ClaimAgain);
     }
-    let Some(leased) = state.store.lease_key(key).await? else {
+    let Some(leased) = state.store.lease_key(key, None).await? else {
         return Ok(busy());
     };
     Ok(match resolve_leased(state, leased).await {

@@ -50,8 +50,5 @@ pub async fn no_such_route() -> Error {
 
 /// The answer to a route that exists, but not with this method (on either listener).
 pub async fn method_not_allowed() -> Error {
-    Error::from(Problem::new(
-        ProblemKind::MethodNotAllowed,
-        "This route does not accept this method.",
-    ))
+    Error::from(Problem::method_not_allowed())
 }

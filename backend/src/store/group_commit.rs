@@ -396,14 +396,14 @@ mod tests {
     #[derive(Debug, Clone, Copy)]
     enum RolledBack {
         /// The transaction is rolled back and the write fails: its undo then fails too.
-        AndFails,
+        WriteFails,
         /// The transaction is rolled back and the write reports success: closing its savepoint
         /// then fails.
-        AndSucceeds,
+        WriteSucceeds,
         /// The transaction is rolled back and a savepoint of the same name opened outside it,
         /// so every step of the write's own bookkeeping succeeds (and commits nothing): only
         /// the check before the next write sees that the batch's transaction is gone.
-        AndHides,
+        SavepointHidesIt,
     }
 
     fn breaking(
@@ -415,9 +415,9 @@ mod tests {
                 Sqlite::execute(conn, sqlx::query("INSERT INTO t VALUES (555, 'doomed')")).await?;
                 Sqlite::execute(conn, sqlx::query("ROLLBACK")).await?;
                 match how {
-                    RolledBack::AndFails => Err(StoreError::Corrupt("disk full".into())),
-                    RolledBack::AndSucceeds => Ok(1),
-                    RolledBack::AndHides => {
+                    RolledBack::WriteFails => Err(StoreError::Corrupt("disk full".into())),
+                    RolledBack::WriteSucceeds => Ok(1),
+                    RolledBack::SavepointHidesIt => {
                         Sqlite::execute(conn, sqlx::query("SAVEPOINT one_write")).await?;
                         Ok(1)
                     }
@@ -432,9 +432,9 @@ mod tests {
         let writer = GroupCommit::start(&pool);
         for round in 0..10 {
             for how in [
-                RolledBack::AndFails,
-                RolledBack::AndSucceeds,
-                RolledBack::AndHides,
+                RolledBack::WriteFails,
+                RolledBack::WriteSucceeds,
+                RolledBack::SavepointHidesIt,
             ] {
                 let (release, held) = oneshot::channel();
                 let holding = tokio::spawn({

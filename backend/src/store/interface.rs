@@ -15,13 +15,17 @@ use uuid::Uuid;
 
 use super::error::StoreError;
 use super::key_changes::{KeyChanges, listen_for_changes};
-use super::sql::support_desk::{CustomerRecord, LateDebit, QueuedKey};
+use super::sql::events::StoredEvent;
+use super::sql::support_desk::{
+    CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged, QueueCursor, QueuedKey,
+    TrailOf,
+};
 use super::sql_store::SqlStore;
 use super::types::{
     ClaimResult, Finished, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
-use crate::trail::{NewEvent, Observed};
+use crate::trail::{NewEvent, Observed, OperatorAction};
 
 /// The store behind the application: cheap to clone, shared by every request and worker.
 pub type SharedStore = Arc<dyn Store>;
@@ -149,8 +153,14 @@ pub trait Store: Send + Sync {
         payment_id: Uuid,
     ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError>;
 
-    /// Takes this unfinished (or released) key for a bank look-up, if nobody holds it.
-    async fn lease_key(&self, key: KeyRef) -> Result<Option<LeasedKey>, StoreError>;
+    /// Takes this unfinished (or released) key for a bank look-up, if nobody holds it. When an
+    /// operator asks (`asked_by`), their `operator_lookup` event is written in the lease's own
+    /// transaction: no lease without its record, no record without the lease.
+    async fn lease_key(
+        &self,
+        key: KeyRef,
+        asked_by: Option<&OperatorAction>,
+    ) -> Result<Option<LeasedKey>, StoreError>;
 
     /// Takes the oldest keys due for a bank look-up, at most `limit`, oldest first: each leased
     /// key, or why it could not be read (a corrupt row, its key named where it can be), which
@@ -197,12 +207,36 @@ pub trait Store: Send + Sync {
     /// Appends one event (an operator's action) on its own.
     async fn append_event(&self, event: &NewEvent) -> Result<(), StoreError>;
 
-    /// Everything the operator console shows of a customer.
-    async fn customer_record(&self, user_id: i64) -> Result<CustomerRecord, StoreError>;
+    /// A page of a customer's payments and refunds, newest first.
+    async fn customer_movements(
+        &self,
+        user_id: i64,
+        page: Page<MovementCursor>,
+    ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError>;
 
-    /// The keys that need someone (unfinished, unknown, released) and the late debits found,
-    /// oldest first.
-    async fn work_queue(&self) -> Result<(Vec<QueuedKey>, Vec<LateDebit>), StoreError>;
+    /// The keys (those still stored) and the trail of a customer's claims `resource_ids`.
+    async fn customer_claims(
+        &self,
+        user_id: i64,
+        resource_ids: &[Uuid],
+    ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError>;
+
+    /// A page of a customer's trail, newest first.
+    async fn customer_trail(
+        &self,
+        user_id: i64,
+        of: TrailOf,
+        page: Page<i64>,
+    ) -> Result<Paged<StoredEvent, i64>, StoreError>;
+
+    /// A page of the keys that need someone (unfinished, unknown, released), oldest claim first.
+    async fn queued_keys(
+        &self,
+        page: Page<QueueCursor>,
+    ) -> Result<Paged<QueuedKey, QueueCursor>, StoreError>;
+
+    /// A page of the late debits found, newest first.
+    async fn late_debits(&self, page: Page<i64>) -> Result<Paged<LateDebit, i64>, StoreError>;
 
     /// Deletes one bounded batch of trail events older than `keep_for` whose key is gone;
     /// returns how many.

@@ -32,7 +32,10 @@ pub use error::StoreError;
 pub use interface::{SharedStore, Store, connect};
 pub use key_changes::{KeyChanges, KeyWatch};
 pub use sql::events::StoredEvent;
-pub use sql::support_desk::{CustomerKey, CustomerMovement, CustomerRecord, LateDebit, QueuedKey};
+pub use sql::support_desk::{
+    CLAIM_EVENTS_LIMIT, CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged,
+    QueueCursor, QueuedKey, TrailOf,
+};
 pub use types::{
     CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, Finished, KeyRef, LeasedKey, LookupHistory,
     MovementResult, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,

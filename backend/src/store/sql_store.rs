@@ -24,13 +24,17 @@ use super::db::Db;
 use super::error::StoreError;
 use super::interface::Store;
 use super::key_changes::KeyChanges;
-use super::sql::support_desk::{self, CustomerRecord, LateDebit, QueuedKey};
+use super::sql::events::StoredEvent;
+use super::sql::support_desk::{
+    self, CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged, QueueCursor,
+    QueuedKey, TrailOf,
+};
 use super::sql::{events, keys, movements, outcome};
 use super::types::{
     ClaimResult, Finished, KeyRef, Lease, LeasedKey, LookupHistory, MovementResult, NewPayment,
     NewRefund, PaymentRow, RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
-use crate::trail::{EventKind, NewEvent, Observed, request_id};
+use crate::trail::{EventKind, NewEvent, Observed, OperatorAction, request_id};
 
 /// How many times a claim is tried when its key disappears between the claim and the read of
 /// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
@@ -355,13 +359,32 @@ impl<D: Db> Store for SqlStore<D> {
         Ok(Some((payment, refunds)))
     }
 
-    async fn lease_key(&self, key: KeyRef) -> Result<Option<LeasedKey>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+    async fn lease_key(
+        &self,
+        key: KeyRef,
+        asked_by: Option<&OperatorAction>,
+    ) -> Result<Option<LeasedKey>, StoreError> {
         let lease = Lease::for_reconciler();
-        let Some(taken) = keys::lease_key::<D>(&mut conn, key, lease).await? else {
+        let Some(operator) = asked_by else {
+            let mut conn = self.pool.acquire().await?;
+            let Some(taken) = keys::lease_key::<D>(&mut conn, key, lease).await? else {
+                return Ok(None);
+            };
+            return self.with_movement(&mut conn, taken, lease).await.map(Some);
+        };
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some(taken) = keys::lease_key::<D>(&mut tx, key, lease).await? else {
             return Ok(None);
         };
-        self.with_movement(&mut conn, taken, lease).await.map(Some)
+        let detail = "asked the bank now, by the claim's reference";
+        let asked = NewEvent {
+            operator: Some(operator.clone()),
+            ..claim_event(key, taken.1.resource_id, EventKind::OperatorLookup, detail)
+        };
+        events::append::<D>(&mut tx, &asked).await?;
+        let leased = self.with_movement(&mut tx, taken, lease).await?;
+        tx.commit().await?;
+        Ok(Some(leased))
     }
 
     async fn lease_due(
@@ -477,16 +500,45 @@ impl<D: Db> Store for SqlStore<D> {
         events::append::<D>(&mut conn, event).await
     }
 
-    async fn customer_record(&self, user_id: i64) -> Result<CustomerRecord, StoreError> {
+    async fn customer_movements(
+        &self,
+        user_id: i64,
+        page: Page<MovementCursor>,
+    ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        support_desk::customer_record::<D>(&mut conn, user_id).await
+        support_desk::customer_movements::<D>(&mut conn, user_id, page).await
     }
 
-    async fn work_queue(&self) -> Result<(Vec<QueuedKey>, Vec<LateDebit>), StoreError> {
+    async fn customer_claims(
+        &self,
+        user_id: i64,
+        resource_ids: &[Uuid],
+    ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let keys = support_desk::queued_keys::<D>(&mut conn).await?;
-        let late = support_desk::late_debits::<D>(&mut conn).await?;
-        Ok((keys, late))
+        support_desk::customer_claims::<D>(&mut conn, user_id, resource_ids).await
+    }
+
+    async fn customer_trail(
+        &self,
+        user_id: i64,
+        of: TrailOf,
+        page: Page<i64>,
+    ) -> Result<Paged<StoredEvent, i64>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        events::select_trail::<D>(&mut conn, user_id, of, page).await
+    }
+
+    async fn queued_keys(
+        &self,
+        page: Page<QueueCursor>,
+    ) -> Result<Paged<QueuedKey, QueueCursor>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        support_desk::queued_keys::<D>(&mut conn, page).await
+    }
+
+    async fn late_debits(&self, page: Page<i64>) -> Result<Paged<LateDebit, i64>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        support_desk::late_debits::<D>(&mut conn, page).await
     }
 
     async fn expire_events_batch(

@@ -53,6 +53,8 @@ pub enum EventKind {
     OperatorLookup,
     /// An operator checked the customer's ledger against the bank's.
     LedgerChecked,
+    /// An operator read the customer's record or trail in the console.
+    CustomerViewed,
 }
 
 impl EventKind {
@@ -75,6 +77,7 @@ impl EventKind {
             EventKind::Expired => "expired",
             EventKind::OperatorLookup => "operator_lookup",
             EventKind::LedgerChecked => "ledger_checked",
+            EventKind::CustomerViewed => "customer_viewed",
         }
     }
 }
@@ -84,8 +87,9 @@ impl EventKind {
 pub struct OperatorAction {
     /// The operator token's subject.
     pub operator: String,
-    /// The reason the operator gave.
-    pub reason: String,
+    /// The reason the operator gave: required for an action that asks the bank (1 to 500
+    /// characters, no control characters); `None` for a read, which needs none.
+    pub reason: Option<String>,
 }
 
 /// One event to append.

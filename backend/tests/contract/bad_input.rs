@@ -314,3 +314,33 @@ async fn unknown_routes_and_methods_are_problems_too() {
     let bad_id = app.read_payment(1, "not-a-uuid").await;
     bad_id.assert_problem(404, "not-found");
 }
+
+/// 1,500 mutated requests (methods, paths, header values, bodies; `test_harness::mutations`,
+/// the corpus the edge's tests send through `workerd` too), each over a raw socket: none gets a
+/// 5xx but 503, and the money still adds up (every debit has its succeeded payment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_corpus_of_mutated_requests_gets_no_server_error_but_503() {
+    let app = TestApp::spawn().await;
+    let corpus = test_harness::mutations::mutated_requests(1, 1_500, &TestApp::token(1));
+    let addr = app.url.trim_start_matches("http://").to_owned();
+    let mut failures = Vec::new();
+    let mut seen = std::collections::BTreeMap::<u16, usize>::new();
+    for (index, request) in corpus.iter().enumerate() {
+        match test_harness::mutations::send_raw(&addr, request).await {
+            Some(answer) if answer.status < 500 || answer.status == 503 => {
+                *seen.entry(answer.status).or_default() += 1;
+            }
+            other => failures.push(format!("#{index}: {other:?} for {}", request.describe())),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The corpus reaches every kind of refusal, and some payments go through.
+    for status in [201, 400, 401, 404, 405, 413, 422] {
+        assert!(seen.contains_key(&status), "no {status} among {seen:?}");
+    }
+    let debits = app.ledger().await.debits.len();
+    let succeeded = app
+        .scalar("SELECT count(*) FROM payments WHERE status = 'succeeded'")
+        .await;
+    assert_eq!(i64::try_from(debits).expect("small"), succeeded);
+}

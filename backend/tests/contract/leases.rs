@@ -60,7 +60,11 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         "a leased key is not due for another reconciler"
     );
     assert!(
-        store.lease_key(key_ref).await.expect("step").is_none(),
+        store
+            .lease_key(key_ref, None)
+            .await
+            .expect("step")
+            .is_none(),
         "nor for a request that would reconcile it inline"
     );
 

@@ -30,4 +30,5 @@ mod replay_cache;
 mod scaling;
 mod spec_rows;
 mod startup_config;
+mod support_desk_completeness;
 mod tls;

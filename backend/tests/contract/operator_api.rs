@@ -13,9 +13,11 @@ use crate::openapi::{declared_routes_in, documented_routes};
 use crate::support::{OPERATOR_SECRET, Options, SECRET, StoreKind, TestApp, new_key, payment_body};
 
 /// Every operator API route, as (method, path) with `{key}` for a key.
-const ROUTES: [(&str, &str); 4] = [
+const ROUTES: [(&str, &str); 6] = [
     ("GET", "/admin/api/customers/42"),
+    ("GET", "/admin/api/customers/42/trail"),
     ("GET", "/admin/api/queue"),
+    ("GET", "/admin/api/late-debits"),
     ("POST", "/admin/api/customers/42/keys/{key}/ask-bank"),
     ("POST", "/admin/api/customers/42/ledger-check"),
 ];
@@ -308,10 +310,17 @@ async fn the_double_charge_check_names_one_bill_debited_under_two_references(sto
 
     let (_, customer) = operator(&app, "GET", "/admin/api/customers/77", &Value::Null).await;
     let events = customer["events"].as_array().expect("customer events");
-    assert_eq!(events.len(), 1, "{customer}");
-    assert_eq!(events[0]["event"], "ledger_checked");
+    let names: Vec<&str> = events
+        .iter()
+        .map(|event| event["event"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(names, ["ledger_checked", "customer_viewed"], "{customer}");
     assert_eq!(events[0]["operator"], "asha");
     assert_eq!(events[0]["reason"], "complaint #4411: charged twice?");
+    assert_eq!(
+        events[1]["operator"], "asha",
+        "the read is on the record too"
+    );
 }
 
 /// The operator API's document lists exactly the `/admin/api` routes declared in

@@ -385,12 +385,15 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
     );
 }
 
-/// A port on 127.0.0.1 where nothing listens (bound, then let go).
-async fn a_closed_port() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
+/// A port on 127.0.0.1 held by a socket that does not listen yet: connections to it are
+/// refused until [`tokio::net::TcpSocket::listen`] is called, and no other test can take it.
+fn a_port_that_refuses() -> (tokio::net::TcpSocket, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("an address"))
         .expect("a free port");
-    listener.local_addr().expect("bound")
+    let addr = socket.local_addr().expect("bound");
+    (socket, addr)
 }
 
 async fn key_call_ended(app: &TestApp, user: u64) -> i64 {
@@ -404,7 +407,7 @@ async fn a_call_that_could_not_connect_to_the_bank_ended_and_its_claim_is_releas
     store: StoreKind,
 ) {
     // The backend calls a port where nothing listens; the test's simulator serves there later.
-    let unreachable = a_closed_port().await;
+    let (socket, unreachable) = a_port_that_refuses();
     let app = TestApp::spawn_with(Options {
         store,
         bank_url: Some(format!("http://{unreachable}")),
@@ -424,9 +427,7 @@ async fn a_call_that_could_not_connect_to_the_bank_ended_and_its_claim_is_releas
 
     // The bank comes back on that port. Its first look-up finds nothing, and the claim, only
     // seconds old (long before `stuck_after`), is released at once: nothing was ever sent.
-    let listener = tokio::net::TcpListener::bind(unreachable)
-        .await
-        .expect("the port is free again");
+    let listener = socket.listen(64).expect("the port listens now");
     let simulator = app.bank.simulator.clone();
     tokio::spawn(bank_simulator::serve(
         listener,

@@ -10,8 +10,8 @@ use futures_util::future::{Either, select};
 use worker::js_sys::Uint8Array;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    AbortController, AbortSignal, Delay, Fetch, Headers, Request, RequestInit, RequestRedirect,
-    Response, console_error, console_warn,
+    AbortController, AbortSignal, Delay, Fetch, Headers, Method, Request, RequestInit,
+    RequestRedirect, Response, console_log, console_warn,
 };
 
 use crate::config::EdgeConfig;
@@ -79,13 +79,21 @@ pub async fn forward_buffered(
 }
 
 /// The request to the backend: the client's method, path, query, headers and body, plus the
-/// request id, with redirects handed back to the client rather than followed.
+/// request id, with redirects handed back to the client rather than followed. A `GET` or `HEAD`
+/// goes without its body: `fetch` cannot send one, and the backend answers such a request as if
+/// it had none (a read ignores a body; a route without that method is 405 either way). A method
+/// `fetch` cannot send at all (`CONNECT`, `TRACE`, `TRACK`) is the client's doing:
+/// [`ForwardFailure::MethodNotForwardable`], never "backend unreachable".
 fn backend_request(
     incoming: &Request,
     config: &EdgeConfig,
     request_id: &str,
     body: Option<JsValue>,
 ) -> Result<Request, ForwardFailure> {
+    let body = match incoming.method() {
+        Method::Get | Method::Head => None,
+        _ => body,
+    };
     let build = || -> worker::Result<Request> {
         let headers = Headers::new();
         for (name, value) in incoming.headers().entries() {
@@ -103,8 +111,12 @@ fn backend_request(
         Request::new_with_init(&url, &init)
     };
     build().map_err(|error| {
-        console_error!("cannot build the request to the backend: {error}");
-        ForwardFailure::Unreachable
+        console_log!(
+            "not forwarded: {} {} cannot be sent on ({error})",
+            incoming.method(),
+            incoming.path()
+        );
+        ForwardFailure::MethodNotForwardable
     })
 }
 

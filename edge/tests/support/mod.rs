@@ -180,6 +180,18 @@ impl Stack {
         drop(self);
     }
 
+    /// Runs `sql` on the backend's database (after its migrations): a test's trigger, say.
+    pub async fn execute_sql(&self, sql: &str) {
+        let pool = sqlx::PgPool::connect(self._database.url())
+            .await
+            .expect("connect to the stack's database");
+        sqlx::raw_sql(sql)
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|error| panic!("{sql}: {error}"));
+        pool.close().await;
+    }
+
     /// Kills the backend, leaving the edge in front of nothing.
     pub fn kill_backend(&mut self) {
         self.backend.kill_hard();

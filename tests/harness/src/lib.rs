@@ -8,11 +8,14 @@
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
-//! - [`workerd`]: the built edge Worker under `workerd`.
+//! - [`workerd`]: the built edge Worker under `workerd`;
+//! - [`mutations`]: a seeded corpus of mutated requests for the bad-input tests of edge and
+//!   backend alike, sent over raw sockets.
 
 mod answer;
 mod certificates;
 mod database;
+pub mod mutations;
 mod process;
 mod tls_postgres;
 mod wait;

@@ -57,6 +57,7 @@ async fn get_debit(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
 ) -> Result<(StatusCode, Json<DebitOutcome>), SimulatorError> {
+    bank.look_up_latency().await;
     let outcome = bank
         .debit_outcome(&reference)
         .ok_or(SimulatorError::UnknownReference(reference))?;
@@ -86,6 +87,7 @@ async fn get_refund(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
 ) -> Result<(StatusCode, Json<RefundOutcome>), SimulatorError> {
+    bank.look_up_latency().await;
     let outcome = bank
         .refund_outcome(&reference)
         .ok_or(SimulatorError::UnknownReference(reference))?;

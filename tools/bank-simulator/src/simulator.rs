@@ -58,6 +58,14 @@ impl BankSimulator {
         self.behaviour().knobs().clone()
     }
 
+    /// Waits the `lookup_latency_ms` knob: a status look-up's delay.
+    pub async fn look_up_latency(&self) {
+        let delay = self.knobs().lookup_latency_ms;
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
+    }
+
     /// Replaces the knobs and re-seeds the generator from `knobs.seed`; requests arriving from
     /// now on follow them. Not validated: see [`Knobs::validate`].
     pub fn set_knobs(&self, knobs: Knobs) {

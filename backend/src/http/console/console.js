@@ -492,6 +492,32 @@
     });
   }
 
+  /* ---------- Pages ---------- */
+
+  /**
+   * A button that reads the page after `cursor` (`load(cursor)` gives the promise of a page),
+   * hands it to `append`, which returns the cursor of the page after it, and hides itself once
+   * none follows: every list of the API is paged, so nothing is out of reach.
+   */
+  function moreButton(id, label, cursor, load, append) {
+    var next = cursor;
+    var button = el('button', { type: 'button', class: 'more', id: id }, label);
+    button.hidden = !next;
+    button.addEventListener('click', function () {
+      button.disabled = true;
+      load(next).then(function (page) {
+        next = append(page) || null;
+        button.disabled = false;
+        button.hidden = !next;
+        announce(next ? 'More loaded' : 'Everything is loaded');
+      }, function (err) {
+        button.disabled = false;
+        announce(problemText(err));
+      });
+    });
+    return button;
+  }
+
   /* ---------- Customer screen ---------- */
 
   function loadCustomer(id) {
@@ -518,9 +544,27 @@
       nodes.push(el('p', { class: 'empty', id: 'customer-summary' }, summary));
     } else {
       summary = 'Customer ' + userId + ': ' +
-        plural(actions.length, 'payment or refund', 'payments and refunds') + ', newest first';
+        plural(actions.length, 'payment or refund', 'payments and refunds') +
+        (data.next ? ' (the newest; more below)' : '') + ', newest first';
       nodes.push(el('p', { class: 'summary', id: 'customer-summary' }, summary));
       actions.forEach(function (action, i) { nodes.push(renderAction(action, i)); });
+      var shown = actions.length;
+      var older = moreButton('customer-more', 'Show older payments and refunds', data.next,
+        function (cursor) {
+          return api('GET', '/customers/' + encodeURIComponent(userId) + '?before=' + encodeURIComponent(cursor));
+        },
+        function (page) {
+          (Array.isArray(page.actions) ? page.actions : []).forEach(function (action) {
+            older.before(renderAction(action, shown++));
+          });
+          return page.next;
+        });
+      nodes.push(older);
+    }
+    if (data.events_complete === false) {
+      nodes.push(el('p', { class: 'note', id: 'customer-events-incomplete' },
+        'Some of these payments have more trail events than one page shows; the whole trail is at ',
+        code('/admin/api/customers/' + userId + '/trail'), '.'));
     }
 
     var operator = el('section', { class: 'operator-events', 'aria-labelledby': 'operator-events-heading' },
@@ -703,6 +747,16 @@
       table.append(body);
       table.querySelector('caption').id = 'queue-table-caption';
       nodes.push(scrollBox(table, 'queue-table-caption'));
+      var rows = keys.length;
+      nodes.push(moreButton('queue-more', 'Show more keys', data.next,
+        function (cursor) { return api('GET', '/queue?after=' + encodeURIComponent(cursor)); },
+        function (page) {
+          (Array.isArray(page.keys) ? page.keys : []).forEach(function (entry) {
+            body.append(queueRow(entry, rows++));
+          });
+          fitScrollBoxes();
+          return page.next;
+        }));
     }
 
     var lateSection = el('section', { class: 'late-debits', 'aria-labelledby': 'late-debits-heading' },
@@ -711,21 +765,16 @@
       lateSection.append(el('p', { class: 'empty', id: 'late-debits-none' }, 'None'));
     } else {
       var list = el('ul', { class: 'late-list', id: 'late-debits' });
-      late.forEach(function (d) {
-        d = d || {};
-        var found = d.found || {};
-        var userId = str(d.user_id);
-        list.append(el('li', { 'data-key': str(d.key), 'data-user-id': userId },
-          el('span', { class: 'late-what' }, 'Customer ',
-            el('button', { type: 'button', class: 'link customer-link', 'data-user-id': userId,
-              onclick: function () { openCustomer(userId); } }, hiddenText('Open customer '), userId),
-            d.key ? [', key ', code(d.key)] : ', key expired',
-            d.bank_reference ? [', reference ', code(d.bank_reference)] : null,
-            d.amount_paise === null || d.amount_paise === undefined ? null : [', ', money(d.amount_paise)]),
-          ' ', el('span', { class: 'late-when' }, 'found ', timeEl(found.at, { date: 'always', ms: false })),
-          found.detail ? [' ', el('span', { class: 'late-detail' }, str(found.detail))] : null));
-      });
+      late.forEach(function (d) { list.append(lateDebitItem(d)); });
       lateSection.append(list);
+      lateSection.append(moreButton('late-debits-more', 'Show older late debits', data.late_debits_next,
+        function (cursor) { return api('GET', '/late-debits?before=' + encodeURIComponent(cursor)); },
+        function (page) {
+          (Array.isArray(page.late_debits) ? page.late_debits : []).forEach(function (d) {
+            list.append(lateDebitItem(d));
+          });
+          return page.next;
+        }));
     }
     nodes.push(lateSection);
 
@@ -738,6 +787,22 @@
         : 'Queue: ' + plural(keys.length, 'unfinished key', 'unfinished keys') + ', ' +
           plural(late.length, 'late debit', 'late debits') + ' found');
     }
+  }
+
+  /** One late debit, newest first in its list. */
+  function lateDebitItem(d) {
+    d = d || {};
+    var found = d.found || {};
+    var userId = str(d.user_id);
+    return el('li', { 'data-key': str(d.key), 'data-user-id': userId },
+      el('span', { class: 'late-what' }, 'Customer ',
+        el('button', { type: 'button', class: 'link customer-link', 'data-user-id': userId,
+          onclick: function () { openCustomer(userId); } }, hiddenText('Open customer '), userId),
+        d.key ? [', key ', code(d.key)] : ', key expired',
+        d.bank_reference ? [', reference ', code(d.bank_reference)] : null,
+        d.amount_paise === null || d.amount_paise === undefined ? null : [', ', money(d.amount_paise)]),
+      ' ', el('span', { class: 'late-when' }, 'found ', timeEl(found.at, { date: 'always', ms: false })),
+      found.detail ? [' ', el('span', { class: 'late-detail' }, str(found.detail))] : null);
   }
 
   function queueRow(entry, i) {
@@ -910,11 +975,15 @@
     var entries = Array.isArray(data.entries) ? data.entries : [];
     var checked = Number(data.movements_checked);
     if (!isFinite(checked)) checked = entries.length;
-    var clean = data.clean === true && findings.length === 0;
+    var complete = data.complete !== false;
+    var clean = data.clean === true && complete && findings.length === 0;
 
     var verdictText = clean
       ? 'No double charge found: ' + plural(checked, 'movement matches', 'movements match') + ' the bank'
-      : 'Problems found: ' + findings.length;
+      : !complete && findings.length === 0
+        ? 'Check incomplete: ' + plural(checked, 'movement', 'movements') + ' checked, nothing found in them' +
+          (data.older_movements_unchecked ? '; older movements were not checked' : '; some look-ups failed')
+        : 'Problems found: ' + findings.length + (complete ? '' : ' (the check is incomplete)');
     var verdict = el('p', { id: 'check-verdict', class: 'verdict ' + (clean ? 'verdict-clean' : 'verdict-problems'),
       'data-clean': clean ? 'true' : 'false' }, verdictText);
     var meta = el('p', { class: 'check-meta' }, 'Customer ' + userId + ', checked ',

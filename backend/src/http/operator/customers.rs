@@ -1,66 +1,112 @@
-//! `GET /admin/api/customers/{user_id}`: a customer's payments and refunds, newest first, each
-//! with its key (if still stored) and the trail of its claim, oldest event first; and the
-//! customer's own events (ledger checks). Reading it is not recorded: it changes nothing.
+//! A customer as the support desk reads them, a page at a time, each read recorded in the
+//! customer's trail (`customer_viewed`, with the operator's name):
+//! - `GET /admin/api/customers/{user_id}[?before=…&limit=…]`: a page of the customer's payments
+//!   and refunds, newest first, each with its key (if still stored) and the trail of its claim,
+//!   oldest event first; `next` pages on. Also the newest page of the customer's own events
+//!   (operators' ledger checks and reads), oldest first, with `events_next` to page on through
+//!   the trail.
+//! - `GET /admin/api/customers/{user_id}/trail[?before=…&limit=…]`: the customer's whole trail,
+//!   every event of every claim and their own, newest first; `next` pages on.
 
-use axum::Json;
+use std::collections::HashMap;
+
 use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use serde_json::{Value, json};
+use uuid::Uuid;
 
-use super::{customer_from_path, rfc3339};
+use super::paging::{
+    DEFAULT_LIMIT, PageQuery, event_cursor, movement_cursor, movement_cursor_text, page_of,
+};
+use super::token::Operator;
+use super::{customer_from_path, record_read, rfc3339};
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::{CustomerKey, CustomerRecord, StoredEvent};
+use crate::store::{CustomerKey, CustomerMovement, Page, StoredEvent, TrailOf};
 
-/// The handler.
+/// `GET /admin/api/customers/{user_id}`.
 pub async fn customer(
     State(state): State<AppState>,
+    Extension(operator): Extension<Operator>,
     Path(user_id): Path<String>,
+    query: PageQuery,
 ) -> Result<Json<Value>, Error> {
     let user = customer_from_path(&user_id)?;
-    let record = state.store.customer_record(user.as_i64()).await?;
-    Ok(Json(customer_json(user.get(), &record)))
+    let page = page_of(query, "before", movement_cursor)?;
+    record_read(&state, &operator, user, "payments, refunds and keys").await?;
+    let movements = state.store.customer_movements(user.as_i64(), page).await?;
+    let claims: Vec<Uuid> = movements.items.iter().map(|movement| movement.id).collect();
+    let (keys, events) = state.store.customer_claims(user.as_i64(), &claims).await?;
+    let own_page = Page {
+        from: None,
+        limit: DEFAULT_LIMIT,
+    };
+    let own = state
+        .store
+        .customer_trail(user.as_i64(), TrailOf::CustomerOnly, own_page)
+        .await?;
+    let events_complete =
+        i64::try_from(events.len()).unwrap_or(i64::MAX) < crate::store::CLAIM_EVENTS_LIMIT;
+    let keys: HashMap<Uuid, &CustomerKey> = keys.iter().map(|key| (key.resource_id, key)).collect();
+    let actions: Vec<Value> = movements
+        .items
+        .iter()
+        .map(|movement| action_json(movement, keys.get(&movement.id).copied(), &events))
+        .collect();
+    let own_events: Vec<Value> = own.items.iter().rev().map(event_json).collect();
+    Ok(Json(json!({
+        "user_id": user.get().to_string(),
+        "actions": actions,
+        "next": movements.next.as_ref().map(movement_cursor_text),
+        "events_complete": events_complete,
+        "events": own_events,
+        "events_next": own.next.map(|id| id.to_string()),
+    })))
 }
 
-fn customer_json(user_id: u64, record: &CustomerRecord) -> Value {
-    let actions: Vec<Value> = record
-        .movements
+/// `GET /admin/api/customers/{user_id}/trail`.
+pub async fn trail(
+    State(state): State<AppState>,
+    Extension(operator): Extension<Operator>,
+    Path(user_id): Path<String>,
+    query: PageQuery,
+) -> Result<Json<Value>, Error> {
+    let user = customer_from_path(&user_id)?;
+    let page = page_of(query, "before", event_cursor)?;
+    record_read(&state, &operator, user, "trail").await?;
+    let trail = state
+        .store
+        .customer_trail(user.as_i64(), TrailOf::Everything, page)
+        .await?;
+    let events: Vec<Value> = trail.items.iter().map(event_json).collect();
+    Ok(Json(json!({
+        "user_id": user.get().to_string(),
+        "events": events,
+        "next": trail.next.map(|id| id.to_string()),
+    })))
+}
+
+fn action_json(
+    movement: &CustomerMovement,
+    key: Option<&CustomerKey>,
+    events: &[StoredEvent],
+) -> Value {
+    let events: Vec<Value> = events
         .iter()
-        .map(|movement| {
-            let key = record
-                .keys
-                .iter()
-                .find(|key| key.resource_id == movement.id)
-                .map(key_json);
-            let events: Vec<Value> = record
-                .events
-                .iter()
-                .filter(|event| event.resource_id == Some(movement.id))
-                .map(event_json)
-                .collect();
-            json!({
-                "operation": movement.operation.name(),
-                "id": movement.id,
-                "bill_id": movement.bill_id,
-                "payment_id": movement.payment_id,
-                "amount_paise": movement.amount_paise,
-                "status": movement.status.name(),
-                "bank_reference": movement.bank_reference,
-                "created_at": rfc3339(movement.created_at),
-                "key": key,
-                "events": events,
-            })
-        })
-        .collect();
-    let own_events: Vec<Value> = record
-        .events
-        .iter()
-        .filter(|event| event.resource_id.is_none())
+        .filter(|event| event.resource_id == Some(movement.id))
         .map(event_json)
         .collect();
     json!({
-        "user_id": user_id.to_string(),
-        "actions": actions,
-        "events": own_events,
+        "operation": movement.operation.name(),
+        "id": movement.id,
+        "bill_id": movement.bill_id,
+        "payment_id": movement.payment_id,
+        "amount_paise": movement.amount_paise,
+        "status": movement.status.name(),
+        "bank_reference": movement.bank_reference,
+        "created_at": rfc3339(movement.created_at),
+        "key": key.map(key_json),
+        "events": events,
     })
 }
 
@@ -75,6 +121,7 @@ fn key_json(key: &CustomerKey) -> Value {
 /// One trail event as the operator API writes it.
 pub fn event_json(event: &StoredEvent) -> Value {
     json!({
+        "event_id": event.event_id,
         "at": rfc3339(event.at),
         "event": event.event,
         "detail": event.detail,

@@ -11,8 +11,13 @@
 //! | `lookup_failed` | the bank could not be asked about a reference; the check is incomplete |
 //!
 //! The check sees the references we minted; money the bank moved under a reference we never
-//! recorded is outside what it can find. It is recorded in the customer's trail with the
-//! operator, the reason and the count of findings.
+//! recorded is outside what it can find. It reads every movement of the customer, a page at a
+//! time, up to [`MAX_MOVEMENTS_CHECKED`]; `complete` says whether it saw them all and had the
+//! bank's word on each (no failed look-up), and `clean` is only ever true for a complete check.
+//! One check per customer runs at a time (409 for a second), and all checks' look-ups share a
+//! quarter of `MAX_BANK_CALLS` ([`crate::ledger_check_bounds`]), so payments keep their bank
+//! calls. It is recorded in the customer's trail with the operator, the reason, the count of
+//! findings and whether it was complete.
 
 use std::collections::BTreeMap;
 
@@ -21,8 +26,8 @@ use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use shared::Operation;
 use shared::api::MovementStatus;
+use shared::{Operation, Problem, ProblemKind};
 use time::OffsetDateTime;
 
 use super::token::Operator;
@@ -30,11 +35,18 @@ use super::{action_of, customer_from_path, rfc3339};
 use crate::bank_client::LookUp;
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::CustomerMovement;
+use crate::store::{CustomerMovement, Page};
 use crate::trail::{EventKind, NewEvent, request_id};
 
-/// Look-ups in flight at once for one check.
+/// Look-ups in flight at once for one check (all checks together stay within their share).
 const CONCURRENT_LOOKUPS: usize = 8;
+
+/// Movements read from the database per page.
+const MOVEMENTS_PER_PAGE: usize = 500;
+
+/// The most movements one check asks the bank about; a customer with more gets a check that
+/// says it is not complete.
+pub const MAX_MOVEMENTS_CHECKED: usize = 10_000;
 
 /// What the bank said of one reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,17 +83,49 @@ pub async fn ledger_check(
 ) -> Result<Json<Value>, Error> {
     let user = customer_from_path(&user_id)?;
     let action = action_of(&state, &operator, body).await?;
-    let record = state.store.customer_record(user.as_i64()).await?;
-    let entries: Vec<Entry> = stream::iter(record.movements)
-        .map(|ours| ask(state.clone(), ours))
-        .buffered(CONCURRENT_LOOKUPS)
-        .collect()
-        .await;
+    let Some(_running) = state.ledger_checks.begin(user.as_i64()) else {
+        return Err(Problem::new(
+            ProblemKind::RequestInProgress,
+            "A ledger check of this customer is running; look at its result when it ends.",
+        )
+        .into());
+    };
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut page = Page {
+        from: None,
+        limit: MOVEMENTS_PER_PAGE,
+    };
+    let unread_left = loop {
+        let movements = state.store.customer_movements(user.as_i64(), page).await?;
+        let asked: Vec<Entry> = stream::iter(movements.items)
+            .map(|ours| ask(state.clone(), ours))
+            .buffered(CONCURRENT_LOOKUPS)
+            .collect()
+            .await;
+        entries.extend(asked);
+        match movements.next {
+            None => break false,
+            Some(_) if entries.len() >= MAX_MOVEMENTS_CHECKED => break true,
+            next => page.from = next,
+        }
+    };
     let findings = findings(&entries);
+    let lookups_failed = entries
+        .iter()
+        .filter(|entry| entry.bank == BankStatus::LookupFailed)
+        .count();
+    let complete = !unread_left && lookups_failed == 0;
     let detail = format!(
-        "{} references checked at the bank; {} findings",
+        "{} references checked at the bank; {} findings; {}",
         entries.len(),
-        findings.len()
+        findings.len(),
+        if complete {
+            "complete".to_owned()
+        } else if unread_left {
+            format!("not complete: only the newest {MAX_MOVEMENTS_CHECKED} movements were checked")
+        } else {
+            format!("not complete: {lookups_failed} look-ups failed")
+        }
     );
     let checked = NewEvent {
         user_id: user.as_i64(),
@@ -98,16 +142,18 @@ pub async fn ledger_check(
         "user_id": user.get().to_string(),
         "checked_at": rfc3339(OffsetDateTime::now_utc()),
         "movements_checked": entries.len(),
+        "complete": complete,
+        "older_movements_unchecked": unread_left,
         "entries": entries_json,
-        "clean": findings.is_empty(),
+        "clean": complete && findings.is_empty(),
         "findings": findings,
     })))
 }
 
 async fn ask(state: AppState, ours: CustomerMovement) -> Entry {
     let bank = match state
-        .bank
-        .look_up(ours.operation, &ours.bank_reference)
+        .ledger_checks
+        .look_up(&state.bank, ours.operation, &ours.bank_reference)
         .await
     {
         Ok(LookUp::Succeeded) => BankStatus::Succeeded,

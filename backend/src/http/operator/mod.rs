@@ -6,18 +6,23 @@
 //! |---|---|
 //! | `GET /admin/console` (`.js`, `.css`) | the console page ([`console`]), no token needed to load it |
 //! | `GET /admin/openapi.json` | this API's OpenAPI document ([`openapi`]), no token needed |
-//! | `GET /admin/api/customers/{user_id}` | a customer's payments, refunds and keys, each with its trail ([`customers`]) |
-//! | `GET /admin/api/queue` | unfinished, unknown and released keys, and late debits, oldest first ([`queue`]) |
+//! | `GET /admin/api/customers/{user_id}` | a page of a customer's payments, refunds and keys, newest first, each with its trail ([`customers`]) |
+//! | `GET /admin/api/customers/{user_id}/trail` | a page of the customer's whole trail, newest first ([`customers`]) |
+//! | `GET /admin/api/queue` | a page of the unfinished, unknown and released keys, oldest first, and the newest late debits ([`queue`]) |
+//! | `GET /admin/api/late-debits` | a page of the late debits found, newest first ([`queue`]) |
 //! | `POST /admin/api/customers/{user_id}/keys/{key}/ask-bank` | "ask the bank now", through the reconciler's own path ([`queue`]) |
 //! | `POST /admin/api/customers/{user_id}/ledger-check` | the bank's record of each of the customer's references against ours ([`ledger_check`]) |
 //!
 //! Every API route needs an operator token ([`token`]); every action is recorded in the trail
-//! with the operator's name and reason. Answers are JSON; refusals are problem+json.
+//! with the operator's name and reason, and every read of a customer's record or trail with the
+//! operator's name (`customer_viewed`). Lists page with a cursor ([`paging`]), so nothing is out
+//! of reach. Answers are JSON; refusals are problem+json.
 
 mod console;
 mod customers;
 mod ledger_check;
 mod openapi;
+mod paging;
 mod queue;
 pub mod token;
 
@@ -37,13 +42,18 @@ use self::token::{Operator, Refusal};
 use super::body::read_request_body;
 use crate::error::Error;
 use crate::state::AppState;
-use crate::trail::OperatorAction;
+use crate::trail::{EventKind, NewEvent, OperatorAction, request_id};
 
 /// The console and its API, to be merged into the admin listener's router.
 pub fn router(state: AppState) -> Router<AppState> {
     let api = Router::new()
         .route("/admin/api/customers/{user_id}", get(customers::customer))
+        .route(
+            "/admin/api/customers/{user_id}/trail",
+            get(customers::trail),
+        )
         .route("/admin/api/queue", get(queue::queue))
+        .route("/admin/api/late-debits", get(queue::late_debits))
         .route(
             "/admin/api/customers/{user_id}/keys/{key}/ask-bank",
             post(queue::ask_bank),
@@ -141,10 +151,41 @@ async fn action_of(
         )
         .into());
     }
+    if reason.chars().any(char::is_control) {
+        return Err(Problem::invalid_field(
+            "reason",
+            "The reason must be one line of text, without control characters.",
+        )
+        .into());
+    }
     Ok(OperatorAction {
         operator: operator.name.clone(),
-        reason,
+        reason: Some(reason),
     })
+}
+
+/// Records in `user`'s trail that `operator` read their `what`, before the read is answered:
+/// an operator's look at a customer's money is on the record, like their actions.
+async fn record_read(
+    state: &AppState,
+    operator: &Operator,
+    user: UserId,
+    what: &str,
+) -> Result<(), Error> {
+    let read = NewEvent {
+        user_id: user.as_i64(),
+        key: None,
+        resource_id: None,
+        kind: EventKind::CustomerViewed,
+        detail: Some(format!("read the customer's {what}")),
+        request_id: request_id::current(),
+        operator: Some(OperatorAction {
+            operator: operator.name.clone(),
+            reason: None,
+        }),
+    };
+    state.store.append_event(&read).await?;
+    Ok(())
 }
 
 /// RFC 3339, as every time on the operator API is written.

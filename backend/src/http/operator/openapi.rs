@@ -38,13 +38,24 @@ pub fn document() -> Value {
         },
         "paths": {
             "/admin/api/customers/{user_id}": { "get": operation(
-                "customer", "A customer's payments, refunds and keys, each with its audit trail",
-                std::slice::from_ref(&user), None,
-                json!({ "200": ok("Customer"), "404": problem("Not a customer id") }),
+                "customer", "A page of a customer's payments, refunds and keys, newest first, each with its audit trail (the read is recorded in the trail)",
+                &[user.clone(), cursor("before"), limit()], None,
+                json!({ "200": ok("Customer"), "404": problem("Not a customer id"), "422": problem("before or limit does not read") }),
+            )},
+            "/admin/api/customers/{user_id}/trail": { "get": operation(
+                "customer_trail", "A page of a customer's whole audit trail, newest first (the read is recorded in the trail)",
+                &[user.clone(), cursor("before"), limit()], None,
+                json!({ "200": ok("Trail"), "404": problem("Not a customer id"), "422": problem("before or limit does not read") }),
             )},
             "/admin/api/queue": { "get": operation(
-                "queue", "Unfinished, unknown and released keys, and late debits, oldest first",
-                &[], None, json!({ "200": ok("Queue") }),
+                "queue", "A page of the unfinished, unknown and released keys, oldest first, and the newest page of late debits",
+                &[cursor("after"), limit()], None,
+                json!({ "200": ok("Queue"), "422": problem("after or limit does not read") }),
+            )},
+            "/admin/api/late-debits": { "get": operation(
+                "late_debits", "A page of the late debits found, newest first",
+                &[cursor("before"), limit()], None,
+                json!({ "200": ok("LateDebits"), "422": problem("before or limit does not read") }),
             )},
             "/admin/api/customers/{user_id}/keys/{key}/ask-bank": { "post": operation(
                 "ask_bank", "Ask the bank about a key now, through the reconciler's look-up (never a debit)",
@@ -54,7 +65,7 @@ pub fn document() -> Value {
                     "400": problem("Body not JSON"),
                     "404": problem("The customer has no such key"),
                     "409": problem("Someone is asking the bank about this key right now"),
-                    "422": problem("reason missing, empty or over 500 characters"),
+                    "422": problem("reason missing, empty, over 500 characters or with control characters"),
                 }),
             )},
             "/admin/api/customers/{user_id}/ledger-check": { "post": operation(
@@ -64,7 +75,8 @@ pub fn document() -> Value {
                     "200": ok("LedgerCheck"),
                     "400": problem("Body not JSON"),
                     "404": problem("Not a customer id"),
-                    "422": problem("reason missing, empty or over 500 characters"),
+                    "409": problem("A ledger check of this customer is running"),
+                    "422": problem("reason missing, empty, over 500 characters or with control characters"),
                 }),
             )},
         },
@@ -93,13 +105,16 @@ fn schemas() -> Value {
         "expired",
         "operator_lookup",
         "ledger_checked",
+        "customer_viewed",
     ];
     let text = json!({ "type": "string" });
     let maybe_text = json!({ "type": ["string", "null"] });
+    let next = json!({ "type": ["string", "null"], "description": "pass back to read the next page; null on the last" });
     let time = json!({ "type": "string", "format": "date-time" });
     json!({
         "Reason": object(json!({ "reason": { "type": "string", "minLength": 1, "maxLength": 500 } })),
         "Event": object(json!({
+            "event_id": { "type": "integer", "description": "the order events were written in" },
             "at": time, "event": { "enum": event_names }, "detail": maybe_text,
             "request_id": maybe_text, "operator": maybe_text, "reason": maybe_text,
             "repeats": { "type": "integer", "description": "identical observations folded into this one" },
@@ -117,7 +132,24 @@ fn schemas() -> Value {
         "Customer": object(json!({
             "user_id": text,
             "actions": { "type": "array", "items": { "$ref": "#/components/schemas/Action" }, "description": "newest first" },
-            "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" }, "description": "the customer's own: ledger checks" },
+            "next": next.clone(),
+            "events_complete": { "type": "boolean", "description": "false when this page's claims have more events than one read returns: page through the trail" },
+            "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" }, "description": "the newest page of the customer's own events (ledger checks, reads), oldest first" },
+            "events_next": next.clone(),
+        })),
+        "Trail": object(json!({
+            "user_id": text,
+            "events": { "type": "array", "items": { "$ref": "#/components/schemas/Event" }, "description": "newest first" },
+            "next": next.clone(),
+        })),
+        "LateDebit": object(json!({
+            "user_id": text, "key": maybe_text, "resource_id": maybe_text,
+            "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
+            "found": { "$ref": "#/components/schemas/Event" },
+        })),
+        "LateDebits": object(json!({
+            "late_debits": { "type": "array", "items": { "$ref": "#/components/schemas/LateDebit" }, "description": "newest first" },
+            "next": next.clone(),
         })),
         "Queue": object(json!({
             "keys": { "type": "array", "items": object(json!({
@@ -128,11 +160,9 @@ fn schemas() -> Value {
                 "next_lookup_at": { "type": ["string", "null"], "format": "date-time" },
                 "failed_lookups": { "type": "integer" },
             })) },
-            "late_debits": { "type": "array", "items": object(json!({
-                "user_id": text, "key": maybe_text, "resource_id": maybe_text,
-                "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
-                "found": { "$ref": "#/components/schemas/Event" },
-            })) },
+            "next": next.clone(),
+            "late_debits": { "type": "array", "items": { "$ref": "#/components/schemas/LateDebit" }, "description": "the newest page, newest first" },
+            "late_debits_next": next.clone(),
         })),
         "AskBankResult": object(json!({
             "result": { "enum": ["resolved", "released", "voided", "not_yet", "already_final"] },
@@ -140,7 +170,9 @@ fn schemas() -> Value {
         })),
         "LedgerCheck": object(json!({
             "user_id": text, "checked_at": time, "movements_checked": { "type": "integer" },
-            "clean": { "type": "boolean" },
+            "complete": { "type": "boolean", "description": "every movement of the customer checked, and the bank's word had on each" },
+            "older_movements_unchecked": { "type": "boolean" },
+            "clean": { "type": "boolean", "description": "complete, and nothing found" },
             "entries": { "type": "array", "items": object(json!({
                 "reference": text, "operation": text, "bill_id": text, "amount_paise": { "type": "integer" },
                 "our_status": text,
@@ -173,6 +205,18 @@ fn operation(
     responses["401"] = problem("No operator token, or a forged, malformed or expired one");
     responses["403"] = problem("A genuine token without the operator role");
     secured_operation("operator", id, summary, parameters, body_schema, responses)
+}
+
+/// A page's cursor parameter (`before` or `after`), as a previous page's `next` gave it.
+fn cursor(name: &str) -> Value {
+    json!({ "name": name, "in": "query", "required": false,
+            "description": "The next value of the page before (absent for the first page)",
+            "schema": { "type": "string" } })
+}
+
+fn limit() -> Value {
+    json!({ "name": "limit", "in": "query", "required": false,
+            "description": "Items per page", "schema": { "type": "integer", "minimum": 1, "maximum": 200, "default": 50 } })
 }
 
 fn ok(schema: &str) -> Value {

@@ -1,11 +1,15 @@
 //! The queue of keys that need someone, and "ask the bank now".
 //!
-//! `GET /admin/api/queue`: `started`, `unknown` and released keys still to be checked, oldest
-//! claim first, and the late debits found (money that moved after its claim was released).
+//! `GET /admin/api/queue[?after=…&limit=…]`: a page of the `started`, `unknown` and released
+//! keys still to be checked, oldest claim first (`next` pages on), and the newest page of the
+//! late debits found (money that moved after its claim was released; `late_debits_next` pages
+//! on through `GET /admin/api/late-debits[?before=…&limit=…]`, newest first, so a new late debit
+//! is always on the first page however many came before it).
 //!
 //! `POST …/keys/{key}/ask-bank` with `{"reason": "…"}`: takes the key under a reconciler's
-//! lease (so no reconciler, and no second operator, asks at the same time), records the
-//! operator's look-up in the trail, and resolves it exactly as the reconciler does
+//! lease (so no reconciler, and no second operator, asks at the same time) and records the
+//! operator's look-up in the trail in the lease's own transaction, then resolves it exactly as
+//! the reconciler does
 //! (`reconcile::resolve_leased`): a look-up by the claim's reference, never a debit. The answer
 //! says what came of it: `resolved`, `released`, `voided`, `not_yet` (no final word at the
 //! bank yet), or `already_final` (nothing to ask). 409 while someone else holds the key (its
@@ -20,32 +24,58 @@ use shared::{KeyState, Problem, ProblemKind};
 use uuid::Uuid;
 
 use super::customers::event_json;
+use super::paging::{
+    DEFAULT_LIMIT, PageQuery, event_cursor, page_of, queue_cursor, queue_cursor_text,
+};
 use super::token::Operator;
 use super::{action_of, customer_from_path, rfc3339};
 use crate::error::Error;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{KeyRef, QueuedKey};
-use crate::trail::{EventKind, NewEvent};
+use crate::store::{KeyRef, LateDebit, Page, QueuedKey};
 
 /// `GET /admin/api/queue`.
-pub async fn queue(State(state): State<AppState>) -> Result<Json<Value>, Error> {
-    let (keys, late_debits) = state.store.work_queue().await?;
-    let keys: Vec<Value> = keys.iter().map(queued_json).collect();
-    let late_debits: Vec<Value> = late_debits
-        .iter()
-        .map(|late| {
-            json!({
-                "user_id": late.user_id.to_string(),
-                "key": late.event.key,
-                "resource_id": late.event.resource_id,
-                "bank_reference": late.bank_reference,
-                "amount_paise": late.amount_paise,
-                "found": event_json(&late.event),
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "keys": keys, "late_debits": late_debits })))
+pub async fn queue(State(state): State<AppState>, query: PageQuery) -> Result<Json<Value>, Error> {
+    let page = page_of(query, "after", queue_cursor)?;
+    let keys = state.store.queued_keys(page).await?;
+    let first_late = Page {
+        from: None,
+        limit: DEFAULT_LIMIT,
+    };
+    let late = state.store.late_debits(first_late).await?;
+    let queued: Vec<Value> = keys.items.iter().map(queued_json).collect();
+    let late_debits: Vec<Value> = late.items.iter().map(late_debit_json).collect();
+    Ok(Json(json!({
+        "keys": queued,
+        "next": keys.next.as_ref().map(queue_cursor_text),
+        "late_debits": late_debits,
+        "late_debits_next": late.next.map(|id| id.to_string()),
+    })))
+}
+
+/// `GET /admin/api/late-debits`.
+pub async fn late_debits(
+    State(state): State<AppState>,
+    query: PageQuery,
+) -> Result<Json<Value>, Error> {
+    let page = page_of(query, "before", event_cursor)?;
+    let late = state.store.late_debits(page).await?;
+    let late_debits: Vec<Value> = late.items.iter().map(late_debit_json).collect();
+    Ok(Json(json!({
+        "late_debits": late_debits,
+        "next": late.next.map(|id| id.to_string()),
+    })))
+}
+
+fn late_debit_json(late: &LateDebit) -> Value {
+    json!({
+        "user_id": late.user_id.to_string(),
+        "key": late.event.key,
+        "resource_id": late.event.resource_id,
+        "bank_reference": late.bank_reference,
+        "amount_paise": late.amount_paise,
+        "found": event_json(&late.event),
+    })
 }
 
 fn queued_json(queued: &QueuedKey) -> Value {
@@ -78,21 +108,9 @@ pub async fn ask_bank(
         key: Uuid::parse_str(&key).map_err(|_| no_such_key())?,
     };
     let action = action_of(&state, &operator, body).await?;
-    let Some(leased) = state.store.lease_key(key).await? else {
+    let Some(leased) = state.store.lease_key(key, Some(&action)).await? else {
         return nothing_to_ask(&state, key).await;
     };
-    let resource_id = leased.stored.resource_id;
-    let asked = NewEvent {
-        operator: Some(action),
-        ..NewEvent::of_claim(
-            user.as_i64(),
-            key.key,
-            resource_id,
-            EventKind::OperatorLookup,
-            Some("asked the bank now, by the claim's reference".to_owned()),
-        )
-    };
-    state.store.append_event(&asked).await?;
     let result = match resolve_leased(&state, leased).await? {
         Resolution::Finished(_) => "resolved",
         Resolution::Released => "released",

@@ -5,6 +5,7 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::support_desk::{Page, Paged, TrailOf};
 use crate::store::columns::{Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
@@ -12,6 +13,10 @@ use crate::trail::{NewEvent, Observed};
 
 const COLUMNS: &str =
     "user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";
+
+/// [`COLUMNS`] and the event's id, as a read returns them.
+const READ_COLUMNS: &str =
+    "event_id, user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";
 
 /// Appends `event`, stamped with the database's clock, in the caller's transaction.
 pub async fn append<D: Db>(conn: &mut D::Connection, event: &NewEvent) -> Result<(), StoreError> {
@@ -46,7 +51,7 @@ fn bind_event<'q, D: Db>(
     event: &NewEvent,
 ) -> sqlx::query::Query<'q, D, <D as sqlx::Database>::Arguments<'q>> {
     let (operator, reason) = match &event.operator {
-        Some(action) => (Some(action.operator.clone()), Some(action.reason.clone())),
+        Some(action) => (Some(action.operator.clone()), action.reason.clone()),
         None => (None, None),
     };
     query
@@ -63,6 +68,8 @@ fn bind_event<'q, D: Db>(
 /// An event as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEvent {
+    /// Its id: the order events were written in (a trail page's cursor).
+    pub event_id: i64,
     /// The key's storage UUID, if the event is a key's.
     pub key: Option<Uuid>,
     /// The claim's payment or refund.
@@ -83,29 +90,66 @@ pub struct StoredEvent {
     pub repeats: i64,
 }
 
-/// A customer's latest `limit` events, oldest first (in the order they were written).
-pub async fn select_for_user<D: Db>(
+/// The events of `user_id`'s claims `resource_ids`, oldest first (in the order they were
+/// written), at most `limit`.
+pub async fn select_of_claims<D: Db>(
     conn: &mut D::Connection,
     user_id: i64,
+    resource_ids: &[Uuid],
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StoreError> {
+    let ids = (3..resource_ids.len() + 3)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let sql = format!(
-        "SELECT {COLUMNS} FROM key_events WHERE user_id = $1 \
+        "SELECT {READ_COLUMNS} FROM key_events WHERE user_id = $1 AND resource_id IN ({ids}) \
+         ORDER BY event_id LIMIT $2"
+    );
+    let mut query = sqlx::query(&sql).arg(user_id).arg(limit);
+    for id in resource_ids {
+        query = query.arg(*id);
+    }
+    let rows = D::fetch_all(conn, query).await?;
+    rows.iter().map(event_from_row::<D>).collect()
+}
+
+/// A page of `user_id`'s trail, newest first: every event, or only the customer's own.
+pub async fn select_trail<D: Db>(
+    conn: &mut D::Connection,
+    user_id: i64,
+    of: TrailOf,
+    page: Page<i64>,
+) -> Result<Paged<StoredEvent, i64>, StoreError> {
+    let only_own = match of {
+        TrailOf::Everything => "",
+        TrailOf::CustomerOnly => "AND resource_id IS NULL",
+    };
+    let before = match page.from {
+        Some(_) => "AND event_id < $3",
+        None => "",
+    };
+    let sql = format!(
+        "SELECT {READ_COLUMNS} FROM key_events WHERE user_id = $1 {only_own} {before} \
          ORDER BY event_id DESC LIMIT $2"
     );
-    let rows = D::fetch_all(conn, sqlx::query(&sql).arg(user_id).arg(limit)).await?;
-    let mut events = rows
+    let mut query = sqlx::query(&sql).arg(user_id).arg(page.fetch());
+    if let Some(before) = page.from {
+        query = query.arg(before);
+    }
+    let rows = D::fetch_all(conn, query).await?;
+    let events = rows
         .iter()
         .map(event_from_row::<D>)
         .collect::<Result<Vec<_>, StoreError>>()?;
-    events.reverse();
-    Ok(events)
+    Ok(Paged::of(events, page.limit, |event| event.event_id))
 }
 
-/// An event read with [`COLUMNS`].
+/// An event read with [`READ_COLUMNS`].
 pub fn event_from_row<D: Db>(row: &D::Row) -> Result<StoredEvent, StoreError> {
     let fields = Fields::<D>::of(row);
     Ok(StoredEvent {
+        event_id: fields.get("event_id")?,
         key: fields.get("key")?,
         resource_id: fields.get("resource_id")?,
         at: fields.get::<Timestamp>("at")?.0,

@@ -1,6 +1,11 @@
 //! The support desk's reads (SPEC §8, the operator console): a customer's payments, refunds
 //! and keys, and the queue of keys that need someone: unfinished, unknown and released keys,
 //! and late debits. Read-only; the operator's actions go through the reconciler's own writes.
+//!
+//! Every list is read a page at a time with a cursor ([`Page`], [`Paged`]), keyset-paged on the
+//! order it is shown in, so no list ever stops at a fixed count: an operator (or the ledger
+//! check) can reach every row, and a row is never shown twice or skipped while others are
+//! added.
 
 use shared::api::MovementStatus;
 use shared::{KeyState, Operation};
@@ -48,17 +53,6 @@ pub struct CustomerKey {
     pub expires_at: OffsetDateTime,
 }
 
-/// What the console shows of one customer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomerRecord {
-    /// Payments and refunds, newest first.
-    pub movements: Vec<CustomerMovement>,
-    /// The keys still stored.
-    pub keys: Vec<CustomerKey>,
-    /// The trail, oldest first.
-    pub events: Vec<StoredEvent>,
-}
-
 /// A key in the queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedKey {
@@ -99,28 +93,116 @@ pub struct LateDebit {
     pub amount_paise: Option<i64>,
 }
 
-/// The most events, movements or queued keys one read returns.
-pub const READ_LIMIT: i64 = 500;
+/// A page to read: from after `from` (the last item of the page before; `None` for the first
+/// page), at most `limit` items. Each read fetches one item more than it returns, so the caller
+/// knows whether another page follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page<C> {
+    /// Where the previous page ended.
+    pub from: Option<C>,
+    /// How many items at most.
+    pub limit: usize,
+}
 
-/// Everything the console shows of `user_id`.
-pub async fn customer_record<D: Db>(
+impl<C> Page<C> {
+    /// The `LIMIT` to fetch: one more than the page holds.
+    pub(super) fn fetch(&self) -> i64 {
+        i64::try_from(self.limit).unwrap_or(i64::MAX - 1) + 1
+    }
+}
+
+/// Items of a page, and where the next page starts if there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paged<T, C> {
+    /// The page's items.
+    pub items: Vec<T>,
+    /// The cursor of the next page, if more follow.
+    pub next: Option<C>,
+}
+
+impl<T, C> Paged<T, C> {
+    /// `fetched` (up to one more than `limit`) as a page, its cursor taken from the last item
+    /// kept by `cursor_of`.
+    pub(super) fn of(
+        mut fetched: Vec<T>,
+        limit: usize,
+        cursor_of: impl Fn(&T) -> C,
+    ) -> Paged<T, C> {
+        let more = fetched.len() > limit;
+        fetched.truncate(limit);
+        let next = if more {
+            fetched.last().map(cursor_of)
+        } else {
+            None
+        };
+        Paged {
+            items: fetched,
+            next,
+        }
+    }
+}
+
+/// Where a page of a customer's movements (newest first) ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MovementCursor {
+    /// The last movement's claim time.
+    pub created_at: OffsetDateTime,
+    /// Its id (ties broken by it).
+    pub id: Uuid,
+}
+
+/// Where a page of the queue (oldest claim first) ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueCursor {
+    /// The last key's claim time.
+    pub claimed_at: OffsetDateTime,
+    /// Its customer.
+    pub user_id: i64,
+    /// The key.
+    pub key: Uuid,
+}
+
+/// Which of a customer's events a trail read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrailOf {
+    /// Every event.
+    Everything,
+    /// The customer's own events (operators' ledger checks and reads), no claim's.
+    CustomerOnly,
+}
+
+/// The most events of one page of claims a customer view shows; past it the page says its
+/// trail is not complete (the customer's trail pages through every event).
+pub const CLAIM_EVENTS_LIMIT: i64 = 5_000;
+
+/// A page of `user_id`'s payments and refunds, newest first.
+pub async fn customer_movements<D: Db>(
     conn: &mut D::Connection,
     user_id: i64,
-) -> Result<CustomerRecord, StoreError> {
-    let movements_sql = "SELECT 'pay_bill' AS operation, payment_id AS id, bill_id, payment_id, \
-                amount_paise, status, bank_reference, created_at \
-         FROM payments WHERE user_id = $1 \
-         UNION ALL \
-         SELECT 'refund_payment' AS operation, r.refund_id AS id, p.bill_id, r.payment_id, \
-                r.amount_paise, r.status, r.bank_reference, r.created_at \
-         FROM refunds r JOIN payments p ON p.user_id = r.user_id AND p.payment_id = r.payment_id \
-         WHERE r.user_id = $1 \
-         ORDER BY created_at DESC LIMIT $2";
-    let rows = D::fetch_all(
-        conn,
-        sqlx::query(movements_sql).arg(user_id).arg(READ_LIMIT),
-    )
-    .await?;
+    page: Page<MovementCursor>,
+) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError> {
+    let after = match page.from {
+        Some(_) => "WHERE m.created_at < $3 OR (m.created_at = $3 AND m.id < $4)",
+        None => "",
+    };
+    let sql = format!(
+        "SELECT * FROM ( \
+             SELECT 'pay_bill' AS operation, payment_id AS id, bill_id, payment_id, \
+                    amount_paise, status, bank_reference, created_at \
+             FROM payments WHERE user_id = $1 \
+             UNION ALL \
+             SELECT 'refund_payment' AS operation, r.refund_id AS id, p.bill_id, r.payment_id, \
+                    r.amount_paise, r.status, r.bank_reference, r.created_at \
+             FROM refunds r JOIN payments p \
+               ON p.user_id = r.user_id AND p.payment_id = r.payment_id \
+             WHERE r.user_id = $1) m \
+         {after} ORDER BY m.created_at DESC, m.id DESC LIMIT $2"
+    );
+    let mut query = sqlx::query(&sql).arg(user_id).arg(page.fetch());
+    if let Some(from) = page.from {
+        query = query.arg(Timestamp(from.created_at)).arg(from.id);
+    }
+    let rows = D::fetch_all(conn, query).await?;
     let movements = rows
         .iter()
         .map(|row| {
@@ -137,9 +219,42 @@ pub async fn customer_record<D: Db>(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let keys_sql = "SELECT key, resource_id, state, created_at, expires_at FROM idempotency_keys \
-                    WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2";
-    let rows = D::fetch_all(conn, sqlx::query(keys_sql).arg(user_id).arg(READ_LIMIT)).await?;
+    Ok(Paged::of(movements, page.limit, |movement| {
+        MovementCursor {
+            created_at: movement.created_at,
+            id: movement.id,
+        }
+    }))
+}
+
+/// `$2, $3, …` for `count` values bound after `$1`.
+fn placeholders_after_the_first(count: usize) -> String {
+    (2..count + 2)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The keys of `user_id`'s claims `resource_ids` (those still stored), and those claims' trail,
+/// oldest first, at most [`CLAIM_EVENTS_LIMIT`] events.
+pub async fn customer_claims<D: Db>(
+    conn: &mut D::Connection,
+    user_id: i64,
+    resource_ids: &[Uuid],
+) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
+    if resource_ids.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let ids = placeholders_after_the_first(resource_ids.len());
+    let keys_sql = format!(
+        "SELECT key, resource_id, state, created_at, expires_at FROM idempotency_keys \
+         WHERE user_id = $1 AND resource_id IN ({ids})"
+    );
+    let mut query = sqlx::query(&keys_sql).arg(user_id);
+    for id in resource_ids {
+        query = query.arg(*id);
+    }
+    let rows = D::fetch_all(conn, query).await?;
     let keys = rows
         .iter()
         .map(|row| {
@@ -153,12 +268,9 @@ pub async fn customer_record<D: Db>(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let events = events::select_for_user::<D>(conn, user_id, READ_LIMIT * 4).await?;
-    Ok(CustomerRecord {
-        movements,
-        keys,
-        events,
-    })
+    let events =
+        events::select_of_claims::<D>(conn, user_id, resource_ids, CLAIM_EVENTS_LIMIT).await?;
+    Ok((keys, events))
 }
 
 fn operation_named(name: &str) -> Result<Operation, StoreError> {
@@ -166,8 +278,18 @@ fn operation_named(name: &str) -> Result<Operation, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("unknown operation {name:?}")))
 }
 
-/// The unfinished, unknown and released keys still to be checked, oldest claim first.
-pub async fn queued_keys<D: Db>(conn: &mut D::Connection) -> Result<Vec<QueuedKey>, StoreError> {
+/// A page of the unfinished, unknown and released keys still to be checked, oldest claim first.
+pub async fn queued_keys<D: Db>(
+    conn: &mut D::Connection,
+    page: Page<QueueCursor>,
+) -> Result<Paged<QueuedKey, QueueCursor>, StoreError> {
+    let after = match page.from {
+        Some(_) => {
+            "AND (k.claimed_at > $2 OR (k.claimed_at = $2 AND (k.user_id > $3 \
+                  OR (k.user_id = $3 AND k.key > $4))))"
+        }
+        None => "",
+    };
     let sql = format!(
         "SELECT k.user_id, k.key, k.operation, k.state, k.resource_id, k.claimed_at, \
                 k.next_lookup_at, k.failed_lookups, {now} AS read_at, \
@@ -179,11 +301,20 @@ pub async fn queued_keys<D: Db>(conn: &mut D::Connection) -> Result<Vec<QueuedKe
          LEFT JOIN refunds r ON k.operation = 'refund_payment' \
               AND r.user_id = k.user_id AND r.refund_id = k.resource_id \
          WHERE k.state <> 'done' AND NOT (k.state = 'released' AND k.next_lookup_at IS NULL) \
-         ORDER BY k.claimed_at LIMIT $1",
+           {after} \
+         ORDER BY k.claimed_at, k.user_id, k.key LIMIT $1",
         now = D::NOW
     );
-    let rows = D::fetch_all(conn, sqlx::query(&sql).arg(READ_LIMIT)).await?;
-    rows.iter()
+    let mut query = sqlx::query(&sql).arg(page.fetch());
+    if let Some(from) = page.from {
+        query = query
+            .arg(Timestamp(from.claimed_at))
+            .arg(from.user_id)
+            .arg(from.key);
+    }
+    let rows = D::fetch_all(conn, query).await?;
+    let keys = rows
+        .iter()
         .map(|row| {
             let fields = Fields::<D>::of(row);
             Ok(QueuedKey {
@@ -202,21 +333,41 @@ pub async fn queued_keys<D: Db>(conn: &mut D::Connection) -> Result<Vec<QueuedKe
                 read_at: fields.get::<Timestamp>("read_at")?.0,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Paged::of(keys, page.limit, |queued| QueueCursor {
+        claimed_at: queued.claimed_at,
+        user_id: queued.user_id,
+        key: queued.key,
+    }))
 }
 
-/// The late debits found, oldest first.
-pub async fn late_debits<D: Db>(conn: &mut D::Connection) -> Result<Vec<LateDebit>, StoreError> {
-    let sql = "SELECT e.user_id, e.key, e.resource_id, e.at, e.event, e.detail, e.request_id, \
-                e.operator, e.reason, e.repeats, \
+/// A page of the late debits found, newest first (a new one is always on the first page).
+pub async fn late_debits<D: Db>(
+    conn: &mut D::Connection,
+    page: Page<i64>,
+) -> Result<Paged<LateDebit, i64>, StoreError> {
+    let before = match page.from {
+        Some(_) => "AND e.event_id < $2",
+        None => "",
+    };
+    let sql = format!(
+        "SELECT e.event_id, e.user_id, e.key, e.resource_id, e.at, e.event, e.detail, \
+                e.request_id, e.operator, e.reason, e.repeats, \
                 COALESCE(p.bank_reference, r.bank_reference) AS bank_reference, \
                 COALESCE(p.amount_paise, r.amount_paise) AS amount_paise \
          FROM key_events e \
          LEFT JOIN payments p ON p.user_id = e.user_id AND p.payment_id = e.resource_id \
          LEFT JOIN refunds r ON r.user_id = e.user_id AND r.refund_id = e.resource_id \
-         WHERE e.event = 'late_debit_found' ORDER BY e.at LIMIT $1";
-    let rows = D::fetch_all(conn, sqlx::query(sql).arg(READ_LIMIT)).await?;
-    rows.iter()
+         WHERE e.event = 'late_debit_found' {before} \
+         ORDER BY e.event_id DESC LIMIT $1"
+    );
+    let mut query = sqlx::query(&sql).arg(page.fetch());
+    if let Some(before) = page.from {
+        query = query.arg(before);
+    }
+    let rows = D::fetch_all(conn, query).await?;
+    let late = rows
+        .iter()
         .map(|row| {
             let fields = Fields::<D>::of(row);
             Ok(LateDebit {
@@ -226,5 +377,6 @@ pub async fn late_debits<D: Db>(conn: &mut D::Connection) -> Result<Vec<LateDebi
                 amount_paise: fields.get("amount_paise")?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(Paged::of(late, page.limit, |late| late.event.event_id))
 }

@@ -53,6 +53,10 @@ pub struct KnobFlags {
             .try_map(|value| value.parse::<LookupStatus>()),
     )]
     lookup_status: LookupStatus,
+    /// Fixed delay in milliseconds before a status look-up is answered: a bank whose status API
+    /// is slow (money-moving calls keep `latency_ms`).
+    #[arg(long, env = "BANK_LOOKUP_LATENCY_MS", default_value_t = 0)]
+    lookup_latency_ms: u64,
 }
 
 impl From<KnobFlags> for Knobs {
@@ -68,6 +72,7 @@ impl From<KnobFlags> for Knobs {
             seed: flags.seed,
             executes_abandoned_calls: flags.executes_abandoned_calls,
             lookup_status: flags.lookup_status,
+            lookup_latency_ms: flags.lookup_latency_ms,
         }
     }
 }
@@ -109,6 +114,7 @@ mod tests {
             "--seed=8",
             "--executes-abandoned-calls=true",
             "--lookup-status=original",
+            "--lookup-latency-ms=9",
         ]);
         let expected = Knobs {
             latency_ms: 5,
@@ -121,6 +127,7 @@ mod tests {
             seed: 8,
             executes_abandoned_calls: true,
             lookup_status: LookupStatus::Original,
+            lookup_latency_ms: 9,
         };
         assert_eq!(knobs, expected);
     }
@@ -148,6 +155,7 @@ mod tests {
             ("seed", "BANK_SEED"),
             ("executes-abandoned-calls", "BANK_EXECUTES_ABANDONED_CALLS"),
             ("lookup-status", "BANK_LOOKUP_STATUS"),
+            ("lookup-latency-ms", "BANK_LOOKUP_LATENCY_MS"),
         ]
         .map(|(flag, env)| (flag.to_owned(), env.to_owned()));
         assert_eq!(names, expected);
