@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::response::{IntoResponse, Response};
 use shared::{Problem, ProblemKind};
 
-use crate::flows::Answer;
+use crate::domain::Reply;
 use crate::store::StoreError;
 
 /// A request that ends without the answer it asked for.
@@ -56,7 +56,7 @@ pub struct Failure {
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let problem = match &self {
-            Error::Refused(problem) => return Answer::problem(problem.clone()).into_response(),
+            Error::Refused(problem) => return Reply::problem(problem.clone()).into_response(),
             Error::Store(StoreError::Unavailable(_)) => Problem::new(
                 ProblemKind::ServiceUnavailable,
                 "The payments database is unavailable; nothing was done. Retry shortly.",
@@ -68,7 +68,7 @@ impl IntoResponse for Error {
             ),
         };
         let transient = problem.status == 503;
-        let mut response = Answer::problem(problem).into_response();
+        let mut response = Reply::problem(problem).into_response();
         response.extensions_mut().insert(Failure {
             description: self.to_string(),
             transient,

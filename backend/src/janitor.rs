@@ -16,9 +16,9 @@ use crate::store::StoreError;
 /// How many keys one step deletes at most.
 pub const EXPIRY_BATCH_SIZE: i64 = 5_000;
 
-/// The outcome of one janitor step.
+/// What one janitor step did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Sweep {
     /// This many keys were deleted; there may be more.
     Deleted(u64),
     /// Nothing was expired.
@@ -26,12 +26,12 @@ pub enum Outcome {
 }
 
 /// One janitor step: deletes one batch of expired keys.
-pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Outcome, StoreError> {
-    let deleted = state.store.expire_batch(batch_size).await?;
+pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Sweep, StoreError> {
+    let deleted = state.expiry().expire_batch(batch_size).await?;
     state.metrics.keys_expired.inc_by(deleted);
     Ok(match deleted {
-        0 => Outcome::NothingExpired,
-        n => Outcome::Deleted(n),
+        0 => Sweep::NothingExpired,
+        n => Sweep::Deleted(n),
     })
 }
 
@@ -39,14 +39,14 @@ pub async fn try_expire_batch(state: &AppState, batch_size: i64) -> Result<Outco
 /// returns how many keys.
 pub async fn expire_all(state: &AppState, batch_size: i64) -> Result<u64, StoreError> {
     let mut total = 0;
-    while let Outcome::Deleted(n) = try_expire_batch(state, batch_size).await? {
+    while let Sweep::Deleted(n) = try_expire_batch(state, batch_size).await? {
         total += n;
     }
     let trail_kept_for = state.policy.keep_keys_for + state.trail_kept_after_key;
     let mut events = 0;
     loop {
         let deleted = state
-            .store
+            .expiry()
             .expire_events_batch(trail_kept_for, batch_size)
             .await?;
         events += deleted;

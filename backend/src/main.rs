@@ -84,7 +84,7 @@ async fn main() -> anyhow::Result<()> {
         Command::ReconcileOnce => {
             let state = build_state(&config, connect(&config).await?)?;
             let mut handled = 0;
-            while reconcile::try_reconcile_once(&state).await? != reconcile::Outcome::NothingDue {
+            while reconcile::try_reconcile_once(&state).await? != reconcile::Step::NothingDue {
                 handled += 1;
             }
             tracing::info!(handled, "reconciliation pass done");

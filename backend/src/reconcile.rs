@@ -36,11 +36,12 @@ use std::time::Duration;
 use shared::{KeyState, Operation};
 
 use crate::bank_client::LookUp;
+use crate::domain::Cause;
 use crate::metrics::{Metrics, OutcomeLabels};
 use crate::state::AppState;
 use crate::store::{LeasedKey, MovementResult, SavedMovement, StoreError};
 
-pub use drain::{ReconcileBounds, run_until_stopped};
+pub use drain::run_until_stopped;
 
 /// The longest pause between two look-ups of one key.
 const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
@@ -59,9 +60,9 @@ pub enum Resolution {
     NotYet,
 }
 
-/// The outcome of one reconciler step.
+/// What one reconciler step did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Step {
     /// No key was due.
     NothingDue,
     /// One key was handled (resolved or postponed).
@@ -72,35 +73,36 @@ pub enum Outcome {
     Skipped,
 }
 
-/// Asks the bank about a leased key and writes what it says.
+/// Asks the bank about a leased key and writes what it says, recorded against `cause` (the
+/// request or operator that asked at once, or [`Cause::background`] for the reconciler's own).
 #[tracing::instrument(skip_all, fields(user_id = %leased.key.user, key = %leased.key.key))]
-pub async fn resolve_leased(state: &AppState, leased: LeasedKey) -> Result<Resolution, StoreError> {
+pub async fn resolve_leased(
+    state: &AppState,
+    leased: LeasedKey,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
     let operation = leased.stored.operation;
     let reference = leased.movement.bank_reference();
     match state.bank.look_up(operation, reference).await {
         Ok(LookUp::Succeeded) => {
-            finish(state, leased, MovementResult::Succeeded, "succeeded").await
+            let succeeded = (MovementResult::Succeeded, "succeeded");
+            finish(state, leased, succeeded, cause).await
         }
         Ok(LookUp::Declined { reason }) => {
-            finish(
-                state,
-                leased,
-                MovementResult::Declined { reason },
-                "declined",
-            )
-            .await
+            let declined = (MovementResult::Declined { reason }, "declined");
+            finish(state, leased, declined, cause).await
         }
         Ok(LookUp::NeverSeen) => {
             state.metrics.bank_call("look_up", "never_seen");
-            never_seen(state, leased).await
+            never_seen(state, leased, cause).await
         }
         Err(error) => {
             state.metrics.bank_call("look_up", "failed");
             state.metrics.lookup_failures.inc();
             tracing::warn!(%error, "bank look-up failed; will retry");
             let wait = backoff(leased.history.failed_lookups);
-            state.store.look_again(leased, wait, true).await?;
+            state.leases().look_again(leased, wait, true, cause).await?;
             Ok(Resolution::NotYet)
         }
     }
@@ -108,7 +110,11 @@ pub async fn resolve_leased(state: &AppState, leased: LeasedKey) -> Result<Resol
 
 /// The bank has no record of the claim's reference: release the claim if no call for it can
 /// still arrive, end a released claim's checks when its key expires, or ask again later.
-async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, StoreError> {
+async fn never_seen(
+    state: &AppState,
+    leased: LeasedKey,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
     let (stored, operation) = (&leased.stored, leased.stored.operation);
     let policy = &state.policy;
     if stored.record.state == KeyState::Released {
@@ -116,12 +122,15 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
         // whatever its own policy says, and the re-claim statement refuses from then on.
         let expires_at = stored.record.expires_at;
         if stored.read_at >= expires_at {
-            state.store.void_leased(leased).await?;
+            state.leases().void_leased(leased, cause).await?;
             resolved(state, operation, "void");
             return Ok(Resolution::Voided);
         }
         let until_expiry = (expires_at - stored.read_at).unsigned_abs();
-        state.store.look_again(leased, until_expiry, false).await?;
+        let leases = state.leases();
+        leases
+            .look_again(leased, until_expiry, false, cause)
+            .await?;
         return Ok(Resolution::NotYet);
     }
     let claim_age = stored.read_at - stored.record.claimed_at;
@@ -132,32 +141,32 @@ async fn never_seen(state: &AppState, leased: LeasedKey) -> Result<Resolution, S
         // found within seconds rather than at `stuck_after`.
         let until_stuck = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
         let wait = backoff(leased.history.failed_lookups).min(until_stuck);
-        state.store.look_again(leased, wait, true).await?;
+        state.leases().look_again(leased, wait, true, cause).await?;
         return Ok(Resolution::NotYet);
     }
     state
-        .store
-        .release_leased(leased, policy.stuck_after)
+        .leases()
+        .release_leased(leased, policy.stuck_after, cause)
         .await?;
     resolved(state, operation, "released");
     Ok(Resolution::Released)
 }
 
 /// One reconciler step: takes the oldest due key, if any, and resolves it.
-pub async fn try_reconcile_once(state: &AppState) -> Result<Outcome, StoreError> {
+pub async fn try_reconcile_once(state: &AppState) -> Result<Step, StoreError> {
     let Some(due) = state
-        .store
+        .leases()
         .lease_due(state.policy.stuck_after, 1)
         .await?
         .pop()
     else {
-        return Ok(Outcome::NothingDue);
+        return Ok(Step::NothingDue);
     };
     let Some(leased) = readable(state, due) else {
-        return Ok(Outcome::Skipped);
+        return Ok(Step::Skipped);
     };
-    resolve_leased(state, leased).await?;
-    Ok(Outcome::Handled)
+    resolve_leased(state, leased, &Cause::background()).await?;
+    Ok(Step::Handled)
 }
 
 /// The due key, or `None` for a row that could not be read: logged (naming the key) and
@@ -175,7 +184,7 @@ fn readable(state: &AppState, due: Result<LeasedKey, StoreError>) -> Option<Leas
 
 /// Refreshes the gauges of the oldest `started` and `unknown` keys' ages.
 async fn refresh_age_gauges(state: &AppState) {
-    if let Ok((started, unknown)) = state.store.oldest_unfinished_ages().await {
+    if let Ok((started, unknown)) = state.leases().oldest_unfinished_ages().await {
         state
             .metrics
             .oldest_started_seconds
@@ -190,13 +199,13 @@ async fn refresh_age_gauges(state: &AppState) {
 async fn finish(
     state: &AppState,
     leased: LeasedKey,
-    result: MovementResult,
-    label: &'static str,
+    (result, label): (MovementResult, &'static str),
+    cause: &Cause,
 ) -> Result<Resolution, StoreError> {
     state.metrics.bank_call("look_up", label);
     let operation = leased.stored.operation;
     let was = leased.stored.record.state;
-    match state.store.finish_leased(leased, &result).await? {
+    match state.leases().finish_leased(leased, &result, cause).await? {
         Some(movement) => {
             resolved(state, operation, label);
             if was == KeyState::Released && result == MovementResult::Succeeded {

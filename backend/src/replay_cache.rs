@@ -1,8 +1,8 @@
-//! [`ReplayCache`]: finished answers kept in this process's memory, so a retry storm's replays
+//! [`ReplayCache`]: finished replies kept in this process's memory, so a retry storm's replays
 //! are answered without a database read (docs/design.md, "Replays from memory").
 //!
 //! Why it is safe: a key in `done` never changes until it expires (SPEC §5; no write moves a
-//! key out of `done`), so an answer read once is the answer every replica would read again.
+//! key out of `done`), so an reply read once is the reply every replica would read again.
 //! Each replica keeps its own cache and needs no invalidation from the others.
 //!
 //! What still holds for a cached key, decided by the same [`shared::decide`] as a database read:
@@ -18,10 +18,10 @@
 //!   stepped back by the monotonic one. A reused key is then claimed afresh in the database and
 //!   never meets the old entry.
 //!
-//! Bounds: `REPLAY_CACHE_MAX_BYTES` (the answers' bodies and headers plus a fixed overhead per
+//! Bounds: `REPLAY_CACHE_MAX_BYTES` (the replies' bodies and headers plus a fixed overhead per
 //! entry) and `REPLAY_CACHE_MAX_ENTRIES`. Both are enforced as one weight: each entry weighs at
 //! least `max_bytes / max_entries`, so neither bound can be passed. Eviction is moka's
-//! (TinyLFU admission, LRU eviction); an evicted answer is read from the database on its next
+//! (TinyLFU admission, LRU eviction); an evicted reply is read from the database on its next
 //! replay and remembered again. `REPLAY_CACHE_MAX_BYTES=0` turns the cache off.
 
 use std::sync::Arc;
@@ -33,7 +33,8 @@ use shared::{KeyState, Operation, StoredRecord};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::flows::Answer;
+use crate::config::limits::CacheBounds;
+use crate::domain::Reply;
 use crate::store::{KeyRef, StoredKey};
 
 /// How much earlier than its key an entry is forgotten: room for the monotonic clock and the
@@ -41,34 +42,13 @@ use crate::store::{KeyRef, StoredKey};
 /// database reading its clock and this process reading its own.
 pub const CLOCK_MARGIN: Duration = Duration::from_secs(1);
 
-/// What an entry costs besides its body and `Location`: the record, the answer's fixed
+/// What an entry costs besides its body and `Location`: the record, the reply's fixed
 /// fields, the map's own bookkeeping and the allocator's. Measured with `bench/memory.sh`:
 /// with 256 here, 100,000 entries took 400 bytes each more than they weighed; 640 makes the
 /// weight match what the process holds.
 const ENTRY_OVERHEAD_BYTES: usize = 640;
 
-/// The cache's bounds (`REPLAY_CACHE_MAX_BYTES`, `REPLAY_CACHE_MAX_ENTRIES`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheBounds {
-    /// The most bytes the cached answers may take; 0 turns the cache off.
-    pub max_bytes: u64,
-    /// The most answers kept.
-    pub max_entries: u64,
-}
-
-impl Default for CacheBounds {
-    /// 64 MiB and 200,000 answers: a payment's answer weighs about 870 bytes (its body and
-    /// `Location` plus [`ENTRY_OVERHEAD_BYTES`]), so about 77,000 payments' answers fit; the
-    /// entry bound (a floor weight of 335 bytes) only binds for smaller answers.
-    fn default() -> Self {
-        CacheBounds {
-            max_bytes: 64 << 20,
-            max_entries: 200_000,
-        }
-    }
-}
-
-/// A finished key's answer as remembered, with what the decision needs to judge a repeat.
+/// A finished key's reply as remembered, with what the decision needs to judge a repeat.
 #[derive(Debug)]
 pub struct Remembered {
     /// The key's record as stored (state `done`).
@@ -77,8 +57,8 @@ pub struct Remembered {
     pub operation: Operation,
     /// The claim's payment or refund (for the audit trail).
     pub resource_id: Uuid,
-    /// The saved answer, not marked as a replay.
-    pub answer: Answer,
+    /// The saved reply, not marked as a replay.
+    pub reply: Reply,
     /// The database's clock when the row was read.
     read_at: OffsetDateTime,
     /// This process's monotonic clock at the same moment.
@@ -103,13 +83,13 @@ impl Remembered {
     }
 
     fn weight(&self) -> usize {
-        self.answer.body.len()
-            + self.answer.location.as_ref().map_or(0, String::len)
+        self.reply.body.len()
+            + self.reply.location.as_ref().map_or(0, String::len)
             + ENTRY_OVERHEAD_BYTES
     }
 }
 
-/// Finished answers by (user, key). Cheap to clone.
+/// Finished replies by (user, key). Cheap to clone.
 #[derive(Clone)]
 pub struct ReplayCache {
     entries: Option<Cache<(i64, Uuid), Arc<Remembered>>>,
@@ -131,7 +111,7 @@ impl ReplayCache {
         ReplayCache { entries }
     }
 
-    /// The remembered answer of `key`, if any and still within its key's life on both clocks.
+    /// The remembered reply of `key`, if any and still within its key's life on both clocks.
     pub fn recall(&self, key: KeyRef) -> Option<Arc<Remembered>> {
         let entries = self.entries.as_ref()?;
         let remembered = entries.get(&cache_key(key))?;
@@ -142,9 +122,9 @@ impl ReplayCache {
         Some(remembered)
     }
 
-    /// Remembers the saved `answer` of a finished key read as `stored`; a key that is not
+    /// Remembers the saved `reply` of a finished key read as `stored`; a key that is not
     /// `done`, or too close to its expiry, is not remembered.
-    pub fn remember(&self, key: KeyRef, stored: &StoredKey, answer: &Answer) {
+    pub fn remember(&self, key: KeyRef, stored: &StoredKey, reply: &Reply) {
         let Some(entries) = &self.entries else { return };
         if stored.record.state != KeyState::Done {
             return;
@@ -162,10 +142,10 @@ impl ReplayCache {
             record: stored.record.clone(),
             operation: stored.operation,
             resource_id: stored.resource_id,
-            answer: Answer {
+            reply: Reply {
                 replayed: false,
                 waited: None,
-                ..answer.clone()
+                ..reply.clone()
             },
             read_at: stored.read_at,
             read: Instant::now(),
@@ -181,7 +161,7 @@ impl ReplayCache {
         }
     }
 
-    /// Forgets every answer: each is read from the database on its next replay. For tests
+    /// Forgets every reply: each is read from the database on its next replay. For tests
     /// that move keys' clocks in the database, where this process's clock cannot follow.
     pub fn forget_all(&self) {
         if let Some(entries) = &self.entries {
@@ -189,7 +169,7 @@ impl ReplayCache {
         }
     }
 
-    /// How many answers are kept and what they weigh (after pending evictions are applied).
+    /// How many replies are kept and what they weigh (after pending evictions are applied).
     pub fn usage(&self) -> (u64, u64) {
         self.entries.as_ref().map_or((0, 0), |entries| {
             entries.run_pending_tasks();
@@ -258,8 +238,8 @@ mod tests {
         }
     }
 
-    fn answer() -> Answer {
-        Answer {
+    fn reply() -> Reply {
+        Reply {
             status: 201,
             content_type: "application/json",
             body: b"{}".to_vec(),
@@ -276,9 +256,9 @@ mod tests {
     #[test]
     fn remembers_a_finished_answer_by_user_and_key() {
         let cache = ReplayCache::new(CacheBounds::default());
-        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &reply());
         let remembered = cache.recall(key(1)).expect("remembered");
-        assert!(!remembered.answer.replayed && remembered.answer.waited.is_none());
+        assert!(!remembered.reply.replayed && remembered.reply.waited.is_none());
         assert!(cache.recall(key(2)).is_none(), "another user's key");
     }
 
@@ -286,13 +266,13 @@ mod tests {
     fn unfinished_keys_and_keys_about_to_expire_are_not_remembered() {
         let cache = ReplayCache::new(CacheBounds::default());
         for state in [KeyState::Started, KeyState::Unknown, KeyState::Released] {
-            cache.remember(key(1), &stored(state, Duration::ZERO), &answer());
+            cache.remember(key(1), &stored(state, Duration::ZERO), &reply());
             assert!(cache.recall(key(1)).is_none(), "{state:?}");
         }
         let last_half_second = DAY - Duration::from_millis(500);
-        cache.remember(key(1), &stored(KeyState::Done, last_half_second), &answer());
+        cache.remember(key(1), &stored(KeyState::Done, last_half_second), &reply());
         assert!(cache.recall(key(1)).is_none());
-        cache.remember(key(1), &stored(KeyState::Done, DAY * 2), &answer());
+        cache.remember(key(1), &stored(KeyState::Done, DAY * 2), &reply());
         assert!(cache.recall(key(1)).is_none(), "already expired");
     }
 
@@ -301,7 +281,7 @@ mod tests {
         let cache = ReplayCache::new(CacheBounds::default());
         let now = OffsetDateTime::now_utc();
         let short_lived = kept(KeyState::Done, now, now, Duration::from_millis(1_300));
-        cache.remember(key(1), &short_lived, &answer());
+        cache.remember(key(1), &short_lived, &reply());
         assert!(cache.recall(key(1)).is_some());
         std::thread::sleep(Duration::from_millis(400));
         assert!(cache.recall(key(1)).is_none(), "1.3 s key, 1 s margin");
@@ -314,7 +294,7 @@ mod tests {
         // row, the key expires 5 s after that read, which this process's clock has passed.
         let read_at = OffsetDateTime::now_utc() - Duration::from_secs(10);
         let lagging = kept(KeyState::Done, read_at, read_at, Duration::from_secs(5));
-        cache.remember(key(1), &lagging, &answer());
+        cache.remember(key(1), &lagging, &reply());
         assert!(cache.recall(key(1)).is_none());
         assert_eq!(cache.usage().0, 0, "and the entry is gone");
     }
@@ -327,11 +307,7 @@ mod tests {
         };
         let cache = ReplayCache::new(bounds);
         for user in 1..=100 {
-            cache.remember(
-                key(user),
-                &stored(KeyState::Done, Duration::ZERO),
-                &answer(),
-            );
+            cache.remember(key(user), &stored(KeyState::Done, Duration::ZERO), &reply());
         }
         let (entries, bytes) = cache.usage();
         assert!(entries <= 10, "{entries} entries");
@@ -345,7 +321,7 @@ mod tests {
             ..CacheBounds::default()
         };
         let cache = ReplayCache::new(bounds);
-        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &answer());
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &reply());
         assert!(cache.recall(key(1)).is_none());
     }
 }

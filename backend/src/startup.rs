@@ -14,9 +14,9 @@ use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Config;
-use crate::http::operator::token::OperatorTokens;
 use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
+use crate::operator_tokens::OperatorTokens;
 use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
 use crate::secret_settings::ExposeSecret;

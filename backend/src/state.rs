@@ -10,12 +10,12 @@ use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Limits;
-use crate::http::operator::token::OperatorTokens;
 use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
+use crate::operator_tokens::OperatorTokens;
 use crate::readiness::Readiness;
 use crate::replay_cache::ReplayCache;
-use crate::store::SharedStore;
+use crate::store::{Claims, Expiry, Leases, OperatorReads, SharedStore, TrailWrites};
 use crate::trail::Appender;
 
 /// Shared state: one allocation, so the clone every middleware and task takes is one atomic
@@ -31,6 +31,33 @@ impl AppState {
     }
 }
 
+impl Parts {
+    /// The store's slice the payment flows use.
+    pub fn claims(&self) -> &dyn Claims {
+        &*self.store
+    }
+
+    /// The store's slice reconciliation uses (and whoever asks the bank at once).
+    pub fn leases(&self) -> &dyn Leases {
+        &*self.store
+    }
+
+    /// The store's slice the janitor uses.
+    pub fn expiry(&self) -> &dyn Expiry {
+        &*self.store
+    }
+
+    /// The store's slice the operator API reads.
+    pub fn operator_reads(&self) -> &dyn OperatorReads {
+        &*self.store
+    }
+
+    /// The store's slice for the audit trail's own writes.
+    pub fn trail_writes(&self) -> &dyn TrailWrites {
+        &*self.store
+    }
+}
+
 impl std::ops::Deref for AppState {
     type Target = Parts;
 
@@ -41,7 +68,8 @@ impl std::ops::Deref for AppState {
 
 /// What the state holds.
 pub struct Parts {
-    /// The database.
+    /// The database, every slice of it; each part of the backend reads its own slice through
+    /// the accessors below ([`Parts::claims`], [`Parts::leases`], …).
     pub store: SharedStore,
     /// Finished answers kept in memory, replayed without a database read.
     pub replay_cache: ReplayCache,

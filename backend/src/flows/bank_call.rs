@@ -7,28 +7,25 @@
 //! looked up at once, and if the bank never saw the reference the claim is released on the spot
 //! and the attempt told that nothing was charged (SPEC §4, "bank answered a definite error").
 
-use std::time::Duration;
+use shared::Operation;
 
-use shared::{Operation, Problem, ProblemKind};
-
-use super::answer::Answer;
-use super::existing_key::outcome_pending;
+use super::replies::{nothing_charged, outcome_pending, saved_reply};
 use crate::bank_client::BankOutcome;
+use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{CLAIM_LEASE_RENEWAL, KeyRef, MovementResult, SavedMovement, UnknownCall};
-use crate::trail::request_id;
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
-/// bank call and the save. The client's retry then finds the saved answer instead of a key
-/// left `started` until reconciliation. The work keeps the request's id (for the trail).
+/// bank call and the save. The client's retry then finds the saved reply instead of a key
+/// left `started` until reconciliation.
 pub(super) async fn run_to_completion<T: Send + 'static>(
     work: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    tokio::spawn(request_id::scope(request_id::current(), work))
+    tokio::spawn(work)
         .await
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }
@@ -67,18 +64,19 @@ impl Drop for ClaimRenewal {
     }
 }
 
-/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said. If
-/// the bank already has all the calls it may have (`MAX_BANK_CALLS`) and none ends within
-/// `BANK_QUEUE_WAIT_MS`, nothing is sent: the claim is released at once and the request
-/// answered 503, and its retry claims the key again.
+/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said,
+/// recorded against `cause`. If the bank already has all the calls it may have
+/// (`MAX_BANK_CALLS`) and none ends within `BANK_QUEUE_WAIT_MS`, nothing is sent: the claim is
+/// released at once and the request answered 503, and its retry claims the key again.
 pub(super) async fn call_bank_and_save(
     state: &AppState,
     key: KeyRef,
     movement: &SavedMovement,
-) -> Result<Answer> {
+    cause: &Cause,
+) -> Result<Reply> {
     let _renewing = ClaimRenewal::start(state, key);
     let Some(permit) = state.bank.reserve_call(state.limits.bank_queue_wait).await else {
-        return bank_busy(state, key, movement).await;
+        return bank_busy(state, key, movement, cause).await;
     };
     let (operation, resource_id, call, outcome) = match movement {
         SavedMovement::Payment(payment) => (
@@ -123,16 +121,13 @@ pub(super) async fn call_bank_and_save(
             } else {
                 UnknownCall::MayBeInFlight
             };
-            return match state.store.mark_unknown(key, resource_id, call).await {
-                Ok(true) if call_ended => look_up_at_once(state, key).await,
-                Ok(_) => Ok(outcome_pending(
-                    shared::decision::OUTCOME_PENDING_RETRY_AFTER,
-                )),
+            let claims = state.claims();
+            return match claims.mark_unknown(key, resource_id, call, cause).await {
+                Ok(true) if call_ended => look_up_at_once(state, key, cause).await,
+                Ok(_) => Ok(outcome_pending()),
                 Err(error) => {
                     tracing::error!(%error, "could not mark the key unknown; it stays started");
-                    Ok(outcome_pending(
-                        shared::decision::OUTCOME_PENDING_RETRY_AFTER,
-                    ))
+                    Ok(outcome_pending())
                 }
             };
         }
@@ -142,27 +137,27 @@ pub(super) async fn call_bank_and_save(
         MovementResult::Declined { .. } => "declined",
     };
     state.metrics.bank_call(call, label);
-    save(state, key, operation, resource_id, &result, label).await
+    let saved = (operation, resource_id, label);
+    save(state, key, saved, &result, cause).await
 }
 
-/// Writes the bank's final word and renders it as the first answer, remembered for replays.
+/// Writes the bank's final word and renders it as the first reply, remembered for replays.
 async fn save(
     state: &AppState,
     key: KeyRef,
-    operation: Operation,
-    resource_id: uuid::Uuid,
+    (operation, resource_id, label): (Operation, uuid::Uuid, &'static str),
     result: &MovementResult,
-    label: &'static str,
-) -> Result<Answer> {
+    cause: &Cause,
+) -> Result<Reply> {
     Ok(
         match state
-            .store
-            .finish(key, operation, resource_id, result)
+            .claims()
+            .finish(key, operation, resource_id, result, cause)
             .await
         {
             Ok(Some(finished)) => {
                 state.metrics.outcome(operation.name(), label);
-                let answer = Answer::saved(&finished.movement)?;
+                let answer = saved_reply(&finished.movement)?;
                 if let Some(stored) = &finished.key {
                     state.replay_cache.remember(key, stored, &answer);
                 }
@@ -170,17 +165,18 @@ async fn save(
             }
             Ok(None) => {
                 tracing::error!("the movement vanished before its outcome was saved");
-                outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+                outcome_pending()
             }
             Err(error) => {
                 tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
                 // Best effort: an `unknown` key is looked up at once, a `started` one only after
                 // `stuck_after`. If the database is away this fails too, and the key stays `started`.
                 let call = UnknownCall::MayBeInFlight;
-                if let Err(error) = state.store.mark_unknown(key, resource_id, call).await {
+                let claims = state.claims();
+                if let Err(error) = claims.mark_unknown(key, resource_id, call, cause).await {
                     tracing::warn!(%error, "could not mark the key unknown either");
                 }
-                outcome_pending(shared::decision::OUTCOME_PENDING_RETRY_AFTER)
+                outcome_pending()
             }
         },
     )
@@ -189,13 +185,9 @@ async fn save(
 /// The bank ended the call with an error and no outcome: ask it at once what it did, as the
 /// reconciler would. Never seen → the claim is released and the attempt hears that nothing was
 /// charged, so its retry runs again at once instead of waiting for `stuck_after`.
-async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
-    let pending = || {
-        Ok(outcome_pending(
-            shared::decision::OUTCOME_PENDING_RETRY_AFTER,
-        ))
-    };
-    let leased = match state.store.lease_key(key, None).await {
+async fn look_up_at_once(state: &AppState, key: KeyRef, cause: &Cause) -> Result<Reply> {
+    let pending = || Ok(outcome_pending());
+    let leased = match state.leases().lease_key(key, None).await {
         Ok(Some(leased)) => leased,
         // The reconciler took it first, or the database is away: it will be resolved.
         Ok(None) => return pending(),
@@ -204,9 +196,12 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
             return pending();
         }
     };
-    match resolve_leased(state, leased).await {
-        Ok(Resolution::Finished(movement)) => Ok(Answer::saved(&movement)?),
-        Ok(Resolution::Released) => Ok(nothing_charged()),
+    match resolve_leased(state, leased, cause).await {
+        Ok(Resolution::Finished(movement)) => Ok(saved_reply(&movement)?),
+        Ok(Resolution::Released) => Ok(nothing_charged(
+            "The bank answered with an error and has no record of this request: no money \
+             moved. Retry with the same Idempotency-Key and body.",
+        )),
         Ok(Resolution::Voided | Resolution::NotYet) => pending(),
         Err(error) => {
             tracing::warn!(%error, "immediate look-up could not be saved; reconciliation will");
@@ -217,34 +212,23 @@ async fn look_up_at_once(state: &AppState, key: KeyRef) -> Result<Answer> {
 
 /// No bank call could be had: the claim is released (nothing was sent, so nothing can be on its
 /// way) and the request told to come back.
-async fn bank_busy(state: &AppState, key: KeyRef, movement: &SavedMovement) -> Result<Answer> {
+async fn bank_busy(
+    state: &AppState,
+    key: KeyRef,
+    movement: &SavedMovement,
+    cause: &Cause,
+) -> Result<Reply> {
     let call = match movement.operation() {
         Operation::PayBill => "debit",
         Operation::RefundPayment => "refund",
     };
     state.metrics.bank_call(call, "busy");
     state
-        .store
-        .release_unsent(key, movement.id(), state.policy.stuck_after)
+        .claims()
+        .release_unsent(key, movement.id(), state.policy.stuck_after, cause)
         .await?;
-    Ok(Answer::problem(
-        Problem::new(
-            ProblemKind::ServiceUnavailable,
-            "The bank is at capacity; nothing was sent to it. Retry with the same \
-             Idempotency-Key and body.",
-        )
-        .with_retry_after(Duration::from_secs(1)),
+    Ok(nothing_charged(
+        "The bank is at capacity; nothing was sent to it. Retry with the same \
+         Idempotency-Key and body.",
     ))
-}
-
-/// The answer to an attempt whose claim was released after a definite bank error.
-fn nothing_charged() -> Answer {
-    Answer::problem(
-        Problem::new(
-            ProblemKind::ServiceUnavailable,
-            "The bank answered with an error and has no record of this request: no money \
-             moved. Retry with the same Idempotency-Key and body.",
-        )
-        .with_retry_after(Duration::from_secs(1)),
-    )
 }

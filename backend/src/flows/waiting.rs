@@ -1,7 +1,7 @@
 //! `Prefer: wait=N` (SPEC §4): a request that finds its key's first attempt still running waits
 //! for that attempt's answer instead of getting 409 at once.
 //!
-//! A request runs in rounds ([`answer_in_rounds`]). Each round is the ordinary flow (claim, or
+//! A request runs in rounds (`super::rounds`). Each round is the ordinary flow (claim, or
 //! decide on the stored key) run to completion in a task of its own, so a client that hangs up
 //! never cuts claimed work short. A round that ends in "the first attempt is still running"
 //! gives the request, if it asked to wait, a wait for the key to change
@@ -18,95 +18,20 @@
 //! request is answered 409 at once, as without the header. An answer given after a wait carries
 //! `Preference-Applied: wait=N`, N the seconds it was allowed to wait.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use shared::Operation;
-use time::OffsetDateTime;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::answer::Answer;
-use super::bank_call::run_to_completion;
-use super::existing_key::in_progress;
-use crate::error::Result;
+use crate::domain::{Cause, EventKind, Reply};
 use crate::metrics::Metrics;
 use crate::state::AppState;
 use crate::store::{KeyRef, KeyWatch};
-use crate::trail::EventKind;
 
 /// The longest a waiting request goes without reading its key again, in case an announcement
 /// was lost (a PostgreSQL listener reconnecting).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
-
-/// Which round of a request this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Round {
-    /// The first: the key is most likely new, so the round claims it at once.
-    First,
-    /// One after a wait: the key exists, so the round reads it before any claim, which spares
-    /// the write (and, on SQLite, the write lock) of a claim that would only find it.
-    AfterWait,
-}
-
-/// Where one round of a request ended.
-#[derive(Debug)]
-pub(super) enum Reached {
-    /// The request's answer.
-    Answer(Answer),
-    /// The key's first attempt (or a reconciler) is still at work: 409, unless the request
-    /// waits.
-    InProgress {
-        /// The `Retry-After` of the 409.
-        retry_after: Duration,
-        /// The key's expiry, as its row says.
-        expires_at: OffsetDateTime,
-    },
-}
-
-/// Answers a request of `operation` on `key` in rounds, waiting between them for up to `wait`
-/// when the key is in progress. `work` builds one round's work.
-pub(super) async fn answer_in_rounds<Work, Done>(
-    state: &AppState,
-    operation: Operation,
-    key: KeyRef,
-    wait: Option<Duration>,
-    mut work: Work,
-) -> Result<Answer>
-where
-    Work: FnMut(Round) -> Done,
-    Done: Future<Output = Result<Reached>> + Send + 'static,
-{
-    let mut waiting = Waiting::new(state, wait);
-    let mut round = Round::First;
-    loop {
-        let mut watch = waiting.watch(key);
-        let (retry_after, expires_at) = match run_to_completion(work(round)).await? {
-            Reached::Answer(answer) => return Ok(waiting.ended(answer, false)),
-            Reached::InProgress {
-                retry_after,
-                expires_at,
-            } => (retry_after, expires_at),
-        };
-        if let Some(watch) = watch.as_mut()
-            && waiting.wait(key, watch).await
-        {
-            round = Round::AfterWait;
-            continue;
-        }
-        Metrics::count(&state.metrics.conflicts, operation.name());
-        let detail = if waiting.started.is_some() {
-            "waited as long as allowed; the first attempt was still running (409)"
-        } else {
-            "the first attempt was still running (409)"
-        };
-        let refused = EventKind::InProgressRefused;
-        state.trail.observe_key(key, None, refused, detail);
-        let refusal = in_progress(retry_after).expiring(expires_at);
-        return Ok(waiting.ended(refusal, true));
-    }
-}
 
 /// One request's wait for its key's first attempt: how long it may last, and its place among
 /// the waiting requests. Used by the payment flows and the key status look-up alike.
@@ -140,8 +65,8 @@ impl<'s> Waiting<'s> {
 
     /// Waits for `watch`'s key to change, [`POLL_INTERVAL`] at most, before the next read;
     /// `false` if the request may not wait (any more): it asked for no wait, its time is up, or
-    /// no place is free. The start of a wait is recorded in `key`'s audit trail.
-    pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch) -> bool {
+    /// no place is free. The start of a wait is recorded in `key`'s audit trail, against `cause`.
+    pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
         let until = match &self.started {
             Some((until, _)) => *until,
             None => {
@@ -154,9 +79,8 @@ impl<'s> Waiting<'s> {
                 };
                 self.state.metrics.waits_started.inc();
                 let detail = "the first attempt was still running: waited for its answer";
-                self.state
-                    .trail
-                    .observe_key(key, None, EventKind::Waited, detail);
+                let waited = (EventKind::Waited, detail);
+                self.state.trail.observe_key(key, None, waited, cause);
                 let until = Instant::now() + allowed;
                 self.started = Some((until, place));
                 until
@@ -170,9 +94,14 @@ impl<'s> Waiting<'s> {
         true
     }
 
+    /// Whether the request has begun waiting.
+    pub fn has_waited(&self) -> bool {
+        self.started.is_some()
+    }
+
     /// Ends the wait with `answer` (`timed_out`: the key was still in progress), counting it,
     /// and marks the answer with the wait it was given, if it waited.
-    pub fn ended(self, answer: Answer, timed_out: bool) -> Answer {
+    pub fn ended(self, answer: Reply, timed_out: bool) -> Reply {
         match self.waited(timed_out) {
             Some(allowed) => answer.after_waiting(allowed),
             None => answer,

@@ -14,10 +14,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
+use super::request_id;
 use super::router::{method_not_allowed, no_such_route};
 use super::{failures, operator};
 use crate::state::AppState;
-use crate::trail::request_id;
 
 /// Every route of the admin listener.
 pub fn admin_router(state: AppState) -> Router {

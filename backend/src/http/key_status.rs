@@ -6,7 +6,7 @@
 //! token's user, so another user's key is the same 404 as a key never sent. Answers, as
 //! [`KeyStatusResponse`], each with `expires_at` (the expiry written on the key's row at its
 //! claim, also in the `Idempotency-Expires` header):
-//! - `done`: the saved answer rendered by [`Answer::saved`], as a retry would replay it: its
+//! - `done`: the saved answer rendered by [`Reply::saved`], as a retry would replay it: its
 //!   status (201, or 402 for a bank decline) and, as `answer`, its body byte for byte;
 //! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
 //!   is being looked up by reconciliation, `Retry-After: 5`);
@@ -32,10 +32,11 @@ use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
 use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
 
-use super::answer_response::{mark_expiry, mark_wait_applied};
 use super::payments::requested_wait;
+use super::reply_response::{mark_expiry, mark_wait_applied};
+use crate::domain::{Cause, RequestId};
 use crate::error::Result;
-use crate::flows::{Answer, Waiting};
+use crate::flows::{Waiting, saved_reply};
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
 
@@ -48,6 +49,7 @@ pub fn router() -> Router<AppState> {
 async fn key_status_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
+    Extension(request_id): Extension<RequestId>,
     key: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Result<Response> {
@@ -64,7 +66,7 @@ async fn key_status_handler(
     let mut waiting = Waiting::new(&state, requested_wait(&state, &headers));
     loop {
         let mut watch = waiting.watch(key);
-        let stored = state.store.load_key(key).await?.ok_or_else(|| {
+        let stored = state.claims().load_key(key).await?.ok_or_else(|| {
             Problem::new(
                 ProblemKind::NotFound,
                 "You have no idempotency key with this value.",
@@ -73,7 +75,7 @@ async fn key_status_handler(
         let started = stored.record.state == KeyState::Started;
         if started
             && let Some(watch) = watch.as_mut()
-            && waiting.wait(key, watch).await
+            && waiting.wait(key, watch, &Cause::request(&request_id)).await
         {
             continue;
         }
@@ -107,8 +109,8 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
 
 /// The finished key's answer, rendered as a replay renders it, its body kept byte for byte.
 async fn saved_answer(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<KeyProgress> {
-    let movement = state.store.saved_movement(key, stored).await?;
-    let answer = Answer::saved(&movement)?;
+    let movement = state.claims().saved_movement(key, stored).await?;
+    let answer = saved_reply(&movement)?;
     let body = String::from_utf8(answer.body)
         .ok()
         .and_then(|text| RawValue::from_string(text).ok())

@@ -1,9 +1,9 @@
-//! The HTTP layer: routes, authentication, and turning [`crate::flows::Answer`]s and
-//! [`crate::error::Error`]s into responses; handlers return `crate::error::Result` and pass
-//! errors on with `?`.
+//! The HTTP layer: routes, authentication, the request id, and turning
+//! [`crate::domain::Reply`]s and [`crate::error::Error`]s into responses; handlers return
+//! `crate::error::Result` and pass errors on with `?`. It calls [`crate::flows`] and reads the
+//! store; nothing below it imports it.
 
 mod admin;
-mod answer_response;
 mod auth;
 mod body;
 mod docs;
@@ -14,6 +14,8 @@ mod limits;
 pub mod openapi;
 pub mod operator;
 mod payments;
+mod reply_response;
+mod request_id;
 mod request_metrics;
 mod router;
 mod server;

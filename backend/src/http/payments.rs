@@ -16,8 +16,9 @@ use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
 use super::body::read_request_body;
+use crate::domain::{Reply, RequestId};
 use crate::error::Result;
-use crate::flows::{Answer, pay_bill, refund_payment};
+use crate::flows::{Caller, pay_bill, refund_payment};
 use crate::state::AppState;
 use crate::store::{PaymentRow, RefundRow, StoreError};
 
@@ -32,30 +33,41 @@ pub fn router() -> Router<AppState> {
 async fn pay_bill_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
+    Extension(request_id): Extension<RequestId>,
     bill_id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Answer> {
+) -> Result<Reply> {
     let Path(bill_id) = bill_id
         .map_err(|_| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
     let body = read_request_body(&state, body).await?;
+    let caller = caller(&state, user, request_id, &headers);
     let keys = key_header_values(&state, &headers);
-    let wait = requested_wait(&state, &headers);
-    pay_bill(&state, user, keys, &bill_id, &body, wait).await
+    pay_bill(&state, &caller, keys, &bill_id, &body).await
 }
 
 async fn refund_handler(
     State(state): State<AppState>,
     Extension(user): Extension<UserId>,
+    Extension(request_id): Extension<RequestId>,
     payment_id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Answer> {
+) -> Result<Reply> {
     let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
     let body = read_request_body(&state, body).await?;
+    let caller = caller(&state, user, request_id, &headers);
     let keys = key_header_values(&state, &headers);
-    let wait = requested_wait(&state, &headers);
-    refund_payment(&state, user, keys, &payment_id, &body, wait).await
+    refund_payment(&state, &caller, keys, &payment_id, &body).await
+}
+
+/// Who sent a payment request, and how long it may wait.
+fn caller(state: &AppState, user: UserId, request_id: RequestId, headers: &HeaderMap) -> Caller {
+    Caller {
+        user,
+        request_id,
+        wait: requested_wait(state, headers),
+    }
 }
 
 async fn read_payment_handler(
@@ -65,7 +77,7 @@ async fn read_payment_handler(
 ) -> Result<Json<PaymentWithRefunds>> {
     let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
     let (payment, refunds) = state
-        .store
+        .claims()
         .load_payment_with_refunds(user.as_i64(), payment_id)
         .await?
         .ok_or_else(no_such_payment)?;

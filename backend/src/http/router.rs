@@ -11,10 +11,10 @@ use axum::middleware::from_fn_with_state;
 use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
+use super::request_id;
 use super::{auth, docs, failures, health, key_status, limits, openapi, payments, request_metrics};
 use crate::error::Error;
 use crate::state::AppState;
-use crate::trail::request_id;
 
 /// Every public route of the backend.
 pub fn router(state: AppState) -> Router {

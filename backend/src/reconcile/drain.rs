@@ -17,28 +17,9 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{readable, refresh_age_gauges, resolve_leased};
+use crate::domain::Cause;
 use crate::state::AppState;
 use crate::store::LeasedKey;
-
-/// How hard the reconciler may drain a backlog (`RECONCILE_CONCURRENCY`,
-/// `RECONCILE_MAX_LOOKUPS_PER_SECOND`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReconcileBounds {
-    /// Look-ups in flight at once, on this replica.
-    pub concurrency: usize,
-    /// Look-ups started per second at most, on this replica.
-    pub lookups_per_second: u32,
-}
-
-impl Default for ReconcileBounds {
-    /// 16 at once (a quarter of the default `MAX_BANK_CALLS`), at most 1,000 a second.
-    fn default() -> Self {
-        ReconcileBounds {
-            concurrency: 16,
-            lookups_per_second: 1_000,
-        }
-    }
-}
 
 /// Reconciles until `shutdown` resolves, pausing `idle_pause` whenever nothing is due or the
 /// database is away; then lets the look-ups in flight finish and save. Also refreshes the
@@ -56,7 +37,11 @@ pub async fn run_until_stopped(
     let mut gauges_refreshed: Option<Instant> = None;
     loop {
         let free = bounds.concurrency - running.len();
-        let took = match state.store.lease_due(state.policy.stuck_after, free).await {
+        let took = match state
+            .leases()
+            .lease_due(state.policy.stuck_after, free)
+            .await
+        {
             Ok(due) => {
                 let took = due.len();
                 for leased in due.into_iter().filter_map(|due| readable(&state, due)) {
@@ -105,7 +90,7 @@ async fn place_freed(running: &mut JoinSet<()>, wait_at_most: Option<Duration>) 
 }
 
 async fn resolve_one(state: AppState, leased: LeasedKey) {
-    if let Err(error) = resolve_leased(&state, leased).await {
+    if let Err(error) = resolve_leased(&state, leased, &Cause::background()).await {
         tracing::warn!(%error, "reconciling a key failed; it is taken again later");
     }
 }

@@ -1,5 +1,7 @@
-//! [`Dialect`]: what truly differs between PostgreSQL and the embedded SQLite store, and nothing
-//! else. Every statement is written once (`store::sql`), with these few pieces put in:
+//! [`Dialect`]: the small pieces that differ between PostgreSQL and the embedded SQLite store,
+//! put into the statements written once for both (`store::sql`). The two writes that differ
+//! as a whole (the `pay_bill` claim and the bank's final word) are not here: they are written
+//! side by side, one per database, in `store::claims` ([`ClaimWrites`](super::claims::ClaimWrites)).
 //!
 //! | piece | PostgreSQL | SQLite |
 //! |---|---|---|
@@ -7,20 +9,15 @@
 //! | taking rows another writer is not using, [`Dialect::SKIP_LOCKED`] | `FOR UPDATE SKIP LOCKED` | nothing: writers take turns |
 //! | locking a row read before a write, [`Dialect::FOR_UPDATE`] | `FOR UPDATE` | nothing: the write lock is taken at `BEGIN` |
 //! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
-//! | the `pay_bill` claim, [`Dialect::claim_key_with_pending_payment`] | one statement (a data-modifying `WITH`) | two `INSERT`s in one transaction |
-//! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
-//! | the bank's final word, [`Dialect::finish_movement_and_key`] | one statement (a data-modifying `WITH`) | two `UPDATE`s in one transaction |
-//! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
+//! //! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
+//! //! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
 
 use std::future::Future;
 
-use shared::{Fingerprint, Operation};
 use sqlx::{Database, Pool, Transaction};
-use time::OffsetDateTime;
-use uuid::Uuid;
 
 use super::error::StoreError;
-use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
+use super::types::KeyRef;
 
 /// The pieces of SQL and behaviour that differ between the two databases.
 pub trait Dialect: Database {
@@ -52,28 +49,6 @@ pub trait Dialect: Database {
     fn begin_write(
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
-
-    /// The claim of a `pay_bill` key with its pending payment, held under `claim`, committed
-    /// before it returns (and so before the bank is called): the payment row and the key's
-    /// expiry, or `None` if the (user, key) exists.
-    fn claim_key_with_pending_payment(
-        writer: &Self::Writer,
-        key: KeyRef,
-        fingerprint: &Fingerprint,
-        payment: &NewPayment,
-        claim: Lease,
-    ) -> impl Future<Output = Result<Option<(PaymentRow, OffsetDateTime)>, StoreError>> + Send;
-
-    /// Writes the bank's final word on a claim's movement and moves its key to `done`, at once
-    /// (SPEC §5 invariant 4), announcing the change: the movement and the key as they now
-    /// stand, or `None` if the movement does not exist.
-    fn finish_movement_and_key(
-        writer: &Self::Writer,
-        key: KeyRef,
-        operation: Operation,
-        resource_id: Uuid,
-        result: &MovementResult,
-    ) -> impl Future<Output = Result<Option<Finished>, StoreError>> + Send;
 
     /// Tells the other processes on this database, once the connection's transaction commits,
     /// that `key` left `started` ([`super::key_changes`]); this process's own watchers are

@@ -4,8 +4,6 @@
 
 use thiserror::Error;
 
-use super::{postgres, sqlite};
-
 /// A failed store operation.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -49,9 +47,25 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => {
-            postgres::is_unavailable(db.as_ref()) || sqlite::is_busy(db.as_ref())
-        }
+        sqlx::Error::Database(db) => postgres_unavailable(db.as_ref()) || sqlite_busy(db.as_ref()),
         _ => false,
     }
+}
+
+/// PostgreSQL's "try again later" errors: SQLSTATE class 08 (connection exception) and 57P
+/// (the server is shutting down or not yet accepting connections).
+fn postgres_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
+    error
+        .code()
+        .is_some_and(|code| code.starts_with("08") || code.starts_with("57P"))
+}
+
+/// SQLite's "try again later": `SQLITE_BUSY` (another writer held the lock past
+/// `busy_timeout`) and `SQLITE_LOCKED`, with any extended code.
+fn sqlite_busy(error: &dyn sqlx::error::DatabaseError) -> bool {
+    error
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .and_then(sqlx::error::DatabaseError::code)
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }

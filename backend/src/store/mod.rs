@@ -1,38 +1,45 @@
-//! Persistence: every SQL statement of the backend, behind one narrow interface, [`Store`].
+//! Persistence: every SQL statement of the backend, behind interfaces cut by caller
+//! ([`slices`]: [`Claims`] for the payment flows, [`Leases`] for reconciliation, [`Expiry`] for
+//! the janitor, [`TrailWrites`], [`OperatorReads`], [`Health`]). Callers speak in domain terms
+//! and never see SQL or learn which database holds the rows.
 //!
-//! Callers speak in domain terms (claim a key, load it, finish it, mark it unknown, lease it
-//! to ask the bank, release it, expire old ones) through a [`SharedStore`], and never see SQL
-//! or learn which database holds the rows. Inside, the layers are:
-//! - [`sql`]: each statement once, generic over the database ([`db::Db`]), with the few pieces
-//!   that differ put in by a [`dialect::Dialect`];
-//! - [`sql_store`]: the statements composed into the transactions SPEC §5 requires, once;
+//! Inside, from the bottom:
+//! - `sql`: the statements PostgreSQL and SQLite share, each written once, generic over the
+//!   database (`db::Db`), with the few pieces that differ (the clock, row locks, how a write
+//!   transaction begins) put in by `dialect::Dialect`;
+//! - `claims` (with `claims/postgres.rs` and `claims/sqlite.rs` side by side), `leases`,
+//!   `upkeep`: each slice implemented once for both databases on [`sql_store::SqlStore`]; the
+//!   two writes that truly differ (the `pay_bill` claim and the bank's final word: one statement
+//!   on PostgreSQL, a group-commit transaction on SQLite) are written per database in `claims`;
 //! - [`postgres`] (production, and any deployment with more than one replica) and [`sqlite`]
-//!   (the default: one process, nothing else to install): each database's dialect, connection
-//!   and migrations;
-//! - [`group_commit`]: SQLite's one writer, many claims and outcomes per commit;
-//! - the audit trail's `key_events`, written with the changes they record (`sql::events`), and
-//!   the operator console's reads (`sql::support_desk`);
-//! - [`key_changes`]: announcements of keys leaving `started`, for requests that wait on one
+//!   (the default: one process, nothing else to install): each database's connection,
+//!   migrations and dialect; `group_commit`: SQLite's one writer;
+//! - `key_changes`: announcements of keys leaving `started`, for requests that wait on one
 //!   (`Prefer: wait`), across replicas on PostgreSQL.
 
+mod claims;
 mod columns;
 mod db;
 mod dialect;
 mod error;
 mod group_commit;
-mod interface;
 mod key_changes;
+mod leases;
 pub mod postgres;
+mod slices;
 mod sql;
 mod sql_store;
 pub mod sqlite;
 mod types;
+mod upkeep;
 
 pub use error::StoreError;
-pub use interface::{SharedStore, Store, connect};
 pub use key_changes::{KeyChanges, KeyWatch};
+pub use slices::{
+    Claims, Expiry, Health, Leases, OperatorReads, SharedStore, Store, TrailWrites, connect,
+};
 pub use sql::events::StoredEvent;
-pub use sql::support_desk::{
+pub use sql::operator_reads::{
     CLAIM_EVENTS_LIMIT, CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged,
     QueueCursor, QueuedKey, TrailOf,
 };

@@ -20,7 +20,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use shared::{Fingerprint, Operation};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
@@ -31,12 +30,7 @@ use super::db::Db;
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::group_commit::GroupCommit;
-use super::sql::{events, keys, movements, outcome};
-use super::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
-use time::OffsetDateTime;
-use uuid::Uuid;
-
-use crate::trail::{EventKind, NewEvent, request_id};
+use super::types::KeyRef;
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
 /// than any one of this store's write transactions holds it.
@@ -67,70 +61,6 @@ impl Dialect for Sqlite {
     /// half-way because another writer got in between its read and its write.
     async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
         pool.begin_with("BEGIN IMMEDIATE").await
-    }
-
-    async fn claim_key_with_pending_payment(
-        writer: &GroupCommit,
-        key: KeyRef,
-        fingerprint: &Fingerprint,
-        payment: &NewPayment,
-        claim: Lease,
-    ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let (fingerprint, payment) = (*fingerprint, payment.clone());
-        let claimed = NewEvent::of_claim(
-            key.user.as_i64(),
-            key.key,
-            payment.payment_id,
-            EventKind::Claimed,
-            None,
-        );
-        writer
-            .write(move |conn| {
-                Box::pin(async move {
-                    let Some(expires_at) = keys::insert_started_key::<Sqlite>(
-                        conn,
-                        key,
-                        (Operation::PayBill, payment.payment_id),
-                        &fingerprint,
-                        payment.key_kept_for,
-                        claim,
-                    )
-                    .await?
-                    else {
-                        return Ok(None);
-                    };
-                    let row =
-                        movements::insert_pending_payment::<Sqlite>(conn, key, &payment).await?;
-                    events::append::<Sqlite>(conn, &claimed).await?;
-                    Ok(Some((row, expires_at)))
-                })
-            })
-            .await
-    }
-
-    async fn finish_movement_and_key(
-        writer: &GroupCommit,
-        key: KeyRef,
-        operation: Operation,
-        resource_id: Uuid,
-        result: &MovementResult,
-    ) -> Result<Option<Finished>, StoreError> {
-        let (result, request_id) = (result.clone(), request_id::current());
-        writer
-            .write(move |conn| {
-                Box::pin(async move {
-                    outcome::finish_in::<Sqlite>(
-                        conn,
-                        key,
-                        (operation, resource_id),
-                        &result,
-                        EventKind::BankAnswered,
-                        request_id,
-                    )
-                    .await
-                })
-            })
-            .await
     }
 
     /// Nothing to send: the database is this process's own, and the store wakes this
@@ -166,14 +96,4 @@ pub async fn open(
         .acquire_timeout(acquire_timeout)
         .connect_with(options)
         .await
-}
-
-/// SQLite's "try again later": `SQLITE_BUSY` (another writer held the lock past
-/// `busy_timeout`) and `SQLITE_LOCKED`, with any extended code.
-pub(super) fn is_busy(error: &dyn sqlx::error::DatabaseError) -> bool {
-    error
-        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
-        .and_then(sqlx::error::DatabaseError::code)
-        .and_then(|code| code.parse::<i32>().ok())
-        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::{EventKind, NewEvent, request_id};
+use crate::domain::{Cause, EventKind, NewEvent, Observed};
 use crate::store::{KeyRef, SharedStore};
 
 /// How many observations may wait to be written.
@@ -23,17 +23,6 @@ const QUEUE_CAPACITY: usize = 10_000;
 
 /// The most observations one transaction writes.
 const BATCH_LIMIT: usize = 500;
-
-/// An observation as written: stamped when it happened, with how many it stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Observed {
-    /// The event.
-    pub event: NewEvent,
-    /// When it happened (this process's clock).
-    pub at: OffsetDateTime,
-    /// How many identical observations this row stands for.
-    pub repeats: u32,
-}
 
 /// Hands observations to the writing task. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -50,14 +39,14 @@ impl Appender {
         (Appender { queue }, task)
     }
 
-    /// Records what a request of the current request id saw of `key`: `resource_id` names the
-    /// claim, or `None` for the key's claim as it stands when the row is written.
+    /// Records what the request of `cause` saw of `key`: `resource_id` names the claim, or
+    /// `None` for the key's claim as it stands when the row is written.
     pub fn observe_key(
         &self,
         key: KeyRef,
         resource_id: Option<Uuid>,
-        kind: EventKind,
-        detail: &str,
+        (kind, detail): (EventKind, &str),
+        cause: &Cause,
     ) {
         self.observe(NewEvent {
             user_id: key.user.as_i64(),
@@ -65,8 +54,8 @@ impl Appender {
             resource_id,
             kind,
             detail: Some(detail.to_owned()),
-            request_id: request_id::current(),
-            operator: None,
+            request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
+            operator: cause.operator.clone(),
         });
     }
 

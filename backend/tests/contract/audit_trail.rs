@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use backend::janitor::{self, EXPIRY_BATCH_SIZE};
-use backend::reconcile::{Outcome, try_reconcile_once};
+use backend::reconcile::{Step, try_reconcile_once};
 use bank_simulator::Knobs;
 use serde_json::json;
 
@@ -173,7 +173,7 @@ async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: St
     first.assert_problem(503, "outcome-pending");
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("step"),
-        Outcome::Handled
+        Step::Handled
     );
     assert_eq!(
         app.trail(9).await,

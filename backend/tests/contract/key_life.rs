@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use backend::reconcile::{Outcome, try_reconcile_once};
+use backend::reconcile::{Step, try_reconcile_once};
 use backend::store::KeyRef;
 use bank_simulator::Knobs;
 use shared::{Decision, IdempotencyKey, Policy, UserId, decide};
@@ -96,7 +96,7 @@ async fn two_replicas_with_different_policies_agree_on_a_keys_expiry(claimed_at_
     app.make_lookup_due(&key).await;
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::Handled
+        Step::Handled
     );
     // The 24 h replica voided the claim only if the claim itself said 24 h.
     let movement = app.texts("SELECT CAST(status AS TEXT) FROM payments").await;
@@ -201,7 +201,7 @@ async fn a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_ag
         app.make_lookup_due(&key).await;
         assert_eq!(
             try_reconcile_once(&app.state).await.expect("a step"),
-            Outcome::Handled
+            Step::Handled
         );
         let voided = app
             .scalar("SELECT count(*) FROM payments WHERE CAST(status AS TEXT) = 'void'")
@@ -212,7 +212,7 @@ async fn a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_ag
         let reclaimed = app
             .state
             .store
-            .reclaim_released(key_ref, &fingerprint)
+            .reclaim_released(key_ref, &fingerprint, &backend::domain::Cause::background())
             .await
             .expect("the statement runs");
         assert_eq!(

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::support::{StoreKind, TestApp, TestDb, new_key, payment_body};
+use backend::domain::Cause;
 use backend::store::{KeyRef, MovementResult, RECONCILE_LEASE, StoreError};
 use shared::{IdempotencyKey, UserId};
 
@@ -78,7 +79,9 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         .expect("a key whose lease ran out is due again")
         .expect("its row reads");
 
-    let late = store.finish_leased(first, &MovementResult::Succeeded).await;
+    let late = store
+        .finish_leased(first, &MovementResult::Succeeded, &Cause::background())
+        .await;
     assert!(
         matches!(late, Err(StoreError::LeaseLost)),
         "the stalled reconciler's write is refused: {late:?}"
@@ -89,7 +92,7 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         "and it wrote nothing"
     );
     store
-        .release_leased(second, stuck_after)
+        .release_leased(second, stuck_after, &Cause::background())
         .await
         .expect("the new holder's write stands");
     assert_eq!(

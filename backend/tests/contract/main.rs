@@ -18,6 +18,7 @@ mod expiry;
 mod hostile_connections;
 mod key_life;
 mod key_status;
+mod layers;
 mod leases;
 mod limits;
 mod openapi;

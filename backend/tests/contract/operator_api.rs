@@ -243,10 +243,17 @@ async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_seco
             "resolved"
         ]
     );
+    // The look-up and what it resolved are both recorded against the operator who asked.
     assert_eq!(
-        app.texts("SELECT operator || ': ' || reason FROM key_events WHERE operator IS NOT NULL")
-            .await,
-        ["asha: customer says the app showed an error"]
+        app.texts(
+            "SELECT event || ' by ' || operator || ': ' || reason FROM key_events \
+             WHERE operator IS NOT NULL ORDER BY event_id"
+        )
+        .await,
+        [
+            "operator_lookup by asha: customer says the app showed an error",
+            "resolved by asha: customer says the app showed an error"
+        ]
     );
     let (_, queue) = operator(&app, "GET", "/admin/api/queue", &Value::Null).await;
     assert_eq!(queue["keys"], json!([]));

@@ -193,6 +193,7 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
             key_ref,
             payment_id.parse().expect("uuid"),
             Duration::from_secs(60),
+            &backend::domain::Cause::background(),
         )
         .await
         .expect("released");

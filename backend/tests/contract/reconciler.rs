@@ -16,7 +16,7 @@ use crate::support::{
     send_pay, test_config, wait_for,
 };
 use backend::metrics::{Metrics, OutcomeLabels};
-use backend::reconcile::{self, Outcome};
+use backend::reconcile::{self, Step};
 use backend::startup::build_state;
 use backend::state::AppState;
 use bank_simulator::{BankSimulator, Knobs};
@@ -60,7 +60,7 @@ async fn drain(state: AppState) -> usize {
     while reconcile::try_reconcile_once(&state)
         .await
         .expect("a reconciler step")
-        == Outcome::Handled
+        == Step::Handled
     {
         handled += 1;
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, wait_for};
 use backend::metrics::OperationLabels;
-use backend::reconcile::{Outcome, try_reconcile_once};
+use backend::reconcile::{Step, try_reconcile_once};
 use bank_simulator::{BankSimulator, Knobs};
 
 /// The first call's latency in the late-arrival tests: long past the backend's 200 ms bank
@@ -49,7 +49,7 @@ async fn pay_and_release_before_the_bank_executes(app: &TestApp, key: &str) -> I
     app.age_keys(Some(key), Duration::from_secs(6 * 60)).await;
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::Handled
+        Step::Handled
     );
     assert_eq!(
         app.key_state(61, key).await.as_deref(),
@@ -90,7 +90,7 @@ async fn a_first_call_that_reaches_the_bank_after_the_release_is_found_by_the_la
     app.make_lookup_due(&key).await;
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::Handled
+        Step::Handled
     );
     assert_eq!(app.key_state(61, &key).await.as_deref(), Some("done"));
     assert_eq!(
@@ -172,7 +172,7 @@ async fn a_retry_after_the_release_claims_again_and_the_late_first_call_moves_no
     assert_eq!(app.count("payments").await, 1);
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::NothingDue
+        Step::NothingDue
     );
 }
 
@@ -210,7 +210,7 @@ async fn a_released_claim_its_last_check_never_finds_is_void_and_its_key_expires
     app.make_lookup_due(&key).await;
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::Handled
+        Step::Handled
     );
     assert_eq!(
         app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
@@ -218,7 +218,7 @@ async fn a_released_claim_its_last_check_never_finds_is_void_and_its_key_expires
     );
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::NothingDue,
+        Step::NothingDue,
         "no further checks"
     );
     let expired = backend::janitor::expire_all(&app.state, 100)
@@ -437,7 +437,7 @@ async fn a_call_that_could_not_connect_to_the_bank_ended_and_its_claim_is_releas
     app.make_lookup_due(&key).await;
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("a step"),
-        Outcome::Handled
+        Step::Handled
     );
     assert_eq!(app.key_state(66, &key).await.as_deref(), Some("released"));
     let retry = app

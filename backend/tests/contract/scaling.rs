@@ -170,7 +170,7 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
     let step = backend::reconcile::try_reconcile_once(&app.state)
         .await
         .expect("reconcile");
-    assert_eq!(step, backend::reconcile::Outcome::Handled);
+    assert_eq!(step, backend::reconcile::Step::Handled);
     sqlx::query(
         "UPDATE idempotency_keys SET created_at = now() - interval '49 hours', \
                 expires_at = now() - interval '1 hour' WHERE user_id <= 20",

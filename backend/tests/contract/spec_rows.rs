@@ -175,7 +175,7 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
     let step = backend::reconcile::try_reconcile_once(&app.state)
         .await
         .expect("step");
-    assert_eq!(step, backend::reconcile::Outcome::Handled);
+    assert_eq!(step, backend::reconcile::Step::Handled);
     assert_eq!(app.key_state(9, &key).await.as_deref(), Some("done"));
 
     let after = app.pay(9, Some(&key), "elec-1", &body).await;

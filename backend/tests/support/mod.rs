@@ -503,7 +503,12 @@ impl TestApp {
         let claimed = self
             .state
             .store
-            .claim_payment(KeyRef::new(user, &key), &fingerprint, &payment)
+            .claim_payment(
+                KeyRef::new(user, &key),
+                &fingerprint,
+                &payment,
+                &backend::domain::Cause::background(),
+            )
             .await
             .expect("claim");
         assert!(matches!(claimed, ClaimResult::Claimed { .. }), "a new key");

@@ -18,9 +18,10 @@ use uuid::Uuid;
 use super::paging::{
     DEFAULT_LIMIT, PageQuery, event_cursor, movement_cursor, movement_cursor_text, page_of,
 };
-use super::token::Operator;
 use super::{customer_from_path, record_read, rfc3339};
+use crate::domain::RequestId;
 use crate::error::Error;
+use crate::operator_tokens::Operator;
 use crate::state::AppState;
 use crate::store::{CustomerKey, CustomerMovement, Page, StoredEvent, TrailOf};
 
@@ -28,21 +29,23 @@ use crate::store::{CustomerKey, CustomerMovement, Page, StoredEvent, TrailOf};
 pub async fn customer(
     State(state): State<AppState>,
     Extension(operator): Extension<Operator>,
+    Extension(request_id): Extension<RequestId>,
     Path(user_id): Path<String>,
     query: PageQuery,
 ) -> Result<Json<Value>, Error> {
     let user = customer_from_path(&user_id)?;
     let page = page_of(query, "before", movement_cursor)?;
-    record_read(&state, &operator, user, "payments, refunds and keys").await?;
-    let movements = state.store.customer_movements(user.as_i64(), page).await?;
+    let reader = (&operator, &request_id);
+    record_read(&state, reader, user, "payments, refunds and keys").await?;
+    let reads = state.operator_reads();
+    let movements = reads.customer_movements(user.as_i64(), page).await?;
     let claims: Vec<Uuid> = movements.items.iter().map(|movement| movement.id).collect();
-    let (keys, events) = state.store.customer_claims(user.as_i64(), &claims).await?;
+    let (keys, events) = reads.customer_claims(user.as_i64(), &claims).await?;
     let own_page = Page {
         from: None,
         limit: DEFAULT_LIMIT,
     };
-    let own = state
-        .store
+    let own = reads
         .customer_trail(user.as_i64(), TrailOf::CustomerOnly, own_page)
         .await?;
     let events_complete =
@@ -68,14 +71,15 @@ pub async fn customer(
 pub async fn trail(
     State(state): State<AppState>,
     Extension(operator): Extension<Operator>,
+    Extension(request_id): Extension<RequestId>,
     Path(user_id): Path<String>,
     query: PageQuery,
 ) -> Result<Json<Value>, Error> {
     let user = customer_from_path(&user_id)?;
     let page = page_of(query, "before", event_cursor)?;
-    record_read(&state, &operator, user, "trail").await?;
+    record_read(&state, (&operator, &request_id), user, "trail").await?;
     let trail = state
-        .store
+        .operator_reads()
         .customer_trail(user.as_i64(), TrailOf::Everything, page)
         .await?;
     let events: Vec<Value> = trail.items.iter().map(event_json).collect();

@@ -30,13 +30,13 @@ use shared::api::MovementStatus;
 use shared::{Operation, Problem, ProblemKind};
 use time::OffsetDateTime;
 
-use super::token::Operator;
 use super::{action_of, customer_from_path, rfc3339};
 use crate::bank_client::LookUp;
+use crate::domain::{Cause, EventKind, NewEvent, RequestId};
 use crate::error::Error;
+use crate::operator_tokens::Operator;
 use crate::state::AppState;
 use crate::store::{CustomerMovement, Page};
-use crate::trail::{EventKind, NewEvent, request_id};
 
 /// Look-ups in flight at once for one check (all checks together stay within their share).
 const CONCURRENT_LOOKUPS: usize = 8;
@@ -78,6 +78,7 @@ struct Entry {
 pub async fn ledger_check(
     State(state): State<AppState>,
     Extension(operator): Extension<Operator>,
+    Extension(request_id): Extension<RequestId>,
     Path(user_id): Path<String>,
     body: Body,
 ) -> Result<Json<Value>, Error> {
@@ -96,7 +97,10 @@ pub async fn ledger_check(
         limit: MOVEMENTS_PER_PAGE,
     };
     let unread_left = loop {
-        let movements = state.store.customer_movements(user.as_i64(), page).await?;
+        let movements = state
+            .operator_reads()
+            .customer_movements(user.as_i64(), page)
+            .await?;
         let asked: Vec<Entry> = stream::iter(movements.items)
             .map(|ours| ask(state.clone(), ours))
             .buffered(CONCURRENT_LOOKUPS)
@@ -127,16 +131,9 @@ pub async fn ledger_check(
             format!("not complete: {lookups_failed} look-ups failed")
         }
     );
-    let checked = NewEvent {
-        user_id: user.as_i64(),
-        key: None,
-        resource_id: None,
-        kind: EventKind::LedgerChecked,
-        detail: Some(detail),
-        request_id: request_id::current(),
-        operator: Some(action),
-    };
-    state.store.append_event(&checked).await?;
+    let cause = Cause::operator(&request_id, action);
+    let checked = NewEvent::of_customer(user.as_i64(), EventKind::LedgerChecked, detail, &cause);
+    state.trail_writes().append_event(&checked).await?;
     let entries_json: Vec<Value> = entries.iter().map(entry_json).collect();
     Ok(Json(json!({
         "user_id": user.get().to_string(),

@@ -24,7 +24,6 @@ mod ledger_check;
 mod openapi;
 mod paging;
 mod queue;
-pub mod token;
 
 use axum::Router;
 use axum::body::Body;
@@ -38,11 +37,11 @@ use shared::auth::UserId;
 use shared::{Problem, ProblemKind};
 use time::OffsetDateTime;
 
-use self::token::{Operator, Refusal};
 use super::body::read_request_body;
+use crate::domain::{Cause, EventKind, NewEvent, OperatorAction, RequestId};
 use crate::error::Error;
+use crate::operator_tokens::{Operator, Refusal};
 use crate::state::AppState;
-use crate::trail::{EventKind, NewEvent, OperatorAction, request_id};
 
 /// The console and its API, to be merged into the admin listener's router.
 pub fn router(state: AppState) -> Router<AppState> {
@@ -164,27 +163,26 @@ async fn action_of(
     })
 }
 
-/// Records in `user`'s trail that `operator` read their `what`, before the read is answered:
-/// an operator's look at a customer's money is on the record, like their actions.
+/// Records in `user`'s trail that `operator` read their `what` (in the request `request_id`),
+/// before the read is answered: an operator's look at a customer's money is on the record,
+/// like their actions.
 async fn record_read(
     state: &AppState,
-    operator: &Operator,
+    (operator, request_id): (&Operator, &RequestId),
     user: UserId,
     what: &str,
 ) -> Result<(), Error> {
-    let read = NewEvent {
-        user_id: user.as_i64(),
-        key: None,
-        resource_id: None,
-        kind: EventKind::CustomerViewed,
-        detail: Some(format!("read the customer's {what}")),
-        request_id: request_id::current(),
-        operator: Some(OperatorAction {
-            operator: operator.name.clone(),
-            reason: None,
-        }),
+    let reader = OperatorAction {
+        operator: operator.name.clone(),
+        reason: None,
     };
-    state.store.append_event(&read).await?;
+    let read = NewEvent::of_customer(
+        user.as_i64(),
+        EventKind::CustomerViewed,
+        format!("read the customer's {what}"),
+        &Cause::operator(request_id, reader),
+    );
+    state.trail_writes().append_event(&read).await?;
     Ok(())
 }
 

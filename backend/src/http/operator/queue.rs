@@ -27,9 +27,10 @@ use super::customers::event_json;
 use super::paging::{
     DEFAULT_LIMIT, PageQuery, event_cursor, page_of, queue_cursor, queue_cursor_text,
 };
-use super::token::Operator;
 use super::{action_of, customer_from_path, rfc3339};
+use crate::domain::{Cause, RequestId};
 use crate::error::Error;
+use crate::operator_tokens::Operator;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, LateDebit, Page, QueuedKey};
@@ -37,12 +38,12 @@ use crate::store::{KeyRef, LateDebit, Page, QueuedKey};
 /// `GET /admin/api/queue`.
 pub async fn queue(State(state): State<AppState>, query: PageQuery) -> Result<Json<Value>, Error> {
     let page = page_of(query, "after", queue_cursor)?;
-    let keys = state.store.queued_keys(page).await?;
+    let keys = state.operator_reads().queued_keys(page).await?;
     let first_late = Page {
         from: None,
         limit: DEFAULT_LIMIT,
     };
-    let late = state.store.late_debits(first_late).await?;
+    let late = state.operator_reads().late_debits(first_late).await?;
     let queued: Vec<Value> = keys.items.iter().map(queued_json).collect();
     let late_debits: Vec<Value> = late.items.iter().map(late_debit_json).collect();
     Ok(Json(json!({
@@ -59,7 +60,7 @@ pub async fn late_debits(
     query: PageQuery,
 ) -> Result<Json<Value>, Error> {
     let page = page_of(query, "before", event_cursor)?;
-    let late = state.store.late_debits(page).await?;
+    let late = state.operator_reads().late_debits(page).await?;
     let late_debits: Vec<Value> = late.items.iter().map(late_debit_json).collect();
     Ok(Json(json!({
         "late_debits": late_debits,
@@ -99,6 +100,7 @@ fn queued_json(queued: &QueuedKey) -> Value {
 pub async fn ask_bank(
     State(state): State<AppState>,
     Extension(operator): Extension<Operator>,
+    Extension(request_id): Extension<RequestId>,
     Path((user_id, key)): Path<(String, String)>,
     body: Body,
 ) -> Result<Json<Value>, Error> {
@@ -108,10 +110,11 @@ pub async fn ask_bank(
         key: Uuid::parse_str(&key).map_err(|_| no_such_key())?,
     };
     let action = action_of(&state, &operator, body).await?;
-    let Some(leased) = state.store.lease_key(key, Some(&action)).await? else {
+    let cause = Cause::operator(&request_id, action);
+    let Some(leased) = state.leases().lease_key(key, Some(&cause)).await? else {
         return nothing_to_ask(&state, key).await;
     };
-    let result = match resolve_leased(&state, leased).await? {
+    let result = match resolve_leased(&state, leased, &cause).await? {
         Resolution::Finished(_) => "resolved",
         Resolution::Released => "released",
         Resolution::Voided => "voided",
@@ -122,7 +125,7 @@ pub async fn ask_bank(
 
 /// The key is not to be had: finished (or past its checks), held by someone, or not there.
 async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Error> {
-    let Some(stored) = state.store.load_key(key).await? else {
+    let Some(stored) = state.claims().load_key(key).await? else {
         return Err(no_such_key());
     };
     if stored.record.state == KeyState::Done || stored.record.state == KeyState::Released {
@@ -138,9 +141,13 @@ async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Er
 
 /// The answer: what came of it, and the key and its movement as they now stand.
 async fn answer(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Value>, Error> {
-    let stored = state.store.load_key(key).await?.ok_or_else(no_such_key)?;
+    let stored = state
+        .claims()
+        .load_key(key)
+        .await?
+        .ok_or_else(no_such_key)?;
     let movement = state
-        .store
+        .claims()
         .load_movement(key, stored.operation, stored.resource_id)
         .await?;
     Ok(Json(json!({

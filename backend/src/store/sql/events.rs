@@ -5,11 +5,11 @@
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::support_desk::{Page, Paged, TrailOf};
+use super::operator_reads::{Page, Paged, TrailOf};
+use crate::domain::{NewEvent, Observed};
 use crate::store::columns::{Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
-use crate::trail::{NewEvent, Observed};
 
 const COLUMNS: &str =
     "user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";

@@ -8,14 +8,14 @@ use shared::api::MovementStatus;
 use uuid::Uuid;
 
 use super::{events, keys, movements};
+use crate::domain::{Cause, EventKind, NewEvent};
 use crate::store::db::Db;
 use crate::store::error::StoreError;
 use crate::store::types::{Finished, KeyRef, MovementResult};
-use crate::trail::{EventKind, NewEvent};
 
 /// The movement's final word and the key's `done` state, in the caller's transaction; its
-/// change is announced on commit and recorded in the trail as `event` (stamped with
-/// `request_id`). Only a `pending` movement is written. One that a racing writer already
+/// change is announced on commit and recorded in the trail as `event` (against
+/// `cause`). Only a `pending` movement is written. One that a racing writer already
 /// finished keeps that writer's answer, which the key then finishes with (if it had not). A
 /// `void` one (a released claim's last check found nothing at the bank) changes nothing, the
 /// key least of all: a key is never `done` without an answer to replay. `None` if the movement
@@ -26,7 +26,7 @@ pub async fn finish_in<D: Db>(
     (operation, resource_id): (Operation, Uuid),
     result: &MovementResult,
     event: EventKind,
-    request_id: Option<String>,
+    cause: &Cause,
 ) -> Result<Option<Finished>, StoreError> {
     let user_id = key.user.as_i64();
     let movement =
@@ -56,14 +56,12 @@ pub async fn finish_in<D: Db>(
         };
     let key_now = keys::set_done::<D>(conn, key, resource_id).await?;
     if key_now.is_some() {
-        let mut event = NewEvent::of_claim(
-            user_id,
-            key.key,
-            resource_id,
+        let event = NewEvent::of_claim(
+            (user_id, key.key, resource_id),
             event,
             Some(result.describe()),
+            cause,
         );
-        event.request_id = request_id;
         events::append::<D>(conn, &event).await?;
     }
     D::announce_change(conn, key).await?;

@@ -1,4 +1,4 @@
-//! Turning an [`Answer`] (a saved or fresh answer, or a problem) into an HTTP response, with the
+//! Turning an [`Reply`] (a saved or fresh answer, or a problem) into an HTTP response, with the
 //! headers that matter: `Content-Type`, `Location`, `Retry-After`, `Idempotent-Replayed`, the
 //! key's `Idempotency-Expires` and, after a wait for the key's first attempt,
 //! `Preference-Applied`.
@@ -13,12 +13,12 @@ use shared::expiry::{EXPIRES_HEADER, format_http_date};
 use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_value};
 use time::OffsetDateTime;
 
-use crate::flows::Answer;
+use crate::domain::Reply;
 
 /// The header that marks a replayed answer.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
-impl IntoResponse for Answer {
+impl IntoResponse for Reply {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (status, self.body).into_response();

@@ -44,11 +44,13 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
-use crate::http::operator::token::{
+pub mod limits;
+
+pub use limits::{LimitSettings, Limits};
+
+use crate::operator_tokens::{
     DEVELOPMENT_OPERATOR_SECRET, OPERATOR_SECRET_SETTING, check_operator_secret,
 };
-use crate::reconcile::ReconcileBounds;
-use crate::replay_cache::CacheBounds;
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
 use shared::auth::{
@@ -124,164 +126,6 @@ pub struct Settings {
     /// The bounds on requests and bank calls.
     #[command(flatten)]
     pub limits: LimitSettings,
-}
-
-/// The bounds as read from flags and environment, in milliseconds and counts.
-#[derive(Debug, Clone, Args)]
-pub struct LimitSettings {
-    /// An API request's answer deadline, in milliseconds.
-    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 12_000)]
-    pub request_timeout_ms: u64,
-    /// How long a request head may take to arrive (and an idle connection stay open), in
-    /// milliseconds.
-    #[arg(long, env = "HEAD_READ_TIMEOUT_MS", default_value_t = 10_000)]
-    pub head_read_timeout_ms: u64,
-    /// How long a request body may take to arrive, in milliseconds.
-    #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
-    pub body_read_timeout_ms: u64,
-    /// API requests served at once.
-    #[arg(long, env = "MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
-    pub max_concurrent_requests: usize,
-    /// Requests waiting at once for their key's first attempt (`Prefer: wait`).
-    #[arg(long, env = "MAX_WAITING_REQUESTS", default_value_t = 128)]
-    pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once.
-    #[arg(long, env = "MAX_BANK_CALLS", default_value_t = 64)]
-    pub max_bank_calls: usize,
-    /// How long a claimed payment waits for a free bank call, in milliseconds.
-    #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
-    pub bank_queue_wait_ms: u64,
-    /// Memory for finished answers replayed from memory, in bytes; 0 turns the cache off.
-    #[arg(long, env = "REPLAY_CACHE_MAX_BYTES", default_value_t = CacheBounds::default().max_bytes)]
-    pub replay_cache_max_bytes: u64,
-    /// The most finished answers kept in memory.
-    #[arg(long, env = "REPLAY_CACHE_MAX_ENTRIES", default_value_t = CacheBounds::default().max_entries)]
-    pub replay_cache_max_entries: u64,
-    /// Bank look-ups the reconciler runs at once.
-    #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = ReconcileBounds::default().concurrency)]
-    pub reconcile_concurrency: usize,
-    /// The most look-ups the reconciler starts per second.
-    #[arg(long, env = "RECONCILE_MAX_LOOKUPS_PER_SECOND", default_value_t = ReconcileBounds::default().lookups_per_second)]
-    pub reconcile_max_lookups_per_second: u32,
-}
-
-/// The bounds that keep one backend answering under load and abuse (docs/design.md, "Limits
-/// and load shedding"): every request has a deadline, a body must arrive in time, requests
-/// beyond a number are shed at once with 503 rather than queued into timeouts, and the bank
-/// never gets more than a number of calls at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// An API request's answer deadline: past it, 503 (claimed work goes on in its task).
-    pub request_timeout: Duration,
-    /// How long a request head may take to arrive, and an idle connection may stay open: past
-    /// it, the connection is closed.
-    pub head_read_timeout: Duration,
-    /// How long a request body may take to arrive: past it, 408, nothing claimed.
-    pub body_read_timeout: Duration,
-    /// API requests served at once; more are answered 503 at once.
-    pub max_concurrent_requests: usize,
-    /// Of those, requests waiting at once for their key's first attempt.
-    pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once.
-    pub max_bank_calls: usize,
-    /// How long a claimed payment or refund waits for a free bank call before its claim is
-    /// released (nothing was sent) and the request answered 503.
-    pub bank_queue_wait: Duration,
-    /// The memory for finished answers replayed without a database read.
-    pub replay_cache: CacheBounds,
-    /// How hard the reconciler may drain a backlog.
-    pub reconcile: ReconcileBounds,
-}
-
-impl Default for Limits {
-    /// The defaults of the settings.
-    fn default() -> Self {
-        Limits {
-            request_timeout: Duration::from_secs(12),
-            head_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(5),
-            max_concurrent_requests: 256,
-            max_waiting_requests: 128,
-            max_bank_calls: 64,
-            bank_queue_wait: Duration::from_secs(1),
-            replay_cache: CacheBounds::default(),
-            reconcile: ReconcileBounds::default(),
-        }
-    }
-}
-
-impl LimitSettings {
-    /// The checked bounds: none may be zero, a request's deadline must outlast a bank call and
-    /// leave a second after the longest wait (`max_wait`), and waiting requests must leave
-    /// places for the rest.
-    fn into_limits(self, bank_timeout: Duration, max_wait: Duration) -> anyhow::Result<Limits> {
-        let limits = Limits {
-            request_timeout: Duration::from_millis(self.request_timeout_ms),
-            head_read_timeout: Duration::from_millis(self.head_read_timeout_ms),
-            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
-            max_concurrent_requests: self.max_concurrent_requests,
-            max_waiting_requests: self.max_waiting_requests,
-            max_bank_calls: self.max_bank_calls,
-            bank_queue_wait: Duration::from_millis(self.bank_queue_wait_ms),
-            replay_cache: CacheBounds {
-                max_bytes: self.replay_cache_max_bytes,
-                max_entries: self.replay_cache_max_entries,
-            },
-            reconcile: ReconcileBounds {
-                concurrency: self.reconcile_concurrency,
-                lookups_per_second: self.reconcile_max_lookups_per_second,
-            },
-        };
-        for (setting, zero) in [
-            ("REQUEST_TIMEOUT_MS", limits.request_timeout.is_zero()),
-            ("HEAD_READ_TIMEOUT_MS", limits.head_read_timeout.is_zero()),
-            ("BODY_READ_TIMEOUT_MS", limits.body_read_timeout.is_zero()),
-            (
-                "MAX_CONCURRENT_REQUESTS",
-                limits.max_concurrent_requests == 0,
-            ),
-            ("MAX_WAITING_REQUESTS", limits.max_waiting_requests == 0),
-            ("MAX_BANK_CALLS", limits.max_bank_calls == 0),
-            ("BANK_QUEUE_WAIT_MS", limits.bank_queue_wait.is_zero()),
-            (
-                "REPLAY_CACHE_MAX_ENTRIES",
-                limits.replay_cache.max_entries == 0,
-            ),
-            ("RECONCILE_CONCURRENCY", limits.reconcile.concurrency == 0),
-            (
-                "RECONCILE_MAX_LOOKUPS_PER_SECOND",
-                limits.reconcile.lookups_per_second == 0,
-            ),
-        ] {
-            if zero {
-                bail!("{setting} must be above 0");
-            }
-        }
-        if limits.request_timeout <= bank_timeout {
-            bail!(
-                "REQUEST_TIMEOUT_MS ({} ms) must be longer than BANK_TIMEOUT_MS ({} ms)",
-                limits.request_timeout.as_millis(),
-                bank_timeout.as_millis()
-            );
-        }
-        if limits.request_timeout < max_wait + Duration::from_secs(1) {
-            bail!(
-                "REQUEST_TIMEOUT_MS ({} ms) must be at least a second longer than the policy's \
-                 max_wait_seconds ({} s), so a request that waited still has time to answer",
-                limits.request_timeout.as_millis(),
-                max_wait.as_secs()
-            );
-        }
-        if limits.max_waiting_requests >= limits.max_concurrent_requests {
-            bail!(
-                "MAX_WAITING_REQUESTS ({}) must be fewer than MAX_CONCURRENT_REQUESTS ({}), so \
-                 waiting requests never take every place",
-                limits.max_waiting_requests,
-                limits.max_concurrent_requests
-            );
-        }
-        Ok(limits)
-    }
 }
 
 /// The validated configuration the application is built from.

@@ -1,39 +1,20 @@
 //! The request id: the `X-Request-Id` a request came with (the edge mints one per forwarded
-//! request), or one minted here, echoed on the answer and stamped on the trail's events.
-//!
-//! [`scope`] runs a request's handling (and a bank call it spawns) with its id in a task-local;
-//! [`current`] reads it wherever the store writes an event.
-
-use std::future::Future;
-use std::sync::Arc;
+//! request), or one minted here. [`propagate`] puts it in the request's extensions as a
+//! [`RequestId`], where every handler takes it to pass on explicitly to the writes it causes,
+//! and echoes it on the answer.
 
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::domain::RequestId;
+
 /// The request header (and answer header) that carries the id.
 pub const HEADER: &str = "x-request-id";
 
 /// The longest id kept as sent; a longer or unprintable one is replaced by a fresh id.
 const MAX_LENGTH: usize = 64;
-
-tokio::task_local! {
-    static REQUEST_ID: Arc<str>;
-}
-
-/// The id of the request being handled on this task, if any.
-pub fn current() -> Option<String> {
-    REQUEST_ID.try_with(|id| id.to_string()).ok()
-}
-
-/// Runs `work` as part of the request `id` (also used to carry the id into a spawned task).
-pub async fn scope<F: Future>(id: Option<String>, work: F) -> F::Output {
-    match id {
-        Some(id) => REQUEST_ID.scope(Arc::from(id), work).await,
-        None => work.await,
-    }
-}
 
 /// The id to use for a request that sent `sent`: kept if it is 1 to 64 visible ASCII
 /// characters, else a fresh UUID (a client cannot put newlines or a megabyte in the trail).
@@ -45,12 +26,13 @@ pub fn accept_or_mint(sent: Option<&HeaderValue>) -> String {
         .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned)
 }
 
-/// Middleware: takes or mints the id, handles the request inside its scope, and echoes it.
+/// Middleware: takes or mints the id, hands it to the handler (an extension) and echoes it.
 pub async fn propagate(mut request: Request, next: Next) -> Response {
     let id = accept_or_mint(request.headers().get(HEADER));
     let header = HeaderValue::from_str(&id).expect("checked visible ASCII");
     request.headers_mut().insert(HEADER, header.clone());
-    let mut response = scope(Some(id), next.run(request)).await;
+    request.extensions_mut().insert(RequestId::new(&id));
+    let mut response = next.run(request).await;
     response.headers_mut().insert(HEADER, header);
     response
 }
@@ -73,12 +55,5 @@ mod tests {
             );
         }
         assert!(uuid::Uuid::parse_str(&accept_or_mint(None)).is_ok());
-    }
-
-    #[tokio::test]
-    async fn the_id_is_read_inside_its_scope_only() {
-        assert_eq!(current(), None);
-        let inside = scope(Some("r-1".into()), async { current() }).await;
-        assert_eq!(inside.as_deref(), Some("r-1"));
     }
 }

@@ -1,7 +1,18 @@
-//! [`Store`]: the one store interface the flows, the reconciler, the janitor and the HTTP layer
-//! use, in domain terms (claim a key, load it, finish it, mark it unknown, lease it to ask the
-//! bank, release it, expire old ones). They hold an [`SharedStore`] and never learn which
-//! database is behind it; only [`connect`] looks at `DATABASE_URL`.
+//! The store's interface, cut by caller: each trait is the few methods one part of the backend
+//! uses, so a reader of that part sees only what it may do, and a change to one slice touches
+//! only its callers. [`Store`] is all of them, as [`connect`] opens it; the application state
+//! hands each part its slice (`AppState::claims()`, `leases()`, …).
+//!
+//! | slice | caller |
+//! |---|---|
+//! | [`Claims`] | the payment flows (`crate::flows`) and the key status |
+//! | [`Leases`] | reconciliation, and whoever asks the bank at once (flows, operator) |
+//! | [`Expiry`] | the janitor |
+//! | [`TrailWrites`] | the audit trail's writer, operators' customer-level events |
+//! | [`OperatorReads`] | the operator API |
+//! | [`Health`] | start-up, readiness, metrics |
+//!
+//! Every write that records an audit-trail event takes the [`Cause`] it is recorded against.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +27,7 @@ use uuid::Uuid;
 use super::error::StoreError;
 use super::key_changes::{KeyChanges, listen_for_changes};
 use super::sql::events::StoredEvent;
-use super::sql::support_desk::{
+use super::sql::operator_reads::{
     CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged, QueueCursor, QueuedKey,
     TrailOf,
 };
@@ -25,26 +36,20 @@ use super::types::{
     ClaimResult, Finished, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
-use crate::trail::{NewEvent, Observed, OperatorAction};
+use crate::domain::{Cause, NewEvent, Observed};
 
 /// The store behind the application: cheap to clone, shared by every request and worker.
 pub type SharedStore = Arc<dyn Store>;
 
-/// The keys, payments and refunds, in whichever database holds them. Implemented once, by
-/// `SqlStore<D>` for PostgreSQL and SQLite alike.
+/// Every slice at once: what [`connect`] opens. Implemented once, by `SqlStore<D>` for
+/// PostgreSQL and SQLite alike.
+pub trait Store: Claims + Leases + Expiry + TrailWrites + OperatorReads + Health {}
+
+impl<T: Claims + Leases + Expiry + TrailWrites + OperatorReads + Health> Store for T {}
+
+/// What the payment flows use (`crate::flows`): claim a key with its pending payment or refund, read it, write the bank's word, mark it unknown, release it or claim it again, and hear when it changes.
 #[async_trait]
-pub trait Store: Send + Sync {
-    /// Applies this database's migrations.
-    async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError>;
-
-    /// Checks the database answers and this process can write claims and outcomes to it
-    /// (readiness).
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    /// How many times the writer of claims and outcomes had to be started again (SQLite's
-    /// group commit; always 0 on PostgreSQL).
-    fn writer_restarts(&self) -> u64;
-
+pub trait Claims: Send + Sync {
     /// The announcements of keys leaving `started`, for requests that wait on one.
     fn key_changes(&self) -> &Arc<KeyChanges>;
 
@@ -55,6 +60,7 @@ pub trait Store: Send + Sync {
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        cause: &Cause,
     ) -> Result<ClaimResult<PaymentRow>, StoreError>;
 
     /// Claims a `refund_payment` key and writes its pending refund, checking the remaining
@@ -64,6 +70,7 @@ pub trait Store: Send + Sync {
         key: KeyRef,
         fingerprint: &Fingerprint,
         refund: &NewRefund,
+        cause: &Cause,
     ) -> Result<RefundClaimResult, StoreError>;
 
     /// Loads a key of a user (with its payment or refund, when finished).
@@ -105,6 +112,7 @@ pub trait Store: Send + Sync {
         operation: Operation,
         resource_id: Uuid,
         result: &MovementResult,
+        cause: &Cause,
     ) -> Result<Option<Finished>, StoreError>;
 
     /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
@@ -113,6 +121,7 @@ pub trait Store: Send + Sync {
         key: KeyRef,
         resource_id: Uuid,
         call: UnknownCall,
+        cause: &Cause,
     ) -> Result<bool, StoreError>;
 
     /// Releases a `started` key whose bank call was never sent (no call could be had): the
@@ -123,6 +132,7 @@ pub trait Store: Send + Sync {
         key: KeyRef,
         resource_id: Uuid,
         check_after: Duration,
+        cause: &Cause,
     ) -> Result<(), StoreError>;
 
     /// Claims a released key again for the request with `fingerprint`, and returns its pending
@@ -132,6 +142,7 @@ pub trait Store: Send + Sync {
         &self,
         key: KeyRef,
         fingerprint: &Fingerprint,
+        cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError>;
 
     /// Renews this process's lease on a key it claimed, while the claim's bank call runs;
@@ -152,14 +163,19 @@ pub trait Store: Send + Sync {
         user_id: i64,
         payment_id: Uuid,
     ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError>;
+}
 
+/// What reconciliation uses (`crate::reconcile`, and the flows and the operator API when they ask the bank at once): take a key under a lease, write the bank's true result or release, void or postpone it, each only while the lease holds.
+#[async_trait]
+pub trait Leases: Send + Sync {
     /// Takes this unfinished (or released) key for a bank look-up, if nobody holds it. When an
-    /// operator asks (`asked_by`), their `operator_lookup` event is written in the lease's own
-    /// transaction: no lease without its record, no record without the lease.
+    /// operator asks (`asked_by`, a [`Cause`] naming them), their `operator_lookup` event is
+    /// written in the lease's own transaction: no lease without its record, no record without
+    /// the lease.
     async fn lease_key(
         &self,
         key: KeyRef,
-        asked_by: Option<&OperatorAction>,
+        asked_by: Option<&Cause>,
     ) -> Result<Option<LeasedKey>, StoreError>;
 
     /// Takes the oldest keys due for a bank look-up, at most `limit`, oldest first: each leased
@@ -179,6 +195,7 @@ pub trait Store: Send + Sync {
         &self,
         leased: LeasedKey,
         result: &MovementResult,
+        cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError>;
 
     /// The bank never saw the leased key's movement: releases the key, keeping it and its
@@ -188,12 +205,13 @@ pub trait Store: Send + Sync {
         &self,
         leased: LeasedKey,
         check_after: Duration,
+        cause: &Cause,
     ) -> Result<(), StoreError>;
 
     /// A released key's last check found nothing at the bank: its movement becomes `void` (no
     /// money moved; it no longer counts against a payment's refundable rest) and the key may
     /// expire.
-    async fn void_leased(&self, leased: LeasedKey) -> Result<(), StoreError>;
+    async fn void_leased(&self, leased: LeasedKey, cause: &Cause) -> Result<(), StoreError>;
 
     /// Gives the lease back with the next look-up `wait` from now; `failed` counts this
     /// look-up towards the back-off (a failed look-up, as opposed to a scheduled check).
@@ -202,11 +220,41 @@ pub trait Store: Send + Sync {
         leased: LeasedKey,
         wait: Duration,
         failed: bool,
+        cause: &Cause,
     ) -> Result<(), StoreError>;
 
+    /// The ages of the oldest `started` and `unknown` keys, for the metrics.
+    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;
+}
+
+/// What the janitor uses (`crate::janitor`): delete expired keys and the trail kept past them, one bounded batch at a time.
+#[async_trait]
+pub trait Expiry: Send + Sync {
+    /// Deletes one bounded batch of keys past the expiry on their rows; returns how many.
+    async fn expire_batch(&self, batch_size: i64) -> Result<u64, StoreError>;
+
+    /// Deletes one bounded batch of trail events older than `keep_for` whose key is gone;
+    /// returns how many.
+    async fn expire_events_batch(
+        &self,
+        keep_for: Duration,
+        batch_size: i64,
+    ) -> Result<u64, StoreError>;
+}
+
+/// What the audit trail's writer uses (`crate::trail`), and an operator's customer-level event.
+#[async_trait]
+pub trait TrailWrites: Send + Sync {
     /// Appends one event (an operator's action) on its own.
     async fn append_event(&self, event: &NewEvent) -> Result<(), StoreError>;
 
+    /// Appends the trail's observations (`crate::trail::Appender`'s batch), in one transaction.
+    async fn append_events(&self, observed: &[Observed]) -> Result<(), StoreError>;
+}
+
+/// What the operator API reads (`crate::http::operator`), a page at a time.
+#[async_trait]
+pub trait OperatorReads: Send + Sync {
     /// A page of a customer's payments and refunds, newest first.
     async fn customer_movements(
         &self,
@@ -237,23 +285,21 @@ pub trait Store: Send + Sync {
 
     /// A page of the late debits found, newest first.
     async fn late_debits(&self, page: Page<i64>) -> Result<Paged<LateDebit, i64>, StoreError>;
+}
 
-    /// Deletes one bounded batch of trail events older than `keep_for` whose key is gone;
-    /// returns how many.
-    async fn expire_events_batch(
-        &self,
-        keep_for: Duration,
-        batch_size: i64,
-    ) -> Result<u64, StoreError>;
+/// What start-up, readiness and the metrics use.
+#[async_trait]
+pub trait Health: Send + Sync {
+    /// Applies this database's migrations.
+    async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError>;
 
-    /// Appends the trail's observations (`crate::trail::Appender`'s batch), in one transaction.
-    async fn append_events(&self, observed: &[Observed]) -> Result<(), StoreError>;
+    /// Checks the database answers and this process can write claims and outcomes to it
+    /// (readiness).
+    async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Deletes one bounded batch of keys past the expiry on their rows; returns how many.
-    async fn expire_batch(&self, batch_size: i64) -> Result<u64, StoreError>;
-
-    /// The ages of the oldest `started` and `unknown` keys, for the metrics.
-    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;
+    /// How many times the writer of claims and outcomes had to be started again (SQLite's
+    /// group commit; always 0 on PostgreSQL).
+    fn writer_restarts(&self) -> u64;
 }
 
 /// Connects to the database `database_url` names: `postgres://…` (or `postgresql://…`), or

@@ -1,0 +1,119 @@
+//! The replies the flows share: a finished key's saved reply, rendered from its payment or
+//! refund row by [`saved_reply`] both the first time and on every replay (so a replay carries
+//! the first reply's status, body and `Location` byte for byte, plus `Idempotent-Replayed:
+//! true`), and the problems of a key at work or an outcome still pending.
+
+use std::time::Duration;
+
+use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
+use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
+use shared::{Problem, ProblemKind};
+
+use crate::domain::Reply;
+use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
+
+/// The reply a finished payment or refund stands for: 201 with the resource, or the 402
+/// decline. A pending or void movement has no saved reply, which is a broken invariant.
+pub fn saved_reply(movement: &SavedMovement) -> Result<Reply, StoreError> {
+    match movement {
+        SavedMovement::Payment(payment) => payment_reply(payment),
+        SavedMovement::Refund(refund) => refund_reply(refund),
+    }
+}
+
+fn payment_reply(payment: &PaymentRow) -> Result<Reply, StoreError> {
+    match payment.status {
+        MovementStatus::Succeeded => {
+            let body = PaymentResponse {
+                payment_id: payment.payment_id,
+                bill_id: payment.bill_id.clone(),
+                amount_paise: paise(payment.amount_paise)?,
+                status: MovementStatus::Succeeded,
+                bank_reference: payment.bank_reference.clone(),
+            };
+            Ok(Reply {
+                location: Some(format!("/v1/payments/{}", payment.payment_id)),
+                ..created(&body)
+            })
+        }
+        MovementStatus::Declined => Ok(declined("debit", payment.decline_reason.as_deref())),
+        MovementStatus::Pending | MovementStatus::Void => {
+            Err(unfinished_has_no_answer(payment.payment_id))
+        }
+    }
+}
+
+fn refund_reply(refund: &RefundRow) -> Result<Reply, StoreError> {
+    match refund.status {
+        MovementStatus::Succeeded => Ok(created(&RefundResponse {
+            refund_id: refund.refund_id,
+            payment_id: refund.payment_id,
+            amount_paise: paise(refund.amount_paise)?,
+            status: MovementStatus::Succeeded,
+            bank_reference: refund.bank_reference.clone(),
+        })),
+        MovementStatus::Declined => Ok(declined("refund", refund.decline_reason.as_deref())),
+        MovementStatus::Pending | MovementStatus::Void => {
+            Err(unfinished_has_no_answer(refund.refund_id))
+        }
+    }
+}
+
+fn created(body: &impl serde::Serialize) -> Reply {
+    Reply {
+        status: 201,
+        content_type: "application/json",
+        body: serde_json::to_vec(body).expect("responses always serialise"),
+        location: None,
+        retry_after: None,
+        replayed: false,
+        waited: None,
+        expires_at: None,
+    }
+}
+
+fn declined(what: &str, reason: Option<&str>) -> Reply {
+    let reason = reason.unwrap_or("no reason given");
+    Reply::problem(Problem::new(
+        ProblemKind::PaymentDeclined,
+        format!("The bank declined the {what}: {reason}."),
+    ))
+}
+
+fn paise(amount: i64) -> Result<Paise, StoreError> {
+    u64::try_from(amount)
+        .ok()
+        .and_then(Paise::new)
+        .ok_or_else(|| StoreError::Corrupt(format!("amount {amount} out of range")))
+}
+
+fn unfinished_has_no_answer(id: uuid::Uuid) -> StoreError {
+    StoreError::Corrupt(format!(
+        "finished key points at movement {id}, which has no final answer"
+    ))
+}
+
+/// "Still in progress": the key's first attempt (or a reconciler) is at work on it (409).
+pub(super) fn in_progress() -> Reply {
+    Reply::problem(Problem::request_in_progress(IN_PROGRESS_RETRY_AFTER))
+}
+
+/// "Outcome pending": the bank's answer is unknown and is being looked up (503).
+pub(super) fn outcome_pending() -> Reply {
+    Reply::problem(
+        Problem::new(
+            ProblemKind::OutcomePending,
+            "The bank has not confirmed the outcome of this request yet; it is being checked. \
+             Retry with the same Idempotency-Key and body; you will not be charged twice.",
+        )
+        .with_retry_after(OUTCOME_PENDING_RETRY_AFTER),
+    )
+}
+
+/// Nothing was sent to the bank, or the bank has no record of it: retry (503).
+pub(super) fn nothing_charged(detail: &str) -> Reply {
+    Reply::problem(
+        Problem::new(ProblemKind::ServiceUnavailable, detail)
+            .with_retry_after(Duration::from_secs(1)),
+    )
+}

@@ -1,0 +1,291 @@
+//! [`Claims`] on either database: the claim commits on its own before the bank is called (SPEC
+//! §5 invariant 2), and the movement's outcome and the key's `done` state are written at once
+//! (invariant 4).
+//!
+//! Two writes differ between the databases, and are written side by side here, one file each
+//! ([`ClaimWrites`]): the `pay_bill` claim with its pending payment, and the bank's final word.
+//! On PostgreSQL each is one statement (a data-modifying `WITH`, one round trip); on SQLite each
+//! is a few statements in one transaction through the group commit. Everything else (the refund
+//! claim, the reads, the unknown, release and re-claim writes) is the shared statements of
+//! `store::sql`, composed here once.
+
+mod postgres;
+mod sqlite;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use shared::{Fingerprint, Operation};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::db::Db;
+use super::error::StoreError;
+use super::key_changes::KeyChanges;
+use super::slices::Claims;
+use super::sql::{events, keys, movements};
+use super::sql_store::{SqlStore, claim_event};
+use super::types::{
+    ClaimResult, Finished, KeyRef, Lease, MovementResult, NewPayment, NewRefund, PaymentRow,
+    RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
+};
+use crate::domain::{Cause, EventKind, NewEvent};
+
+/// How many times a claim is tried when its key disappears between the claim and the read of
+/// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// The two writes that differ between PostgreSQL (`claims/postgres.rs`) and SQLite
+/// (`claims/sqlite.rs`).
+pub trait ClaimWrites: super::dialect::Dialect {
+    /// The claim of a `pay_bill` key with its pending payment, held under `claim` and recorded
+    /// against `cause`, committed before it returns (and so before the bank is called): the
+    /// payment row and the key's expiry, or `None` if the (user, key) exists.
+    fn claim_key_with_pending_payment(
+        writer: &Self::Writer,
+        key: KeyRef,
+        request: (&Fingerprint, &NewPayment),
+        claim: Lease,
+        cause: &Cause,
+    ) -> impl Future<Output = Result<Option<(PaymentRow, OffsetDateTime)>, StoreError>> + Send;
+
+    /// Writes the bank's final word on a claim's movement and moves its key to `done`, at once
+    /// (SPEC §5 invariant 4), announcing the change: the movement and the key as they now
+    /// stand, or `None` if the movement does not exist.
+    fn finish_movement_and_key(
+        writer: &Self::Writer,
+        key: KeyRef,
+        movement: (Operation, Uuid),
+        result: &MovementResult,
+        cause: &Cause,
+    ) -> impl Future<Output = Result<Option<Finished>, StoreError>> + Send;
+}
+
+#[async_trait]
+impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
+    fn key_changes(&self) -> &Arc<KeyChanges> {
+        &self.changes
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn claim_payment(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        payment: &NewPayment,
+        cause: &Cause,
+    ) -> Result<ClaimResult<PaymentRow>, StoreError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let claimed = D::claim_key_with_pending_payment(
+                &self.writer,
+                key,
+                (fingerprint, payment),
+                self.claim(),
+                cause,
+            )
+            .await?;
+            if let Some((movement, expires_at)) = claimed {
+                return Ok(ClaimResult::Claimed {
+                    movement,
+                    expires_at,
+                });
+            }
+            if let Some(existing) = self.load_key(key).await? {
+                return Ok(ClaimResult::Existing(existing));
+            }
+        }
+        Err(StoreError::KeyKeptVanishing)
+    }
+
+    /// One short write transaction that takes the payment first (a row lock on PostgreSQL,
+    /// the write lock on SQLite), so two refunds with different keys can never together exceed
+    /// it; a refused refund rolls the key back too, so a corrected retry with it can go through.
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn claim_refund(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        refund: &NewRefund,
+        cause: &Cause,
+    ) -> Result<RefundClaimResult, StoreError> {
+        let user_id = key.user.as_i64();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let mut tx = D::begin_write(&self.pool).await?;
+            let Some((paid, debit_reference)) =
+                movements::lock_succeeded_payment::<D>(&mut tx, user_id, refund.payment_id).await?
+            else {
+                // A retry of a finished refund still replays: look at the key first.
+                return Ok(match keys::select_key::<D>(&mut tx, key).await? {
+                    Some(existing) => RefundClaimResult::Existing(existing),
+                    None => RefundClaimResult::PaymentNotFound,
+                });
+            };
+            let inserted = keys::insert_started_key::<D>(
+                &mut tx,
+                key,
+                (Operation::RefundPayment, refund.refund_id),
+                fingerprint,
+                refund.key_kept_for,
+                self.claim(),
+            )
+            .await?;
+            let Some(expires_at) = inserted else {
+                drop(tx);
+                match self.load_key(key).await? {
+                    Some(existing) => return Ok(RefundClaimResult::Existing(existing)),
+                    None => continue,
+                }
+            };
+            let committed =
+                movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id)
+                    .await?;
+            let remaining_paise = paid - committed;
+            if refund.amount_paise > remaining_paise {
+                return Ok(RefundClaimResult::ExceedsRemaining { remaining_paise });
+            }
+            let row = movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference)
+                .await?;
+            let claimed = NewEvent::of_claim(
+                (user_id, key.key, refund.refund_id),
+                EventKind::Claimed,
+                None,
+                cause,
+            );
+            events::append::<D>(&mut tx, &claimed).await?;
+            tx.commit().await?;
+            return Ok(RefundClaimResult::Claimed {
+                refund: row,
+                expires_at,
+            });
+        }
+        Err(StoreError::KeyKeptVanishing)
+    }
+
+    async fn load_key(&self, key: KeyRef) -> Result<Option<StoredKey>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::select_key::<D>(&mut conn, key).await
+    }
+
+    async fn load_movement(
+        &self,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn finish(
+        &self,
+        key: KeyRef,
+        operation: Operation,
+        resource_id: Uuid,
+        result: &MovementResult,
+        cause: &Cause,
+    ) -> Result<Option<Finished>, StoreError> {
+        let movement = (operation, resource_id);
+        let finished =
+            D::finish_movement_and_key(&self.writer, key, movement, result, cause).await?;
+        self.changes.announce(key);
+        Ok(finished)
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn mark_unknown(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        call: UnknownCall,
+        cause: &Cause,
+    ) -> Result<bool, StoreError> {
+        let detail = call.describe();
+        let mut tx = D::begin_write(&self.pool).await?;
+        let moved = keys::set_unknown::<D>(&mut tx, key, resource_id, call, self.holder).await?;
+        if !moved {
+            return Ok(false);
+        }
+        let event = claim_event(
+            key,
+            resource_id,
+            (EventKind::BankAnswerUnknown, detail),
+            cause,
+        );
+        events::append::<D>(&mut tx, &event).await?;
+        self.commit_announced(tx, key).await?;
+        Ok(true)
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn release_unsent(
+        &self,
+        key: KeyRef,
+        resource_id: Uuid,
+        check_after: Duration,
+        cause: &Cause,
+    ) -> Result<(), StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        if keys::release_started_key::<D>(&mut tx, key, resource_id, check_after, self.holder)
+            .await?
+        {
+            let detail = "no bank call could be sent; a retry claims the key again";
+            let event = claim_event(key, resource_id, (EventKind::Released, detail), cause);
+            events::append::<D>(&mut tx, &event).await?;
+        }
+        self.commit_announced(tx, key).await
+    }
+
+    #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
+    async fn reclaim_released(
+        &self,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        cause: &Cause,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some((operation, resource_id)) =
+            keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, self.claim()).await?
+        else {
+            return Ok(None);
+        };
+        let detail = "the retry calls the bank again under the claim's reference";
+        let event = claim_event(key, resource_id, (EventKind::ClaimedAgain, detail), cause);
+        events::append::<D>(&mut tx, &event).await?;
+        let movement =
+            movements::select::<D>(&mut tx, operation, key.user.as_i64(), resource_id).await?;
+        tx.commit().await?;
+        Ok(movement)
+    }
+
+    async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::renew_claim::<D>(&mut conn, key, self.claim()).await
+    }
+
+    async fn release_expired(
+        &self,
+        key: KeyRef,
+        created_at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        keys::delete_expired_key::<D>(&mut conn, key, created_at).await
+    }
+
+    async fn load_payment_with_refunds(
+        &self,
+        user_id: i64,
+        payment_id: Uuid,
+    ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let payment =
+            movements::select::<D>(&mut conn, Operation::PayBill, user_id, payment_id).await?;
+        let Some(SavedMovement::Payment(payment)) = payment else {
+            return Ok(None);
+        };
+        let refunds = movements::select_refunds_of::<D>(&mut conn, user_id, payment_id).await?;
+        Ok(Some((payment, refunds)))
+    }
+}

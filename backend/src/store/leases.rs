@@ -1,0 +1,178 @@
+//! [`Leases`] on either database: reconciliation takes a key under a lease written on its row
+//! (`store::sql::keys`), so no transaction is open across a bank look-up and no two reconcilers
+//! ever hold one key, and writes the bank's answer only while it still holds the lease. Every
+//! statement here is shared by both databases.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use shared::KeyState;
+
+use super::db::Db;
+use super::error::StoreError;
+use super::slices::Leases;
+use super::sql::{events, keys, movements, outcome};
+use super::sql_store::{SqlStore, claim_event};
+use super::types::{KeyRef, Lease, LeasedKey, MovementResult, SavedMovement};
+use crate::domain::{Cause, EventKind};
+
+#[async_trait]
+impl<D: Db> Leases for SqlStore<D> {
+    async fn lease_key(
+        &self,
+        key: KeyRef,
+        asked_by: Option<&Cause>,
+    ) -> Result<Option<LeasedKey>, StoreError> {
+        let lease = Lease::for_reconciler();
+        let Some(cause) = asked_by else {
+            let mut conn = self.pool.acquire().await?;
+            let Some(taken) = keys::lease_key::<D>(&mut conn, key, lease).await? else {
+                return Ok(None);
+            };
+            return self.with_movement(&mut conn, taken, lease).await.map(Some);
+        };
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some(taken) = keys::lease_key::<D>(&mut tx, key, lease).await? else {
+            return Ok(None);
+        };
+        let detail = "asked the bank now, by the claim's reference";
+        let asked = claim_event(
+            key,
+            taken.1.resource_id,
+            (EventKind::OperatorLookup, detail),
+            cause,
+        );
+        events::append::<D>(&mut tx, &asked).await?;
+        let leased = self.with_movement(&mut tx, taken, lease).await?;
+        tx.commit().await?;
+        Ok(Some(leased))
+    }
+
+    async fn lease_due(
+        &self,
+        stuck_after: Duration,
+        limit: usize,
+    ) -> Result<Vec<Result<LeasedKey, StoreError>>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let lease = Lease::for_reconciler();
+        let taken = keys::lease_due_keys::<D>(&mut conn, stuck_after, lease, limit).await?;
+        let mut leased = Vec::with_capacity(taken.len());
+        for taken in taken {
+            leased.push(match taken {
+                Ok(taken) => self.with_movement(&mut conn, taken, lease).await,
+                Err(unreadable) => Err(unreadable),
+            });
+        }
+        Ok(leased)
+    }
+
+    async fn finish_leased(
+        &self,
+        leased: LeasedKey,
+        result: &MovementResult,
+        cause: &Cause,
+    ) -> Result<Option<SavedMovement>, StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let event = if stored.record.state == KeyState::Released {
+            EventKind::LateDebitFound
+        } else {
+            EventKind::Resolved
+        };
+        let mut tx = self.write_giving_back_lease(key, owner).await?;
+        let finished = outcome::finish_in::<D>(
+            &mut tx,
+            key,
+            (stored.operation, stored.resource_id),
+            result,
+            event,
+            cause,
+        )
+        .await?;
+        tx.commit().await?;
+        self.changes.announce(key);
+        Ok(finished.map(|finished| finished.movement))
+    }
+
+    async fn release_leased(
+        &self,
+        leased: LeasedKey,
+        check_after: Duration,
+        cause: &Cause,
+    ) -> Result<(), StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let mut tx = D::begin_write(&self.pool).await?;
+        let released =
+            keys::set_released::<D>(&mut tx, key, stored.resource_id, owner, check_after).await?;
+        if !released {
+            return Err(StoreError::LeaseLost);
+        }
+        let detail = "the bank never saw the reference; a retry claims the key again";
+        let event = claim_event(
+            key,
+            stored.resource_id,
+            (EventKind::Released, detail),
+            cause,
+        );
+        events::append::<D>(&mut tx, &event).await?;
+        self.commit_announced(tx, key).await
+    }
+
+    async fn void_leased(&self, leased: LeasedKey, cause: &Cause) -> Result<(), StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let mut tx = self.write_giving_back_lease(key, owner).await?;
+        let user_id = key.user.as_i64();
+        movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.resource_id).await?;
+        keys::end_checks::<D>(&mut tx, key, stored.resource_id).await?;
+        let detail = "the last check found nothing at the bank: no money moved";
+        let event = claim_event(key, stored.resource_id, (EventKind::Voided, detail), cause);
+        events::append::<D>(&mut tx, &event).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn look_again(
+        &self,
+        leased: LeasedKey,
+        wait: Duration,
+        failed: bool,
+        cause: &Cause,
+    ) -> Result<(), StoreError> {
+        let detail = if failed {
+            format!(
+                "the bank could not be asked; next look-up in {}s",
+                wait.as_secs()
+            )
+        } else {
+            format!("no final answer yet; next look-up in {}s", wait.as_secs())
+        };
+        let mut tx = D::begin_write(&self.pool).await?;
+        let (key, owner) = (leased.key, leased.owner);
+        let scheduled =
+            keys::schedule_lookup::<D>(&mut tx, key, owner, wait, i16::from(failed)).await?;
+        if !scheduled {
+            return Err(StoreError::LeaseLost);
+        }
+        let resource_id = leased.stored.resource_id;
+        let event = claim_event(key, resource_id, (EventKind::LookedUp, detail), cause);
+        events::append::<D>(&mut tx, &event).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        let (started, unknown, now) = keys::oldest_unfinished::<D>(&mut conn).await?;
+        let age = |claimed: Option<super::columns::Timestamp>| {
+            claimed.map_or(Duration::ZERO, |claimed| {
+                (now.0 - claimed.0).try_into().unwrap_or(Duration::ZERO)
+            })
+        };
+        Ok((age(started), age(unknown)))
+    }
+}
