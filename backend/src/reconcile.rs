@@ -39,7 +39,7 @@ use crate::bank_client::LookUp;
 use crate::domain::Cause;
 use crate::metrics::{Metrics, OutcomeLabels};
 use crate::state::AppState;
-use crate::store::{LeasedKey, MovementResult, SavedMovement, StoreError};
+use crate::store::{FinalOutcome, LeasedKey, SavedMovement, StoreError};
 
 pub use drain::run_until_stopped;
 
@@ -86,11 +86,11 @@ pub async fn resolve_leased(
     let reference = leased.movement.bank_reference();
     match state.bank.look_up(operation, reference).await {
         Ok(LookUp::Succeeded) => {
-            let succeeded = (MovementResult::Succeeded, "succeeded");
+            let succeeded = (FinalOutcome::Succeeded, "succeeded");
             finish(state, leased, succeeded, cause).await
         }
         Ok(LookUp::Declined { reason }) => {
-            let declined = (MovementResult::Declined { reason }, "declined");
+            let declined = (FinalOutcome::Declined { reason }, "declined");
             finish(state, leased, declined, cause).await
         }
         Ok(LookUp::NeverSeen) => {
@@ -199,7 +199,7 @@ async fn refresh_age_gauges(state: &AppState) {
 async fn finish(
     state: &AppState,
     leased: LeasedKey,
-    (result, label): (MovementResult, &'static str),
+    (result, label): (FinalOutcome, &'static str),
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
     state.metrics.bank_call("look_up", label);
@@ -208,7 +208,7 @@ async fn finish(
     match state.leases().finish_leased(leased, &result, cause).await? {
         Some(movement) => {
             resolved(state, operation, label);
-            if was == KeyState::Released && result == MovementResult::Succeeded {
+            if was == KeyState::Released && result == FinalOutcome::Succeeded {
                 Metrics::count(&state.metrics.late_movements_found, operation.name());
                 tracing::warn!(
                     reference = movement.bank_reference(),

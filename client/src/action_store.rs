@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use shared::client::PendingAction;
+use shared::retry::PendingAction;
 use shared::{IdempotencyKey, UserId};
 use thiserror::Error;
 use time::OffsetDateTime;

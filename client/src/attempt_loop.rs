@@ -1,5 +1,5 @@
 //! The attempt loop: send the saved key and body until a final answer, pacing retries with the
-//! shared [`RetrySchedule`](shared::client::RetrySchedule), and hand over to the status look-up
+//! shared [`RetrySchedule`](shared::retry::RetrySchedule), and hand over to the status look-up
 //! at the deadline.
 //!
 //! Each attempt ends one of three ways: a final answer (2xx, 402, another 4xx) ends the action;
@@ -14,13 +14,13 @@
 //!
 //! [`ClientConfig::wait_to_ask`]: crate::ClientConfig::wait_to_ask
 
-use shared::client::{AnswerClass, NextStep, classify_status};
+use shared::retry::{AnswerClass, NextStep, classify_status};
 
+use crate::action_result::{ActionResult, Completion, FinalReply};
 use crate::action_store::SavedAction;
 use crate::clock::{Clock, within};
 use crate::events::{Event, Report};
 use crate::jitter::Jitter;
-use crate::outcome::{Completion, FinalAnswer, Outcome};
 use crate::payments_client::PaymentsClient;
 use crate::transport::Transport;
 
@@ -53,10 +53,10 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                         waited: reply.wait_applied,
                     });
                     if reply.status == 401 {
-                        return self.completion(saved, attempts, Outcome::SignInRequired);
+                        return self.completion(saved, attempts, ActionResult::SignInRequired);
                     }
                     if classify_status(reply.status) == AnswerClass::Final {
-                        let answer = FinalAnswer {
+                        let answer = FinalReply {
                             status: reply.status,
                             body: reply.body,
                             replayed: reply.replayed,
@@ -104,13 +104,13 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use shared::client::RetrySchedule;
+    use shared::retry::RetrySchedule;
 
     use super::*;
+    use crate::action_result::Unsettled;
     use crate::action_store::ActionStore;
     use crate::config::ClientConfig;
     use crate::jitter::OsJitter;
-    use crate::outcome::Unsettled;
     use crate::test_support::{
         FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action, user,
         waits,
@@ -178,7 +178,7 @@ mod tests {
                 .await;
             assert_eq!(completion.attempts, 3, "{status}");
             assert!(
-                matches!(&completion.outcome, Outcome::Answered(a) if a.status == status && !a.from_status_look_up),
+                matches!(&completion.outcome, ActionResult::Answered(a) if a.status == status && !a.from_status_look_up),
                 "{status}: {completion:?}"
             );
             assert!(
@@ -292,7 +292,7 @@ mod tests {
             .await;
         // The edge's rate limit left the key untouched: the same request later is a normal one.
         assert!(
-            matches!(&completion.outcome, Outcome::Answered(a) if a.status == 201),
+            matches!(&completion.outcome, ActionResult::Answered(a) if a.status == 201),
             "{completion:?}"
         );
         let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(rig.transport.look_up_count(), 1);
         assert!(matches!(
             &completion.outcome,
-            Outcome::Answered(answer) if answer.status == 201 && answer.from_status_look_up
+            ActionResult::Answered(answer) if answer.status == 201 && answer.from_status_look_up
         ));
         assert!(
             events
@@ -369,7 +369,7 @@ mod tests {
             .await;
         assert_eq!(completion.attempts, 0);
         assert!(rig.transport.sent().is_empty());
-        assert!(matches!(&completion.outcome, Outcome::Answered(a) if a.status == 402));
+        assert!(matches!(&completion.outcome, ActionResult::Answered(a) if a.status == 402));
     }
 
     #[tokio::test]
@@ -386,7 +386,7 @@ mod tests {
                 .client(ClientConfig::default())
                 .run(&rig.saved, &|_| {})
                 .await;
-            assert_eq!(completion.outcome, Outcome::Unsettled(expected));
+            assert_eq!(completion.outcome, ActionResult::Unsettled(expected));
             assert!(rig.is_saved(), "{expected:?}");
         }
     }
@@ -400,7 +400,7 @@ mod tests {
             .client(ClientConfig::default())
             .run(&rig.saved, &|_| {})
             .await;
-        assert_eq!(completion.outcome, Outcome::NotReceived);
+        assert_eq!(completion.outcome, ActionResult::NotReceived);
         assert!(!rig.is_saved());
     }
 
@@ -411,7 +411,7 @@ mod tests {
             .client(ClientConfig::default())
             .run(&rig.saved, &|_| {})
             .await;
-        assert_eq!(completion.outcome, Outcome::SignInRequired);
+        assert_eq!(completion.outcome, ActionResult::SignInRequired);
         assert!(rig.is_saved());
     }
 
@@ -478,7 +478,7 @@ mod tests {
             .run(&rig.saved, &report)
             .await;
         assert!(
-            matches!(&completion.outcome, Outcome::Answered(a)
+            matches!(&completion.outcome, ActionResult::Answered(a)
                 if a.status == 201 && a.replayed && a.waited_for_first_attempt),
             "{completion:?}"
         );
@@ -511,7 +511,7 @@ mod tests {
             waited: Some(10 * SECOND),
         }));
         assert!(
-            matches!(&completion.outcome, Outcome::Answered(a) if a.waited_for_first_attempt),
+            matches!(&completion.outcome, ActionResult::Answered(a) if a.waited_for_first_attempt),
             "{completion:?}"
         );
         let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
@@ -530,9 +530,9 @@ mod tests {
             .answer_look_ups([Step::state("started"), Step::done(201).after_waiting(10)]);
         let client = rig.client(ClientConfig::default());
         let first = client.run(&late, &|_| {}).await;
-        assert_eq!(first.outcome, Outcome::Unsettled(Unsettled::Started));
+        assert_eq!(first.outcome, ActionResult::Unsettled(Unsettled::Started));
         let second = client.run(&late, &|_| {}).await;
-        let Outcome::Answered(answer) = second.outcome else {
+        let ActionResult::Answered(answer) = second.outcome else {
             panic!("answered expected: {second:?}");
         };
         assert_eq!(answer.body, serde_json::json!({"status": 201}));

@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use shared::client::RetrySchedule;
+use shared::retry::RetrySchedule;
 
 /// How much shorter than the attempt timeout the default wait is: room for the server's answer
 /// when its wait runs out (and for the network and the edge) before the client gives up.

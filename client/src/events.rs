@@ -11,7 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use shared::IdempotencyKey;
-use shared::client::{AnswerClass, classify_status};
+use shared::retry::{AnswerClass, classify_status};
 
 /// The callback that receives [`Event`]s; `&|_| {}` ignores them.
 pub type Report = dyn Fn(&Event) + Send + Sync;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 use shared::IdempotencyKey;
-use shared::client::PendingAction;
 use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER, wait_in, wait_value};
+use shared::retry::PendingAction;
 
 use crate::transport::{Reply, SendError, Transport};
 

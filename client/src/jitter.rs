@@ -9,13 +9,13 @@ pub trait Jitter: Send + Sync {
     fn unit(&self) -> f64;
 }
 
-/// The operating system's secure random source ([`shared::client::random_unit`]).
+/// The operating system's secure random source ([`shared::retry::random_unit`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OsJitter;
 
 impl Jitter for OsJitter {
     fn unit(&self) -> f64 {
-        shared::client::random_unit()
+        shared::retry::random_unit()
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! One tap on Pay is one action with one key, and the key never changes while the action lives:
 //! 1. [`PaymentsClient::begin`] mints the key, freezes the body
-//!    ([`shared::client::PendingAction`]) and writes both to the [`ActionStore`] (one JSON file
+//!    ([`shared::retry::PendingAction`]) and writes both to the [`ActionStore`] (one JSON file
 //!    per action, written atomically and fsynced) *before* anything is sent.
 //! 2. [`PaymentsClient::run`] sends the identical key and body until a final answer (2xx, 402,
 //!    any other 4xx), retrying timeouts, network errors and 409/429/5xx after waits from the
@@ -19,6 +19,7 @@
 //! unit tests drive the loop on a fake clock instantly and the incident replay runs it on a
 //! compressed one; [`HttpTransport`], [`SystemClock`] and [`OsJitter`] are the real ones.
 
+mod action_result;
 mod action_store;
 mod attempt_loop;
 mod clock;
@@ -26,7 +27,6 @@ mod config;
 mod events;
 mod http_transport;
 mod jitter;
-mod outcome;
 mod payments_client;
 mod status_check;
 mod transport;
@@ -34,13 +34,13 @@ mod transport;
 #[cfg(test)]
 mod test_support;
 
+pub use action_result::{ActionResult, Completion, FinalReply, Unsettled};
 pub use action_store::{ActionStore, SavedAction, StoreError};
 pub use clock::{Clock, SystemClock};
 pub use config::{ClientConfig, PREFER_WAIT_MARGIN};
 pub use events::{Event, Report};
 pub use http_transport::{HttpTransport, KEY_HEADER};
 pub use jitter::{Jitter, OsJitter};
-pub use outcome::{Completion, FinalAnswer, Outcome, Unsettled};
 pub use payments_client::PaymentsClient;
-pub use shared::client::RetrySchedule;
+pub use shared::retry::RetrySchedule;
 pub use transport::{Reply, SendError, Transport};

@@ -5,15 +5,15 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use shared::client::PendingAction;
+use shared::retry::PendingAction;
 use shared::{Operation, UserId};
 
+use crate::action_result::{ActionResult, Completion, FinalReply};
 use crate::action_store::{ActionStore, SavedAction, StoreError};
 use crate::clock::{Clock, SystemClock, elapsed_between};
 use crate::config::ClientConfig;
 use crate::events::{Event, Report};
 use crate::jitter::{Jitter, OsJitter};
-use crate::outcome::{Completion, FinalAnswer, Outcome};
 use crate::transport::Transport;
 
 /// A client for one user, over a transport, with a store of pending actions.
@@ -123,11 +123,11 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         &self,
         saved: &SavedAction,
         attempts: u32,
-        answer: FinalAnswer,
+        answer: FinalReply,
         report: &Report,
     ) -> Completion {
         self.forget(saved, report).await;
-        self.completion(saved, attempts, Outcome::Answered(answer))
+        self.completion(saved, attempts, ActionResult::Answered(answer))
     }
 
     /// Deletes the action from the store; a failure is reported, not fatal (a later resume only
@@ -147,7 +147,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         &self,
         saved: &SavedAction,
         attempts: u32,
-        outcome: Outcome,
+        outcome: ActionResult,
     ) -> Completion {
         Completion {
             key: saved.key().clone(),
@@ -212,7 +212,7 @@ mod tests {
             transport.sent(),
             [(saved.key().clone(), saved.action().body().to_vec())]
         );
-        assert!(matches!(completions[0].outcome, Outcome::Answered(ref a) if a.status == 201));
+        assert!(matches!(completions[0].outcome, ActionResult::Answered(ref a) if a.status == 201));
         assert!(matches!(
             events.lock().expect("events")[0],
             Event::Resuming { .. }

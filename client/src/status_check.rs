@@ -12,18 +12,18 @@ use std::time::Duration;
 use serde_json::Value;
 use shared::api::{KeyProgress, KeyStatusResponse};
 
+use crate::action_result::{ActionResult, Completion, FinalReply, Unsettled};
 use crate::action_store::SavedAction;
 use crate::clock::{Clock, within};
 use crate::events::{Event, Report};
 use crate::jitter::Jitter;
-use crate::outcome::{Completion, FinalAnswer, Outcome, Unsettled};
 use crate::payments_client::PaymentsClient;
 use crate::transport::{Reply, Transport};
 
 /// What one look-up said.
 enum LookedUp {
     /// The outcome is settled (or will not be learned by asking again now).
-    Settled(Outcome),
+    Settled(ActionResult),
     /// No usable answer; ask again after `Retry-After`, if given.
     AskAgain(Option<Duration>),
 }
@@ -48,12 +48,12 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
             .await;
             let retry_after = match answer {
                 Some(Ok(reply)) => match interpret(reply, check, report) {
-                    LookedUp::Settled(Outcome::Answered(answer)) => {
+                    LookedUp::Settled(ActionResult::Answered(answer)) => {
                         return self.finish(saved, attempts, answer, report).await;
                     }
-                    LookedUp::Settled(Outcome::NotReceived) => {
+                    LookedUp::Settled(ActionResult::NotReceived) => {
                         self.forget(saved, report).await;
-                        return self.completion(saved, attempts, Outcome::NotReceived);
+                        return self.completion(saved, attempts, ActionResult::NotReceived);
                     }
                     LookedUp::Settled(kept) => return self.completion(saved, attempts, kept),
                     LookedUp::AskAgain(retry_after) => retry_after,
@@ -84,7 +84,11 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                 self.clock.sleep(wait).await;
             }
         }
-        self.completion(saved, attempts, Outcome::Unsettled(Unsettled::Unreachable))
+        self.completion(
+            saved,
+            attempts,
+            ActionResult::Unsettled(Unsettled::Unreachable),
+        )
     }
 }
 
@@ -100,8 +104,8 @@ fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
                 LookedUp::AskAgain(None)
             }
         },
-        404 => LookedUp::Settled(Outcome::NotReceived),
-        401 => LookedUp::Settled(Outcome::SignInRequired),
+        404 => LookedUp::Settled(ActionResult::NotReceived),
+        401 => LookedUp::Settled(ActionResult::SignInRequired),
         status => {
             report(&Event::StatusUnavailable {
                 check,
@@ -115,18 +119,21 @@ fn interpret(reply: Reply, check: u32, report: &Report) -> LookedUp {
 /// The outcome a key's status (a 200 look-up's body) tells. The status keeps a `done` key's
 /// answer as raw JSON, which only JSON text can fill (not a parsed [`Value`]), so the body is
 /// read from its text.
-fn read_key_status(body: &Value, wait_applied: Option<Duration>) -> serde_json::Result<Outcome> {
+fn read_key_status(
+    body: &Value,
+    wait_applied: Option<Duration>,
+) -> serde_json::Result<ActionResult> {
     let status: KeyStatusResponse = serde_json::from_str(&body.to_string())?;
     Ok(match status.progress {
-        KeyProgress::Done { status, answer } => Outcome::Answered(FinalAnswer {
+        KeyProgress::Done { status, answer } => ActionResult::Answered(FinalReply {
             status,
             body: serde_json::from_str(answer.get())?,
             replayed: true,
             from_status_look_up: true,
             waited_for_first_attempt: wait_applied.is_some(),
         }),
-        KeyProgress::Started => Outcome::Unsettled(Unsettled::Started),
-        KeyProgress::Unknown => Outcome::Unsettled(Unsettled::Unknown),
-        KeyProgress::Released => Outcome::Unsettled(Unsettled::Released),
+        KeyProgress::Started => ActionResult::Unsettled(Unsettled::Started),
+        KeyProgress::Unknown => ActionResult::Unsettled(Unsettled::Unknown),
+        KeyProgress::Released => ActionResult::Unsettled(Unsettled::Released),
     })
 }

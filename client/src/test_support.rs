@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use shared::client::{AnswerClass, PendingAction, classify_status};
+use shared::retry::{AnswerClass, PendingAction, classify_status};
 use shared::{IdempotencyKey, Operation, UserId};
 use time::OffsetDateTime;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use shared::IdempotencyKey;
-use shared::client::PendingAction;
+use shared::retry::PendingAction;
 use thiserror::Error;
 
 /// An answer from the server, read whole.

@@ -14,7 +14,7 @@
 //! - [`rate_limit`] is the token bucket kept per user and per client address by a Durable
 //!   Object of its own, and the 429 `rate-limited` a request over it gets.
 //! - [`operator_routes`] names the routes the edge never forwards (`/metrics`, `/admin/…`).
-//! - [`reply`] and [`forwarding`] describe the answers the edge makes itself and the failures of
+//! - [`reply`] and [`forward_rules`] describe the replies the edge makes itself and the failures of
 //!   a forward (502/504); [`config`] reads the settings; [`header_bytes`] recovers the bytes of a
 //!   header value from the runtime's string.
 //! - [`runtime`] is the Worker itself: the fetch handler, the Durable Objects, the calls to the
@@ -27,7 +27,7 @@
 
 pub mod config;
 pub mod coordination;
-pub mod forwarding;
+pub mod forward_rules;
 pub mod gate;
 pub mod header_bytes;
 pub mod operator_routes;

@@ -5,7 +5,7 @@
 use shared::Problem;
 use shared::problem::PROBLEM_CONTENT_TYPE;
 
-use crate::coordination::SavedAnswer;
+use crate::coordination::SavedReply;
 
 /// The header that marks a replayed answer, as the backend sends it.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
@@ -41,7 +41,7 @@ impl Reply {
 
     /// A saved final answer replayed: its status, body, `Content-Type`, `Location` and the key's
     /// `Idempotency-Expires`, plus `Idempotent-Replayed: true`.
-    pub fn replay(answer: &SavedAnswer) -> Reply {
+    pub fn replay(answer: &SavedReply) -> Reply {
         let mut headers = Vec::with_capacity(4);
         if let Some(content_type) = &answer.content_type {
             headers.push(("content-type", content_type.clone()));
@@ -62,7 +62,7 @@ impl Reply {
 
     /// An answer that is not final, passed on to an attempt that waited for it as the first
     /// attempt got it: its status, body, `Content-Type` and `Retry-After`; not a replay.
-    pub fn relay(answer: &SavedAnswer) -> Reply {
+    pub fn relay(answer: &SavedReply) -> Reply {
         let mut headers = Vec::with_capacity(2);
         if let Some(content_type) = &answer.content_type {
             headers.push(("content-type", content_type.clone()));
@@ -78,9 +78,9 @@ impl Reply {
     }
 
     /// The answer the edge gave itself, as an object keeps it for the attempts waiting on it.
-    pub fn to_saved_answer(&self) -> SavedAnswer {
+    pub fn to_saved_answer(&self) -> SavedReply {
         let header = |name| self.header(name).map(str::to_owned);
-        SavedAnswer {
+        SavedReply {
             status: self.status,
             content_type: header("content-type"),
             location: header("location"),
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_replay_keeps_status_body_and_location_and_says_it_is_a_replay() {
-        let answer = SavedAnswer {
+        let answer = SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use edge::rate_limit::Limit;
 use serde_json::json;
-use support::{Answer, Call, PAY_ROUTE, REFUND_ROUTE, Stack, StackOptions, Via};
+use support::{Call, PAY_ROUTE, REFUND_ROUTE, Received, Stack, StackOptions, Via};
 
 const PAY_BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
 
@@ -22,7 +22,7 @@ fn new_key() -> String {
 
 /// Asserts that two answers are the same problem, byte for byte, with the same headers that
 /// matter.
-fn assert_same_problem(what: &str, at_edge: &Answer, direct: &Answer) {
+fn assert_same_problem(what: &str, at_edge: &Received, direct: &Received) {
     assert_eq!(at_edge.status, direct.status, "{what}: status");
     assert_eq!(
         String::from_utf8_lossy(&at_edge.bytes),
@@ -151,7 +151,7 @@ async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_e
         let attempts = (0..ATTEMPTS).map(|_| stack.send(Via::Edge, &call));
         let answers = futures_util::future::join_all(attempts).await;
 
-        let first_answers: Vec<&Answer> = answers
+        let first_answers: Vec<&Received> = answers
             .iter()
             .filter(|answer| answer.status == 201 && !answer.is_replay())
             .collect();
@@ -543,7 +543,7 @@ const THREE_THEN_ONE_PER_5_S: Limit = Limit {
 };
 
 /// The `Retry-After` of a 429, checked to be the edge's problem.
-fn assert_rate_limited(what: &str, answer: &Answer) -> Duration {
+fn assert_rate_limited(what: &str, answer: &Received) -> Duration {
     assert_eq!(
         answer.status,
         429,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde_json::json;
-use support::{Answer, Call, PAY_ROUTE, Stack, StackOptions, Via};
+use support::{Call, PAY_ROUTE, Received, Stack, StackOptions, Via};
 
 const PAY_BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
 
@@ -21,7 +21,7 @@ fn waiting_call(key: &str, wait: &str) -> Call {
 
 /// Starts the first attempt (no wait) and returns once the backend has claimed its key, so the
 /// attempts sent after find the key in flight at the edge.
-async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinHandle<Answer> {
+async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinHandle<Received> {
     let first = tokio::spawn({
         let (http, url, call) = (
             stack.http.clone(),
@@ -30,7 +30,7 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
         );
         async move {
             let response = call.request(&http, &url).send().await;
-            Answer::from(response.expect("the edge answers")).await
+            Received::from(response.expect("the edge answers")).await
         }
     });
     let status = Call::get(&format!("/v1/idempotency-keys/{key}"), Some(7));
@@ -61,7 +61,7 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
             let answer = stack.send(Via::Edge, &call).await;
             (answer, started.elapsed())
         });
-        let timed: Vec<(Answer, Duration)> = join_all(attempts).await;
+        let timed: Vec<(Received, Duration)> = join_all(attempts).await;
         let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
         let slowest_waited = timed
             .iter()
@@ -71,8 +71,8 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
         eprintln!(
             "round {round}: first attempt {first_took:?}, slowest waited replay {slowest_waited:?}"
         );
-        let answers: Vec<&Answer> = timed.iter().map(|(answer, _)| answer).collect();
-        let first: Vec<&&Answer> = answers.iter().filter(|a| !a.is_replay()).collect();
+        let answers: Vec<&Received> = timed.iter().map(|(answer, _)| answer).collect();
+        let first: Vec<&&Received> = answers.iter().filter(|a| !a.is_replay()).collect();
         assert_eq!(
             first.len(),
             1,
@@ -83,7 +83,7 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
             assert_eq!(answer.bytes, first[0].bytes, "round {round}: the same body");
             assert_eq!(answer.header("location"), first[0].header("location"));
         }
-        let replays: Vec<&&Answer> = answers.iter().filter(|a| a.is_replay()).collect();
+        let replays: Vec<&&Received> = answers.iter().filter(|a| a.is_replay()).collect();
         assert_eq!(replays.len(), 19, "round {round}");
         for replay in replays {
             assert_eq!(replay.header("preference-applied"), Some("wait=10"));

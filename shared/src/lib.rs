@@ -14,7 +14,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod client;
 pub mod decision;
 pub mod expiry;
 pub mod fingerprint;
@@ -23,6 +22,7 @@ pub mod operation;
 pub mod policy;
 pub mod prefer;
 pub mod problem;
+pub mod retry;
 
 pub use auth::UserId;
 pub use decision::{Decision, KeyState, StoredRecord, decide};

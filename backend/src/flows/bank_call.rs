@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{CLAIM_LEASE_RENEWAL, KeyRef, MovementResult, SavedMovement, UnknownCall};
+use crate::store::{CLAIM_LEASE_RENEWAL, FinalOutcome, KeyRef, SavedMovement, UnknownCall};
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
@@ -110,8 +110,8 @@ pub(super) async fn call_bank_and_save(
     };
     Metrics::count(&state.metrics.claims, operation.name());
     let result = match outcome {
-        BankOutcome::Succeeded => MovementResult::Succeeded,
-        BankOutcome::Declined { reason } => MovementResult::Declined { reason },
+        BankOutcome::Succeeded => FinalOutcome::Succeeded,
+        BankOutcome::Declined { reason } => FinalOutcome::Declined { reason },
         BankOutcome::Unknown { reason, call_ended } => {
             state.metrics.bank_call(call, "unknown");
             state.metrics.outcome(operation.name(), "unknown");
@@ -133,8 +133,8 @@ pub(super) async fn call_bank_and_save(
         }
     };
     let label = match result {
-        MovementResult::Succeeded => "succeeded",
-        MovementResult::Declined { .. } => "declined",
+        FinalOutcome::Succeeded => "succeeded",
+        FinalOutcome::Declined { .. } => "declined",
     };
     state.metrics.bank_call(call, label);
     let saved = (operation, resource_id, label);
@@ -146,7 +146,7 @@ async fn save(
     state: &AppState,
     key: KeyRef,
     (operation, resource_id, label): (Operation, uuid::Uuid, &'static str),
-    result: &MovementResult,
+    result: &FinalOutcome,
     cause: &Cause,
 ) -> Result<Reply> {
     Ok(

@@ -53,12 +53,12 @@ pub const RESTART_PAUSE: Duration = Duration::from_secs(1);
 type Write = Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Ran> + Send>;
 
 /// Answers a write's caller, given whether its batch committed.
-type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+type Acknowledge = Box<dyn FnOnce(Result<(), String>) + Send>;
 
 /// A write that ran in the batch.
 struct Ran {
     /// What to tell its caller once the batch's fate is known.
-    reply: Reply,
+    acknowledge: Acknowledge,
     /// `false` if it failed and its changes could not be undone alone: the batch must stop and
     /// must not commit.
     undone_or_kept: bool,
@@ -118,7 +118,7 @@ impl GroupCommit {
         let write: Write = Box::new(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
                 let (outcome, undone_or_kept) = in_savepoint(conn, statements).await;
-                let reply = Box::new(move |committed: Result<(), String>| {
+                let acknowledge = Box::new(move |committed: Result<(), String>| {
                     let answer = match committed {
                         Ok(()) => outcome,
                         Err(why) => Err(outcome.err().unwrap_or_else(|| not_written(&why))),
@@ -127,7 +127,7 @@ impl GroupCommit {
                     let _ = sender.send(answer);
                 });
                 Ran {
-                    reply,
+                    acknowledge,
                     undone_or_kept,
                 }
             })
@@ -234,7 +234,7 @@ async fn write_batch(conn: &mut SqliteConnection, batch: Vec<Write>) -> bool {
         let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
     }
     for ran in ran {
-        (ran.reply)(committed.clone());
+        (ran.acknowledge)(committed.clone());
     }
     committed.is_ok()
 }

@@ -13,7 +13,7 @@ use super::error::StoreError;
 use super::slices::Leases;
 use super::sql::{events, keys, movements, outcome};
 use super::sql_store::{SqlStore, claim_event};
-use super::types::{KeyRef, Lease, LeasedKey, MovementResult, SavedMovement};
+use super::types::{FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement};
 use crate::domain::{Cause, EventKind};
 
 #[async_trait]
@@ -69,7 +69,7 @@ impl<D: Db> Leases for SqlStore<D> {
     async fn finish_leased(
         &self,
         leased: LeasedKey,
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let LeasedKey {

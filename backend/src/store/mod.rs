@@ -44,7 +44,7 @@ pub use sql::operator_reads::{
     QueueCursor, QueuedKey, TrailOf,
 };
 pub use types::{
-    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, Finished, KeyRef, LeasedKey, LookupHistory,
-    MovementResult, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,
+    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey,
+    LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,
     RefundRow, SavedMovement, StoredKey, UnknownCall,
 };

@@ -33,7 +33,7 @@ use super::sql::operator_reads::{
 };
 use super::sql_store::SqlStore;
 use super::types::{
-    ClaimResult, Finished, KeyRef, LeasedKey, MovementResult, NewPayment, NewRefund, PaymentRow,
+    ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, NewEvent, Observed};
@@ -111,7 +111,7 @@ pub trait Claims: Send + Sync {
         key: KeyRef,
         operation: Operation,
         resource_id: Uuid,
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError>;
 
@@ -194,7 +194,7 @@ pub trait Leases: Send + Sync {
     async fn finish_leased(
         &self,
         leased: LeasedKey,
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError>;
 

@@ -55,7 +55,7 @@ pub struct Finished {
 
 /// The bank's final word on a movement, as written by [`crate::store::Store::finish`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MovementResult {
+pub enum FinalOutcome {
     /// Money moved.
     Succeeded,
     /// The bank declined, with its reason.
@@ -65,22 +65,20 @@ pub enum MovementResult {
     },
 }
 
-impl MovementResult {
+impl FinalOutcome {
     /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`.
     pub fn describe(&self) -> String {
         match self {
-            MovementResult::Succeeded => "succeeded".to_owned(),
-            MovementResult::Declined { reason } => format!("declined: {reason}"),
+            FinalOutcome::Succeeded => "succeeded".to_owned(),
+            FinalOutcome::Declined { reason } => format!("declined: {reason}"),
         }
     }
 
     /// The `status` and `decline_reason` columns that record this result.
     pub fn status_and_reason(&self) -> (MovementStatus, Option<&str>) {
         match self {
-            MovementResult::Succeeded => (MovementStatus::Succeeded, None),
-            MovementResult::Declined { reason } => {
-                (MovementStatus::Declined, Some(reason.as_str()))
-            }
+            FinalOutcome::Succeeded => (MovementStatus::Succeeded, None),
+            FinalOutcome::Declined { reason } => (MovementStatus::Declined, Some(reason.as_str())),
         }
     }
 }

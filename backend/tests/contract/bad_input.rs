@@ -42,7 +42,7 @@ async fn raw_pay(app: &TestApp, key_header: &[u8], body: &[u8]) -> (u16, String)
     (status, text)
 }
 
-async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> crate::support::Answer {
+async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> crate::support::Received {
     let response = app
         .http
         .post(format!("{}/v1/bills/elec-1/pay", app.url))
@@ -53,7 +53,7 @@ async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> crate::support::Answer {
         .send()
         .await
         .expect("answers");
-    crate::support::Answer::from(response).await
+    crate::support::Received::from(response).await
 }
 
 #[tokio::test]
@@ -255,7 +255,7 @@ async fn requests_without_a_valid_token_are_401_before_anything_else_all_with_on
             Some(value) => request.header("Authorization", value),
             None => request,
         };
-        let answer = crate::support::Answer::from(request.send().await.expect("answers")).await;
+        let answer = crate::support::Received::from(request.send().await.expect("answers")).await;
         let body = answer.assert_problem(401, "unauthenticated");
         assert_eq!(answer.header("www-authenticate"), Some("Bearer"), "{what}");
         details.insert(body["detail"].as_str().unwrap_or_default().to_owned());
@@ -285,7 +285,7 @@ async fn a_canonical_subject_and_clocks_within_the_leeway_are_accepted() {
         .await
         .expect("answers");
     // Authenticated: the payment is simply not there.
-    crate::support::Answer::from(answer)
+    crate::support::Received::from(answer)
         .await
         .assert_problem(404, "not-found");
 }
@@ -299,7 +299,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .send()
         .await
         .expect("answers");
-    crate::support::Answer::from(missing)
+    crate::support::Received::from(missing)
         .await
         .assert_problem(404, "not-found");
     let wrong_method = app
@@ -308,7 +308,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .send()
         .await
         .expect("answers");
-    crate::support::Answer::from(wrong_method)
+    crate::support::Received::from(wrong_method)
         .await
         .assert_problem(405, "method-not-allowed");
     let bad_id = app.read_payment(1, "not-a-uuid").await;

@@ -14,7 +14,7 @@ use bank_simulator::Knobs;
 use shared::{Decision, IdempotencyKey, Policy, UserId, decide};
 
 use crate::support::{
-    Answer, Options, StoreKind, TestApp, new_key, payment_body, payment_fingerprint, send_pay,
+    Options, Received, StoreKind, TestApp, new_key, payment_body, payment_fingerprint, send_pay,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -63,7 +63,7 @@ async fn assert_money_matches(app: &TestApp, what: &str) {
     assert_eq!(debited, succeeded, "{what}: debits and succeeded payments");
 }
 
-fn assert_not_5xx(answer: &Answer, what: &str) {
+fn assert_not_5xx(answer: &Received, what: &str) {
     assert!(
         answer.status < 500,
         "{what}: {} {}",
@@ -280,7 +280,7 @@ async fn every_answer_about_a_stored_key_carries_its_expiry(store: StoreKind) {
         .send()
         .await
         .expect("answers");
-    let status = Answer::from(status).await;
+    let status = Received::from(status).await;
     assert_eq!(status.header("idempotency-expires"), Some(expires.as_str()));
     let in_body = time::OffsetDateTime::parse(
         status.json()["expires_at"].as_str().expect("expires_at"),

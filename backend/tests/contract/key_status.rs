@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use crate::support::{Answer, Options, TestApp, new_key, payment_body, wait_for};
+use crate::support::{Options, Received, TestApp, new_key, payment_body, wait_for};
 use backend::reconcile::try_reconcile_once;
 use bank_simulator::Knobs;
 use serde_json::{Value, json};
 
 /// `GET /v1/idempotency-keys/{key_in_path}` as `user`.
-async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Answer {
+async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Received {
     let response = app
         .http
         .get(format!("{}/v1/idempotency-keys/{key_in_path}", app.url))
@@ -18,12 +18,12 @@ async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Answer {
         .send()
         .await
         .expect("backend answers");
-    Answer::from(response).await
+    Received::from(response).await
 }
 
 /// Asserts a 200 status answer in `state` with an RFC 3339 `expires_at`, and returns its body
 /// without `expires_at`.
-fn assert_state(answer: &Answer, state: &str) -> Value {
+fn assert_state(answer: &Received, state: &str) -> Value {
     assert_eq!(
         answer.status,
         200,
@@ -199,7 +199,7 @@ async fn malformed_key_is_400_and_a_missing_token_is_401() {
         .send()
         .await
         .expect("backend answers");
-    Answer::from(anonymous)
+    Received::from(anonymous)
         .await
         .assert_problem(401, "unauthenticated");
 }

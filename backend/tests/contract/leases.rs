@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::{StoreKind, TestApp, TestDb, new_key, payment_body};
 use backend::domain::Cause;
-use backend::store::{KeyRef, MovementResult, RECONCILE_LEASE, StoreError};
+use backend::store::{FinalOutcome, KeyRef, RECONCILE_LEASE, StoreError};
 use shared::{IdempotencyKey, UserId};
 
 /// Moves every lease `by` into the past, as if that much time had gone by.
@@ -80,7 +80,7 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         .expect("its row reads");
 
     let late = store
-        .finish_leased(first, &MovementResult::Succeeded, &Cause::background())
+        .finish_leased(first, &FinalOutcome::Succeeded, &Cause::background())
         .await;
     assert!(
         matches!(late, Err(StoreError::LeaseLost)),

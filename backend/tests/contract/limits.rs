@@ -171,7 +171,7 @@ async fn an_answer_past_the_request_deadline_is_503_and_the_work_goes_on(store: 
 async fn metrics_and_detailed_readiness_are_only_on_the_admin_listener(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let get = async |url: String| {
-        crate::support::Answer::from(app.http.get(url).send().await.expect("answers")).await
+        crate::support::Received::from(app.http.get(url).send().await.expect("answers")).await
     };
     get(format!("{}/metrics", app.url))
         .await

@@ -23,6 +23,7 @@ mod leases;
 mod limits;
 mod openapi;
 mod operator_api;
+mod operator_completeness;
 mod prefer_wait;
 mod races;
 mod reconciler;
@@ -31,5 +32,5 @@ mod replay_cache;
 mod scaling;
 mod spec_rows;
 mod startup_config;
-mod support_desk_completeness;
+
 mod tls;

@@ -95,7 +95,7 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
                 format!("{}{concrete}", app.url),
             )
             .bearer_auth(TestApp::token(1));
-        let answer = crate::support::Answer::from(request.send().await.expect("answers")).await;
+        let answer = crate::support::Received::from(request.send().await.expect("answers")).await;
         assert_ne!(answer.status, 405, "{method} {path} is not routed");
         if answer.status == 404 {
             let body = answer.json();

@@ -20,7 +20,7 @@ use futures_util::future::join_all;
 use serde_json::Value;
 use shared::{IdempotencyKey, UserId};
 
-use crate::support::{Answer, Options, StoreKind, TestApp, new_key, payment_body, wait_for};
+use crate::support::{Options, Received, StoreKind, TestApp, new_key, payment_body, wait_for};
 
 const BILL: &str = "elec-42";
 
@@ -42,7 +42,7 @@ async fn pay(
     base_url: &str,
     key: &str,
     prefer: Option<&str>,
-) -> reqwest::Result<Answer> {
+) -> reqwest::Result<Received> {
     let mut request = http
         .post(format!("{base_url}/v1/bills/{BILL}/pay"))
         .bearer_auth(TestApp::token(7))
@@ -51,7 +51,7 @@ async fn pay(
     if let Some(prefer) = prefer {
         request = request.header("Prefer", prefer);
     }
-    Ok(Answer::from(request.send().await?).await)
+    Ok(Received::from(request.send().await?).await)
 }
 
 /// Sends the first attempt with `key` (no wait) and returns once its key is claimed, so the
@@ -59,7 +59,7 @@ async fn pay(
 async fn first_attempt_in_flight(
     app: &TestApp,
     key: &str,
-) -> tokio::task::JoinHandle<reqwest::Result<Answer>> {
+) -> tokio::task::JoinHandle<reqwest::Result<Received>> {
     let first = tokio::spawn({
         let (http, url, key) = (app.http.clone(), app.url.clone(), key.to_owned());
         async move { pay(&http, &url, &key, None).await }
@@ -75,8 +75,8 @@ async fn first_attempt_in_flight(
 
 /// Asserts twenty answers are one first 201 and nineteen identical replays given after a wait,
 /// and one debit for the key at the bank.
-async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Answer]) {
-    let first: Vec<&Answer> = answers.iter().filter(|a| !a.is_replay()).collect();
+async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Received]) {
+    let first: Vec<&Received> = answers.iter().filter(|a| !a.is_replay()).collect();
     assert_eq!(first.len(), 1, "{what}: one attempt did the work");
     let first = first[0];
     assert_eq!(first.status, 201, "{what}: {}", first.json());
@@ -89,7 +89,7 @@ async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Answer]
             "{what}"
         );
     }
-    let replays: Vec<&Answer> = answers.iter().filter(|a| a.is_replay()).collect();
+    let replays: Vec<&Received> = answers.iter().filter(|a| a.is_replay()).collect();
     assert_eq!(replays.len(), 19, "{what}: nineteen replays");
     for replay in replays {
         assert_eq!(
@@ -119,7 +119,7 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: Store
                 .expect("answers");
             (answer, started.elapsed())
         });
-        let timed: Vec<(Answer, Duration)> = join_all(attempts).await;
+        let timed: Vec<(Received, Duration)> = join_all(attempts).await;
         let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
         let slowest_replay = timed
             .iter()
@@ -129,7 +129,7 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: Store
         eprintln!(
             "{store:?} round {round}: first attempt {first_took:?}, slowest waited replay {slowest_replay:?}"
         );
-        let answers: Vec<Answer> = timed.into_iter().map(|(answer, _)| answer).collect();
+        let answers: Vec<Received> = timed.into_iter().map(|(answer, _)| answer).collect();
         assert_one_answer_for_all(&format!("round {round}"), &app, &answers).await;
     }
     assert_eq!(app.ledger().await.debits.len(), ROUNDS);
@@ -287,7 +287,7 @@ async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
 }
 
 /// `GET /v1/idempotency-keys/{key}` as user 7 with `Prefer: {prefer}`.
-async fn key_status(app: &TestApp, key: &str, prefer: &str) -> Answer {
+async fn key_status(app: &TestApp, key: &str, prefer: &str) -> Received {
     let response = app
         .http
         .get(format!("{}/v1/idempotency-keys/{key}", app.url))
@@ -296,7 +296,7 @@ async fn key_status(app: &TestApp, key: &str, prefer: &str) -> Answer {
         .send()
         .await
         .expect("answers");
-    Answer::from(response).await
+    Received::from(response).await
 }
 
 async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
@@ -311,9 +311,9 @@ async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
     let retries = join_all((0..5).map(|_| pay(&app.http, &app.url, &key, Some("wait=10")))).await;
-    let retries: Vec<Answer> = retries.into_iter().map(|a| a.expect("answers")).collect();
+    let retries: Vec<Received> = retries.into_iter().map(|a| a.expect("answers")).collect();
     let waited = retries.iter().filter(|a| a.status == 201).count();
-    let refused: Vec<&Answer> = retries.iter().filter(|a| a.status == 409).collect();
+    let refused: Vec<&Received> = retries.iter().filter(|a| a.status == 409).collect();
     assert_eq!((waited, refused.len()), (2, 3), "two places to wait in");
     for answer in refused {
         answer.assert_problem(409, "request-in-progress");

@@ -102,7 +102,7 @@ async fn a_first_call_that_reaches_the_bank_after_the_release_is_found_by_the_la
         1,
         "counted as a late debit"
     );
-    // The support desk sees it: in the key's trail, and on the console's queue with its money.
+    // Operators see it: in the key's trail, and on the console's queue with its money.
     assert!(
         app.trail(61)
             .await

@@ -12,14 +12,14 @@ use serde_json::json;
 use shared::Policy;
 
 use crate::support::{
-    Answer, Options, StoreKind, TestApp, metric_at, new_key, payment_body, send_pay,
+    Options, Received, StoreKind, TestApp, metric_at, new_key, payment_body, send_pay,
 };
 
 const FROM_MEMORY: &str = "idempotency_replays_from_memory_total{operation=\"pay_bill\"}";
 const REPLAYS: &str = "idempotency_replays_total{operation=\"pay_bill\"}";
 
 /// User `user` pays bill `elec-1` 230 rupees under `key`.
-async fn pay(app: &TestApp, user: u64, key: &str) -> Answer {
+async fn pay(app: &TestApp, user: u64, key: &str) -> Received {
     app.pay(user, Some(key), "elec-1", &payment_body(23_000))
         .await
 }
@@ -36,7 +36,7 @@ async fn assert_money_moved(app: &TestApp, debits: usize) {
 }
 
 /// The parts of an answer a replay must repeat exactly.
-fn wire(answer: &Answer) -> (u16, Vec<u8>, Option<String>) {
+fn wire(answer: &Received) -> (u16, Vec<u8>, Option<String>) {
     (
         answer.status,
         answer.bytes.clone(),

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use crate::support::{Answer, Options, TestApp, new_key, payment_body};
+use crate::support::{Options, Received, TestApp, new_key, payment_body};
 use bank_simulator::{BankSimulator, Knobs};
 use futures_util::future::join_all;
 use sqlx::{Connection, PgConnection, PgPool};
@@ -93,7 +93,7 @@ async fn spawn_partitioned() -> PartitionedApp {
 }
 
 impl PartitionedApp {
-    async fn pay(&self, user: u64, key: &str, bill: &str) -> Answer {
+    async fn pay(&self, user: u64, key: &str, bill: &str) -> Received {
         let response = self
             .http
             .post(format!("{}/v1/bills/{bill}/pay", self.url))
@@ -103,7 +103,7 @@ impl PartitionedApp {
             .send()
             .await
             .expect("answers");
-        Answer::from(response).await
+        Received::from(response).await
     }
 
     async fn partitions_used(&self, table: &str) -> usize {

@@ -5,11 +5,11 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use backend::reconcile;
-use shared::client::{NextStep, RetrySchedule, random_unit};
+use shared::retry::{NextStep, RetrySchedule, random_unit};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::{Answer, TestApp, payment_body};
+use super::{Received, TestApp, payment_body};
 
 /// The client's schedule, compressed to the tests' clock: the server's `Retry-After` (5 s for
 /// "outcome pending") is not waited out here, but the deadline still bounds every payment
@@ -28,7 +28,7 @@ pub struct ClientRun {
     /// The key sent on every attempt.
     pub key: String,
     /// The final answer: 201 or 402.
-    pub answer: Answer,
+    pub answer: Received,
     /// 503 "outcome pending" answers before it.
     pub outcome_pending: u32,
     /// 503 "service unavailable" answers (database away) before it.
@@ -48,7 +48,7 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
     let mut run = ClientRun {
         user,
         key,
-        answer: Answer {
+        answer: Received {
             status: 0,
             headers: Default::default(),
             bytes: Vec::new(),
@@ -91,7 +91,7 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
 }
 
 /// The problem type's slug of a problem+json answer.
-fn problem_slug(answer: &Answer) -> Option<String> {
+fn problem_slug(answer: &Received) -> Option<String> {
     if answer.header("content-type") != Some("application/problem+json") {
         return None;
     }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use tokio::sync::oneshot;
 
-pub use test_harness::{Answer, TestDatabase, metric_in, wait_for};
+pub use test_harness::{Received, TestDatabase, metric_in, wait_for};
 
 /// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
 /// and `on_sqlite::NAME`: one contract, checked against each store.
@@ -294,21 +294,21 @@ impl TestApp {
     }
 
     /// `POST /v1/bills/{bill}/pay` as `user` with `key` (sent bare) and `body`.
-    pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Answer {
+    pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Received {
         send_pay(&self.http, &self.url, user, key, bill, body)
             .await
             .expect("backend answers")
     }
 
     /// `POST /v1/payments/{payment}/refunds`.
-    pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Answer {
+    pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Received {
         send_refund(&self.http, &self.url, user, key, payment_id, amount)
             .await
             .expect("backend answers")
     }
 
     /// `GET /v1/payments/{payment}`.
-    pub async fn read_payment(&self, user: u64, payment_id: &str) -> Answer {
+    pub async fn read_payment(&self, user: u64, payment_id: &str) -> Received {
         let response = self
             .http
             .get(format!("{}/v1/payments/{payment_id}", self.url))
@@ -316,7 +316,7 @@ impl TestApp {
             .send()
             .await
             .expect("backend answers");
-        Answer::from(response).await
+        Received::from(response).await
     }
 
     /// The bank's ledger, over HTTP.
@@ -588,7 +588,7 @@ pub async fn send_pay(
     key: Option<&str>,
     bill: &str,
     body: &Value,
-) -> reqwest::Result<Answer> {
+) -> reqwest::Result<Received> {
     let request = http
         .post(format!("{base_url}/v1/bills/{bill}/pay"))
         .bearer_auth(TestApp::token(user))
@@ -597,7 +597,7 @@ pub async fn send_pay(
         Some(key) => request.header("Idempotency-Key", key),
         None => request,
     };
-    Ok(Answer::from(request.send().await?).await)
+    Ok(Received::from(request.send().await?).await)
 }
 
 /// `POST /v1/payments/{payment}/refunds` to the backend at `base_url`; an error if no answer
@@ -609,7 +609,7 @@ pub async fn send_refund(
     key: &str,
     payment_id: &str,
     amount: u64,
-) -> reqwest::Result<Answer> {
+) -> reqwest::Result<Received> {
     let response = http
         .post(format!("{base_url}/v1/payments/{payment_id}/refunds"))
         .bearer_auth(TestApp::token(user))
@@ -617,7 +617,7 @@ pub async fn send_refund(
         .json(&json!({ "amount_paise": amount }))
         .send()
         .await?;
-    Ok(Answer::from(response).await)
+    Ok(Received::from(response).await)
 }
 
 /// How a test key is stored.

@@ -26,14 +26,14 @@
 //! a wait that runs out is the 409. Every answer after a wait carries `Preference-Applied:
 //! wait=N`. No parked attempt ever reaches the backend.
 
-mod answer;
 mod protocol;
 mod record;
+mod saved_reply;
 mod waiters;
 
-pub use answer::SavedAnswer;
 pub use protocol::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport, WaitEnd};
 pub use record::{
     AlarmStep, FinishStep, KeyRecord, RecordChange, begin, finish, on_alarm, wait_until,
 };
+pub use saved_reply::SavedReply;
 pub use waiters::{MAX_WAITERS_PER_KEY, WaiterNews, Waiters};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use shared::prefer::{PREFERENCE_APPLIED_HEADER, wait_value};
 use shared::{Fingerprint, Problem};
 
-use super::answer::SavedAnswer;
+use super::saved_reply::SavedReply;
 use crate::reply::Reply;
 
 /// The path of the "an attempt wants to go to the backend" message.
@@ -46,7 +46,7 @@ pub enum BeginOutcome {
     /// The key's final answer is known: replay it.
     Replay {
         /// The answer to replay.
-        answer: SavedAnswer,
+        answer: SavedReply,
     },
     /// The attempt waited for the first attempt's answer (`Prefer: wait`).
     AfterWait {
@@ -63,7 +63,7 @@ pub enum WaitEnd {
     /// outcome still pending is the same 503 for every waiter).
     Answered {
         /// The answer.
-        answer: SavedAnswer,
+        answer: SavedReply,
     },
     /// The first attempt ended without an answer the edge could keep, or the wait ran out (or
     /// reached the end of the in-flight mark): 409, as without waiting.
@@ -80,7 +80,7 @@ pub struct FinishReport {
     /// The answer the attempt got (the backend's, or the edge's problem for a failed forward),
     /// kept if final and handed to the attempts waiting for it; `None` if its body was not
     /// text.
-    pub answer: Option<SavedAnswer>,
+    pub answer: Option<SavedReply>,
 }
 
 impl BeginOutcome {
@@ -153,8 +153,8 @@ mod tests {
         );
     }
 
-    fn created() -> SavedAnswer {
-        SavedAnswer {
+    fn created() -> SavedReply {
+        SavedReply {
             status: 201,
             content_type: None,
             location: None,
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
         assert_eq!(replayed.header("preference-applied"), Some("wait=10"));
 
-        let pending = SavedAnswer {
+        let pending = SavedReply {
             status: 503,
             content_type: Some("application/problem+json".to_owned()),
             retry_after: Some("5".to_owned()),

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use shared::Fingerprint;
 
-use super::answer::SavedAnswer;
 use super::protocol::{BeginOutcome, BeginRequest, FinishReport};
+use super::saved_reply::SavedReply;
 use super::waiters::WaiterNews;
 
 /// What an object remembers. No record means the key is free at the edge.
@@ -27,7 +27,7 @@ pub enum KeyRecord {
         /// The fingerprint of the request the answer belongs to.
         fingerprint: Fingerprint,
         /// The answer.
-        answer: SavedAnswer,
+        answer: SavedReply,
         /// When the key expires: the backend's `Idempotency-Expires`, the expiry written on the
         /// key's row at its claim.
         keep_until_ms: u64,
@@ -221,8 +221,8 @@ mod tests {
         }
     }
 
-    fn created() -> SavedAnswer {
-        SavedAnswer {
+    fn created() -> SavedReply {
+        SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
@@ -232,8 +232,8 @@ mod tests {
         }
     }
 
-    fn outcome_pending() -> SavedAnswer {
-        SavedAnswer {
+    fn outcome_pending() -> SavedReply {
+        SavedReply {
             status: 503,
             content_type: Some("application/problem+json".to_owned()),
             location: None,
@@ -250,7 +250,7 @@ mod tests {
         time::OffsetDateTime::from_unix_timestamp_nanos(at_ms).expect("in range")
     }
 
-    fn report(attempt: &str, amount: u64, answer: Option<SavedAnswer>) -> FinishReport {
+    fn report(attempt: &str, amount: u64, answer: Option<SavedReply>) -> FinishReport {
         FinishReport {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
@@ -371,7 +371,7 @@ mod tests {
         for expires in [None, Some("soon".to_owned())] {
             let mut record = None;
             begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-            let answer = SavedAnswer {
+            let answer = SavedReply {
                 expires,
                 ..created()
             };
@@ -380,7 +380,7 @@ mod tests {
         }
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-        let already_expired = SavedAnswer {
+        let already_expired = SavedReply {
             expires: Some(shared::expiry::format_http_date(expiry() - KEEP)),
             ..created()
         };
@@ -438,7 +438,7 @@ mod tests {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         finish_and_apply(&mut record, &report("a", 1, Some(created())), NOW + 5);
-        let other = SavedAnswer {
+        let other = SavedReply {
             status: 402,
             ..created()
         };

@@ -9,7 +9,7 @@
 
 use futures_channel::oneshot;
 
-use super::answer::SavedAnswer;
+use super::saved_reply::SavedReply;
 
 /// The most attempts one key holds at once; more get 409 at once, as without waiting. The
 /// rate limits keep one user's attempts far fewer.
@@ -17,7 +17,7 @@ pub const MAX_WAITERS_PER_KEY: usize = 64;
 
 /// What a waiter is handed: the first attempt's answer, or `None` if the first attempt ended
 /// without one the edge could keep (its body was not text).
-pub type WaiterNews = Option<SavedAnswer>;
+pub type WaiterNews = Option<SavedReply>;
 
 /// The attempts waiting on one key.
 #[derive(Debug, Default)]
@@ -70,8 +70,8 @@ mod tests {
 
     use super::*;
 
-    fn created() -> SavedAnswer {
-        SavedAnswer {
+    fn created() -> SavedReply {
+        SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: None,

@@ -21,12 +21,12 @@ use worker::{Env, Request, Response, Result, console_error, console_log, event};
 use super::body::{discard_unread_body, read_body_within};
 use super::clock::{millis, now_unix};
 use super::coordinator_client::CoordinatorClient;
-use super::forward::{BackendAnswer, forward_buffered, forward_unchanged};
+use super::forward::{BackendReply, forward_buffered, forward_unchanged};
 use super::rate_limiter_client::take_token;
 use super::response::reply_response;
 use crate::config::{EdgeConfig, JWT_SECRET_VAR, compiled_policy};
 use crate::coordination::{BeginRequest, FinishReport};
-use crate::forwarding::{ForwardFailure, new_request_id};
+use crate::forward_rules::{ForwardFailure, new_request_id};
 use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
 use crate::header_bytes::header_bytes;
 use crate::operator_routes::{self, is_operator_route};
@@ -211,7 +211,7 @@ async fn coordinate_and_forward(
 
 /// The backend's answer, or the problem for a failed forward.
 fn answer_response(
-    forwarded: std::result::Result<BackendAnswer, ForwardFailure>,
+    forwarded: std::result::Result<BackendReply, ForwardFailure>,
     config: &EdgeConfig,
 ) -> Result<Response> {
     match forwarded {

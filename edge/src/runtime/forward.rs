@@ -15,23 +15,25 @@ use worker::{
 };
 
 use crate::config::EdgeConfig;
-use crate::coordination::SavedAnswer;
-use crate::forwarding::{ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query};
+use crate::coordination::SavedReply;
+use crate::forward_rules::{
+    ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query,
+};
 
 /// The backend's whole answer to a guarded request.
 #[derive(Debug)]
-pub struct BackendAnswer {
+pub struct BackendReply {
     status: u16,
     headers: Headers,
     body: Vec<u8>,
 }
 
-impl BackendAnswer {
+impl BackendReply {
     /// The answer as the key's object keeps it (if final) and hands it to waiting attempts;
     /// `None` if its body is not text.
-    pub fn saved_answer(&self) -> Option<SavedAnswer> {
+    pub fn saved_answer(&self) -> Option<SavedReply> {
         let header = |name: &str| self.headers.get(name).ok().flatten();
-        SavedAnswer::of_response(self.status, header, &self.body)
+        SavedReply::of_response(self.status, header, &self.body)
     }
 
     /// The answer as the client's response: the backend's status, headers and body.
@@ -63,13 +65,13 @@ pub async fn forward_buffered(
     body: &[u8],
     config: &EdgeConfig,
     request_id: &str,
-) -> Result<BackendAnswer, ForwardFailure> {
+) -> Result<BackendReply, ForwardFailure> {
     let body = JsValue::from(Uint8Array::from(body));
     let outgoing = backend_request(request, config, request_id, Some(body))?;
     within(config.backend_timeout(), |signal| async move {
         let mut response = Fetch::Request(outgoing).send_with_signal(&signal).await?;
         let body = response.bytes().await?;
-        Ok(BackendAnswer {
+        Ok(BackendReply {
             status: response.status_code(),
             headers: response.headers().clone(),
             body,

@@ -22,7 +22,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
-    use crate::coordination::SavedAnswer;
+    use crate::coordination::SavedReply;
 
     #[wasm_bindgen_test]
     async fn a_problem_reply_becomes_a_response_with_its_headers_and_body() {
@@ -44,7 +44,7 @@ mod tests {
 
     #[wasm_bindgen_test]
     async fn a_replay_becomes_a_response_marked_as_replayed() {
-        let answer = SavedAnswer {
+        let answer = SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),

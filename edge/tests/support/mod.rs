@@ -22,7 +22,7 @@ use shared::auth::sign_token;
 use test_harness::workerd::{WorkerSettings, start_workerd};
 use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls, server_binary};
 
-pub use test_harness::Answer;
+pub use test_harness::Received;
 
 /// The JWT secret the edge and the backend of a stack share.
 pub const SECRET: &str = "edge-end-to-end-secret-of-at-least-32-bytes";
@@ -208,7 +208,7 @@ impl Stack {
     }
 
     /// Sends a call to the edge or the backend.
-    pub async fn send(&self, via: Via, call: &Call) -> Answer {
+    pub async fn send(&self, via: Via, call: &Call) -> Received {
         let base = match via {
             Via::Edge => &self.edge_url,
             Via::Backend => &self.backend_url,
@@ -223,7 +223,7 @@ impl Stack {
                     call.method, call.path
                 )
             });
-        Answer::from(response).await
+        Received::from(response).await
     }
 
     /// How many requests to `route` reached the backend (its `/metrics`, all statuses).

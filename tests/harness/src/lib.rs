@@ -4,7 +4,7 @@
 //! - [`ServerProcess`]: a server binary as a child process that binds port 0 itself and reports
 //!   its address on a fixed line (`… listening on http://ADDR`), never a port picked by
 //!   binding and releasing; killed with its process group when dropped;
-//! - [`Answer`]: a response read whole, with the assertions the contract needs;
+//! - [`Received`]: what a test client received, read whole, with the assertions the contract needs;
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
@@ -12,18 +12,18 @@
 //! - [`mutations`]: a seeded corpus of mutated requests for the bad-input tests of edge and
 //!   backend alike, sent over raw sockets.
 
-mod answer;
 mod certificates;
 mod database;
 pub mod mutations;
 mod process;
+mod received;
 mod tls_postgres;
 mod wait;
 pub mod workerd;
 
-pub use answer::Answer;
 pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
+pub use received::Received;
 pub use tls_postgres::TlsPostgres;
 pub use wait::{metric_in, wait_for};

@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use client::{
-    ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, Outcome, PaymentsClient,
+    ActionResult, ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, PaymentsClient,
 };
 use serde::Serialize;
 use shared::api::{Paise, PayBillRequest};
-use shared::client::{AnswerClass, classify_status};
+use shared::retry::{AnswerClass, classify_status};
 use shared::{IdempotencyKey, Operation, UserId};
 
 use crate::night::Customer;
@@ -271,10 +271,10 @@ impl Phones {
         };
         let completion = phone.run(&saved, &listen).await;
         let view = match completion.outcome {
-            Outcome::Answered(answer) => view_of(answer.status),
-            Outcome::Unsettled(_) | Outcome::NotReceived | Outcome::SignInRequired => {
-                PhoneView::NoFinalAnswer
-            }
+            ActionResult::Answered(answer) => view_of(answer.status),
+            ActionResult::Unsettled(_)
+            | ActionResult::NotReceived
+            | ActionResult::SignInRequired => PhoneView::NoFinalAnswer,
         };
         let heard = std::mem::take(&mut *heard.lock().unwrap_or_else(PoisonError::into_inner));
         Ok(Tries {

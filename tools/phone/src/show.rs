@@ -1,6 +1,6 @@
 //! What the phone prints: the saved actions, and each action's outcome with its exit code.
 
-use client::{Completion, Outcome, SavedAction, Unsettled};
+use client::{ActionResult, Completion, SavedAction, Unsettled};
 use shared::Problem;
 
 /// Exit code: the server's final answer was a refusal or a decline.
@@ -44,7 +44,7 @@ pub fn pending(actions: &[SavedAction]) {
 pub fn outcome(completion: &Completion) -> u8 {
     let key = &completion.key;
     match &completion.outcome {
-        Outcome::Answered(answer) => {
+        ActionResult::Answered(answer) => {
             let how = match (
                 answer.from_status_look_up,
                 answer.waited_for_first_attempt,
@@ -68,7 +68,7 @@ pub fn outcome(completion: &Completion) -> u8 {
             );
             if answer.succeeded() { 0 } else { REFUSED }
         }
-        Outcome::Unsettled(why) => {
+        ActionResult::Unsettled(why) => {
             let reason = match why {
                 Unsettled::Started => "the server is still working on it",
                 Unsettled::Unknown => "the server is asking the bank what happened",
@@ -83,14 +83,14 @@ pub fn outcome(completion: &Completion) -> u8 {
             );
             UNSETTLED
         }
-        Outcome::NotReceived => {
+        ActionResult::NotReceived => {
             println!(
                 "{key}: the server never received this action; nothing was charged. \
                  Pay again if you still want to (that is a new action)."
             );
             NOT_RECEIVED
         }
-        Outcome::SignInRequired => {
+        ActionResult::SignInRequired => {
             println!(
                 "{key}: the server refused the token. Sign in again and run `phone resume`: \
                  an earlier attempt may have gone through, so do not pay afresh."

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use client::{
-    ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, Outcome, PaymentsClient,
+    ActionResult, ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, PaymentsClient,
     RetrySchedule, Unsettled,
 };
 use rand::rngs::StdRng;
@@ -347,13 +347,15 @@ impl Population {
 }
 
 /// An action's ending, from the library's outcome.
-fn ending_of(outcome: Outcome) -> Ending {
+fn ending_of(outcome: ActionResult) -> Ending {
     match outcome {
-        Outcome::Answered(answer) => Ending::Final {
+        ActionResult::Answered(answer) => Ending::Final {
             status: answer.status,
             body: answer.body,
         },
-        Outcome::NotReceived | Outcome::Unsettled(Unsettled::Released) => Ending::NothingCharged,
+        ActionResult::NotReceived | ActionResult::Unsettled(Unsettled::Released) => {
+            Ending::NothingCharged
+        }
         other => Ending::Unresolved(format!("{other:?}")),
     }
 }

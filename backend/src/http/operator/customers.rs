@@ -1,4 +1,4 @@
-//! A customer as the support desk reads them, a page at a time, each read recorded in the
+//! A customer as operators read them, a page at a time, each read recorded in the
 //! customer's trail (`customer_viewed`, with the operator's name):
 //! - `GET /admin/api/customers/{user_id}[?before=…&limit=…]`: a page of the customer's payments
 //!   and refunds, newest first, each with its key (if still stored) and the trail of its claim,

@@ -1,4 +1,4 @@
-//! The operator console and its API, on the admin listener only (SPEC §8): the support desk's
+//! The operator console and its API, on the admin listener only (SPEC §8): the operators'
 //! view of keys and the few actions it may take. Nothing here is on the public listener, and the
 //! edge answers 404 for everything under `/admin` (`edge/src/operator_routes.rs`).
 //!

@@ -30,7 +30,7 @@ pub fn document() -> Value {
         "info": {
             "title": "Safe payment retries: operator API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "The support desk's API on the admin listener (never public, never \
+            "description": "The operator API on the admin listener (never public, never \
                 through the edge). Every route needs an operator token: HS256 with the operator \
                 secret (OPERATOR_JWT_SECRET, never the customers'), claim role: \"operator\", \
                 sub: the operator's name. Every action is recorded in the audit trail with the \

@@ -28,7 +28,7 @@ use super::slices::Claims;
 use super::sql::{events, keys, movements};
 use super::sql_store::{SqlStore, claim_event};
 use super::types::{
-    ClaimResult, Finished, KeyRef, Lease, MovementResult, NewPayment, NewRefund, PaymentRow,
+    ClaimResult, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund, PaymentRow,
     RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, EventKind, NewEvent};
@@ -58,7 +58,7 @@ pub trait ClaimWrites: super::dialect::Dialect {
         writer: &Self::Writer,
         key: KeyRef,
         movement: (Operation, Uuid),
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> impl Future<Output = Result<Option<Finished>, StoreError>> + Send;
 }
@@ -184,7 +184,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         key: KeyRef,
         operation: Operation,
         resource_id: Uuid,
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
         let movement = (operation, resource_id);

@@ -14,7 +14,7 @@ use crate::store::error::StoreError;
 use crate::store::key_changes;
 use crate::store::sql::movements::payment_from_row;
 use crate::store::sql::{keys, movements, outcome};
-use crate::store::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
+use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 
 impl ClaimWrites for Postgres {
     /// The claim and its pending payment in one statement (one round trip, one implicit
@@ -74,7 +74,7 @@ impl ClaimWrites for Postgres {
         pool: &PgPool,
         key: KeyRef,
         (operation, resource_id): (Operation, Uuid),
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
         let (table, id_column, columns) = movements::table(operation);

@@ -12,7 +12,7 @@ use crate::domain::{Cause, EventKind, NewEvent};
 use crate::store::error::StoreError;
 use crate::store::group_commit::GroupCommit;
 use crate::store::sql::{events, keys, movements, outcome};
-use crate::store::types::{Finished, KeyRef, Lease, MovementResult, NewPayment, PaymentRow};
+use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 
 impl ClaimWrites for Sqlite {
     async fn claim_key_with_pending_payment(
@@ -57,7 +57,7 @@ impl ClaimWrites for Sqlite {
         writer: &GroupCommit,
         key: KeyRef,
         (operation, resource_id): (Operation, Uuid),
-        result: &MovementResult,
+        result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
         let (result, cause) = (result.clone(), cause.clone());

@@ -10,7 +10,7 @@ use crate::store::columns::Label;
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 use crate::store::types::{
-    KeyRef, MovementResult, NewPayment, NewRefund, PaymentRow, RefundRow, SavedMovement, StoredKey,
+    FinalOutcome, KeyRef, NewPayment, NewRefund, PaymentRow, RefundRow, SavedMovement, StoredKey,
 };
 
 const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
@@ -130,7 +130,7 @@ pub async fn finish<D: Db>(
     operation: Operation,
     user_id: i64,
     id: Uuid,
-    result: &MovementResult,
+    result: &FinalOutcome,
 ) -> Result<Option<SavedMovement>, StoreError> {
     let (table, id_column, columns) = table(operation);
     let (status, reason) = result.status_and_reason();

@@ -1,4 +1,4 @@
-//! The support desk's reads (SPEC §8, the operator console): a customer's payments, refunds
+//! The operator API's reads (SPEC §8): a customer's payments, refunds
 //! and keys, and the queue of keys that need someone: unfinished, unknown and released keys,
 //! and late debits. Read-only; the operator's actions go through the reconciler's own writes.
 //!

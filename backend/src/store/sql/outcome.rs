@@ -11,7 +11,7 @@ use super::{events, keys, movements};
 use crate::domain::{Cause, EventKind, NewEvent};
 use crate::store::db::Db;
 use crate::store::error::StoreError;
-use crate::store::types::{Finished, KeyRef, MovementResult};
+use crate::store::types::{FinalOutcome, Finished, KeyRef};
 
 /// The movement's final word and the key's `done` state, in the caller's transaction; its
 /// change is announced on commit and recorded in the trail as `event` (against
@@ -24,7 +24,7 @@ pub async fn finish_in<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     (operation, resource_id): (Operation, Uuid),
-    result: &MovementResult,
+    result: &FinalOutcome,
     event: EventKind,
     cause: &Cause,
 ) -> Result<Option<Finished>, StoreError> {

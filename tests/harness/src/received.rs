@@ -1,11 +1,11 @@
-//! [`Answer`]: a response read whole (status, headers, body), with the assertions the contract
+//! [`Received`]: what a test client received, read whole (status, headers, body), with the assertions the contract
 //! needs: a JSON body, a problem of a given type, a replay.
 
 use serde_json::Value;
 
 /// A response, read whole.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub struct Received {
     /// Status code.
     pub status: u16,
     /// Headers.
@@ -14,13 +14,13 @@ pub struct Answer {
     pub bytes: Vec<u8>,
 }
 
-impl Answer {
+impl Received {
     /// Reads a response whole.
-    pub async fn from(response: reqwest::Response) -> Answer {
+    pub async fn from(response: reqwest::Response) -> Received {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.bytes().await.expect("the body arrives").to_vec();
-        Answer {
+        Received {
             status,
             headers,
             bytes,

@@ -1,5 +1,5 @@
-//! How an action ended, as far as this client can tell. Only [`Outcome::Answered`] and
-//! [`Outcome::NotReceived`] end the action; the others keep it saved, because money may have
+//! How an action ended, as far as this client can tell. Only [`ActionResult::Answered`] and
+//! [`ActionResult::NotReceived`] end the action; the others keep it saved, because money may have
 //! moved and a later resume must ask about the same key rather than pay again.
 
 use serde_json::Value;
@@ -13,15 +13,15 @@ pub struct Completion {
     /// Attempts sent in this run (status look-ups not counted).
     pub attempts: u32,
     /// What became of it.
-    pub outcome: Outcome,
+    pub outcome: ActionResult,
 }
 
 /// What became of an action.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub enum ActionResult {
     /// The server's final answer: 2xx, a 402 decline, or another 4xx. The action is over and
     /// deleted from the store.
-    Answered(FinalAnswer),
+    Answered(FinalReply),
     /// The deadline passed and the outcome is not settled yet. The action stays saved: show a
     /// status screen, resume later, never pay again in the meantime.
     Unsettled(Unsettled),
@@ -51,7 +51,7 @@ pub enum Unsettled {
 
 /// A final answer from the server.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FinalAnswer {
+pub struct FinalReply {
     /// The status: 201, 402, or another final code.
     pub status: u16,
     /// The body: the payment or refund, or a problem.
@@ -65,7 +65,7 @@ pub struct FinalAnswer {
     pub waited_for_first_attempt: bool,
 }
 
-impl FinalAnswer {
+impl FinalReply {
     /// Whether the action succeeded (2xx).
     pub fn succeeded(&self) -> bool {
         (200..300).contains(&self.status)

@@ -6,7 +6,7 @@
 //! stop at a deadline, after which the client asks for the outcome instead of paying again.
 
 mod pending;
-mod retry;
+mod schedule;
 
 pub use pending::PendingAction;
-pub use retry::{AnswerClass, NextStep, RetrySchedule, classify_status, random_unit};
+pub use schedule::{AnswerClass, NextStep, RetrySchedule, classify_status, random_unit};

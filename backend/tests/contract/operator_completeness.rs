@@ -1,4 +1,4 @@
-//! The support desk is complete or says it is not (SPEC §8): a ledger check reads every
+//! The operator console is complete or says it is not (SPEC §8): a ledger check reads every
 //! movement of a customer, however many, and finds a double charge among the oldest; every list
 //! pages with a cursor, each row reached once; a new late debit is on the first page however
 //! many came before; a reason with a control character is refused before anything is leased;

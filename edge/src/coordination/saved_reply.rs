@@ -9,7 +9,7 @@ use shared::expiry::parse_http_date;
 /// An answer to a forwarded attempt: the backend's, or the edge's own problem when the forward
 /// failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SavedAnswer {
+pub struct SavedReply {
     /// The status code.
     pub status: u16,
     /// The `Content-Type` header, if the backend sent one.
@@ -27,7 +27,7 @@ pub struct SavedAnswer {
     pub body: String,
 }
 
-impl SavedAnswer {
+impl SavedReply {
     /// Whether an answer with this status is final: a success, or a bank decline (402). Every
     /// other answer (409 in progress, 503 outcome pending, 5xx, a 4xx refusal) may change on
     /// retry, so it is never kept at the edge.
@@ -35,7 +35,7 @@ impl SavedAnswer {
         (200..300).contains(&status) || status == 402
     }
 
-    /// Whether this answer is final (see [`SavedAnswer::is_final_status`]).
+    /// Whether this answer is final (see [`SavedReply::is_final_status`]).
     pub fn is_final(&self) -> bool {
         Self::is_final_status(self.status)
     }
@@ -47,10 +47,10 @@ impl SavedAnswer {
         status: u16,
         header: impl Fn(&str) -> Option<String>,
         body: &[u8],
-    ) -> Option<SavedAnswer> {
+    ) -> Option<SavedReply> {
         let body = String::from_utf8(body.to_vec()).ok()?;
         let retry_after = header("retry-after").filter(|_| !Self::is_final_status(status));
-        Some(SavedAnswer {
+        Some(SavedReply {
             status,
             content_type: header("content-type"),
             location: header("location"),
@@ -76,7 +76,7 @@ mod tests {
 
     use super::*;
 
-    fn answer(status: u16, body: &[u8]) -> Option<SavedAnswer> {
+    fn answer(status: u16, body: &[u8]) -> Option<SavedReply> {
         let header = |name: &str| match name {
             "content-type" => Some("application/json".to_owned()),
             "location" => Some("/v1/payments/1".to_owned()),
@@ -84,7 +84,7 @@ mod tests {
             "idempotency-expires" => Some("Thu, 03 Dec 2026 10:00:00 GMT".to_owned()),
             _ => None,
         };
-        SavedAnswer::of_response(status, header, body)
+        SavedReply::of_response(status, header, body)
     }
 
     #[test]
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn records_written_before_retry_after_existed_still_read() {
         let old = r#"{"status":201,"content_type":null,"location":null,"body":"{}"}"#;
-        let answer: SavedAnswer = serde_json::from_str(old).expect("parses");
+        let answer: SavedReply = serde_json::from_str(old).expect("parses");
         assert_eq!(answer.retry_after, None);
         assert_eq!(answer.key_expires_at_ms(), None, "and is never kept");
     }
@@ -129,7 +129,7 @@ mod tests {
             "1796292000",
             "Thu, 03 Dec 2026 10:00:00 UTC",
         ] {
-            let answer = SavedAnswer {
+            let answer = SavedReply {
                 expires: Some(expires.to_owned()),
                 ..answer(201, b"{}").expect("text")
             };
