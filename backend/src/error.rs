@@ -32,6 +32,10 @@ pub enum Error {
     /// Every claim round found the key expired or released again: a bug, or a storm of races.
     #[error("the key was released or expired on every claim round")]
     ClaimRoundsExhausted,
+    /// A handler ran without what its middleware provides (the user, the request id): a
+    /// routing bug.
+    #[error("the handler ran without {0}: a route is missing its middleware")]
+    Misrouted(&'static str),
 }
 
 /// The backend's result.
@@ -62,7 +66,10 @@ impl IntoResponse for Error {
                 "The payments database is unavailable; nothing was done. Retry shortly.",
             )
             .with_retry_after(Duration::from_secs(1)),
-            Error::Store(_) | Error::WorkAborted(_) | Error::ClaimRoundsExhausted => Problem::new(
+            Error::Store(_)
+            | Error::WorkAborted(_)
+            | Error::ClaimRoundsExhausted
+            | Error::Misrouted(_) => Problem::new(
                 ProblemKind::Internal,
                 "An internal error occurred; it has been logged.",
             ),

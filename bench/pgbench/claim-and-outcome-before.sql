@@ -1,3 +1,4 @@
+-- A hand-written baseline, not generated and not checked against the code (bench/pgbench/README).
 -- pgbench: the same payment as claim-and-outcome.sql with the outcome as it was written before
 -- (as the backend wrote it before issue 15): BEGIN, the movement's UPDATE, the key's UPDATE, the
 -- NOTIFY, COMMIT; five round trips where the new statement takes one.

@@ -1,3 +1,4 @@
+-- A hand-written baseline, not generated and not checked against the code (bench/pgbench/README).
 -- pgbench: claim-and-outcome.sql without its two audit-trail events: a new-key payment as the
 -- backend sent it before the trail (bench/trail.sh compares the two).
 \set user random(1, 100000)

@@ -1,41 +1,48 @@
--- pgbench: one new-key payment as the backend sends it to PostgreSQL (backend/src/store):
--- the claim with its pending payment and its `claimed` event (one statement, committed before
--- the bank is called), then the bank's final word as one statement (movement, key `done`, the
--- NOTIFY for waiters, the `bank_answered` event). claim-and-outcome-without-trail.sql is the
--- same without the two audit-trail events (bench/trail.sh runs both).
+-- pgbench: one new-key payment as the backend sends it to PostgreSQL, generated from
+-- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim
+-- with its pending payment and its `claimed` event (one statement, committed before the
+-- bank is called), then the bank's final word as one statement (movement, key `done`,
+-- the NOTIFY for waiters, the `bank_answered` event).
 \set user random(1, 100000)
+\set key_n random(1, 281474976710655)
+\set payment_n random(1, 281474976710655)
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
                                   lease_owner, lease_until, expires_at)
-    VALUES (:user, gen_random_uuid(), 'pay_bill', 'started', sha256('body'::bytea),
-            gen_random_uuid(), gen_random_uuid(), now() + interval '6 seconds',
-            now() + interval '48 hours')
-    ON CONFLICT (user_id, key) DO NOTHING RETURNING key, resource_id, expires_at),
+    VALUES (:user, md5(:key_n::text)::uuid, 'pay_bill', 'started', sha256('body'::bytea),
+           md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
+           now() + interval '48 hours')
+    ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
     INSERT INTO key_events (user_id, key, resource_id, event, request_id)
-    SELECT :user, key, resource_id, 'claimed', 'bench-request-id' FROM claimed)
-INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
-                      bank_reference)
-SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending', 'pay-' || resource_id
-FROM claimed
-RETURNING payment_id, (SELECT key FROM claimed) AS key \gset
+    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id' FROM claimed),
+paid AS (
+    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                          bank_reference)
+    SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending',
+           'pay-' || md5('p' || :payment_n)::uuid FROM claimed
+    RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
+              decline_reason)
+SELECT paid.*, claimed.expires_at FROM paid, claimed;
 WITH moved AS (
     UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now()
-    WHERE payment_id = :payment_id::uuid AND user_id = :user AND status = 'pending'
+    WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
-              decline_reason),
+           decline_reason),
 done AS (
-    UPDATE idempotency_keys
-    SET state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL
-    WHERE user_id = :user AND key = :key::uuid AND resource_id = :payment_id::uuid AND state <> 'done'
+    UPDATE idempotency_keys SET state = 'done', next_lookup_at = NULL, lease_owner = NULL,
+           lease_until = NULL
+    WHERE user_id = :user AND key = md5(:key_n::text)::uuid AND resource_id = md5('p' || :payment_n)::uuid AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at),
-told AS (SELECT pg_notify('idempotency_key_changed', :key::text) FROM done),
+told AS (SELECT pg_notify('idempotency_key_changed',
+       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id)
-    SELECT :user, :key::uuid, :payment_id::uuid, 'bank_answered', 'succeeded', 'bench-request-id'
-    FROM done)
+    SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
+           'succeeded', 'bench-request-id' FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
-       done.created_at, done.claimed_at, done.read_at, (SELECT count(*) FROM told) AS told
+       done.created_at, done.claimed_at, done.expires_at, done.read_at,
+       (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true;

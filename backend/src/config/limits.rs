@@ -12,38 +12,46 @@ use clap::Args;
 /// The bounds as read from flags and environment, in milliseconds and counts.
 #[derive(Debug, Clone, Args)]
 pub struct LimitSettings {
-    /// An API request's answer deadline, in milliseconds.
+    /// An API request's answer deadline in milliseconds (503 past it); longer than
+    /// `BANK_TIMEOUT_MS`, and at least a second longer than the policy's `max_wait_seconds`.
     #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 12_000)]
     pub request_timeout_ms: u64,
-    /// How long a request head may take to arrive (and an idle connection stay open), in
-    /// milliseconds.
+    /// How long a request's head may take to arrive, and an idle connection stay open, in
+    /// milliseconds: closed past it.
     #[arg(long, env = "HEAD_READ_TIMEOUT_MS", default_value_t = 10_000)]
     pub head_read_timeout_ms: u64,
-    /// How long a request body may take to arrive, in milliseconds.
+    /// How long a request body may take to arrive, in milliseconds (408 `body-timeout` past it,
+    /// nothing claimed).
     #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = 5_000)]
     pub body_read_timeout_ms: u64,
-    /// API requests served at once.
+    /// API requests served at once; more are shed at once with 503 and `Retry-After`.
     #[arg(long, env = "MAX_CONCURRENT_REQUESTS", default_value_t = 256)]
     pub max_concurrent_requests: usize,
-    /// Requests waiting at once for their key's first attempt (`Prefer: wait`).
+    /// Of those, requests waiting at once for their key's first attempt (`Prefer: wait`); fewer
+    /// than `MAX_CONCURRENT_REQUESTS`; past it, 409 at once.
     #[arg(long, env = "MAX_WAITING_REQUESTS", default_value_t = 128)]
     pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once.
+    /// Calls to the bank in flight at once (payments, refunds, look-ups): the bound the partner
+    /// bank agreed to.
     #[arg(long, env = "MAX_BANK_CALLS", default_value_t = 64)]
     pub max_bank_calls: usize,
-    /// How long a claimed payment waits for a free bank call, in milliseconds.
+    /// How long a claimed payment waits for a free bank call, in milliseconds, before its claim
+    /// is released and it answers 503.
     #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
     pub bank_queue_wait_ms: u64,
-    /// Memory for finished answers replayed from memory, in bytes; 0 turns the cache off.
+    /// Bytes of memory for finished replies, replayed without a database read (docs/design.md,
+    /// "Replays from memory"); 0 turns the cache off.
     #[arg(long, env = "REPLAY_CACHE_MAX_BYTES", default_value_t = CacheBounds::default().max_bytes)]
     pub replay_cache_max_bytes: u64,
-    /// The most finished answers kept in memory.
+    /// The most finished replies kept in memory.
     #[arg(long, env = "REPLAY_CACHE_MAX_ENTRIES", default_value_t = CacheBounds::default().max_entries)]
     pub replay_cache_max_entries: u64,
-    /// Bank look-ups the reconciler runs at once.
+    /// Bank look-ups the reconciler runs at once, per replica (they count against
+    /// `MAX_BANK_CALLS` too).
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = ReconcileBounds::default().concurrency)]
     pub reconcile_concurrency: usize,
-    /// The most look-ups the reconciler starts per second.
+    /// The most look-ups the reconciler starts per second, per replica, to spare the bank while a
+    /// backlog drains.
     #[arg(long, env = "RECONCILE_MAX_LOOKUPS_PER_SECOND", default_value_t = ReconcileBounds::default().lookups_per_second)]
     pub reconcile_max_lookups_per_second: u32,
 }
@@ -65,7 +73,8 @@ pub struct Limits {
     pub max_concurrent_requests: usize,
     /// Of those, requests waiting at once for their key's first attempt.
     pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once.
+    /// Calls to the bank in flight at once (payments, refunds, look-ups): the bound the partner
+    /// bank agreed to.
     pub max_bank_calls: usize,
     /// How long a claimed payment or refund waits for a free bank call before its claim is
     /// released (nothing was sent) and the request answered 503.

@@ -1,40 +1,12 @@
 //! Configuration: the policy file plus environment (SPEC §3, §7). Everything a deployment
 //! changes is here; nothing else in the code is a setting.
 //!
-//! | variable | default | meaning |
-//! |---|---|---|
-//! | `DATABASE_URL` (or `DATABASE_URL_FILE`) | `sqlite://data/payments.sqlite` | where keys and payments live: `postgres://…` for PostgreSQL (production; required for more than one replica), or `sqlite://PATH` for an embedded SQLite file (created if missing; one process only) |
-//! | `BANK_URL` | `http://127.0.0.1:8081` | the partner bank (simulator); `https://…` for TLS |
-//! | `BANK_CA_FILE` | the Mozilla roots | PEM file of the CA certificates the bank's certificate must chain to (only those) |
-//! | `ALLOW_PLAINTEXT_TRANSPORT` | `false` | `true` lets production use plaintext to a remote bank or database ([`crate::transport_security`]) |
-//! | `LISTEN_ADDR` | `127.0.0.1:8080` | where the API listens |
-//! | `ADMIN_ADDR` | `127.0.0.1:9090` | where the admin listener (metrics, detailed readiness) listens: never public |
-//! | `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`) | a development default | HS256 secret for bearer tokens |
-//! | `OPERATOR_JWT_SECRET` (or `OPERATOR_JWT_SECRET_FILE`) | a development default in development; unset in production, which closes the operator API | HS256 secret for operator tokens (the console, `crate::http::operator`); must differ from `AUTH_JWT_SECRET` |
-//! | `AUTH_JWT_LEEWAY_SECONDS` | `30` | clock leeway for `exp`, `nbf` and `iat` (at most 300) |
-//! | `AUTH_JWT_ISSUER` | not checked | when set, every token's `iss` must equal it |
-//! | `AUTH_JWT_AUDIENCE` | not checked | when set, every token's `aud` must name it |
-//! | `APP_ENV` | `production` | `development` allows the development secret |
-//! | `POLICY_FILE` | `policy.yaml` | the idempotency policy |
-//! | `BANK_TIMEOUT_MS` | `5000` | give up on a bank call after this |
-//! | `RECONCILE_INTERVAL_MS` | `1000` | pause of the reconciler when it finds nothing |
-//! | `JANITOR_INTERVAL_SECONDS` | `3600` | pause of the janitor between sweeps |
-//! | `AUDIT_TRAIL_KEEP_DAYS` | `90` | how long a key's audit trail is kept after the key itself expired |
-//! | `REQUEST_TIMEOUT_MS` | `12000` | an API request's answer deadline (503 past it); longer than `BANK_TIMEOUT_MS`, and at least a second longer than the policy's `max_wait_seconds` |
-//! | `HEAD_READ_TIMEOUT_MS` | `10000` | how long a request's head may take to arrive, and an idle connection stay open (closed past it) |
-//! | `BODY_READ_TIMEOUT_MS` | `5000` | how long a request body may take to arrive (408 past it) |
-//! | `MAX_CONCURRENT_REQUESTS` | `256` | API requests served at once; more are shed at once with 503 |
-//! | `MAX_WAITING_REQUESTS` | `128` | of those, requests waiting at once for a key's first attempt (`Prefer: wait`); fewer than `MAX_CONCURRENT_REQUESTS`, so waiting never takes every place; past it, 409 at once |
-//! | `MAX_BANK_CALLS` | `64` | calls to the bank in flight at once (payments, refunds and look-ups) |
-//! | `BANK_QUEUE_WAIT_MS` | `1000` | how long a claimed payment waits for a free bank call before it is released with 503 |
-//! | `REPLAY_CACHE_MAX_BYTES` | `67108864` (64 MiB) | memory for finished answers replayed without a database read ([`crate::replay_cache`]); `0` turns the cache off |
-//! | `REPLAY_CACHE_MAX_ENTRIES` | `200000` | the most finished answers kept in memory |
-//! | `RECONCILE_CONCURRENCY` | `16` | bank look-ups the reconciler runs at once (within `MAX_BANK_CALLS`) |
-//! | `RECONCILE_MAX_LOOKUPS_PER_SECOND` | `1000` | the most look-ups the reconciler starts per second, to spare the bank during a backlog |
+//! Every setting, its default and meaning: docs/configuration.md, generated from the
+//! definitions below by [`reference`] (a test fails when the two differ), and `backend --help`.
 //!
-//! The two settings that hold secrets (the token secret, and the database URL with its
+//! The three settings that hold secrets (the two token secrets, and the database URL with its
 //! password) are read from the environment or from a mounted file, never from a flag
-//! ([`crate::secret_settings`]); every other setting is also a flag (`backend --help`).
+//! ([`crate::secret_settings`]); every other setting is also a flag.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +17,7 @@ use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
 pub mod limits;
+pub mod reference;
 
 pub use limits::{LimitSettings, Limits};
 
@@ -81,46 +54,50 @@ pub enum RunMode {
 /// [`Settings::into_config`], from the environment only).
 #[derive(Debug, Clone, Args)]
 pub struct Settings {
-    /// The bank's base URL.
+    /// The partner bank's base URL; `https://…` for TLS.
     #[arg(long, env = "BANK_URL", default_value = "http://127.0.0.1:8081")]
     pub bank_url: String,
-    /// A PEM file of the CA certificates the bank's certificate must chain to.
+    /// A PEM file of the CA certificates the bank's certificate must chain to (those only); the
+    /// Mozilla roots compiled in when unset.
     #[arg(long, env = BANK_CA_FILE_SETTING)]
     pub bank_ca_file: Option<PathBuf>,
-    /// Lets production talk plaintext to a remote bank or database (a layer below encrypts).
+    /// `true` lets production use plaintext or unverified TLS to a remote bank or database (a
+    /// layer below, such as a mesh's mutual TLS, protects the link).
     #[arg(long, env = ALLOW_PLAINTEXT_SETTING, default_value_t = false, action = ArgAction::Set)]
     pub allow_plaintext_transport: bool,
-    /// Listen address of the API.
+    /// The API's address.
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen_addr: SocketAddr,
-    /// Listen address of the admin listener: metrics and detailed readiness, for operators only.
+    /// The admin listener: `/metrics`, detailed `/readyz`, the operator console and its API, for
+    /// operators only (SPEC §8).
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
-    /// Clock leeway for a token's `exp`, `nbf` and `iat`, in seconds.
+    /// Clock leeway allowed on a token's `exp`, `nbf` and `iat`, in seconds (at most 300).
     #[arg(long, env = JWT_LEEWAY_SETTING, default_value_t = DEFAULT_LEEWAY_SECONDS)]
     pub jwt_leeway_seconds: u64,
-    /// The `iss` every token must carry; not checked when unset.
+    /// When set, every token's `iss` must equal it; not checked when unset.
     #[arg(long, env = JWT_ISSUER_SETTING)]
     pub jwt_issuer: Option<String>,
-    /// The audience every token's `aud` must name; not checked when unset.
+    /// When set, every token's `aud` (a string or an array) must name it; not checked when unset.
     #[arg(long, env = JWT_AUDIENCE_SETTING)]
     pub jwt_audience: Option<String>,
-    /// `development` or `production`.
+    /// `development` allows the development secrets; production refuses them.
     #[arg(long, env = "APP_ENV", value_enum, default_value = "production")]
     pub mode: RunMode,
-    /// The idempotency policy file.
+    /// The idempotency policy file (SPEC §3).
     #[arg(long, env = "POLICY_FILE", default_value = "policy.yaml")]
     pub policy_file: PathBuf,
-    /// Bank call timeout, in milliseconds.
+    /// Give up on a bank call after this many milliseconds (the key becomes `unknown`); shorter
+    /// than the policy's `stuck_after_minutes`.
     #[arg(long, env = "BANK_TIMEOUT_MS", default_value_t = 5000)]
     pub bank_timeout_ms: u64,
-    /// Reconciler pause when idle, in milliseconds.
+    /// The reconciler's pause when nothing is due, in milliseconds (above 0).
     #[arg(long, env = "RECONCILE_INTERVAL_MS", default_value_t = 1000)]
     pub reconcile_interval_ms: u64,
-    /// Janitor pause between sweeps, in seconds.
+    /// The janitor's pause between expiry sweeps, in seconds (above 0).
     #[arg(long, env = "JANITOR_INTERVAL_SECONDS", default_value_t = 3600)]
     pub janitor_interval_seconds: u64,
-    /// Days a key's audit trail is kept after the key expired.
+    /// Days a key's audit trail is kept after the key expired (at most 3,650).
     #[arg(long, env = "AUDIT_TRAIL_KEEP_DAYS", default_value_t = 90)]
     pub audit_trail_keep_days: u64,
     /// The bounds on requests and bank calls.

@@ -8,6 +8,17 @@ use shared::{Decision, IdempotencyKey, KeyError, Operation, Problem, decide};
 
 use crate::state::AppState;
 
+/// A payment or refund request as it arrived, unchecked: the values of its key header, its
+/// path parameter (the bill, or the payment refunded) and its body.
+pub struct Submitted<'a> {
+    /// Every value of the policy's key header, raw (a repeated header is refused).
+    pub key_header_values: Vec<&'a [u8]>,
+    /// The path parameter, percent-decoded.
+    pub path_parameter: &'a str,
+    /// The body, as sent.
+    pub body: &'a [u8],
+}
+
 /// A request that passed the checks.
 pub(super) struct Admitted {
     /// The key: the client's, or one minted here when the policy does not require a key and
@@ -20,16 +31,21 @@ pub(super) struct Admitted {
 }
 
 /// Checks the body and the key of a request.
-pub(super) fn admit<'a>(
+/// Records the key on the current span once known.
+pub(super) fn admit(
     state: &AppState,
     operation: Operation,
-    key_header_values: impl IntoIterator<Item = &'a [u8]>,
-    path_parameter: &str,
-    body: &[u8],
+    submitted: &Submitted<'_>,
 ) -> Result<Admitted, Problem> {
+    let Submitted {
+        key_header_values,
+        path_parameter,
+        body,
+    } = submitted;
     let CheckedBody { value, fingerprint } =
         fingerprint(operation, path_parameter, body, state.body_limits)
             .map_err(|error| Problem::from(&error))?;
+    let key_header_values = key_header_values.iter().copied();
     let attempt = Attempt {
         key: state.policy.parse_key_header(operation, key_header_values),
         fingerprint,
@@ -46,6 +62,7 @@ pub(super) fn admit<'a>(
             .flatten()
             .unwrap_or_else(IdempotencyKey::mint),
     };
+    tracing::Span::current().record("key", tracing::field::display(&key));
     Ok(Admitted {
         key,
         attempt,

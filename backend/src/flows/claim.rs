@@ -1,73 +1,168 @@
-//! One round of a payment or a refund, the same for both: claim the key (the operation says
-//! how, [`ClaimTry`]), and if this request won it, call the bank once and save; if the key is
-//! stored already, decide on it ([`super::existing_key`]); if the key had expired and was made
-//! way for, claim again.
+//! A payment or a refund once it is admitted, the same for both: in rounds
+//! ([`super::rounds`]), claim the key with a fresh pending movement ([`Claiming`] says which);
+//! if this request won it, call the bank once and save; if the key is stored already, decide
+//! on it ([`super::existing_key`]); if the key had expired and was made way for, claim again.
 
-use std::future::Future;
+use std::sync::Arc;
 
-use time::OffsetDateTime;
+use shared::api::{PayBillRequest, RefundRequest};
+use shared::{Fingerprint, Operation, Problem, ProblemKind};
+use uuid::Uuid;
 
+use super::Caller;
 use super::admit::Admitted;
 use super::bank_call::call_bank_and_save;
-use super::existing_key::answer_existing_key;
-use super::rounds::{Round, RoundEnd};
+use super::existing_key::{answer_existing_key, reply_from_memory};
+use super::rounds::{Round, RoundEnd, answer_in_rounds};
+use super::waiting::Waiting;
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::{KeyRef, SavedMovement, StoreError, StoredKey};
+use crate::store::{ClaimResult, KeyRef, NewPayment, NewRefund, StoreError};
 
 /// How many claims a round makes at most. Reusing an expired key that was released with a
 /// check still to come takes three (settle the old claim, delete the key, claim it); one more
 /// spares a rare race a spurious error.
 const CLAIM_TRIES: usize = 4;
 
-/// What one claim of a key came to.
-pub(super) enum ClaimTry {
-    /// This request won the key: its pending movement, and the key's expiry.
-    Claimed {
-        /// The pending payment or refund written with the claim.
-        movement: SavedMovement,
-        /// The key's expiry, as written on its row.
-        expires_at: OffsetDateTime,
+/// What a claim writes with the key: a payment of a bill, or a refund of a payment.
+#[derive(Debug)]
+pub(super) enum Claiming {
+    /// `pay_bill` of `bill_id`.
+    Payment {
+        /// The bill.
+        bill_id: String,
+        /// The checked body.
+        request: PayBillRequest,
     },
-    /// The (user, key) is stored: decide on it.
-    Existing(StoredKey),
-    /// The operation refused the claim and wrote nothing (a refund of no payment, say).
-    Refused(Reply),
+    /// `refund_payment` of `payment_id`.
+    Refund {
+        /// The payment refunded.
+        payment_id: Uuid,
+        /// The checked body.
+        request: RefundRequest,
+    },
 }
 
-/// One round of the request `admitted` on `key`: claims with `claim` (or, after a wait, reads
-/// the key first), and carries out what follows, recorded against `cause`.
-pub(super) async fn claim_and_carry_out<Claim, Claiming>(
+impl Claiming {
+    fn operation(&self) -> Operation {
+        match self {
+            Claiming::Payment { .. } => Operation::PayBill,
+            Claiming::Refund { .. } => Operation::RefundPayment,
+        }
+    }
+
+    /// Claims `key` with a fresh pending movement (a new id, so a new bank reference).
+    async fn claim(
+        &self,
+        state: &AppState,
+        key: KeyRef,
+        fingerprint: &Fingerprint,
+        cause: &Cause,
+    ) -> Result<ClaimResult, StoreError> {
+        let id = Uuid::new_v4();
+        let bank_reference = self.operation().bank_reference(id);
+        let key_kept_for = state.policy.keep_keys_for;
+        match self {
+            Claiming::Payment { bill_id, request } => {
+                let payment = NewPayment {
+                    payment_id: id,
+                    bill_id: bill_id.clone(),
+                    amount_paise: request.amount_paise.as_i64(),
+                    payer_vpa: request.payer_vpa.clone(),
+                    bank_reference,
+                    key_kept_for,
+                };
+                let claims = state.claims();
+                claims
+                    .claim_payment(key, fingerprint, &payment, cause)
+                    .await
+            }
+            Claiming::Refund {
+                payment_id,
+                request,
+            } => {
+                let refund = NewRefund {
+                    refund_id: id,
+                    payment_id: *payment_id,
+                    amount_paise: request.amount_paise.as_i64(),
+                    bank_reference,
+                    key_kept_for,
+                };
+                state
+                    .claims()
+                    .claim_refund(key, fingerprint, &refund, cause)
+                    .await
+            }
+        }
+    }
+
+    fn amount_paise(&self) -> i64 {
+        match self {
+            Claiming::Payment { request, .. } => request.amount_paise.as_i64(),
+            Claiming::Refund { request, .. } => request.amount_paise.as_i64(),
+        }
+    }
+}
+
+/// Answers the admitted request of `caller` on its key: from memory if the key's reply is
+/// remembered, else in rounds of [`claim_and_carry_out`].
+pub(super) async fn claim_in_rounds(
     state: &AppState,
-    (key, admitted): (KeyRef, &Admitted),
+    caller: &Caller,
+    admitted: Admitted,
+    claiming: Claiming,
+) -> Result<Reply> {
+    let key = KeyRef::new(caller.user, &admitted.key);
+    let cause = caller.cause();
+    if let Some(reply) = reply_from_memory(state, key, &admitted.attempt, &cause) {
+        return Ok(reply);
+    }
+    let operation = claiming.operation();
+    let shared = Arc::new((admitted, claiming));
+    let waiting = Waiting::new(state, caller.wait);
+    answer_in_rounds(state, (operation, key), waiting, &cause, |round| {
+        let (state, shared, cause) = (state.clone(), Arc::clone(&shared), cause.clone());
+        async move {
+            let (admitted, claiming) = &*shared;
+            claim_and_carry_out(&state, (key, admitted, claiming), round, &cause).await
+        }
+    })
+    .await
+}
+
+/// One round of the request `admitted` on `key`: claims (or, after a wait, reads the key
+/// first), and carries out what follows, recorded against `cause`.
+async fn claim_and_carry_out(
+    state: &AppState,
+    (key, admitted, claiming): (KeyRef, &Admitted, &Claiming),
     round: Round,
     cause: &Cause,
-    mut claim: Claim,
-) -> Result<RoundEnd>
-where
-    Claim: FnMut() -> Claiming,
-    Claiming: Future<Output = Result<ClaimTry, StoreError>>,
-{
+) -> Result<RoundEnd> {
     let mut read_first = match round {
         Round::First => None,
         Round::AfterWait => state.claims().load_key(key).await?,
     };
+    let fingerprint = &admitted.attempt.fingerprint;
     for _ in 0..CLAIM_TRIES {
-        let tried = match read_first.take() {
-            Some(stored) => ClaimTry::Existing(stored),
-            None => claim().await?,
+        let claimed = match read_first.take() {
+            Some(stored) => ClaimResult::Existing(stored),
+            None => claiming.claim(state, key, fingerprint, cause).await?,
         };
-        let stored = match tried {
-            ClaimTry::Claimed {
+        let stored = match claimed {
+            ClaimResult::Claimed {
                 movement,
                 expires_at,
             } => {
                 let reply = call_bank_and_save(state, key, &movement, cause).await?;
                 return Ok(RoundEnd::Reply(reply.expiring(expires_at)));
             }
-            ClaimTry::Refused(reply) => return Ok(RoundEnd::Reply(reply)),
-            ClaimTry::Existing(stored) => stored,
+            ClaimResult::Existing(stored) => stored,
+            ClaimResult::PaymentNotFound => return Ok(RoundEnd::Reply(payment_not_found())),
+            ClaimResult::ExceedsRemaining { remaining_paise } => {
+                let refused = exceeds_remaining(claiming.amount_paise(), remaining_paise);
+                return Ok(RoundEnd::Reply(refused));
+            }
         };
         let attempt = &admitted.attempt;
         if let Some(end) = answer_existing_key(state, key, attempt, &stored, cause).await? {
@@ -75,4 +170,22 @@ where
         }
     }
     Err(Error::ClaimRoundsExhausted)
+}
+
+/// A refund of a payment the user does not have (or that did not succeed).
+pub(super) fn payment_not_found() -> Reply {
+    Reply::problem(Problem::new(
+        ProblemKind::NotFound,
+        "You have no succeeded payment with this id.",
+    ))
+}
+
+fn exceeds_remaining(amount_paise: i64, remaining_paise: i64) -> Reply {
+    Reply::problem(Problem::new(
+        ProblemKind::RefundExceedsPayment,
+        format!(
+            "The refund of {amount_paise} paise exceeds the {remaining_paise} paise that remain \
+             refundable on this payment."
+        ),
+    ))
 }

@@ -7,6 +7,7 @@
 use shared::decision::Attempt;
 use shared::{Decision, KeyState, Problem, decide};
 use time::OffsetDateTime;
+use uuid::Uuid;
 
 use super::bank_call::call_bank_and_save;
 use super::replies::{outcome_pending, saved_reply};
@@ -24,6 +25,19 @@ const REPLAYED: &str = "read from the database";
 const REPLAYED_FROM_MEMORY: &str = "from memory (the replay cache)";
 /// The trail's word for a refused mismatch.
 const MISMATCH: &str = "same key with another request body: refused (422)";
+
+/// The 422 for a key used with another request, counted and recorded in the trail.
+fn refuse_mismatch(
+    state: &AppState,
+    (key, resource): (KeyRef, Uuid),
+    operation: &'static str,
+    cause: &Cause,
+) -> Reply {
+    Metrics::count(&state.metrics.mismatches, operation);
+    let refused = (EventKind::MismatchRefused, MISMATCH);
+    state.trail.observe_key(key, Some(resource), refused, cause);
+    Reply::problem(Problem::idempotency_key_reused())
+}
 
 /// Decides on the stored key and carries the decision out: where the round ends, or `None` if
 /// the key is to be claimed again (it expired, or vanished).
@@ -44,20 +58,14 @@ pub(super) async fn answer_existing_key(
         Decision::Replay => {
             Metrics::count(&state.metrics.replays, operation);
             let replayed = (EventKind::Replayed, REPLAYED);
-            state
-                .trail
-                .observe_key(key, Some(stored.resource_id), replayed, cause);
+            let resource = Some(stored.resource_id);
+            state.trail.observe_key(key, resource, replayed, cause);
             replay(state, key, stored).await?
         }
         Decision::InProgress { .. } => return Ok(busy),
         Decision::OutcomePending { .. } => outcome_pending(),
         Decision::RejectMismatch => {
-            Metrics::count(&state.metrics.mismatches, operation);
-            let refused = (EventKind::MismatchRefused, MISMATCH);
-            state
-                .trail
-                .observe_key(key, Some(stored.resource_id), refused, cause);
-            Reply::problem(Problem::idempotency_key_reused())
+            refuse_mismatch(state, (key, stored.resource_id), operation, cause)
         }
         Decision::Reconcile => return reconcile_inline(state, key, expires_at, cause).await,
         Decision::ClaimReleased => {
@@ -116,10 +124,7 @@ pub(super) fn reply_from_memory(
             remembered.reply.clone().replayed()
         }
         Decision::RejectMismatch => {
-            Metrics::count(&state.metrics.mismatches, operation);
-            let refused = (EventKind::MismatchRefused, MISMATCH);
-            state.trail.observe_key(key, resource, refused, cause);
-            Reply::problem(Problem::idempotency_key_reused())
+            refuse_mismatch(state, (key, remembered.resource_id), operation, cause)
         }
         _ => {
             state.replay_cache.forget(key);

@@ -25,6 +25,7 @@ use shared::UserId;
 
 use crate::domain::{Cause, RequestId};
 
+pub use admit::Submitted;
 pub use pay_bill::pay_bill;
 pub use refund_payment::refund_payment;
 pub use replies::saved_reply;

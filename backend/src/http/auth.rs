@@ -1,14 +1,55 @@
 //! Bearer-token authentication for `/v1`: a middleware, so a request without a valid token is
-//! answered 401 before its path, key or body is looked at (SPEC §4 "Identity").
+//! answered 401 before its path, key or body is looked at (SPEC §4 "Identity"); and the
+//! [`Caller`] a handler behind it takes: the user, the request id and its `Prefer: wait`.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use shared::Problem;
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use shared::UserId;
+
+use super::payments::requested_wait;
+use crate::domain::RequestId;
 use crate::error::Error;
+use crate::flows::Caller;
 use crate::state::AppState;
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, Error> {
+        let user = *parts
+            .extensions
+            .get::<UserId>()
+            .ok_or(Error::Misrouted("an authenticated user"))?;
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .ok_or(Error::Misrouted("a request id"))?;
+        Ok(Caller {
+            user,
+            request_id,
+            wait: requested_wait(state, &parts.headers),
+        })
+    }
+}
+
+/// The `Authorization` header's bytes, if sent.
+pub fn authorization(headers: &HeaderMap) -> Option<&[u8]> {
+    headers
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+}
+
+/// Now, in unix seconds, as token checks count time.
+pub fn unix_now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
 
 /// Verifies the token and puts the [`shared::UserId`] into the request's extensions.
 pub async fn require_user(
@@ -16,12 +57,8 @@ pub async fn require_user(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let header_value = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(HeaderValue::as_bytes);
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    match state.tokens.verify_authorization(header_value, now) {
+    let header_value = authorization(request.headers());
+    match state.tokens.verify_authorization(header_value, unix_now()) {
         Ok(user) => {
             request.extensions_mut().insert(user);
             next.run(request).await

@@ -23,20 +23,19 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::value::RawValue;
 use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
-use shared::{IdempotencyKey, KeyState, Problem, ProblemKind, UserId};
+use shared::{IdempotencyKey, KeyState, Problem, ProblemKind};
 
-use super::payments::requested_wait;
 use super::reply_response::{mark_expiry, mark_wait_applied};
-use crate::domain::{Cause, RequestId};
+use crate::domain::Cause;
 use crate::error::Result;
-use crate::flows::{Waiting, saved_reply};
+use crate::flows::{Caller, Waiting, saved_reply};
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
 
@@ -45,13 +44,11 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/v1/idempotency-keys/{key}", get(key_status_handler))
 }
 
-#[tracing::instrument(skip_all, fields(user_id = %user, key))]
+#[tracing::instrument(skip_all, fields(user_id = %caller.user, key))]
 async fn key_status_handler(
     State(state): State<AppState>,
-    Extension(user): Extension<UserId>,
-    Extension(request_id): Extension<RequestId>,
+    caller: Caller,
     key: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
 ) -> Result<Response> {
     let Path(key) = key.map_err(|_| {
         Problem::new(
@@ -62,8 +59,8 @@ async fn key_status_handler(
     let key = IdempotencyKey::parse_header(key.as_bytes(), state.policy.key_format)
         .map_err(|error| Problem::from(&error))?;
     tracing::Span::current().record("key", tracing::field::display(&key));
-    let key = KeyRef::new(user, &key);
-    let mut waiting = Waiting::new(&state, requested_wait(&state, &headers));
+    let key = KeyRef::new(caller.user, &key);
+    let mut waiting = Waiting::new(&state, caller.wait);
     loop {
         let mut watch = waiting.watch(key);
         let stored = state.claims().load_key(key).await?.ok_or_else(|| {
@@ -75,7 +72,9 @@ async fn key_status_handler(
         let started = stored.record.state == KeyState::Started;
         if started
             && let Some(watch) = watch.as_mut()
-            && waiting.wait(key, watch, &Cause::request(&request_id)).await
+            && waiting
+                .wait(key, watch, &Cause::request(&caller.request_id))
+                .await
         {
             continue;
         }

@@ -21,7 +21,7 @@ use crate::state::AppState;
 /// place freed a moment later is taken rather than refused, and that a client ignoring
 /// `Retry-After` cannot turn the server into a 503 generator (measured: shedding at once, 512
 /// such connections drew 25,717 answers a second, 98% of them 503s, and the payments served
-/// fell to a quarter; README, "The limits' cost and effect").
+/// fell to a quarter; docs/figures.md, "The limits' cost and effect").
 pub const ADMISSION_WAIT: Duration = Duration::from_millis(100);
 
 /// Middleware: serves the request once fewer than `MAX_CONCURRENT_REQUESTS` are in flight,

@@ -50,40 +50,28 @@ pub fn document(state: &AppState) -> Value {
             ),
         },
         "paths": {
-            "/v1/bills/{bill_id}/pay": { "post": operation(
+            "/v1/bills/{bill_id}/pay": { "post": secured_operation("bearer",
                 "pay_bill", "Pay a bill once per Idempotency-Key",
                 &[path_parameter("bill_id", "The bill: 1-64 of A-Z a-z 0-9 - _ ."), key_parameter(), prefer_parameter()],
                 Some("PayBillRequest"),
-                json!({
+                idempotent_responses(json!({
                     "201": created("Payment", true),
-                    "400": problem("Missing or malformed key, body not JSON or too deep"),
-                    "401": problem("No valid bearer token"),
                     "402": replayable_problem("The bank declined (saved and replayed)"),
-                    "409": retry_problem("The first attempt with this key is still running"),
-                    "413": problem("Body over the size limit"),
                     "422": problem("Invalid field, or the key was used for a different request"),
-                    "429": retry_problem(RATE_LIMITED),
-                    "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
-                }),
+                })),
             )},
-            "/v1/payments/{payment_id}/refunds": { "post": operation(
+            "/v1/payments/{payment_id}/refunds": { "post": secured_operation("bearer",
                 "refund_payment", "Refund part of a payment once per Idempotency-Key",
                 &[path_parameter("payment_id", "The payment's id (a UUID)"), key_parameter(), prefer_parameter()],
                 Some("RefundRequest"),
-                json!({
+                idempotent_responses(json!({
                     "201": created("Refund", false),
-                    "400": problem("Missing or malformed key, body not JSON or too deep"),
-                    "401": problem("No valid bearer token"),
                     "402": replayable_problem("The bank refused the refund (saved and replayed)"),
                     "404": problem("No succeeded payment with this id for this user"),
-                    "409": retry_problem("The first attempt with this key is still running"),
-                    "413": problem("Body over the size limit"),
                     "422": problem("Invalid field, refund over the remaining amount, or key reused"),
-                    "429": retry_problem(RATE_LIMITED),
-                    "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
-                }),
+                })),
             )},
-            "/v1/payments/{payment_id}": { "get": operation(
+            "/v1/payments/{payment_id}": { "get": secured_operation("bearer",
                 "read_payment", "Read one of your payments with its refunds",
                 &[path_parameter("payment_id", "The payment's id (a UUID)")],
                 None,
@@ -94,7 +82,7 @@ pub fn document(state: &AppState) -> Value {
                     "404": problem("No such payment for this user"),
                 }),
             )},
-            "/v1/idempotency-keys/{key}": { "get": operation(
+            "/v1/idempotency-keys/{key}": { "get": secured_operation("bearer",
                 "key_status",
                 "Where one of your idempotency keys stands: its saved outcome, or pending",
                 &[path_parameter("key", "The key as sent in Idempotency-Key: bare, or the quoted form percent-encoded"), prefer_parameter()],
@@ -228,14 +216,22 @@ pub fn document(state: &AppState) -> Value {
     })
 }
 
-fn operation(
-    id: &str,
-    summary: &str,
-    parameters: &[Value],
-    body_schema: Option<&str>,
-    responses: Value,
-) -> Value {
-    secured_operation("bearer", id, summary, parameters, body_schema, responses)
+/// The answers every idempotent operation may give (a refused key or body, no token, the first
+/// attempt still running, a rate limit, an outcome pending), with `specific` added: its 201,
+/// its 402 and its 422.
+fn idempotent_responses(mut specific: Value) -> Value {
+    let common = json!({
+        "400": problem("Missing or malformed key, body not JSON or too deep"),
+        "401": problem("No valid bearer token"),
+        "409": retry_problem("The first attempt with this key is still running"),
+        "413": problem("Body over the size limit"),
+        "429": retry_problem(RATE_LIMITED),
+        "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
+    });
+    if let (Value::Object(responses), Value::Object(common)) = (&mut specific, common) {
+        responses.extend(common);
+    }
+    specific
 }
 
 /// An operation that needs the security scheme `scheme`, with a JSON body of `body_schema`
@@ -325,21 +321,21 @@ pub(super) fn problem(description: &str) -> Value {
 }
 
 fn replayable_problem(description: &str) -> Value {
-    let mut answer = problem(description);
-    answer["headers"] = json!({
-        "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
-        "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
-        "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
-    });
-    answer
+    problem_with_headers(description, "Idempotent-Replayed")
 }
 
 fn retry_problem(description: &str) -> Value {
+    problem_with_headers(description, "Retry-After")
+}
+
+/// A problem answer with `first` among its headers, and the two every keyed answer may carry.
+fn problem_with_headers(description: &str, first: &str) -> Value {
     let mut answer = problem(description);
-    answer["headers"] = json!({
-        "Retry-After": { "$ref": "#/components/headers/Retry-After" },
+    let mut headers = json!({
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
         "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
+    headers[first] = json!({ "$ref": format!("#/components/headers/{first}") });
+    answer["headers"] = headers;
     answer
 }

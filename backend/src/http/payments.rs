@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -16,58 +16,64 @@ use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
 
 use super::body::read_request_body;
-use crate::domain::{Reply, RequestId};
-use crate::error::Result;
-use crate::flows::{Caller, pay_bill, refund_payment};
+use crate::domain::Reply;
+use crate::error::{Error, Result};
+use crate::flows::{Caller, Submitted, pay_bill, refund_payment};
 use crate::state::AppState;
 use crate::store::{PaymentRow, RefundRow, StoreError};
 
 /// The payment routes, to be nested behind authentication.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/bills/{bill_id}/pay", post(pay_bill_handler))
-        .route("/v1/payments/{payment_id}/refunds", post(refund_handler))
+        .route("/v1/bills/{bill_id}/pay", post(pay))
+        .route("/v1/payments/{payment_id}/refunds", post(refund))
         .route("/v1/payments/{payment_id}", get(read_payment_handler))
 }
 
-async fn pay_bill_handler(
-    State(state): State<AppState>,
-    Extension(user): Extension<UserId>,
-    Extension(request_id): Extension<RequestId>,
-    bill_id: Result<Path<String>, PathRejection>,
+/// A payment or refund request as it arrived: its path parameter (`None` if it is not UTF-8
+/// once percent-decoded), its headers and its whole body (read within the body limits).
+struct Sent {
+    path_parameter: Option<String>,
     headers: HeaderMap,
-    body: Body,
-) -> Result<Reply> {
-    let Path(bill_id) = bill_id
-        .map_err(|_| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
-    let body = read_request_body(&state, body).await?;
-    let caller = caller(&state, user, request_id, &headers);
-    let keys = key_header_values(&state, &headers);
-    pay_bill(&state, &caller, keys, &bill_id, &body).await
+    body: Bytes,
 }
 
-async fn refund_handler(
-    State(state): State<AppState>,
-    Extension(user): Extension<UserId>,
-    Extension(request_id): Extension<RequestId>,
-    payment_id: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
-) -> Result<Reply> {
-    let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
-    let body = read_request_body(&state, body).await?;
-    let caller = caller(&state, user, request_id, &headers);
-    let keys = key_header_values(&state, &headers);
-    refund_payment(&state, &caller, keys, &payment_id, &body).await
-}
+impl FromRequest<AppState> for Sent {
+    type Rejection = Error;
 
-/// Who sent a payment request, and how long it may wait.
-fn caller(state: &AppState, user: UserId, request_id: RequestId, headers: &HeaderMap) -> Caller {
-    Caller {
-        user,
-        request_id,
-        wait: requested_wait(state, headers),
+    async fn from_request(request: Request, state: &AppState) -> Result<Sent, Error> {
+        let (mut parts, body) = request.into_parts();
+        let path = Path::<String>::from_request_parts(&mut parts, state).await;
+        Ok(Sent {
+            path_parameter: path.ok().map(|Path(parameter)| parameter),
+            body: read_request_body(state, body).await?,
+            headers: parts.headers,
+        })
     }
+}
+
+impl Sent {
+    /// The request for [`crate::flows`], naming `path_parameter`: every value of the policy's
+    /// key header as raw bytes (a repeated header is refused there), and the body.
+    fn submitted<'a>(&'a self, state: &AppState, path_parameter: &'a str) -> Submitted<'a> {
+        let key_header_values = self.headers.get_all(state.policy.header.as_str()).iter();
+        Submitted {
+            key_header_values: key_header_values.map(HeaderValue::as_bytes).collect(),
+            path_parameter,
+            body: &self.body,
+        }
+    }
+}
+
+async fn pay(State(state): State<AppState>, caller: Caller, sent: Sent) -> Result<Reply> {
+    let bill_id = (sent.path_parameter.as_deref())
+        .ok_or_else(|| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
+    pay_bill(&state, &caller, sent.submitted(&state, bill_id)).await
+}
+
+async fn refund(State(state): State<AppState>, caller: Caller, sent: Sent) -> Result<Reply> {
+    let payment_id = sent.path_parameter.as_deref().ok_or_else(no_such_payment)?;
+    refund_payment(&state, &caller, sent.submitted(&state, payment_id)).await
 }
 
 async fn read_payment_handler(
@@ -85,15 +91,6 @@ async fn read_payment_handler(
         StoreError::Corrupt(format!("payment {payment_id} has an amount out of range"))
     })?;
     Ok(Json(read))
-}
-
-/// All values of the policy's key header, as raw bytes (a repeated header is refused later).
-fn key_header_values<'h>(state: &AppState, headers: &'h HeaderMap) -> Vec<&'h [u8]> {
-    headers
-        .get_all(state.policy.header.as_str())
-        .iter()
-        .map(HeaderValue::as_bytes)
-        .collect()
 }
 
 /// The wait asked for with `Prefer: wait=N`, capped by the policy's `max_wait_seconds`.

@@ -25,6 +25,8 @@ mod error;
 mod group_commit;
 mod key_changes;
 mod leases;
+#[cfg(test)]
+mod pgbench_scripts;
 pub mod postgres;
 mod slices;
 mod sql;
@@ -45,6 +47,6 @@ pub use sql::operator_reads::{
 };
 pub use types::{
     CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey,
-    LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundClaimResult,
-    RefundRow, SavedMovement, StoredKey, UnknownCall,
+    LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow, SavedMovement,
+    StoredKey, UnknownCall,
 };

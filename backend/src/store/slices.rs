@@ -34,7 +34,7 @@ use super::sql::operator_reads::{
 use super::sql_store::SqlStore;
 use super::types::{
     ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow,
-    RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
+    RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -61,7 +61,7 @@ pub trait Claims: Send + Sync {
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         cause: &Cause,
-    ) -> Result<ClaimResult<PaymentRow>, StoreError>;
+    ) -> Result<ClaimResult, StoreError>;
 
     /// Claims a `refund_payment` key and writes its pending refund, checking the remaining
     /// amount one refund of the payment at a time; or says why not.
@@ -71,7 +71,7 @@ pub trait Claims: Send + Sync {
         fingerprint: &Fingerprint,
         refund: &NewRefund,
         cause: &Cause,
-    ) -> Result<RefundClaimResult, StoreError>;
+    ) -> Result<ClaimResult, StoreError>;
 
     /// Loads a key of a user (with its payment or refund, when finished).
     async fn load_key(&self, key: KeyRef) -> Result<Option<StoredKey>, StoreError>;

@@ -202,35 +202,21 @@ pub struct NewRefund {
     pub key_kept_for: Duration,
 }
 
-/// The result of trying to claim a key.
+/// The result of trying to claim a key, for a payment or a refund.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimResult<T> {
-    /// This request won the key; the pending movement was written with the claim.
+pub enum ClaimResult {
+    /// This request won the key; its pending payment or refund was written with the claim.
     Claimed {
         /// The pending payment or refund.
-        movement: T,
+        movement: SavedMovement,
         /// The key's expiry, as written on its row.
         expires_at: OffsetDateTime,
     },
     /// The (user, key) already exists; decide on the stored row.
     Existing(StoredKey),
-}
-
-/// The result of trying to claim a key for a refund, which also checks the payment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RefundClaimResult {
-    /// The key was claimed and the refund written pending.
-    Claimed {
-        /// The pending refund.
-        refund: RefundRow,
-        /// The key's expiry, as written on its row.
-        expires_at: OffsetDateTime,
-    },
-    /// The (user, key) already exists; decide on the stored row.
-    Existing(StoredKey),
-    /// The user has no succeeded payment with that id. Nothing was written.
+    /// A refund of no succeeded payment of the user's. Nothing was written.
     PaymentNotFound,
-    /// The refund is more than what remains refundable. Nothing was written.
+    /// A refund of more than what remains refundable. Nothing was written.
     ExceedsRemaining {
         /// What could still be refunded, in paise.
         remaining_paise: i64,

@@ -10,43 +10,37 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, State};
-use axum::{Extension, Json};
+use axum::Json;
+use axum::extract::State;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::paging::{
     DEFAULT_LIMIT, PageQuery, event_cursor, movement_cursor, movement_cursor_text, page_of,
 };
-use super::{customer_from_path, record_read, rfc3339};
-use crate::domain::RequestId;
+use super::{CustomerRequest, record_read, rfc3339};
 use crate::error::Error;
-use crate::operator_tokens::Operator;
 use crate::state::AppState;
 use crate::store::{CustomerKey, CustomerMovement, Page, StoredEvent, TrailOf};
 
 /// `GET /admin/api/customers/{user_id}`.
 pub async fn customer(
     State(state): State<AppState>,
-    Extension(operator): Extension<Operator>,
-    Extension(request_id): Extension<RequestId>,
-    Path(user_id): Path<String>,
+    asking: CustomerRequest,
     query: PageQuery,
 ) -> Result<Json<Value>, Error> {
-    let user = customer_from_path(&user_id)?;
     let page = page_of(query, "before", movement_cursor)?;
-    let reader = (&operator, &request_id);
-    record_read(&state, reader, user, "payments, refunds and keys").await?;
+    record_read(&state, &asking, "payments, refunds and keys").await?;
     let reads = state.operator_reads();
-    let movements = reads.customer_movements(user.as_i64(), page).await?;
+    let movements = reads.customer_movements(asking.user.as_i64(), page).await?;
     let claims: Vec<Uuid> = movements.items.iter().map(|movement| movement.id).collect();
-    let (keys, events) = reads.customer_claims(user.as_i64(), &claims).await?;
+    let (keys, events) = reads.customer_claims(asking.user.as_i64(), &claims).await?;
     let own_page = Page {
         from: None,
         limit: DEFAULT_LIMIT,
     };
     let own = reads
-        .customer_trail(user.as_i64(), TrailOf::CustomerOnly, own_page)
+        .customer_trail(asking.user.as_i64(), TrailOf::CustomerOnly, own_page)
         .await?;
     let events_complete =
         i64::try_from(events.len()).unwrap_or(i64::MAX) < crate::store::CLAIM_EVENTS_LIMIT;
@@ -58,7 +52,7 @@ pub async fn customer(
         .collect();
     let own_events: Vec<Value> = own.items.iter().rev().map(event_json).collect();
     Ok(Json(json!({
-        "user_id": user.get().to_string(),
+        "user_id": asking.user.get().to_string(),
         "actions": actions,
         "next": movements.next.as_ref().map(movement_cursor_text),
         "events_complete": events_complete,
@@ -70,21 +64,18 @@ pub async fn customer(
 /// `GET /admin/api/customers/{user_id}/trail`.
 pub async fn trail(
     State(state): State<AppState>,
-    Extension(operator): Extension<Operator>,
-    Extension(request_id): Extension<RequestId>,
-    Path(user_id): Path<String>,
+    asking: CustomerRequest,
     query: PageQuery,
 ) -> Result<Json<Value>, Error> {
-    let user = customer_from_path(&user_id)?;
     let page = page_of(query, "before", event_cursor)?;
-    record_read(&state, (&operator, &request_id), user, "trail").await?;
+    record_read(&state, &asking, "trail").await?;
     let trail = state
         .operator_reads()
-        .customer_trail(user.as_i64(), TrailOf::Everything, page)
+        .customer_trail(asking.user.as_i64(), TrailOf::Everything, page)
         .await?;
     let events: Vec<Value> = trail.items.iter().map(event_json).collect();
     Ok(Json(json!({
-        "user_id": user.get().to_string(),
+        "user_id": asking.user.get().to_string(),
         "events": events,
         "next": trail.next.map(|id| id.to_string()),
     })))

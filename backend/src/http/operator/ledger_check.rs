@@ -21,20 +21,19 @@
 
 use std::collections::BTreeMap;
 
+use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::{Extension, Json};
+use axum::extract::State;
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 use shared::api::MovementStatus;
 use shared::{Operation, Problem, ProblemKind};
 use time::OffsetDateTime;
 
-use super::{action_of, customer_from_path, rfc3339};
+use super::{CustomerRequest, action_of, rfc3339};
 use crate::bank_client::LookUp;
-use crate::domain::{Cause, EventKind, NewEvent, RequestId};
+use crate::domain::{EventKind, NewEvent};
 use crate::error::Error;
-use crate::operator_tokens::Operator;
 use crate::state::AppState;
 use crate::store::{CustomerMovement, Page};
 
@@ -77,14 +76,11 @@ struct Entry {
 /// The handler.
 pub async fn ledger_check(
     State(state): State<AppState>,
-    Extension(operator): Extension<Operator>,
-    Extension(request_id): Extension<RequestId>,
-    Path(user_id): Path<String>,
+    asking: CustomerRequest,
     body: Body,
 ) -> Result<Json<Value>, Error> {
-    let user = customer_from_path(&user_id)?;
-    let action = action_of(&state, &operator, body).await?;
-    let Some(_running) = state.ledger_checks.begin(user.as_i64()) else {
+    let action = action_of(&state, &asking, body).await?;
+    let Some(_running) = state.ledger_checks.begin(asking.user.as_i64()) else {
         return Err(Problem::new(
             ProblemKind::RequestInProgress,
             "A ledger check of this customer is running; look at its result when it ends.",
@@ -99,7 +95,7 @@ pub async fn ledger_check(
     let unread_left = loop {
         let movements = state
             .operator_reads()
-            .customer_movements(user.as_i64(), page)
+            .customer_movements(asking.user.as_i64(), page)
             .await?;
         let asked: Vec<Entry> = stream::iter(movements.items)
             .map(|ours| ask(state.clone(), ours))
@@ -131,12 +127,17 @@ pub async fn ledger_check(
             format!("not complete: {lookups_failed} look-ups failed")
         }
     );
-    let cause = Cause::operator(&request_id, action);
-    let checked = NewEvent::of_customer(user.as_i64(), EventKind::LedgerChecked, detail, &cause);
+    let cause = asking.cause(action);
+    let checked = NewEvent::of_customer(
+        asking.user.as_i64(),
+        EventKind::LedgerChecked,
+        detail,
+        &cause,
+    );
     state.trail_writes().append_event(&checked).await?;
     let entries_json: Vec<Value> = entries.iter().map(entry_json).collect();
     Ok(Json(json!({
-        "user_id": user.get().to_string(),
+        "user_id": asking.user.get().to_string(),
         "checked_at": rfc3339(OffsetDateTime::now_utc()),
         "movements_checked": entries.len(),
         "complete": complete,

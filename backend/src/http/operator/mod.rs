@@ -27,8 +27,8 @@ mod queue;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::header;
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -37,6 +37,7 @@ use shared::auth::UserId;
 use shared::{Problem, ProblemKind};
 use time::OffsetDateTime;
 
+use super::auth::{authorization, unix_now};
 use super::body::read_request_body;
 use crate::domain::{Cause, EventKind, NewEvent, OperatorAction, RequestId};
 use crate::error::Error;
@@ -74,12 +75,8 @@ async fn require_operator(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let header = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(axum::http::HeaderValue::as_bytes);
-    let now = OffsetDateTime::now_utc().unix_timestamp();
-    match state.operator_tokens.verify(header, now) {
+    let verified = (state.operator_tokens).verify(authorization(request.headers()), unix_now());
+    match verified {
         Ok(operator) => {
             request.extensions_mut().insert(operator);
             next.run(request).await
@@ -105,14 +102,45 @@ async fn require_operator(
     }
 }
 
-/// The customer a path names: a positive integer user id, else 404.
-fn customer_from_path(user_id: &str) -> Result<UserId, Error> {
-    UserId::from_subject(user_id).ok_or_else(|| {
-        Error::from(Problem::new(
-            ProblemKind::NotFound,
-            "No such customer: a customer id is a positive integer.",
-        ))
-    })
+/// An operator's request about one customer, for a handler behind [`require_operator`]: the
+/// operator, the request their reads and actions are recorded against, and the customer the
+/// path's first segment names (a positive integer user id, else 404).
+pub struct CustomerRequest {
+    operator: Operator,
+    request_id: RequestId,
+    user: UserId,
+}
+
+impl FromRequestParts<AppState> for CustomerRequest {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
+        let operator = parts.extensions.get::<Operator>().cloned();
+        let request_id = parts.extensions.get::<RequestId>().cloned();
+        let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| no_such_customer())?;
+        let first = segments.first().ok_or_else(no_such_customer)?;
+        Ok(CustomerRequest {
+            operator: operator.ok_or(Error::Misrouted("an operator"))?,
+            request_id: request_id.ok_or(Error::Misrouted("a request id"))?,
+            user: UserId::from_subject(first).ok_or_else(no_such_customer)?,
+        })
+    }
+}
+
+impl CustomerRequest {
+    /// The cause of this request's action `action`, for the trail.
+    fn cause(&self, action: OperatorAction) -> Cause {
+        Cause::operator(&self.request_id, action)
+    }
+}
+
+fn no_such_customer() -> Error {
+    Error::from(Problem::new(
+        ProblemKind::NotFound,
+        "No such customer: a customer id is a positive integer.",
+    ))
 }
 
 /// The longest reason kept.
@@ -127,7 +155,7 @@ struct ReasonBody {
 /// `reason`, required: 1 to 500 characters).
 async fn action_of(
     state: &AppState,
-    operator: &Operator,
+    asking: &CustomerRequest,
     body: Body,
 ) -> Result<OperatorAction, Error> {
     let bytes = read_request_body(state, body).await?;
@@ -158,29 +186,24 @@ async fn action_of(
         .into());
     }
     Ok(OperatorAction {
-        operator: operator.name.clone(),
+        operator: asking.operator.name.clone(),
         reason: Some(reason),
     })
 }
 
-/// Records in `user`'s trail that `operator` read their `what` (in the request `request_id`),
-/// before the read is answered: an operator's look at a customer's money is on the record,
-/// like their actions.
-async fn record_read(
-    state: &AppState,
-    (operator, request_id): (&Operator, &RequestId),
-    user: UserId,
-    what: &str,
-) -> Result<(), Error> {
+/// Records in the customer's trail that the operator of `asking` read their `what`, before
+/// the read is answered: an operator's look at a customer's money is on the record, like their
+/// actions.
+async fn record_read(state: &AppState, asking: &CustomerRequest, what: &str) -> Result<(), Error> {
     let reader = OperatorAction {
-        operator: operator.name.clone(),
+        operator: asking.operator.name.clone(),
         reason: None,
     };
     let read = NewEvent::of_customer(
-        user.as_i64(),
+        asking.user.as_i64(),
         EventKind::CustomerViewed,
         format!("read the customer's {what}"),
-        &Cause::operator(request_id, reader),
+        &asking.cause(reader),
     );
     state.trail_writes().append_event(&read).await?;
     Ok(())

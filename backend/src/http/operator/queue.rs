@@ -15,7 +15,6 @@
 //! bank yet), or `already_final` (nothing to ask). 409 while someone else holds the key (its
 //! own request's bank call, or a reconciler); 404 for a key the customer does not have.
 
-use axum::Extension;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -27,10 +26,8 @@ use super::customers::event_json;
 use super::paging::{
     DEFAULT_LIMIT, PageQuery, event_cursor, page_of, queue_cursor, queue_cursor_text,
 };
-use super::{action_of, customer_from_path, rfc3339};
-use crate::domain::{Cause, RequestId};
+use super::{CustomerRequest, action_of, rfc3339};
 use crate::error::Error;
-use crate::operator_tokens::Operator;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, LateDebit, Page, QueuedKey};
@@ -99,18 +96,16 @@ fn queued_json(queued: &QueuedKey) -> Value {
 /// `POST /admin/api/customers/{user_id}/keys/{key}/ask-bank`.
 pub async fn ask_bank(
     State(state): State<AppState>,
-    Extension(operator): Extension<Operator>,
-    Extension(request_id): Extension<RequestId>,
-    Path((user_id, key)): Path<(String, String)>,
+    asking: CustomerRequest,
+    Path((_, key)): Path<(String, String)>,
     body: Body,
 ) -> Result<Json<Value>, Error> {
-    let user = customer_from_path(&user_id)?;
     let key = KeyRef {
-        user,
+        user: asking.user,
         key: Uuid::parse_str(&key).map_err(|_| no_such_key())?,
     };
-    let action = action_of(&state, &operator, body).await?;
-    let cause = Cause::operator(&request_id, action);
+    let action = action_of(&state, &asking, body).await?;
+    let cause = asking.cause(action);
     let Some(leased) = state.leases().lease_key(key, Some(&cause)).await? else {
         return nothing_to_ask(&state, key).await;
     };

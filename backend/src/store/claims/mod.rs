@@ -9,7 +9,7 @@
 //! claim, the reads, the unknown, release and re-claim writes) is the shared statements of
 //! `store::sql`, composed here once.
 
-mod postgres;
+pub(super) mod postgres;
 mod sqlite;
 
 use std::future::Future;
@@ -29,7 +29,7 @@ use super::sql::{events, keys, movements};
 use super::sql_store::{SqlStore, claim_event};
 use super::types::{
     ClaimResult, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund, PaymentRow,
-    RefundClaimResult, RefundRow, SavedMovement, StoredKey, UnknownCall,
+    RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, EventKind, NewEvent};
 
@@ -76,7 +76,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         fingerprint: &Fingerprint,
         payment: &NewPayment,
         cause: &Cause,
-    ) -> Result<ClaimResult<PaymentRow>, StoreError> {
+    ) -> Result<ClaimResult, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
             let claimed = D::claim_key_with_pending_payment(
                 &self.writer,
@@ -88,7 +88,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             .await?;
             if let Some((movement, expires_at)) = claimed {
                 return Ok(ClaimResult::Claimed {
-                    movement,
+                    movement: SavedMovement::Payment(movement),
                     expires_at,
                 });
             }
@@ -109,7 +109,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         fingerprint: &Fingerprint,
         refund: &NewRefund,
         cause: &Cause,
-    ) -> Result<RefundClaimResult, StoreError> {
+    ) -> Result<ClaimResult, StoreError> {
         let user_id = key.user.as_i64();
         for _ in 0..CLAIM_ATTEMPTS {
             let mut tx = D::begin_write(&self.pool).await?;
@@ -118,8 +118,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             else {
                 // A retry of a finished refund still replays: look at the key first.
                 return Ok(match keys::select_key::<D>(&mut tx, key).await? {
-                    Some(existing) => RefundClaimResult::Existing(existing),
-                    None => RefundClaimResult::PaymentNotFound,
+                    Some(existing) => ClaimResult::Existing(existing),
+                    None => ClaimResult::PaymentNotFound,
                 });
             };
             let inserted = keys::insert_started_key::<D>(
@@ -134,7 +134,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             let Some(expires_at) = inserted else {
                 drop(tx);
                 match self.load_key(key).await? {
-                    Some(existing) => return Ok(RefundClaimResult::Existing(existing)),
+                    Some(existing) => return Ok(ClaimResult::Existing(existing)),
                     None => continue,
                 }
             };
@@ -143,7 +143,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
                     .await?;
             let remaining_paise = paid - committed;
             if refund.amount_paise > remaining_paise {
-                return Ok(RefundClaimResult::ExceedsRemaining { remaining_paise });
+                return Ok(ClaimResult::ExceedsRemaining { remaining_paise });
             }
             let row = movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference)
                 .await?;
@@ -155,8 +155,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             );
             events::append::<D>(&mut tx, &claimed).await?;
             tx.commit().await?;
-            return Ok(RefundClaimResult::Claimed {
-                refund: row,
+            return Ok(ClaimResult::Claimed {
+                movement: SavedMovement::Refund(row),
                 expires_at,
             });
         }

@@ -16,6 +16,54 @@ use crate::store::sql::movements::payment_from_row;
 use crate::store::sql::{keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 
+/// The `pay_bill` claim with its pending payment and its `claimed` event, in one statement:
+/// the payment and the event are written only if the key was inserted.
+pub(in crate::store) const CLAIM_PAYMENT: &str = "
+WITH claimed AS (
+    INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                                  lease_owner, lease_until, expires_at)
+    VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13)
+    ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
+told AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id)
+    SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed),
+paid AS (
+    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                          bank_reference)
+    SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed
+    RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
+              decline_reason)
+SELECT paid.*, claimed.expires_at FROM paid, claimed";
+
+/// The bank's final word on a movement of `operation`, in one statement: the movement's
+/// outcome, the key's `done` state (only if the movement moved), the announcement for waiters
+/// and the `bank_answered` event.
+pub(in crate::store) fn finish_statement(operation: Operation) -> String {
+    let (table, id_column, columns) = movements::table(operation);
+    format!(
+        "
+WITH moved AS (
+    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now()
+    WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
+    RETURNING {columns}),
+done AS (
+    UPDATE idempotency_keys SET {set_done}
+    WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
+      AND EXISTS (SELECT 1 FROM moved)
+    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
+              now() AS read_at),
+told AS (SELECT pg_notify($6, $7) FROM done),
+recorded AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id)
+    SELECT $2, $5, $1, 'bank_answered', $8, $9 FROM done)
+SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
+       done.created_at, done.claimed_at, done.expires_at, done.read_at,
+       (SELECT count(*) FROM told) AS told
+FROM moved LEFT JOIN done ON true",
+        set_done = keys::SET_DONE,
+    )
+}
+
 impl ClaimWrites for Postgres {
     /// The claim and its pending payment in one statement (one round trip, one implicit
     /// transaction): the payment row is written only if the key was inserted, and the
@@ -27,36 +75,20 @@ impl ClaimWrites for Postgres {
         claim: Lease,
         cause: &Cause,
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let query = sqlx::query(
-            "WITH claimed AS ( \
-                 INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, \
-                                               resource_id, lease_owner, lease_until, expires_at) \
-                 VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13) \
-                 ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at), \
-             told AS ( \
-                 INSERT INTO key_events (user_id, key, resource_id, event, request_id) \
-                 SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed), \
-             paid AS ( \
-                 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
-                                       status, bank_reference) \
-                 SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed \
-                 RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
-                           bank_reference, decline_reason) \
-             SELECT paid.*, claimed.expires_at FROM paid, claimed",
-        )
-        .arg(key.user.as_i64())
-        .arg(key.key)
-        .arg(Label(shared::Operation::PayBill))
-        .arg(fingerprint.as_bytes().to_vec())
-        .arg(payment.payment_id)
-        .arg(payment.bill_id.clone())
-        .arg(payment.amount_paise)
-        .arg(payment.payer_vpa.clone())
-        .arg(payment.bank_reference.clone())
-        .arg(claim.owner)
-        .arg(Span(claim.lasts))
-        .arg(request_id_of(cause))
-        .arg(Span(payment.key_kept_for));
+        let query = sqlx::query(CLAIM_PAYMENT)
+            .arg(key.user.as_i64())
+            .arg(key.key)
+            .arg(Label(shared::Operation::PayBill))
+            .arg(fingerprint.as_bytes().to_vec())
+            .arg(payment.payment_id)
+            .arg(payment.bill_id.clone())
+            .arg(payment.amount_paise)
+            .arg(payment.payer_vpa.clone())
+            .arg(payment.bank_reference.clone())
+            .arg(claim.owner)
+            .arg(Span(claim.lasts))
+            .arg(request_id_of(cause))
+            .arg(Span(payment.key_kept_for));
         let mut conn = pool.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             return Ok(None);
@@ -77,29 +109,8 @@ impl ClaimWrites for Postgres {
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
-        let (table, id_column, columns) = movements::table(operation);
         let (status, reason) = result.status_and_reason();
-        let sql = format!(
-            "WITH moved AS ( \
-                 UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now() \
-                 WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending' \
-                 RETURNING {columns}), \
-             done AS ( \
-                 UPDATE idempotency_keys SET {set_done} \
-                 WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' \
-                   AND EXISTS (SELECT 1 FROM moved) \
-                 RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, \
-                           expires_at, now() AS read_at), \
-             told AS (SELECT pg_notify($6, $7) FROM done), \
-             recorded AS ( \
-                 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id) \
-                 SELECT $2, $5, $1, 'bank_answered', $8, $9 FROM done) \
-             SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id, \
-                    done.created_at, done.claimed_at, done.expires_at, done.read_at, \
-                    (SELECT count(*) FROM told) AS told \
-             FROM moved LEFT JOIN done ON true",
-            set_done = keys::SET_DONE,
-        );
+        let sql = finish_statement(operation);
         let query = sqlx::query(&sql)
             .arg(resource_id)
             .arg(key.user.as_i64())

@@ -32,18 +32,7 @@ pub async fn select_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
 ) -> Result<Option<StoredKey>, StoreError> {
-    let sql = format!(
-        "SELECT {}, {} FROM idempotency_keys k \
-         LEFT JOIN payments p \
-           ON k.state = 'done' AND k.operation = 'pay_bill' \
-              AND p.user_id = k.user_id AND p.payment_id = k.resource_id \
-         LEFT JOIN refunds r \
-           ON k.state = 'done' AND k.operation = 'refund_payment' \
-              AND r.user_id = k.user_id AND r.refund_id = k.resource_id \
-         WHERE k.user_id = $1 AND k.key = $2",
-        key_columns::<D>("k."),
-        super::movements::JOINED_COLUMNS,
-    );
+    let sql = select_key_statement::<D>();
     let query = sqlx::query(&sql).arg(key.user.as_i64()).arg(key.key);
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
@@ -51,6 +40,24 @@ pub async fn select_key<D: Db>(
     let mut stored = stored_key_from_row::<D>(&row)?;
     stored.saved = saved_movement_from_joined_row::<D>(&row, &stored)?.map(Box::new);
     Ok(Some(stored))
+}
+
+/// The statement of [`select_key`]: the key `($1, $2)` joined with its finished movement.
+pub fn select_key_statement<D: Db>() -> String {
+    format!(
+        "
+SELECT {}, {}
+FROM idempotency_keys k
+LEFT JOIN payments p
+  ON k.state = 'done' AND k.operation = 'pay_bill'
+     AND p.user_id = k.user_id AND p.payment_id = k.resource_id
+LEFT JOIN refunds r
+  ON k.state = 'done' AND k.operation = 'refund_payment'
+     AND r.user_id = k.user_id AND r.refund_id = k.resource_id
+WHERE k.user_id = $1 AND k.key = $2",
+        key_columns::<D>("k."),
+        super::movements::JOINED_COLUMNS,
+    )
 }
 
 /// The claim: inserts the key as `started`, held by the claiming process (`claim`), expiring

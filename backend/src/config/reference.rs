@@ -1,0 +1,160 @@
+//! The configuration reference (docs/configuration.md), generated from the settings
+//! themselves: the clap definitions of [`Settings`] (each flag's environment variable, default
+//! and doc comment) and [`SECRET_SETTINGS`], the settings that are never flags. One source: a
+//! test fails when the docs differ, and `UPDATE_DOCS=1 cargo test -p backend --lib
+//! config::reference` rewrites the table.
+
+use clap::{Args, Command};
+
+use super::{DATABASE_URL_SETTING, DEFAULT_DATABASE_URL, Settings};
+use crate::operator_tokens::OPERATOR_SECRET_SETTING;
+use shared::auth::JWT_SECRET_SETTING;
+
+/// A setting read only from the environment or a mounted file ([`crate::secret_settings`]).
+pub struct SecretSetting {
+    /// The environment variable (`{name}_FILE` names a file holding the value instead).
+    pub name: &'static str,
+    /// What applies when it is unset.
+    pub default: &'static str,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+/// The settings that hold secrets, in the order the table lists them.
+pub const SECRET_SETTINGS: [SecretSetting; 3] = [
+    SecretSetting {
+        name: DATABASE_URL_SETTING,
+        default: DEFAULT_DATABASE_URL,
+        meaning: "where keys and payments live: `postgres://…` for PostgreSQL (production; \
+                  required for more than one replica), or `sqlite://PATH` for an embedded \
+                  SQLite file (created if missing; one process only)",
+    },
+    SecretSetting {
+        name: JWT_SECRET_SETTING,
+        default: "a development default (refused in production)",
+        meaning: "HS256 secret of customers' bearer tokens, at least 32 bytes",
+    },
+    SecretSetting {
+        name: OPERATOR_SECRET_SETTING,
+        default: "a development default in development; unset in production, which closes the \
+                  operator API",
+        meaning: "HS256 secret of operator tokens (the console), at least 32 bytes, never the \
+                  same as `AUTH_JWT_SECRET`",
+    },
+];
+
+/// Where the generated table starts and ends in docs/configuration.md.
+pub const TABLE_START: &str = "<!-- generated from backend/src/config: start -->";
+/// See [`TABLE_START`].
+pub const TABLE_END: &str = "<!-- generated from backend/src/config: end -->";
+
+/// The backend's settings as a Markdown table: variable, flag, default, meaning.
+pub fn settings_table() -> String {
+    let mut table = String::from("| variable | flag | default | meaning |\n|---|---|---|---|\n");
+    for secret in &SECRET_SETTINGS {
+        table.push_str(&row(
+            &format!("`{0}` (or `{0}_FILE`)", secret.name),
+            "never a flag",
+            secret.default,
+            secret.meaning,
+        ));
+    }
+    let command = Settings::augment_args(Command::new("backend"));
+    for arg in command.get_arguments() {
+        let Some(variable) = arg.get_env() else {
+            continue;
+        };
+        let flag = arg
+            .get_long()
+            .map(|long| format!("`--{long}`"))
+            .unwrap_or_default();
+        let defaults: Vec<String> = arg
+            .get_default_values()
+            .iter()
+            .map(|value| format!("`{}`", value.to_string_lossy()))
+            .collect();
+        let default = if defaults.is_empty() {
+            "unset".to_owned()
+        } else {
+            defaults.join(", ")
+        };
+        let meaning = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|help| help.to_string())
+            .unwrap_or_default();
+        table.push_str(&row(
+            &format!("`{}`", variable.to_string_lossy()),
+            &flag,
+            &default,
+            &meaning,
+        ));
+    }
+    table
+}
+
+/// One table row, with `|` escaped and line breaks folded so a cell stays one cell.
+fn row(variable: &str, flag: &str, default: &str, meaning: &str) -> String {
+    let cell = |text: &str| {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|")
+    };
+    format!(
+        "| {} | {} | {} | {} |\n",
+        cell(variable),
+        cell(flag),
+        cell(default),
+        cell(meaning)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+
+    #[test]
+    fn the_configuration_docs_are_the_settings_table() {
+        let docs = std::fs::read_to_string(DOCS).expect("docs/configuration.md");
+        let start = docs.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
+        let end = docs.find(TABLE_END).expect("the table's end marker");
+        let generated = format!("\n{}", settings_table());
+        if docs[start..end] == generated {
+            return;
+        }
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            let updated = format!("{}{generated}{}", &docs[..start], &docs[end..]);
+            std::fs::write(DOCS, updated).expect("rewriting docs/configuration.md");
+            return;
+        }
+        panic!(
+            "docs/configuration.md differs from the settings in backend/src/config; rewrite it \
+             with UPDATE_DOCS=1 cargo test -p backend --lib config::reference"
+        );
+    }
+
+    #[test]
+    fn every_setting_with_a_variable_is_in_the_table_once() {
+        let table = settings_table();
+        let command = Settings::augment_args(Command::new("backend"));
+        let variables: Vec<_> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_env())
+            .collect();
+        assert!(
+            variables.len() >= 25,
+            "found only {} settings",
+            variables.len()
+        );
+        for variable in variables {
+            let cell = format!("| `{}` |", variable.to_string_lossy());
+            assert_eq!(table.matches(&cell).count(), 1, "{cell} in\n{table}");
+        }
+        for secret in &SECRET_SETTINGS {
+            assert!(table.contains(&format!("`{}_FILE`", secret.name)));
+        }
+    }
+}
