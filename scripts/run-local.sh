@@ -44,7 +44,7 @@ key=$(cat /proc/sys/kernel/random/uuid)
 cat <<INFO
 
   API (clients call this): $api
-  backend:                 http://127.0.0.1:8080   (metrics: /metrics, policy: /idempotency-policy)
+  backend:                 http://127.0.0.1:8080   (policy: /idempotency-policy; metrics: http://127.0.0.1:9090/metrics)
   bank simulator:          http://127.0.0.1:8081   (ledger: /ledger)
   operator console:        http://127.0.0.1:9090/admin/console   (admin listener only)
 
