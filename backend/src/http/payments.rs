@@ -31,7 +31,8 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A payment or refund request as it arrived: its path parameter (`None` if it is not UTF-8
-/// once percent-decoded), its headers and its whole body (read within the body limits).
+/// once percent-decoded), its headers and its whole body (read within the body limits, and
+/// only when the path parameter is readable).
 struct Sent {
     path_parameter: Option<String>,
     headers: HeaderMap,
@@ -44,10 +45,16 @@ impl FromRequest<AppState> for Sent {
     async fn from_request(request: Request, state: &AppState) -> Result<Sent, Error> {
         let (mut parts, body) = request.into_parts();
         let path = Path::<String>::from_request_parts(&mut parts, state).await;
+        let path_parameter = path.ok().map(|Path(parameter)| parameter);
+        // A path refused is refused before the body is read, whatever the body.
+        let body = match path_parameter {
+            Some(_) => read_request_body(state, body).await?,
+            None => Bytes::new(),
+        };
         Ok(Sent {
-            path_parameter: path.ok().map(|Path(parameter)| parameter),
-            body: read_request_body(state, body).await?,
+            path_parameter,
             headers: parts.headers,
+            body,
         })
     }
 }
