@@ -2,15 +2,12 @@
 //! answered 401 before its path, key or body is looked at (SPEC §4 "Identity"); and the
 //! [`Caller`] a handler behind it takes: the user, the request id and its `Prefer: wait`.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use shared::Problem;
-
-use axum::extract::FromRequestParts;
-use axum::http::request::Parts;
-use shared::UserId;
+use shared::{Problem, UserId};
 
 use super::payments::requested_wait;
 use crate::domain::RequestId;

@@ -73,7 +73,9 @@ impl Sent {
 }
 
 async fn pay(State(state): State<AppState>, caller: Caller, sent: Sent) -> Result<Reply> {
-    let bill_id = (sent.path_parameter.as_deref())
+    let bill_id = sent
+        .path_parameter
+        .as_deref()
         .ok_or_else(|| Problem::invalid_field("bill_id", "bill_id is not a valid path segment"))?;
     pay_bill(&state, &caller, sent.submitted(&state, bill_id)).await
 }

@@ -75,7 +75,9 @@ async fn require_operator(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let verified = (state.operator_tokens).verify(authorization(request.headers()), unix_now());
+    let verified = state
+        .operator_tokens
+        .verify(authorization(request.headers()), unix_now());
     match verified {
         Ok(operator) => {
             request.extensions_mut().insert(operator);
