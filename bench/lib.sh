@@ -10,8 +10,9 @@ stacks=0
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  for db in "${databases[@]}"; do
-    psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  for db in "${databases[@]}"; do # NAME, or PORT/NAME on another server than 5432's
+    case $db in */*) port=${db%%/*} db=${db#*/} ;; *) port=5432 ;; esac
+    psql -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
   done
   rm -rf "$scratch"
 }
@@ -23,7 +24,7 @@ sql_value() {
     python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' \
       "$db" "$1"
   else
-    psql -h 127.0.0.1 -U postgres -d "$db" -Atc "$1"
+    psql -h 127.0.0.1 -p "${db_port:-5432}" -U postgres -d "$db" -Atc "$1"
   fi
 }
 
@@ -36,7 +37,9 @@ need_wrk() {
 # BACKEND_BINARY on 127.0.0.1:18080 (admin 18082) on a fresh database named after NAME
 # (a PostgreSQL database, or with STORE=sqlite a SQLite file); extra backend settings come from
 # the environment; DB_PARAMS, if set, is appended to a PostgreSQL URL (`sslmode=disable`,
-# say). Sets api, admin, bank, db (database name or file), backend_pid and token.
+# say); DB_PORT, if set, is the PostgreSQL server's port on 127.0.0.1 (a replicated cluster's
+# HAProxy), 5432 otherwise. Sets api, admin, bank, db (database name or file), db_port,
+# backend_pid and token.
 start_stack() {
   local name=$1 backend=$2 bank_port=18081 api_port=18080 database_url
   shift 2
@@ -46,9 +49,10 @@ start_stack() {
     database_url=sqlite://$db
   else
     db=${name}_$$_$stacks
-    databases+=("$db")
-    psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
-    database_url="postgres://postgres@127.0.0.1:5432/$db${DB_PARAMS:+?$DB_PARAMS}"
+    db_port=${DB_PORT:-5432}
+    databases+=("$db_port/$db")
+    psql -q -h 127.0.0.1 -p "$db_port" -U postgres -d postgres -c "CREATE DATABASE $db"
+    database_url="postgres://postgres@127.0.0.1:$db_port/$db${DB_PARAMS:+?$DB_PARAMS}"
   fi
   bank=http://127.0.0.1:$bank_port
   api=http://127.0.0.1:$api_port

@@ -157,7 +157,7 @@ start_backend() {
   containers+=("$name")
   podman run -d --name "$name" --network host \
     -e LISTEN_ADDR="127.0.0.1:$port" -e ADMIN_ADDR=127.0.0.1:0 -e BANK_URL="$bank_url" \
-    "$@" "$image" >/dev/null 2>"$scratch/$name.run.err" \
+    -e DATABASE_REPLICATION=none -e REQUIRE_EDGE_PROOF=false "$@" "$image" >/dev/null 2>"$scratch/$name.run.err" \
     || fail "podman run $name: $(grep -v 'systemd' "$scratch/$name.run.err" || true)"
   local deadline=$((SECONDS + 60))
   until podman logs "$name" 2>/dev/null | grep -q '^backend listening on http://'; do

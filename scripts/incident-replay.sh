@@ -91,7 +91,7 @@ bank_url=$(listening_url "$work/bank.log" "bank simulator")
 start_backend() {
   local policy=$1 addr=$2 log=$3
   env DATABASE_URL="$db_url" BANK_URL="$bank_url" LISTEN_ADDR="$addr" \
-    ADMIN_ADDR=127.0.0.1:0 AUTH_JWT_SECRET="$secret" APP_ENV=production POLICY_FILE="$policy" \
+    ADMIN_ADDR=127.0.0.1:0 AUTH_JWT_SECRET="$secret" APP_ENV=production DATABASE_REPLICATION=none REQUIRE_EDGE_PROOF=false POLICY_FILE="$policy" \
     BANK_TIMEOUT_MS="$bank_timeout_ms" RECONCILE_INTERVAL_MS=100 RUST_LOG=warn,backend=info \
     NO_COLOR=1 "$bin"/backend serve >"$log" 2>&1 &
   pids+=($!)

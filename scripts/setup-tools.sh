@@ -4,7 +4,8 @@
 # Cargo.lock; for the edge Worker, worker-build and the npm packages package-lock.json pins
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
 # cargo-deny for the supply-chain check (deny.toml); Debian's Chromium and chromedriver for the
-# operator console's browser test. Every `cargo install` is pinned and
+# operator console's browser test; etcd, HAProxy and Patroni for the replicated PostgreSQL of the
+# failover tests (scripts/ha-cluster.sh). Every `cargo install` is pinned and
 # `--locked`: the tool is built with the dependency versions its authors tested, not the newest
 # (unless the registry lacks one of them: `install_pinned`). Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
 set -euo pipefail
@@ -65,3 +66,7 @@ if [ ! -x /usr/bin/chromedriver ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   fi
 fi
+
+# The replicated PostgreSQL of the failover suite and the HA soak (etcd, HAProxy, Patroni in a
+# virtualenv), and HAProxy in front of the soak's replicas: scripts/ha-cluster.sh installs them.
+scripts/ha-cluster.sh install

@@ -2,7 +2,9 @@
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
 # (cargo deny: licences, bans, sources) and lint checks, the native test suites (the backend's
-# against a real PostgreSQL and bank simulator), the production container image run with podman
+# against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
+# chaos soaks (on PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the
+# audit must fail), the production container image run with podman
 # (deploy/verify-container.sh), and the shared and edge crates' tests again under
 # wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
@@ -41,7 +43,7 @@ cargo test --workspace --locked
 
 step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
 scripts/soak.sh --duration-seconds 60 --seed 1
-scripts/soak.sh --duration-seconds 30 --store sqlite --seed 1
+scripts/soak.sh --duration-seconds 30 --database sqlite --seed 1
 
 step "chaos soak: the audit fails a client that charges twice (a new key per retry)"
 broken_log=$(mktemp)
@@ -53,6 +55,22 @@ fi
 grep -q "one user action debited more than once" "$broken_log" \
   || { cat "$broken_log"; echo "the audit did not name the double charge" >&2; exit 1; }
 grep -E "^(double debits|audit:)" "$broken_log"
+rm -f "$broken_log"
+
+step "chaos soak on a Patroni cluster: its leader killed twice, a switchover, standbys lost, the leader paused, etcd restarted"
+scripts/soak.sh --database ha --duration-seconds 150 --seed 1
+
+step "chaos soak: the audit fails a cluster that replicates asynchronously (acknowledged payments lost on failover)"
+broken_log=$(mktemp)
+if scripts/soak.sh --database ha --ha-replication asynchronous --cluster-faults lose-the-tail \
+  --other-faults false --duration-seconds 40 --settle-seconds 20 --seed 1 >"$broken_log" 2>&1; then
+  cat "$broken_log"
+  echo "the audit passed a cluster that loses acknowledged commits" >&2
+  exit 1
+fi
+grep -q "an acknowledged movement missing from the books" "$broken_log" \
+  || { cat "$broken_log"; echo "the audit did not name the lost payments" >&2; exit 1; }
+grep -E "^(lost or orphan movements|audit:)" "$broken_log"
 rm -f "$broken_log"
 
 step "container image, run with podman (deploy/verify-container.sh)"

@@ -11,13 +11,14 @@
 pub mod bank_client;
 pub mod config;
 pub mod domain;
+pub mod durability;
 pub mod error;
 pub mod flows;
 pub mod http;
+pub mod identity;
 pub mod janitor;
 pub mod ledger_check_bounds;
 pub mod metrics;
-pub mod operator_tokens;
 pub mod readiness;
 pub mod reconcile;
 pub mod replay_cache;

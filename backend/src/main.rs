@@ -43,15 +43,16 @@ enum Command {
         #[arg(long, default_value_t = 24)]
         hours: i64,
     },
-    /// Print an operator token for the console (`role: "operator"`), signed with the configured
-    /// operator secret (development).
+    /// Print an operator token for the console (the operator role in the role claim), signed
+    /// with the configured operator secret (development; production's come from the identity
+    /// provider).
     DevOperatorToken {
         /// The operator's name, recorded with their actions in the audit trail.
         #[arg(long, default_value = "dev-operator")]
         name: String,
-        /// How long the token is valid, in hours.
-        #[arg(long, default_value_t = 8)]
-        hours: i64,
+        /// How long the token is valid, in minutes (at most OPERATOR_TOKEN_MAX_LIFETIME_SECONDS).
+        #[arg(long, default_value_t = 60)]
+        minutes: i64,
     },
 }
 
@@ -93,19 +94,38 @@ async fn main() -> anyhow::Result<()> {
         Command::DevToken { user, hours } => {
             let user = UserId::new(user).context("the user id must be a positive integer")?;
             let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
-            let claims = config.token_rules.claims_for(user, exp);
+            let claims = config.identity.token_rules.claims_for(user, exp);
+            let secret = config.identity.customer_keys.secret().context(
+                "customers' tokens come from the identity provider (AUTH_JWKS_URL); dev-token \
+                 signs only with AUTH_JWT_SECRET",
+            )?;
             println!(
                 "{}",
-                sign_claims(&claims, config.jwt_secret.expose_secret().as_bytes())
+                sign_claims(&claims, secret.expose_secret().as_bytes())
             );
             Ok(())
         }
-        Command::DevOperatorToken { name, hours } => {
-            let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
-            let claims = serde_json::json!({ "sub": name, "role": "operator", "exp": exp });
+        Command::DevOperatorToken { name, minutes } => {
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            let rules = &config.identity.operator_rules;
+            let mut claims =
+                serde_json::json!({ "sub": name, "iat": now, "exp": now + minutes * 60 });
+            claims[rules.role_claim.as_str()] = serde_json::json!([rules.role]);
+            if let Some(issuer) = rules.tokens.issuer() {
+                claims["iss"] = issuer.into();
+            }
+            if let Some(audience) = rules.tokens.audience() {
+                claims["aud"] = audience.into();
+            }
             let secret = config
-                .operator_secret
-                .context("OPERATOR_JWT_SECRET is not set: the operator console is closed")?;
+                .identity
+                .operator_keys
+                .as_ref()
+                .and_then(|keys| keys.secret())
+                .context(
+                    "no operator secret is configured (OPERATOR_JWT_SECRET, or development): \
+                     operators' tokens come from the identity provider, or the console is closed",
+                )?;
             println!(
                 "{}",
                 sign_claims(&claims, secret.expose_secret().as_bytes())

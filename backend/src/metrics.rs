@@ -96,6 +96,9 @@ pub struct Metrics {
     /// Times the writer of claims and outcomes (SQLite's group commit) stopped and was started
     /// again, read when metrics are scraped.
     pub store_writer_restarts: Counter,
+    /// Standbys acknowledging commits at the last readiness check (0 for SQLite, and for a
+    /// PostgreSQL without one), read when metrics are scraped.
+    pub database_synchronous_standbys: Gauge,
     /// Age in seconds of the oldest `started` key.
     pub oldest_started_seconds: Gauge<f64, AtomicU64>,
     /// Age in seconds of the oldest `unknown` key.
@@ -227,6 +230,11 @@ impl Metrics {
             "oldest_unknown_key_age_seconds",
             "Age of the oldest unknown key",
             metrics.oldest_unknown_seconds.clone(),
+        );
+        registry.register(
+            "database_synchronous_standbys",
+            "Standbys acknowledging commits synchronously at the last readiness check",
+            metrics.database_synchronous_standbys.clone(),
         );
         metrics
     }

@@ -1,7 +1,8 @@
-//! Readiness: whether the database answers, checked by one background task once a second and
-//! never by the request that asks, so a probe (or an attacker polling `GET /readyz`) costs no
-//! database connection and cannot starve the requests that need one. The public `/readyz`
-//! answers from the last check; the admin listener's shows its details.
+//! Readiness: whether the database answers, is the primary, and replicates commits as
+//! `DATABASE_REPLICATION` requires ([`crate::durability`]), checked by one background task once
+//! a second and never by the request that asks, so a probe (or an attacker polling `GET
+//! /readyz`) costs no database connection and cannot starve the requests that need one. The
+//! public `/readyz` answers from the last check; the admin listener's shows its details.
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::durability::{self, Replication, Verdict};
 use crate::store::SharedStore;
 
 /// How long one check waits for the database.
@@ -22,6 +24,11 @@ pub struct Check {
     pub ready: bool,
     /// Why not, if not.
     pub problem: Option<String>,
+    /// Ready, but commits are not replicated now (`DATABASE_REPLICATION=synchronous` with no
+    /// synchronous standby): why.
+    pub degraded: Option<String>,
+    /// How many standbys acknowledge commits, where the database says (PostgreSQL).
+    pub synchronous_standbys: Option<u32>,
     /// When the check ran.
     #[serde(with = "time::serde::rfc3339")]
     pub checked_at: OffsetDateTime,
@@ -33,18 +40,23 @@ pub struct Check {
 #[derive(Debug)]
 pub struct Readiness {
     last: Mutex<Check>,
+    required: Replication,
 }
 
 impl Readiness {
-    /// Ready: the application was just built, so its database answered (the migrations ran).
-    pub fn new() -> Readiness {
+    /// Ready: the application was just built, so its database answered (the migrations ran)
+    /// and was as durable as `required` says (start-up checked).
+    pub fn new(required: Replication) -> Readiness {
         Readiness {
             last: Mutex::new(Check {
                 ready: true,
                 problem: None,
+                degraded: None,
+                synchronous_standbys: None,
                 checked_at: OffsetDateTime::now_utc(),
                 ping_ms: 0,
             }),
+            required,
         }
     }
 
@@ -56,30 +68,56 @@ impl Readiness {
             .clone()
     }
 
-    /// Pings the database (bounded by [`CHECK_TIMEOUT`]) and records the result.
+    /// Pings the database and reads its replication (together bounded by [`CHECK_TIMEOUT`]),
+    /// and records the result; logs when the problem, or the degradation, changes.
     pub async fn check(&self, store: &SharedStore) {
         let started = std::time::Instant::now();
-        let problem = match tokio::time::timeout(CHECK_TIMEOUT, store.ping()).await {
-            Ok(Ok(())) => None,
-            Ok(Err(error)) => Some(error.to_string()),
-            Err(_) => Some(format!("no answer within {CHECK_TIMEOUT:?}")),
+        let looked = tokio::time::timeout(CHECK_TIMEOUT, async {
+            store.ping().await?;
+            store.replication().await
+        })
+        .await;
+        let (verdict, synchronous_standbys) = match looked {
+            Ok(Ok(state)) => (
+                durability::judge(self.required, state.as_ref()),
+                state.map(|state| state.synchronous_standbys),
+            ),
+            Ok(Err(error)) => (Verdict::Unfit(error.to_string()), None),
+            Err(_) => (
+                Verdict::Unfit(format!("no answer within {CHECK_TIMEOUT:?}")),
+                None,
+            ),
         };
-        if let Some(problem) = &problem {
-            tracing::warn!(problem, "not ready: the database does not answer");
-        }
+        let (problem, degraded) = match verdict {
+            Verdict::Durable => (None, None),
+            Verdict::Degraded(reason) => (None, Some(reason)),
+            Verdict::Unfit(reason) => (Some(reason), None),
+        };
         let check = Check {
             ready: problem.is_none(),
             problem,
+            degraded,
+            synchronous_standbys,
             checked_at: OffsetDateTime::now_utc(),
             ping_ms: started.elapsed().as_millis(),
         };
-        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = check;
-    }
-}
-
-impl Default for Readiness {
-    fn default() -> Self {
-        Readiness::new()
+        let previous = std::mem::replace(
+            &mut *self.last.lock().unwrap_or_else(PoisonError::into_inner),
+            check.clone(),
+        );
+        if check.problem != previous.problem
+            && let Some(problem) = &check.problem
+        {
+            tracing::warn!(problem, "not ready");
+        }
+        if check.degraded != previous.degraded
+            && let Some(degraded) = &check.degraded
+        {
+            tracing::warn!(degraded, "commits are not replicated now");
+        }
+        if check.ready && !previous.ready {
+            tracing::info!("ready again");
+        }
     }
 }
 

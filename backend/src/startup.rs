@@ -7,16 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use shared::auth::TokenVerifier;
 use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Config;
+use crate::config::{Identity, TokenKeys};
+use crate::identity::{
+    CustomerTokens, EdgeProofs, KeySource, OperatorTokens, ProviderKeys, Signing,
+};
 use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
-use crate::operator_tokens::OperatorTokens;
 use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
 use crate::secret_settings::ExposeSecret;
@@ -24,7 +26,7 @@ use crate::shutdown::Shutdown;
 use crate::state::{AppState, Parts};
 use crate::store::{self, SharedStore};
 use crate::trail::Appender;
-use crate::{http, janitor, reconcile, transport_security};
+use crate::{durability, http, janitor, reconcile, transport_security};
 
 /// How often the database's readiness is checked.
 const READINESS_INTERVAL: Duration = Duration::from_secs(1);
@@ -47,6 +49,11 @@ impl Application {
         )
         .await?;
         store.migrate().await.context("applying migrations")?;
+        let replication = store
+            .replication()
+            .await
+            .context("reading the database's replication")?;
+        durability::check_at_start(config.replication, replication.as_ref())?;
         let state = build_state(&config, store)?;
         let listener = bind(config.listen_addr).await?;
         let admin_listener = bind(config.admin_addr).await?;
@@ -139,32 +146,64 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
         transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
     let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
     let (trail, _written_in_background) = Appender::start(store.clone());
+    let (customer_signing, operator_signing) = signing(&config.identity)?;
     Ok(AppState::new(Parts {
         trail,
         store,
         replay_cache: ReplayCache::new(config.limits.replay_cache),
         bank,
         policy: Arc::new(config.policy.clone()),
-        tokens: Arc::new(TokenVerifier::new(
-            config.jwt_secret.expose_secret().as_bytes(),
-            config.token_rules.clone(),
+        tokens: Arc::new(CustomerTokens::new(
+            customer_signing,
+            config.identity.token_rules.clone(),
         )),
         operator_tokens: Arc::new(OperatorTokens::new(
-            config
-                .operator_secret
-                .as_ref()
-                .map(|secret| secret.expose_secret().as_bytes().to_vec()),
-            config.token_rules.leeway_seconds(),
+            operator_signing,
+            config.identity.operator_rules.clone(),
         )),
+        edge_proofs: config
+            .identity
+            .edge_proof_secret
+            .as_ref()
+            .map(|secret| Arc::new(EdgeProofs::new(secret.expose_secret().as_bytes().to_vec()))),
         trail_kept_after_key: config.trail_kept_after_key,
         ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_calls)),
         metrics: Arc::new(Metrics::new()),
         body_limits: BodyLimits::default(),
         limits: config.limits,
-        readiness: Arc::new(Readiness::new()),
+        readiness: Arc::new(Readiness::new(config.replication)),
         requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
         waiting_places: Arc::new(Semaphore::new(config.limits.max_waiting_requests)),
     }))
+}
+
+/// How customers' and operators' tokens are signed; one cache of a key set both use.
+fn signing(identity: &Identity) -> anyhow::Result<(Signing, Option<Signing>)> {
+    let http = reqwest::Client::builder()
+        .build()
+        .context("building the client that fetches the identity provider's keys")?;
+    let keys_of = |source: &KeySource| {
+        Arc::new(ProviderKeys::new(
+            source.clone(),
+            identity.key_cache,
+            http.clone(),
+        ))
+    };
+    let customer_keys = match &identity.customer_keys {
+        TokenKeys::Provider(source) => Some((source, keys_of(source))),
+        TokenKeys::Secret(_) => None,
+    };
+    let signing_of = |keys: &TokenKeys| match keys {
+        TokenKeys::Secret(secret) => Signing::Secret(secret.expose_secret().as_bytes().to_vec()),
+        TokenKeys::Provider(source) => Signing::Provider(match &customer_keys {
+            Some((shared, keys)) if *shared == source => Arc::clone(keys),
+            _ => keys_of(source),
+        }),
+    };
+    Ok((
+        signing_of(&identity.customer_keys),
+        identity.operator_keys.as_ref().map(signing_of),
+    ))
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {

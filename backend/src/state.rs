@@ -1,18 +1,17 @@
 //! The application state every handler and worker shares: the store, the replay cache, the
-//! bank client, the policy, the token verifier, the metrics and the audit trail's writer.
+//! bank client, the policy, the token verifiers and the edge's proof, the metrics and the audit trail's writer.
 
 use std::sync::Arc;
 
 use shared::Policy;
-use shared::auth::TokenVerifier;
 use shared::fingerprint::BodyLimits;
 use tokio::sync::Semaphore;
 
 use crate::bank_client::BankClient;
 use crate::config::Limits;
+use crate::identity::{CustomerTokens, EdgeProofs, OperatorTokens};
 use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
-use crate::operator_tokens::OperatorTokens;
 use crate::readiness::Readiness;
 use crate::replay_cache::ReplayCache;
 use crate::store::{Claims, Expiry, Leases, OperatorReads, SharedStore, TrailWrites};
@@ -77,8 +76,10 @@ pub struct Parts {
     pub bank: BankClient,
     /// The idempotency policy.
     pub policy: Arc<Policy>,
-    /// Checks bearer tokens: the HS256 secret and the token rules.
-    pub tokens: Arc<TokenVerifier>,
+    /// Checks customers' bearer tokens: their keys (or secret) and rules.
+    pub tokens: Arc<CustomerTokens>,
+    /// Checks that `/v1` requests came through the edge; `None` where that is not required.
+    pub edge_proofs: Option<Arc<EdgeProofs>>,
     /// The metrics.
     pub metrics: Arc<Metrics>,
     /// Size and depth limits for request bodies.

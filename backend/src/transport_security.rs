@@ -93,6 +93,20 @@ pub fn refuse_plaintext(bank_url: &str, database_url: &str) -> anyhow::Result<()
     Ok(())
 }
 
+/// Refuses a plain `http://` URL to another machine for `setting` (the identity provider's key
+/// set, say: keys fetched in the clear could be swapped for an attacker's).
+pub fn refuse_plaintext_url(setting: &str, url: &str) -> anyhow::Result<()> {
+    let parsed = reqwest::Url::parse(url).with_context(|| format!("{setting} is not a URL"))?;
+    if parsed.scheme() != "https" && !parsed.host_str().is_some_and(is_local_name) {
+        bail!(
+            "{setting} ({}) is plaintext to another machine: use https, or set \
+             {ALLOW_PLAINTEXT_SETTING}=true if a layer below encrypts the link",
+            parsed.origin().ascii_serialization()
+        );
+    }
+    Ok(())
+}
+
 /// `localhost`, a loopback address, or a Unix socket directory (PostgreSQL's `host=/path`).
 fn is_local_name(host: &str) -> bool {
     let unbracketed = host.trim_start_matches('[').trim_end_matches(']');

@@ -1,7 +1,8 @@
-//! The edge's settings: the backend's URL, the forward timeout, the run mode, the token rules and
-//! the rate limits (`[vars]` in `wrangler.toml`), the JWT secret (a wrangler secret; `.dev.vars`
-//! in development) and the idempotency policy, compiled in from the repository's `policy.yaml`
-//! (the file the backend reads).
+//! The edge's settings: the backend's URL, the forward timeout, the run mode, where tokens get
+//! their keys (the identity provider's JWKS URL, or the HS256 secret), the token rules and the
+//! rate limits (`[vars]` in `wrangler.toml`), the secrets (the JWT secret and the edge proof's,
+//! wrangler secrets; `.dev.vars` in development) and the idempotency policy, compiled in from the
+//! repository's `policy.yaml` (the file the backend reads).
 //!
 //! The values arrive as strings from the runtime's environment; [`EdgeConfig::from_settings`]
 //! checks them once per request, so a misconfigured Worker answers a clear 500 and logs which
@@ -14,10 +15,13 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use shared::Policy;
+use shared::auth::key_cache::CachePolicy;
 use shared::auth::{
     DEFAULT_LEEWAY_SECONDS, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING, JWT_LEEWAY_SETTING,
-    JWT_SECRET_SETTING, SecretError, TokenRules, TokenRulesError, TokenVerifier, check_secret,
+    JWT_SECRET_SETTING, SecretError, TokenRules, TokenRulesError, TokenVerifier,
+    USER_CLAIM_SETTING, check_secret,
 };
+use shared::edge_proof::{MIN_PROOF_SECRET_BYTES, PROOF_SECRET_SETTING};
 
 use crate::rate_limit::Limit;
 
@@ -27,6 +31,15 @@ pub const BACKEND_URL_VAR: &str = "BACKEND_URL";
 /// The secret holding the HS256 key that bearer tokens are signed with (the backend's
 /// `AUTH_JWT_SECRET`).
 pub const JWT_SECRET_VAR: &str = JWT_SECRET_SETTING;
+
+/// The `[vars]` entry holding the identity provider's JWKS URL (the backend's `AUTH_JWKS_URL`).
+pub const JWKS_URL_VAR: &str = "AUTH_JWKS_URL";
+
+/// The `[vars]` entry bounding how often the key set is fetched, in seconds.
+pub const JWKS_REFETCH_VAR: &str = "AUTH_JWKS_REFETCH_SECONDS";
+
+/// The secret the edge signs its proof with (the backend's `EDGE_PROOF_SECRET`).
+pub const PROOF_SECRET_VAR: &str = PROOF_SECRET_SETTING;
 
 /// The optional `[vars]` entry bounding one forward to the backend, in milliseconds.
 pub const BACKEND_TIMEOUT_VAR: &str = "BACKEND_TIMEOUT_MS";
@@ -91,13 +104,52 @@ pub struct RateLimits {
     pub per_address: Limit,
 }
 
+/// How bearer tokens are checked at the edge, as at the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EdgeTokens {
+    /// With the identity provider's published keys: verified by WebCrypto
+    /// (`runtime::identity`).
+    Provider {
+        /// The JWKS URL.
+        jwks_url: String,
+        /// How the key set is cached.
+        cache: CachePolicy,
+        /// What the claims must hold.
+        rules: TokenRules,
+    },
+    /// With one HS256 secret, under these rules.
+    Secret(TokenVerifier),
+}
+
+impl EdgeTokens {
+    /// What the claims must hold.
+    pub fn rules(&self) -> &TokenRules {
+        match self {
+            EdgeTokens::Provider { rules, .. } => rules,
+            EdgeTokens::Secret(verifier) => verifier.rules(),
+        }
+    }
+}
+
+/// The edge proof's secret; its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+struct ProofSecret(String);
+
+impl std::fmt::Debug for ProofSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProofSecret([REDACTED])")
+    }
+}
+
 /// The checked settings of the Worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
     /// The backend's base URL without a trailing slash; request paths are appended to it.
     backend_base: String,
-    /// Verifies bearer tokens as the backend does: the HS256 secret and the token rules.
-    tokens: TokenVerifier,
+    /// Checks bearer tokens as the backend does.
+    tokens: EdgeTokens,
+    /// The secret of the proof the edge adds to every forward, when the backend asks for one.
+    proof_secret: Option<ProofSecret>,
     /// The bound on one forward to the backend.
     backend_timeout: Duration,
     /// The rate limits.
@@ -119,6 +171,21 @@ pub enum ConfigError {
     /// The secret is the development one outside development, or too short.
     #[error(transparent)]
     Secret(#[from] SecretError),
+    /// Both a JWKS URL and a JWT secret are set.
+    #[error("set {JWKS_URL_VAR} or {JWT_SECRET_VAR}, not both: tokens are signed one way")]
+    TwoKeySources,
+    /// The JWKS URL is not an `https://` URL (or `http://` to this machine, or in development).
+    #[error(
+        "{JWKS_URL_VAR} must be an https:// URL (http:// only to this machine, or in \
+         development), not {0:?}"
+    )]
+    BadJwksUrl(String),
+    /// The key set's refetch bound is not a positive whole number of seconds.
+    #[error("{JWKS_REFETCH_VAR} must be a positive whole number of seconds, not {0:?}")]
+    BadRefetch(String),
+    /// The edge proof's secret is too short.
+    #[error("{PROOF_SECRET_VAR} must be at least {MIN_PROOF_SECRET_BYTES} bytes")]
+    ShortProofSecret,
     /// The leeway is not a whole number of seconds.
     #[error("{JWT_LEEWAY_SETTING} must be a whole number of seconds, not {0:?}")]
     BadLeeway(String),
@@ -177,8 +244,6 @@ impl EdgeConfig {
                 _ => return Err(ConfigError::BadAppEnv(mode)),
             },
         };
-        let jwt_secret = setting(JWT_SECRET_VAR).ok_or(ConfigError::Missing(JWT_SECRET_VAR))?;
-        check_secret(jwt_secret.as_bytes(), development_mode)?;
         let leeway_seconds = match setting(JWT_LEEWAY_SETTING) {
             None => DEFAULT_LEEWAY_SECONDS,
             Some(text) => text
@@ -190,7 +255,17 @@ impl EdgeConfig {
             leeway_seconds,
             setting(JWT_ISSUER_SETTING),
             setting(JWT_AUDIENCE_SETTING),
-        )?;
+        )?
+        .with_user_claim(setting(USER_CLAIM_SETTING));
+        let tokens = tokens(&setting, token_rules, development_mode)?;
+        let proof_secret = setting(PROOF_SECRET_VAR).filter(|secret| !secret.is_empty());
+        if proof_secret
+            .as_ref()
+            .is_some_and(|secret| secret.len() < MIN_PROOF_SECRET_BYTES)
+        {
+            return Err(ConfigError::ShortProofSecret);
+        }
+        let proof_secret = proof_secret.map(ProofSecret);
         let backend_timeout = match setting(BACKEND_TIMEOUT_VAR) {
             None => DEFAULT_BACKEND_TIMEOUT,
             Some(text) => positive(&text)
@@ -210,7 +285,8 @@ impl EdgeConfig {
         };
         Ok(EdgeConfig {
             backend_base,
-            tokens: TokenVerifier::new(jwt_secret, token_rules),
+            tokens,
+            proof_secret,
             backend_timeout,
             rate_limits,
         })
@@ -221,9 +297,14 @@ impl EdgeConfig {
         format!("{}{path_and_query}", self.backend_base)
     }
 
-    /// The verifier of bearer tokens.
-    pub fn tokens(&self) -> &TokenVerifier {
+    /// How bearer tokens are checked.
+    pub fn tokens(&self) -> &EdgeTokens {
         &self.tokens
+    }
+
+    /// The edge proof's secret, if the edge signs its forwards.
+    pub fn proof_secret(&self) -> Option<&[u8]> {
+        self.proof_secret.as_ref().map(|secret| secret.0.as_bytes())
     }
 
     /// The bound on one forward to the backend.
@@ -240,6 +321,52 @@ impl EdgeConfig {
     /// The rate limits.
     pub fn rate_limits(&self) -> RateLimits {
         self.rate_limits
+    }
+}
+
+/// Where tokens get their keys: the JWKS URL, or else the JWT secret (required then, and
+/// refused as the backend refuses it); both set is refused.
+fn tokens(
+    setting: &impl Fn(&str) -> Option<String>,
+    rules: TokenRules,
+    development_mode: bool,
+) -> Result<EdgeTokens, ConfigError> {
+    let jwks_url = setting(JWKS_URL_VAR).filter(|url| !url.trim().is_empty());
+    let secret = setting(JWT_SECRET_VAR).filter(|secret| !secret.is_empty());
+    match (jwks_url, secret) {
+        (Some(_), Some(_)) => Err(ConfigError::TwoKeySources),
+        (Some(url), None) => {
+            let url = url.trim().to_owned();
+            let loopback = [
+                "http://127.",
+                "http://localhost:",
+                "http://localhost/",
+                "http://[::1]",
+            ]
+            .iter()
+            .any(|prefix| url.starts_with(prefix));
+            let allowed = url.starts_with("https://")
+                || loopback
+                || (development_mode && url.starts_with("http://"));
+            if !allowed {
+                return Err(ConfigError::BadJwksUrl(url));
+            }
+            let mut cache = CachePolicy::default();
+            if let Some(text) = setting(JWKS_REFETCH_VAR) {
+                let seconds = positive(&text).ok_or(ConfigError::BadRefetch(text))?;
+                cache.refetch_every = Duration::from_secs(seconds);
+            }
+            Ok(EdgeTokens::Provider {
+                jwks_url: url,
+                cache,
+                rules,
+            })
+        }
+        (None, Some(secret)) => {
+            check_secret(secret.as_bytes(), development_mode)?;
+            Ok(EdgeTokens::Secret(TokenVerifier::new(secret, rules)))
+        }
+        (None, None) => Err(ConfigError::Missing(JWT_SECRET_VAR)),
     }
 }
 
@@ -400,6 +527,52 @@ mod tests {
     }
 
     #[test]
+    fn a_jwks_url_replaces_the_secret_and_the_proof_secret_is_checked() {
+        let provider = settings(&[
+            (JWT_SECRET_VAR, None),
+            (
+                JWKS_URL_VAR,
+                Some("https://id.example/.well-known/jwks.json"),
+            ),
+            (USER_CLAIM_SETTING, Some("customer_id")),
+            (JWKS_REFETCH_VAR, Some("2")),
+        ])
+        .expect("a provider's keys");
+        let EdgeTokens::Provider {
+            jwks_url,
+            cache,
+            rules,
+        } = provider.tokens()
+        else {
+            panic!("expected the provider's keys: {provider:?}");
+        };
+        assert_eq!(jwks_url, "https://id.example/.well-known/jwks.json");
+        assert_eq!(cache.refetch_every, Duration::from_secs(2));
+        assert_eq!(rules.user_claim(), "customer_id");
+        assert_eq!(
+            settings(&[(JWKS_URL_VAR, Some("https://id.example/jwks"))]),
+            Err(ConfigError::TwoKeySources)
+        );
+        let plaintext = [
+            (JWT_SECRET_VAR, None),
+            (JWKS_URL_VAR, Some("http://id.example/jwks")),
+        ];
+        assert!(matches!(
+            settings(&plaintext),
+            Err(ConfigError::BadJwksUrl(_))
+        ));
+        let in_development = [plaintext.as_slice(), &[(APP_ENV_VAR, Some("development"))]].concat();
+        assert!(settings(&in_development).is_ok());
+        assert_eq!(
+            settings(&[(PROOF_SECRET_VAR, Some("short"))]),
+            Err(ConfigError::ShortProofSecret)
+        );
+        let proving = settings(&[(PROOF_SECRET_VAR, Some(SECRET))]).expect("a proof secret");
+        assert_eq!(proving.proof_secret(), Some(SECRET.as_bytes()));
+        assert_eq!(settings(&[]).expect("defaults").proof_secret(), None);
+    }
+
+    #[test]
     fn rate_limits_have_defaults_and_can_be_set() {
         let defaults = settings(&[]).expect("valid").rate_limits();
         assert_eq!(defaults.per_user, DEFAULT_USER_LIMIT);
@@ -458,8 +631,11 @@ mod tests {
     }
 
     #[test]
-    fn debug_output_never_shows_the_secret() {
+    fn debug_output_never_shows_the_secrets() {
         let edge = config("http://b", None).expect("valid");
         assert!(!format!("{edge:?}").contains(SECRET));
+        let proof = "an-edge-proof-secret-of-at-least-32-bytes";
+        let proving = settings(&[(PROOF_SECRET_VAR, Some(proof))]).expect("valid");
+        assert!(!format!("{proving:?}").contains(proof));
     }
 }

@@ -14,8 +14,9 @@ use shared::{Problem, ProblemKind};
 /// The header carrying the edge's request id to the backend.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
-/// Incoming headers not passed on: `Host` names the edge, and the runtime sets the backend's.
-pub const NOT_FORWARDED_HEADERS: [&str; 1] = ["host"];
+/// Incoming headers not passed on: `Host` names the edge, and the runtime sets the backend's;
+/// an `Edge-Proof` is the edge's own to make, never a client's to pass through.
+pub const NOT_FORWARDED_HEADERS: [&str; 2] = ["host", shared::edge_proof::PROOF_HEADER];
 
 /// How long a client should wait before retrying after a failed forward.
 pub const RETRY_AFTER_FAILED_FORWARD: Duration = Duration::from_secs(1);
@@ -106,8 +107,9 @@ mod tests {
     }
 
     #[test]
-    fn host_is_the_only_header_not_passed_on() {
+    fn host_and_a_clients_edge_proof_are_not_passed_on() {
         assert!(!is_forwarded_header("Host"));
+        assert!(!is_forwarded_header("Edge-Proof"));
         for name in [
             "authorization",
             "Idempotency-Key",

@@ -7,7 +7,9 @@
 //! `shared` rules and the `shared` problem bodies, so a client gets the same answer wherever it
 //! was stopped:
 //!
-//! 1. the bearer token (401 `unauthenticated`);
+//! 1. the bearer token (401 `unauthenticated`), verified by the runtime beforehand (its
+//!    signature may need the identity provider's keys and WebCrypto) and handed in as the
+//!    user it names or the reason it was refused;
 //! 2. the body's size while it was read (413 `body-too-large`);
 //! 3. the body's depth and JSON syntax, then its fingerprint (400 `body-too-deep`/`body-not-json`);
 //! 4. the `Idempotency-Key` header (400 `idempotency-key-missing`/`-malformed`);
@@ -19,15 +21,14 @@
 
 use percent_encoding::percent_decode_str;
 use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
-use shared::auth::{AuthError, TokenVerifier};
+use shared::auth::AuthError;
 use shared::fingerprint::{BodyLimits, CheckedBody, fingerprint};
 use shared::{Fingerprint, IdempotencyKey, KeyError, Operation, Policy, Problem, UserId};
 
-/// The checks of guarded requests, under one policy and token verifier.
+/// The checks of guarded requests, under one policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Gate<'a> {
     policy: &'a Policy,
-    tokens: &'a TokenVerifier,
     limits: BodyLimits,
 }
 
@@ -54,8 +55,8 @@ pub enum BodyRead {
 /// The parts of a guarded request the checks look at.
 #[derive(Debug, Clone)]
 pub struct GuardedRequest<'r> {
-    /// The `Authorization` header's value, if sent.
-    pub authorization: Option<&'r [u8]>,
+    /// The user the bearer token names, or why it was refused.
+    pub user: Result<UserId, AuthError>,
     /// Every value of the policy's key header (the runtime may have folded repeats into one).
     pub key_header_values: &'r [&'r [u8]],
     /// The body.
@@ -102,11 +103,10 @@ impl Attempt {
 }
 
 impl<'a> Gate<'a> {
-    /// A gate for `policy`, verifying tokens with `tokens`, with the backend's body limits.
-    pub fn new(policy: &'a Policy, tokens: &'a TokenVerifier) -> Gate<'a> {
+    /// A gate for `policy`, with the backend's body limits.
+    pub fn new(policy: &'a Policy) -> Gate<'a> {
         Gate {
             policy,
-            tokens,
             limits: BodyLimits::default(),
         }
     }
@@ -132,18 +132,9 @@ impl<'a> Gate<'a> {
         })
     }
 
-    /// Checks a guarded request in the backend's order; `now_unix` is the time the token's
-    /// `exp`, `nbf` and `iat` are held to.
-    pub fn check(
-        &self,
-        route: &GuardedRoute,
-        request: GuardedRequest<'_>,
-        now_unix: i64,
-    ) -> Verdict {
-        let user = match self
-            .tokens
-            .verify_authorization(request.authorization, now_unix)
-        {
+    /// Checks a guarded request in the backend's order.
+    pub fn check(&self, route: &GuardedRoute, request: GuardedRequest<'_>) -> Verdict {
+        let user = match request.user {
             Ok(user) => user,
             Err(reason) => return Verdict::Unauthenticated(reason),
         };
@@ -196,7 +187,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use shared::ProblemKind;
-    use shared::auth::{TokenRules, sign_token};
+    use shared::auth::{TokenRules, TokenVerifier, sign_token};
     use shared::problem::UNAUTHENTICATED_DETAIL;
 
     use super::*;
@@ -231,14 +222,15 @@ mod tests {
     ) -> Verdict {
         let policy = Policy::default_policy();
         let keys: Vec<&[u8]> = keys.iter().map(|key| key.as_bytes()).collect();
-        Gate::new(&policy, &tokens()).check(
+        // As the runtime does for HS256 tokens, before the gate.
+        let user = tokens().verify_authorization(authorization.map(str::as_bytes), NOW);
+        Gate::new(&policy).check(
             route,
             GuardedRequest {
-                authorization: authorization.map(str::as_bytes),
+                user,
                 key_header_values: &keys,
                 body,
             },
-            NOW,
         )
     }
 
@@ -260,8 +252,8 @@ mod tests {
 
     #[test]
     fn only_operations_in_required_for_are_guarded() {
-        let (policy, tokens) = (Policy::default_policy(), tokens());
-        let gate = Gate::new(&policy, &tokens);
+        let policy = Policy::default_policy();
+        let gate = Gate::new(&policy);
         assert_eq!(
             gate.route("POST", "/v1/bills/elec-42/pay"),
             Some(pay_route("elec-42"))
@@ -286,14 +278,14 @@ mod tests {
             "required_for: [pay_bill]",
         ))
         .expect("valid policy");
-        let gate = Gate::new(&relaxed, &tokens);
+        let gate = Gate::new(&relaxed);
         assert_eq!(gate.route("POST", "/v1/payments/7/refunds"), None);
     }
 
     #[test]
     fn path_parameters_are_percent_decoded_like_the_backend_router() {
-        let (policy, tokens) = (Policy::default_policy(), tokens());
-        let gate = Gate::new(&policy, &tokens);
+        let policy = Policy::default_policy();
+        let gate = Gate::new(&policy);
         assert_eq!(
             gate.route("POST", "/v1/bills/elec%2D42/pay"),
             Some(pay_route("elec-42"))

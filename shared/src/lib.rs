@@ -6,7 +6,10 @@
 //! their retries with [`client`]. The crate compiles natively and to `wasm32-unknown-unknown`.
 //!
 //! How the parts fit, for one request:
-//! 1. [`auth::TokenVerifier`] turns the bearer token into a [`UserId`] (or a 401).
+//! 0. At the backend, [`edge_proof`] says whether the request came through the edge.
+//! 1. [`auth`] turns the bearer token into a [`UserId`] (or a 401): its signature checked with
+//!    the identity provider's published key ([`auth::jwks`]) or a shared secret, its claims
+//!    held to [`auth::TokenRules`].
 //! 2. [`Policy::parse_key_header`] reads the `Idempotency-Key` header (or a 400).
 //! 3. [`fingerprint::fingerprint`] checks and hashes the body with the operation (or a 400/413).
 //! 4. [`decision::decide`] says what to do given the record stored for (user, key), if any.
@@ -15,6 +18,7 @@
 pub mod api;
 pub mod auth;
 pub mod decision;
+pub mod edge_proof;
 pub mod expiry;
 pub mod fingerprint;
 pub mod key;

@@ -16,20 +16,16 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
+pub mod identity;
 pub mod limits;
 pub mod reference;
 
+pub use identity::{Identity, IdentitySettings, TokenKeys};
 pub use limits::{LimitSettings, Limits};
 
-use crate::operator_tokens::{
-    DEVELOPMENT_OPERATOR_SECRET, OPERATOR_SECRET_SETTING, check_operator_secret,
-};
+use crate::durability::{REPLICATION_SETTING, Replication};
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
-use shared::auth::{
-    DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
-    JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, check_secret,
-};
 
 /// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
 /// directory, so a fresh machine needs nothing else installed.
@@ -72,18 +68,15 @@ pub struct Settings {
     /// operators only (SPEC §8).
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
-    /// Clock leeway allowed on a token's `exp`, `nbf` and `iat`, in seconds (at most 300).
-    #[arg(long, env = JWT_LEEWAY_SETTING, default_value_t = DEFAULT_LEEWAY_SECONDS)]
-    pub jwt_leeway_seconds: u64,
-    /// When set, every token's `iss` must equal it; not checked when unset.
-    #[arg(long, env = JWT_ISSUER_SETTING)]
-    pub jwt_issuer: Option<String>,
-    /// When set, every token's `aud` (a string or an array) must name it; not checked when unset.
-    #[arg(long, env = JWT_AUDIENCE_SETTING)]
-    pub jwt_audience: Option<String>,
     /// `development` allows the development secrets; production refuses them.
     #[arg(long, env = "APP_ENV", value_enum, default_value = "production")]
     pub mode: RunMode,
+    /// How commits must be replicated before they count (docs/operations.md, "A database that
+    /// fails over"): `synchronous` (on a synchronous standby; the production default),
+    /// `synchronous-strict` (and not ready while no standby acknowledges), or `none` (one
+    /// server or SQLite; the development default, and production only when set).
+    #[arg(long, env = REPLICATION_SETTING, value_enum)]
+    pub database_replication: Option<Replication>,
     /// The idempotency policy file (SPEC §3).
     #[arg(long, env = "POLICY_FILE", default_value = "policy.yaml")]
     pub policy_file: PathBuf,
@@ -103,6 +96,9 @@ pub struct Settings {
     /// The bounds on requests and bank calls.
     #[command(flatten)]
     pub limits: LimitSettings,
+    /// Tokens' keys and rules, and the edge's proof.
+    #[command(flatten)]
+    pub identity: IdentitySettings,
 }
 
 /// The validated configuration the application is built from.
@@ -118,14 +114,10 @@ pub struct Config {
     pub listen_addr: SocketAddr,
     /// Listen address of the admin listener (port 0 picks a free port).
     pub admin_addr: SocketAddr,
-    /// HS256 secret for bearer tokens.
-    pub jwt_secret: SecretString,
-    /// HS256 secret for operator tokens (never the customers'); `None` (production without
-    /// `OPERATOR_JWT_SECRET`): the operator API is closed to every token.
-    pub operator_secret: Option<SecretString>,
-    /// What every bearer token must carry besides a valid signature: the clock leeway, and
-    /// the issuer and audience when set (the edge reads the same settings and verifies alike).
-    pub token_rules: TokenRules,
+    /// Tokens' keys and rules (customers' and operators'), and the edge's proof.
+    pub identity: Identity,
+    /// How commits must be replicated, checked at start-up and by readiness.
+    pub replication: Replication,
     /// The idempotency policy.
     pub policy: Policy,
     /// Bank call timeout.
@@ -148,22 +140,7 @@ impl Settings {
     /// Reads the secret settings from the environment and the policy file, and checks the
     /// settings; refuses the development secret outside development mode.
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let jwt_secret = read_secret(JWT_SECRET_SETTING, process_environment)?
-            .unwrap_or_else(|| SecretString::from(DEVELOPMENT_JWT_SECRET));
-        check_secret(
-            jwt_secret.expose_secret().as_bytes(),
-            self.mode == RunMode::Development,
-        )?;
         let development = self.mode == RunMode::Development;
-        let operator_secret = read_secret(OPERATOR_SECRET_SETTING, process_environment)?
-            .or_else(|| development.then(|| SecretString::from(DEVELOPMENT_OPERATOR_SECRET)));
-        if let Some(operator_secret) = &operator_secret {
-            check_operator_secret(
-                operator_secret.expose_secret().as_bytes(),
-                jwt_secret.expose_secret().as_bytes(),
-                development,
-            )?;
-        }
         let database_url = read_secret(DATABASE_URL_SETTING, process_environment)?
             .unwrap_or_else(|| SecretString::from(DEFAULT_DATABASE_URL));
         if self.mode == RunMode::Production && !self.allow_plaintext_transport {
@@ -175,21 +152,22 @@ impl Settings {
             .with_context(|| format!("in {}", self.policy_file.display()))?;
         self.refuse_unsafe_timings(&policy)?;
         let bank_timeout = Duration::from_millis(self.bank_timeout_ms);
-        let token_rules = TokenRules::new(
-            self.jwt_leeway_seconds,
-            self.jwt_issuer.clone(),
-            self.jwt_audience.clone(),
-        )?;
+        let identity = self
+            .identity
+            .into_identity(development, self.allow_plaintext_transport)?;
         Ok(Config {
             limits: self.limits.into_limits(bank_timeout, policy.max_wait)?,
-            token_rules,
+            identity,
             database_url,
             bank_url: self.bank_url,
             bank_ca_file: self.bank_ca_file,
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
-            jwt_secret,
-            operator_secret,
+            replication: self.database_replication.unwrap_or(if development {
+                Replication::None
+            } else {
+                Replication::Synchronous
+            }),
             policy,
             bank_timeout,
             database_acquire_timeout: Duration::from_secs(3),

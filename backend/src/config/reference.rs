@@ -7,8 +7,9 @@
 use clap::{Args, Command};
 
 use super::{DATABASE_URL_SETTING, DEFAULT_DATABASE_URL, Settings};
-use crate::operator_tokens::OPERATOR_SECRET_SETTING;
+use crate::identity::OPERATOR_SECRET_SETTING;
 use shared::auth::JWT_SECRET_SETTING;
+use shared::edge_proof::PROOF_SECRET_SETTING;
 
 /// A setting read only from the environment or a mounted file ([`crate::secret_settings`]).
 pub struct SecretSetting {
@@ -21,7 +22,7 @@ pub struct SecretSetting {
 }
 
 /// The settings that hold secrets, in the order the table lists them.
-pub const SECRET_SETTINGS: [SecretSetting; 3] = [
+pub const SECRET_SETTINGS: [SecretSetting; 4] = [
     SecretSetting {
         name: DATABASE_URL_SETTING,
         default: DEFAULT_DATABASE_URL,
@@ -31,15 +32,22 @@ pub const SECRET_SETTINGS: [SecretSetting; 3] = [
     },
     SecretSetting {
         name: JWT_SECRET_SETTING,
-        default: "a development default (refused in production)",
-        meaning: "HS256 secret of customers' bearer tokens, at least 32 bytes",
+        default: "a development default (refused in production) when no `AUTH_JWKS_URL`",
+        meaning: "HS256 secret of customers' bearer tokens, at least 32 bytes; not with \
+                  `AUTH_JWKS_URL`, whose provider's keys sign them instead",
     },
     SecretSetting {
         name: OPERATOR_SECRET_SETTING,
-        default: "a development default in development; unset in production, which closes the \
-                  operator API",
+        default: "a development default in development; unset in production: operators' tokens \
+                  come from `OPERATOR_JWKS_URL` or `AUTH_JWKS_URL`, or the operator API is closed",
         meaning: "HS256 secret of operator tokens (the console), at least 32 bytes, never the \
-                  same as `AUTH_JWT_SECRET`",
+                  same as `AUTH_JWT_SECRET`; not with `OPERATOR_JWKS_URL`",
+    },
+    SecretSetting {
+        name: PROOF_SECRET_SETTING,
+        default: "unset; required in production unless `REQUIRE_EDGE_PROOF=false`",
+        meaning: "the key of the edge's proof on `/v1` requests (the edge's secret of the same \
+                  name), at least 32 bytes",
     },
 ];
 

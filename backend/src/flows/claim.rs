@@ -4,6 +4,7 @@
 //! on it ([`super::existing_key`]); if the key had expired and was made way for, claim again.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use shared::api::{PayBillRequest, RefundRequest};
 use shared::{Fingerprint, Operation, Problem, ProblemKind};
@@ -52,15 +53,15 @@ impl Claiming {
         }
     }
 
-    /// Claims `key` with a fresh pending movement (a new id, so a new bank reference).
+    /// Claims `key` with a fresh pending movement whose id is `id` (a new id, so a new bank
+    /// reference).
     async fn claim(
         &self,
         state: &AppState,
-        key: KeyRef,
+        (key, id): (KeyRef, Uuid),
         fingerprint: &Fingerprint,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
-        let id = Uuid::new_v4();
         let bank_reference = self.operation().bank_reference(id);
         let key_kept_for = state.policy.keep_keys_for;
         match self {
@@ -147,7 +148,17 @@ async fn claim_and_carry_out(
     for _ in 0..CLAIM_TRIES {
         let claimed = match read_first.take() {
             Some(stored) => ClaimResult::Existing(stored),
-            None => claiming.claim(state, key, fingerprint, cause).await?,
+            None => {
+                let id = Uuid::new_v4();
+                match claiming.claim(state, (key, id), fingerprint, cause).await {
+                    Ok(claimed) => claimed,
+                    Err(error @ StoreError::Unavailable(_)) => {
+                        release_when_reachable(state, (key, id), cause);
+                        return Err(error.into());
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
         };
         let stored = match claimed {
             ClaimResult::Claimed {
@@ -171,6 +182,44 @@ async fn claim_and_carry_out(
     }
     Err(Error::ClaimRoundsExhausted)
 }
+
+/// Releases the claim (`key`, `id`) whose statement the database never answered, once the
+/// database answers again (a failover between the commit and its reply, say), in a task of its
+/// own. The claim may have committed or not; either way no bank call was made for it, and only
+/// this process would have made one, so releasing it is safe and lets the client's retry claim
+/// it again at once, instead of waiting for reconciliation to find it `stuck_after` old. Tries
+/// for at most `stuck_after`, when reconciliation would release it anyway.
+fn release_when_reachable(state: &AppState, (key, id): (KeyRef, Uuid), cause: &Cause) {
+    let (state, cause) = (state.clone(), cause.clone());
+    tokio::spawn(async move {
+        let give_up = tokio::time::Instant::now() + state.policy.stuck_after;
+        let mut pause = UNANSWERED_CLAIM_FIRST_PAUSE;
+        while tokio::time::Instant::now() < give_up {
+            tokio::time::sleep(pause).await;
+            let stuck_after = state.policy.stuck_after;
+            match state
+                .claims()
+                .release_unsent(key, id, stuck_after, &cause)
+                .await
+            {
+                Ok(()) => return,
+                Err(StoreError::Unavailable(_)) => {
+                    pause = (pause * 2).min(UNANSWERED_CLAIM_MAX_PAUSE)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "could not release a claim whose answer was lost; reconciliation will");
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// The first pause before releasing a claim whose answer was lost (the database is failing over,
+/// which takes seconds); the pause doubles after each try the database did not answer…
+const UNANSWERED_CLAIM_FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// …up to this.
+const UNANSWERED_CLAIM_MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// A refund of a payment the user does not have (or that did not succeed).
 pub(super) fn payment_not_found() -> Reply {

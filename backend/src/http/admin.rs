@@ -41,6 +41,10 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .replay_cache_bytes
         .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    let standbys = state.readiness.current().synchronous_standbys.unwrap_or(0);
+    metrics
+        .database_synchronous_standbys
+        .set(i64::from(standbys));
     let restarts = state.store.writer_restarts();
     metrics
         .store_writer_restarts

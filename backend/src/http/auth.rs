@@ -55,7 +55,7 @@ pub async fn require_user(
     next: Next,
 ) -> Response {
     let header_value = authorization(request.headers());
-    match state.tokens.verify_authorization(header_value, unix_now()) {
+    match state.tokens.user_of(header_value, unix_now()).await {
         Ok(user) => {
             request.extensions_mut().insert(user);
             next.run(request).await

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod body;
 mod docs;
+mod edge_proof;
 mod failures;
 mod health;
 mod key_status;

@@ -3,8 +3,9 @@
 //! routes are `http::admin`.)
 //!
 //! Every request runs with its request id (`X-Request-Id`, taken or minted, echoed, stamped on
-//! the audit trail: `trail::request_id`). The `/v1` API runs inside, from the outside in: the answer deadline, load shedding, then
-//! authentication (`http::limits`, `http::auth`).
+//! the audit trail: `trail::request_id`). The `/v1` API runs inside, from the outside in: the
+//! answer deadline, load shedding, the edge's proof, then authentication (`http::limits`,
+//! `http::edge_proof`, `http::auth`).
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -12,7 +13,10 @@ use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
 use super::request_id;
-use super::{auth, docs, failures, health, key_status, limits, openapi, payments, request_metrics};
+use super::{
+    auth, docs, edge_proof, failures, health, key_status, limits, openapi, payments,
+    request_metrics,
+};
 use crate::error::Error;
 use crate::state::AppState;
 
@@ -21,6 +25,10 @@ pub fn router(state: AppState) -> Router {
     let authenticated = payments::router()
         .merge(key_status::router())
         .route_layer(from_fn_with_state(state.clone(), auth::require_user))
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            edge_proof::require_edge_proof,
+        ))
         .route_layer(from_fn_with_state(state.clone(), limits::shed_load))
         .route_layer(from_fn_with_state(state.clone(), limits::deadline));
     Router::new()

@@ -9,15 +9,16 @@
 //! | taking rows another writer is not using, [`Dialect::SKIP_LOCKED`] | `FOR UPDATE SKIP LOCKED` | nothing: writers take turns |
 //! | locking a row read before a write, [`Dialect::FOR_UPDATE`] | `FOR UPDATE` | nothing: the write lock is taken at `BEGIN` |
 //! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
-//! //! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
-//! //! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
+//! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
+//! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
+//! | the server's replication, [`Dialect::replication`] | `pg_stat_replication` and settings | none: one file |
 
 use std::future::Future;
 
 use sqlx::{Database, Pool, Transaction};
 
 use super::error::StoreError;
-use super::types::KeyRef;
+use super::types::{KeyRef, ReplicationState};
 
 /// The pieces of SQL and behaviour that differ between the two databases.
 pub trait Dialect: Database {
@@ -57,6 +58,11 @@ pub trait Dialect: Database {
         conn: &mut Self::Connection,
         key: KeyRef,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// What the server says of its replication; `None` for a database that has none.
+    fn replication(
+        pool: &Pool<Self>,
+    ) -> impl Future<Output = Result<Option<ReplicationState>, StoreError>> + Send;
 
     /// Applies this database's migrations (embedded at build time).
     fn migrate(

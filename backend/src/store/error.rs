@@ -28,7 +28,13 @@ pub enum StoreError {
 }
 
 impl From<sqlx::Error> for StoreError {
+    /// Classifies the error; one that says the connection's server has gone or stopped being
+    /// the primary also marks every connection opened before it as stale
+    /// ([`super::failover`]), so the pool drops them instead of handing them out again.
     fn from(error: sqlx::Error) -> Self {
+        if lost_the_primary(&error) {
+            super::failover::connections_before_now_are_stale();
+        }
         if is_unavailable(&error) {
             StoreError::Unavailable(error)
         } else {
@@ -37,28 +43,39 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// Connection-level failures: the pool timed out, the socket broke, or the database said to try
-/// again later (each store knows its own codes for that).
+/// Connection-level failures: the pool timed out, the connection's server is gone or no longer
+/// the primary, or the database said to try again later (each store knows its own codes).
 fn is_unavailable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::Protocol(_)
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => postgres_unavailable(db.as_ref()) || sqlite_busy(db.as_ref()),
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) if sqlite_busy(db.as_ref()) => true,
+        _ => lost_the_primary(error),
+    }
+}
+
+/// The connection's server is gone or no longer takes writes (a failover): the socket broke,
+/// or PostgreSQL answered SQLSTATE class 08 (connection exception), 57P (shutting down, or not
+/// yet accepting connections) or 25006 (a read-only transaction: the server is a standby, or a
+/// former primary demoted under the connection). Each means the next statement on that
+/// connection would fail the same way.
+fn lost_the_primary(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => {
+            db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .is_some()
+                && db.code().is_some_and(|code| {
+                    code.starts_with("08")
+                        || code.starts_with("57P")
+                        || code == READ_ONLY_TRANSACTION
+                })
+        }
         _ => false,
     }
 }
 
-/// PostgreSQL's "try again later" errors: SQLSTATE class 08 (connection exception) and 57P
-/// (the server is shutting down or not yet accepting connections).
-fn postgres_unavailable(error: &dyn sqlx::error::DatabaseError) -> bool {
-    error
-        .code()
-        .is_some_and(|code| code.starts_with("08") || code.starts_with("57P"))
-}
+/// SQLSTATE `read_only_sql_transaction`.
+const READ_ONLY_TRANSACTION: &str = "25006";
 
 /// SQLite's "try again later": `SQLITE_BUSY` (another writer held the lock past
 /// `busy_timeout`) and `SQLITE_LOCKED`, with any extended code.

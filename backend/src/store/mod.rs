@@ -22,6 +22,7 @@ mod columns;
 mod db;
 mod dialect;
 mod error;
+mod failover;
 mod group_commit;
 mod key_changes;
 mod leases;
@@ -47,6 +48,6 @@ pub use sql::operator_reads::{
 };
 pub use types::{
     CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey,
-    LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow, SavedMovement,
-    StoredKey, UnknownCall,
+    LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow, ReplicationState,
+    SavedMovement, StoredKey, UnknownCall,
 };

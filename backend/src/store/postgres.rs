@@ -10,8 +10,9 @@ use sqlx::{PgConnection, PgPool, Pool, Postgres, Transaction};
 use super::db::{Arg, Db, Exec};
 use super::dialect::Dialect;
 use super::error::StoreError;
+use super::failover;
 use super::key_changes;
-use super::types::KeyRef;
+use super::types::{KeyRef, ReplicationState};
 
 impl Db for Postgres {}
 
@@ -48,12 +49,41 @@ impl Dialect for Postgres {
         Ok(())
     }
 
+    /// One statement: whether the server is in recovery, this session's `synchronous_commit`,
+    /// and how many standbys acknowledge commits now.
+    async fn replication(pool: &PgPool) -> Result<Option<ReplicationState>, StoreError> {
+        let row = sqlx::query_as::<_, (bool, String, i64, bool)>(
+            "SELECT pg_is_in_recovery(), current_setting('synchronous_commit'), \
+                    (SELECT count(*) FROM pg_stat_replication \
+                      WHERE sync_state IN ('sync', 'quorum')), \
+                    pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER')",
+        )
+        .fetch_one(pool)
+        .await?;
+        let (in_recovery, synchronous_commit, synchronous_standbys, sees_replication) = row;
+        Ok(Some(ReplicationState {
+            in_recovery,
+            synchronous_commit,
+            synchronous_standbys: u32::try_from(synchronous_standbys).unwrap_or(u32::MAX),
+            sees_replication,
+        }))
+    }
+
     async fn migrate(pool: &Pool<Postgres>) -> Result<(), sqlx::migrate::MigrateError> {
         sqlx::migrate!("../migrations").run(pool).await
     }
 }
 
-/// Connects a pool.
+/// Connects a pool whose connections never carry a `statement_timeout`, and which closes a
+/// connection opened before the last failover instead of lending it ([`super::failover`]).
+///
+/// Why no statement timeout: under synchronous replication a commit waits for a standby, and a
+/// statement cancelled during that wait (which is what a timeout does) is answered as a
+/// *success*, with only a warning that the commit "might not have been replicated". A claim
+/// acknowledged that way could be lost in the failover that follows, and the retry would
+/// debit again. So the session setting is pinned to 0 whatever the role or database says, and
+/// a request's deadline is kept by the application instead (`REQUEST_TIMEOUT_MS`), which
+/// answers without cancelling anything at the database.
 pub async fn connect(
     options: PgConnectOptions,
     max_connections: u32,
@@ -62,6 +92,9 @@ pub async fn connect(
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
-        .connect_with(options)
+        .before_acquire(|_connection, metadata| {
+            Box::pin(async move { Ok(!failover::is_stale(metadata.age)) })
+        })
+        .connect_with(options.options([("statement_timeout", "0")]))
         .await
 }

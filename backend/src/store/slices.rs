@@ -34,7 +34,7 @@ use super::sql::operator_reads::{
 use super::sql_store::SqlStore;
 use super::types::{
     ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow,
-    RefundRow, SavedMovement, StoredKey, UnknownCall,
+    RefundRow, ReplicationState, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -300,6 +300,9 @@ pub trait Health: Send + Sync {
     /// How many times the writer of claims and outcomes had to be started again (SQLite's
     /// group commit; always 0 on PostgreSQL).
     fn writer_restarts(&self) -> u64;
+
+    /// What the database says of its replication (`None`: it has none, as SQLite).
+    async fn replication(&self) -> Result<Option<ReplicationState>, StoreError>;
 }
 
 /// Connects to the database `database_url` names: `postgres://…` (or `postgresql://…`), or

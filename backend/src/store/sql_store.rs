@@ -132,6 +132,7 @@ mod tests {
 
     use super::*;
     use crate::domain::Cause;
+    use crate::durability::Replication;
     use crate::readiness::Readiness;
     use crate::store::dialect::Dialect;
     use crate::store::types::{ClaimResult, NewPayment};
@@ -147,7 +148,7 @@ mod tests {
         let store = Arc::new(SqlStore::<Sqlite>::new(pool, Arc::default()));
         store.migrate().await.expect("migrations");
         let shared: SharedStore = store.clone();
-        let readiness = Readiness::new();
+        let readiness = Readiness::new(Replication::None);
         readiness.check(&shared).await;
         assert!(readiness.current().ready);
 

@@ -30,7 +30,7 @@ use super::db::Db;
 use super::dialect::Dialect;
 use super::error::StoreError;
 use super::group_commit::GroupCommit;
-use super::types::KeyRef;
+use super::types::{KeyRef, ReplicationState};
 
 /// How long a writer waits for SQLite's write lock before the request gets a 503: far longer
 /// than any one of this store's write transactions holds it.
@@ -67,6 +67,11 @@ impl Dialect for Sqlite {
     /// process's watchers itself.
     async fn announce_change(_conn: &mut SqliteConnection, _key: KeyRef) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// One file on one machine: nothing is replicated.
+    async fn replication(_pool: &SqlitePool) -> Result<Option<ReplicationState>, StoreError> {
+        Ok(None)
     }
 
     async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {

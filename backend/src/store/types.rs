@@ -334,3 +334,19 @@ impl UnknownCall {
         }
     }
 }
+
+/// What a PostgreSQL server says of its own replication, as start-up and readiness read it
+/// (`crate::durability` judges it). SQLite has none: one file on one machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationState {
+    /// The server is a standby (in recovery), so it takes no writes.
+    pub in_recovery: bool,
+    /// `synchronous_commit` in this process's sessions: `off`, `local`, `remote_write`, `on` or
+    /// `remote_apply`.
+    pub synchronous_commit: String,
+    /// Standbys that acknowledge commits now (`sync` or `quorum` in `pg_stat_replication`).
+    pub synchronous_standbys: u32,
+    /// Whether this role may read `pg_stat_replication`'s states (a superuser, or a member of
+    /// `pg_read_all_stats`, as `pg_monitor` is); without it every standby looks asynchronous.
+    pub sees_replication: bool,
+}

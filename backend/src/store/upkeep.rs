@@ -17,6 +17,7 @@ use super::sql::operator_reads::{
     QueuedKey, TrailOf,
 };
 use super::sql_store::SqlStore;
+use super::types::ReplicationState;
 use crate::domain::{NewEvent, Observed};
 
 #[async_trait]
@@ -118,5 +119,9 @@ impl<D: Db> Health for SqlStore<D> {
 
     fn writer_restarts(&self) -> u64 {
         D::writer_health(&self.writer).1
+    }
+
+    async fn replication(&self) -> Result<Option<ReplicationState>, StoreError> {
+        D::replication(&self.pool).await
     }
 }

@@ -54,8 +54,10 @@ async fn only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_lis
 ) {
     let app = TestApp::spawn_on(store).await;
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let operator_claims = json!({ "sub": "asha", "role": "operator", "exp": now + 600 });
-    let refused: [(&str, Option<String>, u16, &str); 6] = [
+    let operator_claims = json!({
+        "sub": "asha", "roles": ["payments-operator"], "iat": now, "exp": now + 600,
+    });
+    let refused: [(&str, Option<String>, u16, &str); 7] = [
         ("no token", None, 401, "unauthenticated"),
         (
             "a customer's token",
@@ -72,7 +74,22 @@ async fn only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_lis
         (
             "an expired operator token",
             Some(sign_claims(
-                &json!({ "sub": "asha", "role": "operator", "exp": now - 3600 }),
+                &json!({
+                    "sub": "asha", "roles": ["payments-operator"],
+                    "iat": now - 4000, "exp": now - 3600,
+                }),
+                OPERATOR_SECRET.as_bytes(),
+            )),
+            401,
+            "unauthenticated",
+        ),
+        (
+            "an operator token that lives longer than an hour",
+            Some(sign_claims(
+                &json!({
+                    "sub": "asha", "roles": ["payments-operator"],
+                    "iat": now, "exp": now + 3601,
+                }),
                 OPERATOR_SECRET.as_bytes(),
             )),
             401,
@@ -81,7 +98,7 @@ async fn only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_lis
         (
             "a token of the operator secret without the role",
             Some(sign_claims(
-                &json!({ "sub": "42", "exp": now + 600 }),
+                &json!({ "sub": "42", "roles": ["support"], "iat": now, "exp": now + 600 }),
                 OPERATOR_SECRET.as_bytes(),
             )),
             403,

@@ -21,6 +21,9 @@ fn backend(env: &[(&str, &str)]) -> Output {
         .env_remove("DATABASE_URL")
         .env_remove("BANK_URL")
         .env_remove("APP_ENV")
+        .env_remove("EDGE_PROOF_SECRET")
+        // Its own test below; elsewhere a production without the edge's proof.
+        .env("REQUIRE_EDGE_PROOF", "false")
         .env("POLICY_FILE", POLICY);
     for (name, value) in env {
         command.env(name, value);
@@ -65,6 +68,7 @@ fn the_operator_secret_is_the_operators_own_and_production_without_it_closes_the
             .arg("dev-operator-token")
             .env_remove("OPERATOR_JWT_SECRET")
             .env_remove("APP_ENV")
+            .env("REQUIRE_EDGE_PROOF", "false")
             .env("POLICY_FILE", POLICY)
             .envs(production)
             .envs(extra.iter().copied());
@@ -72,7 +76,7 @@ fn the_operator_secret_is_the_operators_own_and_production_without_it_closes_the
     };
     assert_refused(
         &operator_token(&[]),
-        "OPERATOR_JWT_SECRET is not set: the operator console is closed",
+        "no operator secret is configured (OPERATOR_JWT_SECRET",
     );
     assert_refused(
         &operator_token(&[("OPERATOR_JWT_SECRET", REAL_SECRET)]),
@@ -197,6 +201,8 @@ async fn status_of_a_read_with(
             "DATABASE_URL",
             format!("sqlite://{}", data.join("p.sqlite").display()),
         )
+        .env("DATABASE_REPLICATION", "none")
+        .env("REQUIRE_EDGE_PROOF", "false")
         .env("RUST_LOG", "warn");
     for (name, value) in settings {
         command.env(name, value);
@@ -360,4 +366,112 @@ fn production_refuses_plaintext_to_a_remote_bank_or_database() {
         ),
     ]);
     assert!(verifying.status.success(), "{}", stderr(&verifying));
+}
+
+/// `backend serve` with `settings` in production, expected to refuse at start: its output once
+/// it exits (killed, and the test failed, if it is still serving after 30 s).
+async fn serve_refused(settings: &[(&str, &str)]) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_backend"));
+    command
+        .arg("serve")
+        .env_remove("APP_ENV")
+        .env_remove("DATABASE_REPLICATION")
+        .env("REQUIRE_EDGE_PROOF", "false")
+        .env("AUTH_JWT_SECRET", REAL_SECRET)
+        .env("POLICY_FILE", POLICY)
+        .env("LISTEN_ADDR", "127.0.0.1:0")
+        .env("ADMIN_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .envs(settings.iter().copied())
+        .kill_on_drop(true);
+    tokio::time::timeout(std::time::Duration::from_secs(30), command.output())
+        .await
+        .expect("start-up refused within 30 s, it did not go on serving")
+        .expect("the backend binary runs")
+}
+
+/// Production starts only where a claim it is told of survives the primary's loss (a
+/// synchronous standby), unless `DATABASE_REPLICATION=none` says otherwise: an embedded SQLite
+/// file and the machine's one PostgreSQL server are both refused, naming the setting.
+#[tokio::test]
+async fn production_refuses_an_unreplicated_database_unless_told_naming_the_setting() {
+    let data = tempfile::tempdir().expect("a temporary directory");
+    let sqlite = format!("sqlite://{}", data.path().join("p.sqlite").display());
+    for required in [None, Some("synchronous"), Some("synchronous-strict")] {
+        let mut settings = vec![("DATABASE_URL", sqlite.as_str())];
+        settings.extend(required.map(|value| ("DATABASE_REPLICATION", value)));
+        let refused = serve_refused(&settings).await;
+        assert_refused(&refused, "SQLite is one file on one machine");
+        assert_refused(&refused, "set DATABASE_REPLICATION=none");
+    }
+
+    let single_server = test_harness::TestDatabase::create().await;
+    let refused = serve_refused(&[("DATABASE_URL", single_server.url())]).await;
+    assert_refused(
+        &refused,
+        "DATABASE_REPLICATION=synchronous requires commits replicated to a synchronous standby, \
+         but no synchronous standby acknowledges commits now",
+    );
+}
+
+/// Production answers `/v1` only through the edge: without the edge proof's secret it does not
+/// start, naming the secret and the setting that turns the proof off; a short secret is
+/// refused too.
+#[test]
+fn production_requires_the_edge_proofs_secret_unless_told_otherwise() {
+    let production = [
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("REQUIRE_EDGE_PROOF", "true"),
+    ];
+    let refused = backend(&production);
+    assert_refused(&refused, "EDGE_PROOF_SECRET is not set");
+    assert_refused(&refused, "REQUIRE_EDGE_PROOF=false");
+    let short = [production.as_slice(), &[("EDGE_PROOF_SECRET", "short")]].concat();
+    assert_refused(
+        &backend(&short),
+        "EDGE_PROOF_SECRET must be at least 32 bytes",
+    );
+    let proved = [
+        production.as_slice(),
+        &[(
+            "EDGE_PROOF_SECRET",
+            "the-edge-proof-secret-0123456789abcdef",
+        )],
+    ]
+    .concat();
+    assert!(
+        backend(&proved).status.success(),
+        "{}",
+        stderr(&backend(&proved))
+    );
+}
+
+/// An identity provider's keys and a shared secret are one or the other; keys fetched in the
+/// clear from another machine are refused in production; `dev-token` cannot sign for a
+/// provider.
+#[test]
+fn provider_keys_are_fetched_over_tls_and_never_beside_a_secret() {
+    let both = [
+        ("AUTH_JWT_SECRET", REAL_SECRET),
+        ("AUTH_JWKS_URL", "https://id.example/.well-known/jwks.json"),
+    ];
+    assert_refused(
+        &backend(&both),
+        "set AUTH_JWKS_URL (or AUTH_JWKS_FILE) or AUTH_JWT_SECRET, not both",
+    );
+    let plaintext = [("AUTH_JWKS_URL", "http://id.example/.well-known/jwks.json")];
+    assert_refused(
+        &backend(&plaintext),
+        "the JWKS URL (http://id.example) is plaintext",
+    );
+    let provider = [("AUTH_JWKS_URL", "https://id.example/.well-known/jwks.json")];
+    assert_refused(
+        &backend(&provider),
+        "dev-token signs only with AUTH_JWT_SECRET",
+    );
+    let local = [("AUTH_JWKS_URL", "http://127.0.0.1:1/jwks.json")];
+    assert_refused(
+        &backend(&local),
+        "dev-token signs only with AUTH_JWT_SECRET",
+    );
 }

@@ -160,6 +160,8 @@ async fn a_database_certificate_from_another_ca_stops_the_backend() {
         .env("DATABASE_URL", verifying_url(&database, &other_ca))
         .env("AUTH_JWT_SECRET", SECRET)
         .env("APP_ENV", "production")
+        .env("DATABASE_REPLICATION", "none")
+        .env("REQUIRE_EDGE_PROOF", "false")
         .env("POLICY_FILE", POLICY_FILE)
         .env("NO_COLOR", "1")
         .output()

@@ -13,7 +13,8 @@ pub mod process;
 
 use std::time::Duration;
 
-use backend::config::{Config, Limits};
+use backend::config::{Config, Identity, Limits};
+use backend::durability::Replication;
 use backend::startup::Application;
 use backend::state::AppState;
 use backend::store::{ClaimResult, KeyRef, NewPayment};
@@ -22,7 +23,7 @@ use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use tokio::sync::oneshot;
 
-pub use test_harness::{Received, TestDatabase, metric_in, wait_for};
+pub use test_harness::{LostAnswerProxy, Received, TestDatabase, metric_in, wait_for};
 
 /// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
 /// and `on_sqlite::NAME`: one contract, checked against each store.
@@ -80,6 +81,15 @@ pub struct Options {
     /// The bank the backend calls, when not the simulator the test started (whose ledger the
     /// test still reads): a port where nothing listens yet, say.
     pub bank_url: Option<String>,
+    /// How commits must be replicated (`DATABASE_REPLICATION`).
+    pub replication: Replication,
+    /// A proxy the backend reaches PostgreSQL through (the test's own pool goes direct).
+    pub database_via: Option<LostAnswerProxy>,
+    /// Tokens' keys and rules: the test secrets by default.
+    pub identity: Identity,
+    /// The PostgreSQL server the fresh database is made on, by its maintenance database's URL
+    /// (a replicated cluster's); the local server when `None`.
+    pub postgres_server: Option<String>,
 }
 
 impl Default for Options {
@@ -92,6 +102,10 @@ impl Default for Options {
             bank_path: "",
             limits: Limits::default(),
             bank_url: None,
+            replication: Replication::None,
+            database_via: None,
+            postgres_server: None,
+            identity: Identity::with_secrets(SECRET, Some(OPERATOR_SECRET)),
         }
     }
 }
@@ -179,12 +193,15 @@ pub struct FreshStore {
 }
 
 impl FreshStore {
-    /// A fresh, empty store of `kind`: a PostgreSQL database, or a SQLite file in a
-    /// temporary directory of its own.
-    pub async fn create(kind: StoreKind) -> FreshStore {
+    /// A fresh, empty store of `kind`: a PostgreSQL database (on `postgres_server`, else the
+    /// local server), or a SQLite file in a temporary directory of its own.
+    pub async fn create(kind: StoreKind, postgres_server: Option<&str>) -> FreshStore {
         match kind {
             StoreKind::Postgres => {
-                let database = TestDatabase::create().await;
+                let database = match postgres_server {
+                    Some(server) => TestDatabase::create_on(server).await,
+                    None => TestDatabase::create().await,
+                };
                 FreshStore {
                     url: database.url().to_owned(),
                     _database: Some(database),
@@ -211,9 +228,9 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
-        jwt_secret: SECRET.into(),
-        operator_secret: Some(OPERATOR_SECRET.into()),
-        token_rules: shared::auth::TokenRules::default(),
+        identity: options.identity.clone(),
+        // The local PostgreSQL is one server; the failover suite runs on a replicated cluster.
+        replication: options.replication,
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,
         database_acquire_timeout: Duration::from_secs(3),
@@ -246,11 +263,15 @@ impl TestApp {
         let bank = BankSimulator::spawn(options.knobs.clone())
             .await
             .expect("bank simulator starts");
-        let store = FreshStore::create(options.store).await;
+        let store = FreshStore::create(options.store, options.postgres_server.as_deref()).await;
         let database_url = store.url.clone();
         let bank_url = (options.bank_url.clone())
             .unwrap_or_else(|| format!("{}{}", bank.url, options.bank_path));
-        let config = test_config(database_url.clone(), &bank_url, &options);
+        let backend_database_url = (options.database_via.as_ref()).map_or_else(
+            || database_url.clone(),
+            |proxy| proxy.url_for(&database_url),
+        );
+        let config = test_config(backend_database_url, &bank_url, &options);
         let app = Application::build(config).await.expect("backend builds");
         let url = format!("http://{}", app.local_addr());
         let admin_url = format!("http://{}", app.admin_addr());
@@ -289,7 +310,10 @@ impl TestApp {
     /// An operator token for `name` (claim `role: "operator"`), valid for an hour.
     pub fn operator_token(name: &str) -> String {
         let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
-        let claims = serde_json::json!({ "sub": name, "role": "operator", "exp": exp });
+        let now = exp - 3600;
+        let claims = serde_json::json!({
+            "sub": name, "roles": ["payments-operator"], "iat": now, "exp": exp,
+        });
         shared::auth::sign_claims(&claims, OPERATOR_SECRET.as_bytes())
     }
 

@@ -77,6 +77,10 @@ impl BackendProcess {
             .env("ADMIN_ADDR", "127.0.0.1:0")
             .env("AUTH_JWT_SECRET", SECRET)
             .env("APP_ENV", "production")
+            // One local PostgreSQL (or SQLite): said, as production requires.
+            .env("DATABASE_REPLICATION", "none")
+            // Tests call it directly, as a replica behind nothing.
+            .env("REQUIRE_EDGE_PROOF", "false")
             .env("POLICY_FILE", POLICY_FILE)
             .env("BANK_TIMEOUT_MS", env.bank_timeout_ms.to_string())
             // An answer deadline past the bank's, as start-up requires.

@@ -19,15 +19,16 @@ use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
 use super::body::{discard_unread_body, read_body_within};
-use super::clock::{millis, now_unix};
+use super::clock::millis;
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendReply, forward_buffered, forward_unchanged};
+use super::identity;
 use super::rate_limiter_client::take_token;
 use super::response::reply_response;
-use crate::config::{EdgeConfig, JWT_SECRET_VAR, compiled_policy};
+use crate::config::{EdgeConfig, JWT_SECRET_VAR, PROOF_SECRET_VAR, compiled_policy};
 use crate::coordination::{BeginRequest, FinishReport};
 use crate::forward_rules::{ForwardFailure, new_request_id};
-use crate::gate::{Attempt, Gate, GuardedRequest, Verdict};
+use crate::gate::{Attempt, BodyRead, Gate, GuardedRequest, Verdict};
 use crate::header_bytes::header_bytes;
 use crate::operator_routes::{self, is_operator_route};
 use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
@@ -69,9 +70,24 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
         return reply_response(limited);
     }
     let policy = compiled_policy();
-    let gate = Gate::new(policy, config.tokens());
+    let gate = Gate::new(policy);
     let Some(route) = gate.route(request.method().as_ref(), &path) else {
-        let forwarded = forward_unchanged(request, &config, &new_request_id()).await;
+        // The edge's proof covers the body, so it is read first where the proof is made.
+        let body = match config.proof_secret() {
+            None => None,
+            Some(_) => match read_body_within(request, gate.body_limits().max_bytes).await {
+                BodyRead::Complete(body) => Some(body),
+                BodyRead::TooLarge => {
+                    let too_large = Problem::body_too_large(gate.body_limits().max_bytes);
+                    return reply_response(Reply::problem(&too_large));
+                }
+                BodyRead::Unreadable => {
+                    return reply_response(Reply::problem(&Problem::body_unreadable()));
+                }
+            },
+        };
+        let forwarded =
+            forward_unchanged(request, body.as_deref(), &config, &new_request_id()).await;
         return forwarded.or_else(|failure| failure_response(failure, &config));
     };
     let body = read_body_within(request, gate.body_limits().max_bytes).await;
@@ -86,11 +102,11 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
         .collect();
     let key_values: Vec<&[u8]> = key_bytes.iter().map(Vec::as_slice).collect();
     let checked = GuardedRequest {
-        authorization: authorization.as_deref(),
+        user: identity::user_of(&config, authorization.as_deref()).await,
         key_header_values: &key_values,
         body,
     };
-    match gate.check(&route, checked, now_unix()) {
+    match gate.check(&route, checked) {
         Verdict::Unauthenticated(reason) => {
             console_log!("request refused: not authenticated: {reason}");
             reply_response(Reply::problem(&Problem::from(&reason)))
@@ -227,7 +243,7 @@ fn failure_response(failure: ForwardFailure, config: &EdgeConfig) -> Result<Resp
 /// The settings from the runtime's environment (`[vars]`, and the secret).
 fn edge_config(env: &Env) -> std::result::Result<EdgeConfig, crate::config::ConfigError> {
     EdgeConfig::from_settings(|name| {
-        let value = if name == JWT_SECRET_VAR {
+        let value = if name == JWT_SECRET_VAR || name == PROOF_SECRET_VAR {
             env.secret(name).map(|value| value.to_string())
         } else {
             env.var(name).map(|value| value.to_string())

@@ -1,6 +1,9 @@
 //! Sending a request on to the backend, bounded by the forward timeout: a request that passes
-//! through streams its body and gets the backend's response as is; a guarded request sends the
-//! body the gate already read and gets the whole answer back, so the answer can be kept.
+//! through gets the backend's response as is; a guarded request sends the body the gate already
+//! read and gets the whole answer back, so the answer can be kept. Where the backend asks for
+//! the edge's proof (`EDGE_PROOF_SECRET`), every forward carries one, signed over its method,
+//! path, body and time (`shared::edge_proof`); a request that passes through then has its body
+//! read first, since the proof covers it, and otherwise streams it.
 
 use std::future::Future;
 use std::pin::pin;
@@ -14,6 +17,9 @@ use worker::{
     RequestRedirect, Response, console_log, console_warn,
 };
 
+use shared::edge_proof::{self, PROOF_HEADER, ProvedRequest};
+
+use super::clock::now_unix;
 use crate::config::EdgeConfig;
 use crate::coordination::SavedReply;
 use crate::forward_rules::{
@@ -45,13 +51,14 @@ impl BackendReply {
     }
 }
 
-/// Forwards a request that passes through the edge, streaming its body.
+/// Forwards a request that passes through the edge, with `body` as read (`None`: its body
+/// streamed, where no proof is made).
 pub async fn forward_unchanged(
     request: &Request,
+    body: Option<&[u8]>,
     config: &EdgeConfig,
     request_id: &str,
 ) -> Result<Response, ForwardFailure> {
-    let body = request.inner().body().map(JsValue::from);
     let outgoing = backend_request(request, config, request_id, body)?;
     within(config.backend_timeout(), |signal| async move {
         Fetch::Request(outgoing).send_with_signal(&signal).await
@@ -66,7 +73,6 @@ pub async fn forward_buffered(
     config: &EdgeConfig,
     request_id: &str,
 ) -> Result<BackendReply, ForwardFailure> {
-    let body = JsValue::from(Uint8Array::from(body));
     let outgoing = backend_request(request, config, request_id, Some(body))?;
     within(config.backend_timeout(), |signal| async move {
         let mut response = Fetch::Request(outgoing).send_with_signal(&signal).await?;
@@ -80,8 +86,10 @@ pub async fn forward_buffered(
     .await
 }
 
-/// The request to the backend: the client's method, path, query, headers and body, plus the
-/// request id, with redirects handed back to the client rather than followed. A `GET` or `HEAD`
+/// The request to the backend: the client's method, path, query, headers and body (`body` as
+/// read, or the incoming body streamed), plus the request id and, where configured, the edge's
+/// proof (its nonce the request id), with redirects handed back to the client rather than
+/// followed. A `GET` or `HEAD`
 /// goes without its body: `fetch` cannot send one, and the backend answers such a request as if
 /// it had none (a read ignores a body; a route without that method is 405 either way). A method
 /// `fetch` cannot send at all (`CONNECT`, `TRACE`, `TRACK`) is the client's doing:
@@ -90,11 +98,18 @@ fn backend_request(
     incoming: &Request,
     config: &EdgeConfig,
     request_id: &str,
-    body: Option<JsValue>,
+    body: Option<&[u8]>,
 ) -> Result<Request, ForwardFailure> {
-    let body = match incoming.method() {
-        Method::Get | Method::Head => None,
-        _ => body,
+    let sends_body = !matches!(incoming.method(), Method::Get | Method::Head);
+    let sent: &[u8] = if sends_body {
+        body.unwrap_or_default()
+    } else {
+        &[]
+    };
+    let body = match (sends_body, body) {
+        (false, _) => None,
+        (true, Some(bytes)) => Some(JsValue::from(Uint8Array::from(bytes))),
+        (true, None) => incoming.inner().body().map(JsValue::from),
     };
     let build = || -> worker::Result<Request> {
         let headers = Headers::new();
@@ -104,7 +119,20 @@ fn backend_request(
             }
         }
         headers.set(REQUEST_ID_HEADER, request_id)?;
-        let url = config.backend_url_for(path_and_query(&incoming.inner().url()));
+        let path_and_query = path_and_query(&incoming.inner().url()).to_owned();
+        if let Some(secret) = config.proof_secret() {
+            let method = incoming.method().to_string();
+            let proved = ProvedRequest {
+                method: &method,
+                path_and_query: &path_and_query,
+                body: sent,
+            };
+            headers.set(
+                PROOF_HEADER,
+                &edge_proof::sign(secret, proved, now_unix(), request_id),
+            )?;
+        }
+        let url = config.backend_url_for(&path_and_query);
         let mut init = RequestInit::new();
         init.with_method(incoming.method())
             .with_headers(headers)
@@ -177,13 +205,8 @@ mod tests {
 
     #[wasm_bindgen_test]
     async fn the_backend_request_keeps_method_path_headers_and_body_and_adds_a_request_id() {
-        let mut outgoing = backend_request(
-            &incoming(),
-            &config(),
-            "req-1",
-            Some(JsValue::from_str("{\"a\":1}")),
-        )
-        .expect("request");
+        let mut outgoing =
+            backend_request(&incoming(), &config(), "req-1", Some(b"{\"a\":1}")).expect("request");
         assert_eq!(
             outgoing.inner().url(),
             "http://127.0.0.1:9/v1/bills/b/pay?x=1"

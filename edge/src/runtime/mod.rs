@@ -12,10 +12,13 @@ mod clock;
 mod coordinator_client;
 mod fetch_handler;
 mod forward;
+mod identity;
 mod key_coordinator;
+mod provider_keys;
 mod rate_limiter;
 mod rate_limiter_client;
 mod response;
+mod web_crypto;
 
 pub use coordinator_client::COORDINATOR_BINDING;
 pub use rate_limiter_client::RATE_LIMITER_BINDING;

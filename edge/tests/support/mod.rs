@@ -50,7 +50,20 @@ pub struct StackOptions {
     /// The edge's per-address rate limit (`RATE_LIMIT_ADDRESS_*`); every request of a test
     /// without `CF-Connecting-IP` shares one bucket.
     pub address_limit: Limit,
+    /// The identity provider's JWKS URL, for edge and backend alike; `None`: HS256 tokens of
+    /// [`SECRET`].
+    pub jwks_url: Option<String>,
+    /// Token settings both edge and backend get (`AUTH_JWT_ISSUER`, `AUTH_USER_CLAIM`…).
+    pub token_settings: Vec<(&'static str, String)>,
+    /// Whether the backend answers only requests with the edge's proof (and the edge signs).
+    pub edge_proof: bool,
 }
+
+/// The edge proof's secret of a stack that requires it.
+pub const PROOF_SECRET: &str = "edge-end-to-end-proof-secret-0123456789";
+
+/// How often the stacks' edge and backend may fetch a key set.
+pub const JWKS_REFETCH_SECONDS: u64 = 1;
 
 /// A limit no test reaches unless it means to: the tests that are not about rate limits send
 /// bursts (twenty attempts at once) from one user and one address.
@@ -66,6 +79,9 @@ impl Default for StackOptions {
             edge_backend_timeout_ms: 15_000,
             user_limit: UNREACHED_LIMIT,
             address_limit: UNREACHED_LIMIT,
+            jwks_url: None,
+            token_settings: Vec::new(),
+            edge_proof: false,
         }
     }
 }
@@ -130,6 +146,21 @@ impl Stack {
         })
         .await;
 
+        // Settings edge and backend share: where tokens get their keys, their rules, the proof.
+        let mut shared_settings: Vec<(&'static str, String)> = options.token_settings.clone();
+        match &options.jwks_url {
+            Some(url) => {
+                shared_settings.push(("AUTH_JWKS_URL", url.clone()));
+                shared_settings.push((
+                    "AUTH_JWKS_REFETCH_SECONDS",
+                    JWKS_REFETCH_SECONDS.to_string(),
+                ));
+            }
+            None => shared_settings.push(("AUTH_JWT_SECRET", SECRET.to_owned())),
+        }
+        if options.edge_proof {
+            shared_settings.push(("EDGE_PROOF_SECRET", PROOF_SECRET.to_owned()));
+        }
         let database = TestDatabase::create().await;
         let mut backend_command = Command::new(server_binary("backend"));
         backend_command
@@ -137,10 +168,13 @@ impl Stack {
             .env("BANK_URL", &bank_url)
             .env("LISTEN_ADDR", "127.0.0.1:0")
             .env("ADMIN_ADDR", "127.0.0.1:0")
-            .env("AUTH_JWT_SECRET", SECRET)
             .env("APP_ENV", "production")
+            // The provider's keys are served over http on 127.0.0.1: loopback is allowed.
+            .env("DATABASE_REPLICATION", "none")
+            .env("REQUIRE_EDGE_PROOF", options.edge_proof.to_string())
             .env("POLICY_FILE", repo_root().join("policy.yaml"))
-            .env("RUST_LOG", "warn");
+            .env("RUST_LOG", "warn")
+            .envs(shared_settings.iter().map(|(name, value)| (*name, value)));
         let ready = listening_urls(["backend admin", "backend"]);
         let (backend, [backend_admin_url, backend_url]) =
             ServerProcess::start("backend", backend_command, ready).await;
@@ -148,7 +182,7 @@ impl Stack {
         let settings = WorkerSettings {
             backend_url: backend_url.clone(),
             backend_timeout_ms: options.edge_backend_timeout_ms,
-            jwt_secret: SECRET.to_owned(),
+            jwt_secret: None,
             user_limit: (options.user_limit.per_minute, options.user_limit.burst),
             address_limit: (
                 options.address_limit.per_minute,
@@ -158,6 +192,7 @@ impl Stack {
                 edge::runtime::COORDINATOR_BINDING,
                 edge::runtime::RATE_LIMITER_BINDING,
             ),
+            extra: shared_settings,
         };
         let (workerd, edge_port) = start_workerd(&repo_root(), &scratch, &settings).await;
 

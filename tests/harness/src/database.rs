@@ -16,13 +16,20 @@ pub fn admin_url() -> String {
 pub struct TestDatabase {
     name: String,
     url: String,
+    /// The server's maintenance database, where the database is dropped from.
+    admin: String,
 }
 
 impl TestDatabase {
-    /// Creates a fresh, empty database.
+    /// Creates a fresh, empty database on the server [`admin_url`] names.
     pub async fn create() -> TestDatabase {
-        let admin = admin_url();
-        let mut conn = PgConnection::connect(&admin)
+        TestDatabase::create_on(&admin_url()).await
+    }
+
+    /// Creates a fresh, empty database on the server whose maintenance database `admin` names
+    /// (a replicated cluster's, say).
+    pub async fn create_on(admin: &str) -> TestDatabase {
+        let mut conn = PgConnection::connect(admin)
             .await
             .expect("PostgreSQL must be running for these tests (tests/run-all.sh starts it)");
         let name = format!("test_{}", uuid::Uuid::new_v4().simple());
@@ -33,6 +40,7 @@ impl TestDatabase {
         let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
         TestDatabase {
             url: format!("{base}/{name}"),
+            admin: admin.to_owned(),
             name,
         }
     }
@@ -48,12 +56,13 @@ impl Drop for TestDatabase {
     /// await, so a thread of its own runs the statement on a small runtime and is waited for.
     fn drop(&mut self) {
         let statement = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let admin = self.admin.clone();
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             runtime.block_on(async {
-                let mut conn = PgConnection::connect(&admin_url()).await?;
+                let mut conn = PgConnection::connect(&admin).await?;
                 sqlx::query(&statement).execute(&mut conn).await?;
                 Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
             })?;

@@ -6,6 +6,12 @@
 //!   binding and releasing; killed with its process group when dropped;
 //! - [`Received`]: what a test client received, read whole, with the assertions the contract needs;
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
+//! - [`HaCluster`]: a replicated PostgreSQL (Patroni, etcd, HAProxy) of `scripts/ha-cluster.sh`,
+//!   for the failover suite and the HA soak;
+//! - [`IdentityProvider`] and [`SigningKey`]: a JWKS endpoint whose keys a test publishes,
+//!   rotates or takes away, and the RS256 and ES256 keys that sign its tokens;
+//! - [`LostAnswerProxy`]: a proxy in front of PostgreSQL that loses the answer to one
+//!   statement, as a failover between a commit and its reply does;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
 //! - [`workerd`]: the built edge Worker under `workerd`;
@@ -14,6 +20,9 @@
 
 mod certificates;
 mod database;
+mod ha_cluster;
+mod identity_provider;
+mod lost_answer_proxy;
 pub mod mutations;
 mod process;
 mod received;
@@ -23,6 +32,9 @@ pub mod workerd;
 
 pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
+pub use ha_cluster::{HaCluster, HaMode};
+pub use identity_provider::{IdentityProvider, SigningKey};
+pub use lost_answer_proxy::LostAnswerProxy;
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
 pub use received::Received;
 pub use tls_postgres::TlsPostgres;

@@ -77,28 +77,11 @@ impl ServerProcess {
     /// output if it exits or takes longer than 30 s.
     pub async fn start<T: Send + 'static>(
         name: &str,
-        mut command: Command,
+        command: Command,
         ready: impl FnMut(&str) -> Option<T> + Send + 'static,
     ) -> (ServerProcess, T) {
-        let mut child = command
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {name}: {error}"));
-        let log = Arc::new(Mutex::new(String::new()));
         let (found, readiness) = oneshot::channel::<T>();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
-        keep_lines(stdout, Arc::clone(&log), Some((ready, found)));
-        keep_lines::<_, T, fn(&str) -> Option<T>>(stderr, Arc::clone(&log), None);
-        let mut process = ServerProcess {
-            name: name.to_owned(),
-            child,
-            log,
-            exited: None,
-        };
+        let mut process = ServerProcess::spawn_watched(name, command, Some((ready, found)));
         match tokio::time::timeout(START_TIMEOUT, readiness).await {
             Ok(Ok(value)) => (process, value),
             _ => {
@@ -109,6 +92,43 @@ impl ServerProcess {
                     process.log()
                 )
             }
+        }
+    }
+
+    /// Spawns `command`, a server that prints no ready line (HAProxy): the caller finds out
+    /// itself when it serves.
+    pub fn spawn(name: &str, command: Command) -> ServerProcess {
+        ServerProcess::spawn_watched::<(), fn(&str) -> Option<()>>(name, command, None)
+    }
+
+    /// Spawns `command` in a process group of its own, keeping its output, and offering each
+    /// line of its standard output to `ready` until it finds its value.
+    fn spawn_watched<T, F>(
+        name: &str,
+        mut command: Command,
+        ready: Option<(F, oneshot::Sender<T>)>,
+    ) -> ServerProcess
+    where
+        T: Send + 'static,
+        F: FnMut(&str) -> Option<T> + Send + 'static,
+    {
+        let mut child = command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {name}: {error}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        keep_lines(stdout, Arc::clone(&log), ready);
+        keep_lines::<_, T, fn(&str) -> Option<T>>(stderr, Arc::clone(&log), None);
+        ServerProcess {
+            name: name.to_owned(),
+            child,
+            log,
+            exited: None,
         }
     }
 

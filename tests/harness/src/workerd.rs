@@ -19,8 +19,9 @@ pub struct WorkerSettings {
     pub backend_url: String,
     /// `BACKEND_TIMEOUT_MS`.
     pub backend_timeout_ms: u64,
-    /// `AUTH_JWT_SECRET`.
-    pub jwt_secret: String,
+    /// `AUTH_JWT_SECRET`; `None` where tokens come from an identity provider (`extra`'s
+    /// `AUTH_JWKS_URL`).
+    pub jwt_secret: Option<String>,
     /// `RATE_LIMIT_USER_PER_MINUTE` and `RATE_LIMIT_USER_BURST`.
     pub user_limit: (u32, u32),
     /// `RATE_LIMIT_ADDRESS_PER_MINUTE` and `RATE_LIMIT_ADDRESS_BURST`.
@@ -28,6 +29,8 @@ pub struct WorkerSettings {
     /// The binding names of the key coordinator and rate limiter namespaces (the edge crate's
     /// `COORDINATOR_BINDING` and `RATE_LIMITER_BINDING`).
     pub bindings: (&'static str, &'static str),
+    /// Further text bindings: `AUTH_JWKS_URL`, `EDGE_PROOF_SECRET`, the token rules…
+    pub extra: Vec<(&'static str, String)>,
 }
 
 /// Starts the Worker built under `repo_root` in `workerd`, with its files copied to `scratch`
@@ -78,7 +81,14 @@ fn config(settings: &WorkerSettings) -> String {
         user_limit: (user_per_minute, user_burst),
         address_limit: (address_per_minute, address_burst),
         bindings: (coordinator, limiter),
+        extra,
     } = settings;
+    let text_bindings: String = jwt_secret
+        .iter()
+        .map(|secret| ("AUTH_JWT_SECRET", secret.as_str()))
+        .chain(extra.iter().map(|(name, value)| (*name, value.as_str())))
+        .map(|(name, value)| format!("    (name = \"{name}\", text = \"{value}\"),\n"))
+        .collect();
     format!(
         r#"using Workerd = import "/workerd/workerd.capnp";
 
@@ -100,8 +110,7 @@ const edge :Workerd.Worker = (
     (name = "BACKEND_URL", text = "{backend_url}"),
     (name = "BACKEND_TIMEOUT_MS", text = "{backend_timeout_ms}"),
     (name = "APP_ENV", text = "production"),
-    (name = "AUTH_JWT_SECRET", text = "{jwt_secret}"),
-    (name = "RATE_LIMIT_USER_PER_MINUTE", text = "{user_per_minute}"),
+{text_bindings}    (name = "RATE_LIMIT_USER_PER_MINUTE", text = "{user_per_minute}"),
     (name = "RATE_LIMIT_USER_BURST", text = "{user_burst}"),
     (name = "RATE_LIMIT_ADDRESS_PER_MINUTE", text = "{address_per_minute}"),
     (name = "RATE_LIMIT_ADDRESS_BURST", text = "{address_burst}"),

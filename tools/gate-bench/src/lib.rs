@@ -14,7 +14,7 @@
 
 use std::hint::black_box;
 
-use edge::config::{BACKEND_URL_VAR, EdgeConfig, JWT_SECRET_VAR, compiled_policy};
+use edge::config::{BACKEND_URL_VAR, EdgeConfig, EdgeTokens, JWT_SECRET_VAR, compiled_policy};
 use edge::gate::{BodyRead, Gate, GuardedRequest, Verdict};
 use shared::auth::{UserId, sign_token};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -69,7 +69,10 @@ pub fn check_rounds(rounds: u32) -> u32 {
         _ => None,
     })
     .expect("the bench's settings are valid");
-    let gate = Gate::new(compiled_policy(), config.tokens());
+    let EdgeTokens::Secret(tokens) = config.tokens() else {
+        unreachable!("the bench's settings name a secret");
+    };
+    let gate = Gate::new(compiled_policy());
     let user = UserId::new(USER).expect("a positive user id");
     let authorization = format!(
         "Bearer {}",
@@ -82,13 +85,15 @@ pub fn check_rounds(rounds: u32) -> u32 {
         let Some(route) = gate.route(black_box(METHOD), black_box(PATH)) else {
             continue;
         };
+        // The HS256 check the runtime makes before the gate, then the gate.
+        let user = tokens.verify_authorization(Some(black_box(authorization.as_bytes())), NOW_UNIX);
         let request = GuardedRequest {
-            authorization: Some(black_box(authorization.as_bytes())),
+            user,
             key_header_values: black_box(&key_header_values),
             // The runtime reads every body into a fresh buffer.
             body: BodyRead::Complete(black_box(&body).clone()),
         };
-        if let Verdict::Coordinate { attempt, .. } = gate.check(&route, request, NOW_UNIX) {
+        if let Verdict::Coordinate { attempt, .. } = gate.check(&route, request) {
             black_box(attempt);
             admitted += 1;
         }

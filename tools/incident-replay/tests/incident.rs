@@ -10,7 +10,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use backend::config::{Config, Limits};
+use backend::config::{Config, Identity, Limits};
+use backend::durability::Replication;
 use backend::startup::Application;
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
 use serde_json::Value;
@@ -39,10 +40,10 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
-        jwt_secret: SECRET.into(),
         // The replay needs no operator console.
-        operator_secret: None,
-        token_rules: shared::auth::TokenRules::default(),
+        identity: Identity::with_secrets(SECRET, None),
+        // The machine's one PostgreSQL server.
+        replication: Replication::None,
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
         database_acquire_timeout: Duration::from_secs(3),

@@ -8,6 +8,8 @@
 //!   lost movement); the same for refunds;
 //! - no user action (a bill of its own) has more than one debit: no double charge;
 //! - refunds never give back more than their payment;
+//! - every payment or refund a phone was told succeeded (201) is in the books, `succeeded`
+//!   under the reference it was told: an acknowledged commit is never lost (a failover);
 //! - no key is left `started` or `unknown`;
 //! - every action ended with a final answer, or past its deadline the status look-up said
 //!   nothing was charged.
@@ -141,6 +143,25 @@ pub fn audit(
         }
     }
 
+    for action in actions {
+        let Ending::Final { status: 201, body } = &action.ending else {
+            continue;
+        };
+        let reference = body["bank_reference"].as_str().unwrap_or_default();
+        let books = match action.operation {
+            Operation::PayBill => &records.payments,
+            Operation::RefundPayment => &records.refunds,
+        };
+        if !books
+            .iter()
+            .any(|m| m.reference == reference && m.status == "succeeded")
+        {
+            flag(
+                "an acknowledged movement missing from the books",
+                reference.to_owned(),
+            );
+        }
+    }
     for (user, state) in &records.unfinished_keys {
         damage.unresolved_keys += 1;
         flag("key left unresolved", format!("user {user}, state {state}"));
@@ -299,7 +320,7 @@ mod tests {
             key: None,
             ending: Ending::Final {
                 status: 201,
-                body: json!({}),
+                body: json!({ "bank_reference": "pay-1" }),
             },
             attempts: 1,
             took: Duration::from_millis(50),
@@ -364,6 +385,23 @@ mod tests {
         assert_eq!(damage.double_debits, 1);
         assert_eq!(damage.unresolved_keys, 1);
         assert_eq!(damage.orphan_or_lost, 2);
+    }
+
+    #[test]
+    fn a_payment_acknowledged_then_lost_by_the_database_fails_it() {
+        let (ledger, mut records) = clean_books();
+        // The phone was told pay-1 succeeded; a failover lost its row (the bank keeps the debit).
+        records
+            .payments
+            .retain(|payment| payment.reference != "pay-1");
+        records.refunds.clear();
+        let (violations, _) = audit(&ledger, &records, &[paid("soak-1-1")]);
+        let kinds: Vec<&str> = violations.iter().map(|v| v.kind).collect();
+        assert!(
+            kinds.contains(&"an acknowledged movement missing from the books"),
+            "{kinds:?}"
+        );
+        assert!(kinds.contains(&"bank debit without exactly one succeeded payment"));
     }
 
     #[test]

@@ -8,6 +8,15 @@
 //! debits (5xx), declining, or out altogether, and the edge restarted. A bank fault lasts
 //! [`BANK_FAULT_LASTS`], then the bank's knobs go back to [`baseline_knobs`]. On SQLite there
 //! is one replica and no PostgreSQL to fault.
+//!
+//! On a replicated cluster (`--database ha`) the machine's PostgreSQL is not restarted; the
+//! cluster's faults ([`ClusterFault`], driven through `scripts/ha-cluster.sh`) strike instead,
+//! spread evenly over the soak, each waited out until the cluster has a writable leader (with a
+//! synchronous standby, where it replicates synchronously): the leader's node killed, a planned
+//! switchover, every standby killed, the leader's node paused past the leader lock's TTL and
+//! resumed (it must be demoted), etcd restarted, and the leader's WAL senders frozen while
+//! payments commit, then the leader killed: the fault that loses acknowledged commits under
+//! asynchronous replication (and under synchronous replication only delays them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,7 +27,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::stack::{Database, Stack, StoreKind};
+use crate::stack::{Database, DatabaseKind, Stack};
 
 /// The mean time between two faults.
 pub const MEAN_GAP: Duration = Duration::from_secs(6);
@@ -28,6 +37,57 @@ pub const BANK_FAULT_LASTS: Duration = Duration::from_secs(4);
 
 /// How long a `SIGKILL`ed replica stays down.
 const DOWN_AFTER_KILL: Duration = Duration::from_secs(1);
+
+/// How long the cluster's leader is paused: past the leader lock's 20 s TTL, so another node
+/// is elected meanwhile.
+const LEADER_PAUSED: Duration = Duration::from_secs(24);
+
+/// How long the standbys stay down, or the WAL shipping to them frozen.
+const STANDBYS_AWAY: Duration = Duration::from_secs(4);
+
+/// How long a cluster fault may take to end in a healthy cluster, in seconds.
+const CLUSTER_RECOVERY_SECONDS: u32 = 120;
+
+/// A fault of the replicated cluster (`--database ha`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum ClusterFault {
+    /// `SIGKILL` the leader's Patroni and PostgreSQL; start the node again once another leads.
+    KillLeader,
+    /// A planned switchover (`patronictl switchover`).
+    Switchover,
+    /// `SIGKILL` every standby's node; with strict replication, writes stop until one is back.
+    KillStandbys,
+    /// `SIGSTOP` the leader's node past the lock's TTL, then `SIGCONT`: it must be demoted.
+    PauseLeader,
+    /// Stop etcd and start it again.
+    RestartEtcd,
+    /// Freeze the leader's WAL senders while payments commit, then kill the leader.
+    LoseTheTail,
+}
+
+impl ClusterFault {
+    /// Every cluster fault, in the order a soak strikes them, the leader killed twice.
+    pub const ALL: [ClusterFault; 7] = [
+        ClusterFault::KillLeader,
+        ClusterFault::Switchover,
+        ClusterFault::KillStandbys,
+        ClusterFault::PauseLeader,
+        ClusterFault::KillLeader,
+        ClusterFault::RestartEtcd,
+        ClusterFault::LoseTheTail,
+    ];
+
+    /// Whether the fault puts another node in the lead.
+    pub fn changes_leader(self) -> bool {
+        matches!(
+            self,
+            ClusterFault::KillLeader
+                | ClusterFault::Switchover
+                | ClusterFault::PauseLeader
+                | ClusterFault::LoseTheTail
+        )
+    }
+}
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -52,6 +112,8 @@ pub enum Fault {
     BankOutage,
     /// Kill the edge and start it again.
     RestartEdge,
+    /// A fault of the replicated cluster.
+    Cluster(ClusterFault),
 }
 
 impl Fault {
@@ -68,6 +130,14 @@ impl Fault {
             Fault::BankDeclines => "bank declining",
             Fault::BankOutage => "bank out",
             Fault::RestartEdge => "edge restarted",
+            Fault::Cluster(ClusterFault::KillLeader) => "cluster: leader node SIGKILLed",
+            Fault::Cluster(ClusterFault::Switchover) => "cluster: planned switchover",
+            Fault::Cluster(ClusterFault::KillStandbys) => "cluster: every standby SIGKILLed",
+            Fault::Cluster(ClusterFault::PauseLeader) => "cluster: leader node paused past its TTL",
+            Fault::Cluster(ClusterFault::RestartEtcd) => "cluster: etcd restarted",
+            Fault::Cluster(ClusterFault::LoseTheTail) => {
+                "cluster: WAL shipping frozen, then the leader SIGKILLed"
+            }
         }
     }
 
@@ -102,14 +172,23 @@ pub fn baseline_knobs() -> Value {
     })
 }
 
-/// The schedule for a soak of `duration` on `store` with `replicas`, from `seed`: (seconds into
-/// the soak, fault), in time order.
-pub fn schedule(
-    seed: u64,
-    duration: Duration,
-    store: StoreKind,
-    replicas: usize,
-) -> Vec<(Duration, Fault)> {
+/// What a soak's schedule is drawn for.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The soak's length.
+    pub duration: Duration,
+    /// The database the replicas share.
+    pub database: DatabaseKind,
+    /// How many replicas.
+    pub replicas: usize,
+    /// The cluster's faults, in order (`--database ha` only).
+    pub cluster_faults: Vec<ClusterFault>,
+    /// Whether the replicas, the bank, the edge and the connections are faulted too.
+    pub other_faults: bool,
+}
+
+/// The schedule for `plan`, from `seed`: (seconds into the soak, fault), in time order.
+pub fn schedule(seed: u64, plan: &Plan) -> Vec<(Duration, Fault)> {
     let mut random = StdRng::seed_from_u64(seed);
     let mut kinds = vec![
         Fault::BankSlow,
@@ -119,36 +198,51 @@ pub fn schedule(
         Fault::BankOutage,
         Fault::RestartEdge,
     ];
-    for replica in 0..replicas {
+    for replica in 0..plan.replicas {
         kinds.push(Fault::KillReplica(replica));
         kinds.push(Fault::StopReplica(replica));
     }
-    if store == StoreKind::Postgres {
+    if plan.database != DatabaseKind::Sqlite {
         kinds.push(Fault::CutConnections);
     }
-    let count = (duration.as_secs_f64() / MEAN_GAP.as_secs_f64())
-        .round()
-        .max(1.0) as usize;
+    let count = if plan.other_faults {
+        (plan.duration.as_secs_f64() / MEAN_GAP.as_secs_f64())
+            .round()
+            .max(1.0) as usize
+    } else {
+        0
+    };
     // The last stretch of the soak is left quiet, so the last fault's effects play out.
-    let window = duration.mul_f64(0.85).as_secs_f64().max(1.0);
+    let window = plan.duration.mul_f64(0.85).as_secs_f64().max(1.0);
     let mut faults: Vec<(Duration, Fault)> = (0..count)
         .map(|_| {
             let at = Duration::from_secs_f64(random.random_range(1.0..window));
             (at, kinds[random.random_range(0..kinds.len())])
         })
         .collect();
-    if store == StoreKind::Postgres {
-        let at = Duration::from_secs_f64(random.random_range(window * 0.3..window * 0.7));
-        faults.push((at, Fault::RestartPostgres));
+    match plan.database {
+        DatabaseKind::Postgres if plan.other_faults => {
+            let at = Duration::from_secs_f64(random.random_range(window * 0.3..window * 0.7));
+            faults.push((at, Fault::RestartPostgres));
+        }
+        DatabaseKind::Ha => {
+            // Evenly spread: each takes tens of seconds, and the next finds the cluster whole.
+            let spread = plan.cluster_faults.len() as f64;
+            for (index, fault) in plan.cluster_faults.iter().enumerate() {
+                let at = Duration::from_secs_f64(window * (index as f64 + 0.5) / spread);
+                faults.push((at, Fault::Cluster(*fault)));
+            }
+        }
+        _ => {}
     }
     faults.sort();
     faults
 }
 
-/// How many faults of each kind a schedule (or what was carried out of it) holds.
-pub fn count_by_kind(faults: &[(Duration, Fault)]) -> BTreeMap<&'static str, usize> {
+/// How many faults of each kind were carried out.
+pub fn count_by_kind(faults: impl IntoIterator<Item = Fault>) -> BTreeMap<&'static str, usize> {
     let mut counts = BTreeMap::new();
-    for (_, fault) in faults {
+    for fault in faults {
         *counts.entry(fault.kind()).or_default() += 1;
     }
     counts
@@ -175,8 +269,70 @@ pub async fn strike(stack: &mut Stack, fault: Fault, http: &reqwest::Client) -> 
         Fault::CutConnections => cut_connections(&stack.database).await,
         Fault::RestartPostgres => restart_postgres().await,
         Fault::RestartEdge => stack.restart_edge().await,
+        Fault::Cluster(fault) => strike_cluster(stack, fault).await,
         _ => Ok(()),
     }
+}
+
+/// Carries out a cluster fault through `scripts/ha-cluster.sh`, and waits for a writable
+/// leader (with a synchronous standby, where it replicates synchronously) and every node back.
+async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()> {
+    let cluster = stack
+        .cluster
+        .as_ref()
+        .context("a cluster fault without a cluster")?;
+    let run = |args: &'static [&'static str]| async move {
+        cluster.run(args).await.map_err(anyhow::Error::msg)
+    };
+    let healthy = || async {
+        cluster
+            .wait_healthy(CLUSTER_RECOVERY_SECONDS)
+            .await
+            .map_err(anyhow::Error::msg)
+    };
+    let start_again = |nodes: String| async move {
+        for node in nodes.split_whitespace() {
+            cluster
+                .run(&["start-node", node])
+                .await
+                .map_err(anyhow::Error::msg)?;
+        }
+        anyhow::Ok(())
+    };
+    match fault {
+        ClusterFault::KillLeader => {
+            let killed = run(&["kill-leader"]).await?;
+            healthy().await?;
+            start_again(killed).await?;
+        }
+        ClusterFault::Switchover => {
+            run(&["switchover"]).await?;
+        }
+        ClusterFault::KillStandbys => {
+            let killed = run(&["kill-standbys"]).await?;
+            tokio::time::sleep(STANDBYS_AWAY).await;
+            start_again(killed).await?;
+        }
+        ClusterFault::PauseLeader => {
+            let seconds = LEADER_PAUSED.as_secs().to_string();
+            cluster
+                .run(&["pause-leader", &seconds])
+                .await
+                .map_err(anyhow::Error::msg)?;
+        }
+        ClusterFault::RestartEtcd => {
+            run(&["restart-etcd"]).await?;
+        }
+        ClusterFault::LoseTheTail => {
+            run(&["freeze-replication"]).await?;
+            tokio::time::sleep(STANDBYS_AWAY).await;
+            let killed = run(&["kill-leader"]).await;
+            run(&["thaw-replication"]).await?;
+            healthy().await?;
+            start_again(killed?).await?;
+        }
+    }
+    healthy().await
 }
 
 /// Sets the bank's knobs (`PUT /knobs`).
@@ -230,12 +386,22 @@ async fn restart_postgres() -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    fn plan(database: DatabaseKind, duration: Duration, replicas: usize) -> Plan {
+        Plan {
+            duration,
+            database,
+            replicas,
+            cluster_faults: ClusterFault::ALL.to_vec(),
+            other_faults: true,
+        }
+    }
+
     #[test]
-    fn a_seed_gives_the_same_schedule_and_the_store_decides_the_faults() {
-        let minute = Duration::from_secs(60);
-        let first = schedule(7, minute, StoreKind::Postgres, 3);
-        assert_eq!(first, schedule(7, minute, StoreKind::Postgres, 3));
-        assert_ne!(first, schedule(8, minute, StoreKind::Postgres, 3));
+    fn a_seed_gives_the_same_schedule_and_the_database_decides_the_faults() {
+        let minute = plan(DatabaseKind::Postgres, Duration::from_secs(60), 3);
+        let first = schedule(7, &minute);
+        assert_eq!(first, schedule(7, &minute));
+        assert_ne!(first, schedule(8, &minute));
         assert_eq!(first.len(), 11, "ten faults and one PostgreSQL restart");
         assert!(
             first.windows(2).all(|pair| pair[0].0 <= pair[1].0),
@@ -248,11 +414,39 @@ mod tests {
                 .count(),
             1
         );
-        let on_sqlite = schedule(7, Duration::from_secs(600), StoreKind::Sqlite, 1);
+        let on_sqlite = schedule(7, &plan(DatabaseKind::Sqlite, Duration::from_secs(600), 1));
         assert!(on_sqlite.iter().all(|(_, fault)| !matches!(
             fault,
             Fault::RestartPostgres | Fault::CutConnections | Fault::KillReplica(1..)
         )));
+    }
+
+    #[test]
+    fn a_cluster_gets_every_cluster_fault_in_order_and_no_machine_restart() {
+        let soak = plan(DatabaseKind::Ha, Duration::from_secs(150), 3);
+        let faults = schedule(1, &soak);
+        let cluster: Vec<ClusterFault> = faults
+            .iter()
+            .filter_map(|(_, fault)| match fault {
+                Fault::Cluster(fault) => Some(*fault),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cluster, ClusterFault::ALL);
+        assert!(!faults.iter().any(|(_, f)| *f == Fault::RestartPostgres));
+
+        let control = Plan {
+            cluster_faults: vec![ClusterFault::LoseTheTail],
+            other_faults: false,
+            ..soak
+        };
+        assert_eq!(
+            schedule(1, &control)
+                .into_iter()
+                .map(|(_, fault)| fault)
+                .collect::<Vec<_>>(),
+            [Fault::Cluster(ClusterFault::LoseTheTail)]
+        );
     }
 
     #[test]

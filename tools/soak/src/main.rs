@@ -2,18 +2,20 @@
 //!
 //! A population of phones (the client library, every rule followed) pays bills and refunds part
 //! of some payments, through the edge Worker under `workerd`, in front of three backend
-//! replicas on one PostgreSQL database behind a load balancer (or one replica on a SQLite file),
-//! against the bank simulator; meanwhile a seeded, printed schedule of faults strikes
-//! ([`faults`]). When the time is up the phones finish their actions, the system settles, and
+//! replicas behind HAProxy on one PostgreSQL database (the machine's server, or a replicated
+//! Patroni cluster with `--database ha`) or one replica on a SQLite file, against the bank
+//! simulator; meanwhile a seeded, printed schedule of faults strikes ([`faults`]). When the time is up the phones finish their actions, the system settles, and
 //! the audit ([`audit`]) compares every record with the bank's ledger and every action with
 //! what was recorded. It prints a table, and exits non-zero, naming each violation and the
 //! events around it, if any promise broke.
 //!
 //! `scripts/soak.sh` builds what it needs and runs it (5 minutes by default); the test command
-//! runs a 60-second profile. `--client key-per-retry` runs the broken client instead, to show
-//! that the audit fails when money is charged twice.
+//! runs short profiles. `--client key-per-retry` runs the broken client instead, and
+//! `--database ha --ha-replication asynchronous` a cluster that loses acknowledged commits on
+//! failover, to show that the audit fails when money is charged twice or a record is lost.
 
 mod audit;
+mod balancer;
 mod faults;
 mod phones;
 mod proxy;
@@ -21,6 +23,7 @@ mod report;
 mod stack;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,8 +31,10 @@ use anyhow::Context;
 use clap::Parser;
 use client::ActionStore;
 
+use crate::faults::{ClusterFault, Plan};
 use crate::phones::{ClientKind, Population, Tally};
-use crate::stack::{Stack, StoreKind};
+use crate::report::Struck;
+use crate::stack::{DatabaseKind, HaReplication, Stack};
 
 /// The soak's settings.
 #[derive(Debug, Parser)]
@@ -38,9 +43,19 @@ struct Args {
     /// How long the phones keep starting actions and the faults strike, in seconds.
     #[arg(long, default_value_t = 300)]
     duration_seconds: u64,
-    /// Which store the replicas share.
-    #[arg(long, value_enum, default_value_t = StoreKind::Postgres)]
-    store: StoreKind,
+    /// Which database the replicas share.
+    #[arg(long, value_enum, default_value_t = DatabaseKind::Postgres)]
+    database: DatabaseKind,
+    /// How the cluster of `--database ha` replicates commits.
+    #[arg(long, value_enum, default_value_t = HaReplication::Strict)]
+    ha_replication: HaReplication,
+    /// The cluster's faults, in the order they strike (`--database ha`); every kind by default,
+    /// the leader killed twice.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = ClusterFault::ALL)]
+    cluster_faults: Vec<ClusterFault>,
+    /// Whether the replicas, the bank, the edge and the database connections are faulted too.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    other_faults: bool,
     /// Backend replicas (PostgreSQL only; SQLite runs one).
     #[arg(long, default_value_t = 3)]
     replicas: usize,
@@ -95,12 +110,19 @@ async fn interrupted() {
 
 /// Runs the soak; `true` if the audit passed.
 async fn run(args: Args) -> anyhow::Result<bool> {
-    let replicas = match args.store {
-        StoreKind::Postgres => args.replicas.max(1),
-        StoreKind::Sqlite => 1,
+    let replicas = match args.database {
+        DatabaseKind::Postgres | DatabaseKind::Ha => args.replicas.max(1),
+        DatabaseKind::Sqlite => 1,
     };
     let duration = Duration::from_secs(args.duration_seconds);
-    let schedule = faults::schedule(args.seed, duration, args.store, replicas);
+    let plan = Plan {
+        duration,
+        database: args.database,
+        replicas,
+        cluster_faults: args.cluster_faults.clone(),
+        other_faults: args.other_faults,
+    };
+    let schedule = faults::schedule(args.seed, &plan);
     report::print_schedule(&args, replicas, &schedule);
     if args.schedule_only {
         return Ok(true);
@@ -108,7 +130,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 
     let scratch = std::env::temp_dir().join(format!("soak-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&scratch)?;
-    let mut stack = Stack::start(args.store, replicas, &scratch).await?;
+    let mut stack = Stack::start((args.database, args.ha_replication), replicas, &scratch).await?;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;
@@ -124,9 +146,12 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         tally: Arc::clone(&tally),
         http: http.clone(),
     };
-    let until = started + duration;
+    let calling = Arc::new(AtomicBool::new(true));
     let phones: Vec<_> = (1..=args.phones)
-        .map(|user| tokio::spawn(population.clone().phone(user, args.seed, until)))
+        .map(|user| {
+            let calling = Arc::clone(&calling);
+            tokio::spawn(population.clone().phone(user, args.seed, calling))
+        })
         .collect();
 
     let mut struck = Vec::new();
@@ -137,11 +162,17 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             started.elapsed().as_secs_f64(),
             fault.kind()
         );
+        let strike = Struck::now(*fault);
         faults::strike(&mut stack, *fault, &http)
             .await
             .with_context(|| format!("carrying out {fault:?}"))?;
-        struck.push((*at, *fault));
+        struck.push(strike);
     }
+    // The phones call for the whole duration, and past it while faults that took longer than
+    // planned (a failover takes tens of seconds) play out, with a quiet stretch after the last.
+    let quiet = duration.mul_f64(0.15);
+    tokio::time::sleep_until((started + duration).max(Instant::now() + quiet).into()).await;
+    calling.store(false, Ordering::SeqCst);
     for phone in phones {
         phone.await.context("a phone panicked")??;
     }
@@ -161,13 +192,9 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
     let (violations, damage) = audit::audit(&ledger, &records, &tally.actions);
-    report::print_table(
-        &faults::count_by_kind(&struck),
-        &tally,
-        &ledger,
-        &records,
-        damage,
-    );
+    let by_kind = faults::count_by_kind(struck.iter().map(|strike| strike.fault));
+    report::print_table(&by_kind, &tally, &ledger, &records, damage);
+    report::print_failovers(&stack, &struck, &tally).await?;
     report::print_violations(&violations, &records, &tally.actions);
     drop(stack);
     let _ = std::fs::remove_dir_all(&scratch);

@@ -83,6 +83,20 @@ pub struct Tally {
     pub no_answers: u64,
     /// Actions without an ending at their deadline, resumed once the system settled.
     pub resumed: u64,
+    /// Every attempt's answer as it came: when, and its status (`None`: no answer).
+    pub answers: Vec<(Instant, Option<u16>)>,
+}
+
+impl Tally {
+    fn answered(&mut self, status: u16) {
+        *self.statuses.entry(status).or_default() += 1;
+        self.answers.push((Instant::now(), Some(status)));
+    }
+
+    fn not_answered(&mut self) {
+        self.no_answers += 1;
+        self.answers.push((Instant::now(), None));
+    }
 }
 
 /// Shared by all phones.
@@ -119,12 +133,17 @@ fn client_config() -> ClientConfig {
 }
 
 impl Population {
-    /// User `user`'s phone: actions one after another until `until`.
-    pub async fn phone(self, user: u64, seed: u64, until: Instant) -> anyhow::Result<()> {
+    /// User `user`'s phone: actions one after another until `calling` is lowered.
+    pub async fn phone(
+        self,
+        user: u64,
+        seed: u64,
+        calling: Arc<std::sync::atomic::AtomicBool>,
+    ) -> anyhow::Result<()> {
         let mut random = StdRng::seed_from_u64(seed ^ user.rotate_left(17));
         let user_id = UserId::new(user).context("user ids start at 1")?;
         let mut action = 0;
-        while Instant::now() < until {
+        while calling.load(std::sync::atomic::Ordering::SeqCst) {
             action += 1;
             let bill = format!("soak-{user}-{action}");
             let amount = random.random_range(100..=100_000);
@@ -317,14 +336,14 @@ impl Population {
             let mut tally = self.lock();
             match answer {
                 Some((status, body)) => {
-                    *tally.statuses.entry(status).or_default() += 1;
+                    tally.answered(status);
                     events.push(format!("answered {status}"));
                     if (200..300).contains(&status) || (400..500).contains(&status) {
                         return (Ending::Final { status, body }, attempt, events);
                     }
                 }
                 None => {
-                    tally.no_answers += 1;
+                    tally.not_answered();
                     events.push("no answer".to_owned());
                 }
             }
@@ -366,10 +385,10 @@ fn record_event(tally: &Mutex<Tally>, event: &Event) {
         Event::Answered {
             status, replayed, ..
         } => {
-            *tally.statuses.entry(*status).or_default() += 1;
+            tally.answered(*status);
             tally.replays += u64::from(*replayed);
         }
-        Event::NoAnswer { .. } => tally.no_answers += 1,
+        Event::NoAnswer { .. } => tally.not_answered(),
         _ => {}
     }
 }

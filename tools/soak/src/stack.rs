@@ -1,8 +1,9 @@
 //! The system under the soak, as real processes: the bank simulator, the backend replicas (on one
-//! fresh PostgreSQL database, or one replica on a SQLite file), a load balancer in front of them
-//! ([`Proxy`]), the edge Worker under `workerd` in front of that, and a second proxy in front of
-//! the edge so that clients keep one address while the edge restarts. Every process runs in its
-//! own process group and is killed with it when the stack is dropped.
+//! fresh database of the machine's PostgreSQL, of a replicated cluster ([`HaCluster`]: Patroni,
+//! etcd and HAProxy, started here), or one replica on a SQLite file), HAProxy in front of them
+//! ([`Balancer`]), the edge Worker under `workerd` in front of that, and a proxy in front of the
+//! edge so that clients keep one address while the edge restarts. Every process runs in its own
+//! process group and is killed with it when the stack is dropped; the cluster is taken down.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,21 +12,55 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use test_harness::workerd::{WorkerSettings, start_workerd};
-use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls};
+use test_harness::{HaCluster, HaMode, ServerProcess, TestDatabase, listening_url, listening_urls};
 
+use crate::balancer::Balancer;
 use crate::proxy::Proxy;
 
 /// The bank's call timeout at every replica: short, so the bank's slow spells make keys
 /// `unknown` often.
 pub const BANK_TIMEOUT_MS: u64 = 2_000;
 
-/// Which store the replicas share.
+/// The first of the ports the soak's cluster and balancer take (`scripts/ha-cluster.sh`'s
+/// `HA_PORT_BASE`): apart from a person's cluster (15430) and the failover suite's (15530).
+pub const PORT_BASE: u16 = 15630;
+
+/// The balancer's port: past the cluster's.
+const BALANCER_PORT: u16 = PORT_BASE + 40;
+
+/// Which database the replicas share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum StoreKind {
-    /// One PostgreSQL database, several replicas.
+pub enum DatabaseKind {
+    /// One database of the machine's PostgreSQL server, several replicas.
     Postgres,
     /// One SQLite file, one replica.
     Sqlite,
+    /// One database of a three-node Patroni cluster behind HAProxy, several replicas.
+    Ha,
+}
+
+/// How the cluster of `--database ha` replicates commits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HaReplication {
+    /// Synchronous, strict: no acknowledged commit without a standby's copy; writes wait
+    /// while there is no standby. The replicas require it (`synchronous-strict`).
+    Strict,
+    /// Synchronous, falling back to asynchronous while there is no standby. The replicas
+    /// require a standby at start (`synchronous`).
+    Synchronous,
+    /// Asynchronous: the negative control, which loses acknowledged claims on failover (the
+    /// replicas are told `DATABASE_REPLICATION=none`, or they would refuse to start).
+    Asynchronous,
+}
+
+impl HaReplication {
+    fn mode(self) -> HaMode {
+        match self {
+            HaReplication::Strict => HaMode::Strict,
+            HaReplication::Synchronous => HaMode::Synchronous,
+            HaReplication::Asynchronous => HaMode::Asynchronous,
+        }
+    }
 }
 
 /// Where the keys and payments are.
@@ -62,7 +97,9 @@ pub struct Stack {
     /// The token secret of the edge and the replicas.
     pub secret: String,
     replicas: Vec<Replica>,
-    backend_proxy: Proxy,
+    /// What `DATABASE_REPLICATION` the replicas run with.
+    replication: &'static str,
+    balancer: Balancer,
     edge_proxy: Proxy,
     workerd: Option<ServerProcess>,
     _bank: ServerProcess,
@@ -70,11 +107,19 @@ pub struct Stack {
     scratch: PathBuf,
     policy_file: PathBuf,
     repo_root: PathBuf,
+    /// The replicated cluster, for `--database ha`; last, so it is taken down after everything
+    /// that uses it has stopped.
+    pub cluster: Option<HaCluster>,
 }
 
 impl Stack {
-    /// Starts everything: `replicas` backends on `store`, with files in `scratch`.
-    pub async fn start(store: StoreKind, replicas: usize, scratch: &Path) -> anyhow::Result<Stack> {
+    /// Starts everything: `replicas` backends on `kind` (a cluster replicating as `ha` says),
+    /// with files in `scratch`.
+    pub async fn start(
+        (kind, ha): (DatabaseKind, HaReplication),
+        replicas: usize,
+        scratch: &Path,
+    ) -> anyhow::Result<Stack> {
         let binaries = binaries_dir()?;
         let repo_root = test_harness::workerd::repo_root_of(env!("CARGO_MANIFEST_DIR"));
         let secret = format!("soak-{}-{}", uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
@@ -88,11 +133,30 @@ impl Stack {
             listening_url(line, "bank simulator")
         })
         .await;
-        let database = match store {
-            StoreKind::Postgres => Database::Postgres(TestDatabase::create().await),
-            StoreKind::Sqlite => Database::Sqlite(scratch.join("soak.sqlite")),
+        let cluster = match kind {
+            DatabaseKind::Ha => {
+                let root = repo_root.clone();
+                let mode = ha.mode();
+                Some(
+                    tokio::task::spawn_blocking(move || HaCluster::up(&root, PORT_BASE, mode))
+                        .await?,
+                )
+            }
+            DatabaseKind::Postgres | DatabaseKind::Sqlite => None,
         };
-        let backend_proxy = Proxy::start(replicas).await?;
+        let database = match (kind, &cluster) {
+            (DatabaseKind::Sqlite, _) => Database::Sqlite(scratch.join("soak.sqlite")),
+            (_, Some(cluster)) => {
+                Database::Postgres(TestDatabase::create_on(&cluster.maintenance_url()).await)
+            }
+            (_, None) => Database::Postgres(TestDatabase::create().await),
+        };
+        let replication = match (kind, ha) {
+            (DatabaseKind::Ha, HaReplication::Strict) => "synchronous-strict",
+            (DatabaseKind::Ha, HaReplication::Synchronous) => "synchronous",
+            _ => "none",
+        };
+        let balancer = Balancer::start(scratch, BALANCER_PORT, replicas).await?;
         let edge_proxy = Proxy::start(1).await?;
         let mut stack = Stack {
             api_url: edge_proxy.url.clone(),
@@ -100,7 +164,8 @@ impl Stack {
             database,
             secret,
             replicas: (0..replicas).map(|_| Replica { process: None }).collect(),
-            backend_proxy,
+            replication,
+            balancer,
             edge_proxy,
             workerd: None,
             _bank: bank,
@@ -108,6 +173,7 @@ impl Stack {
             scratch: scratch.to_path_buf(),
             policy_file,
             repo_root,
+            cluster,
         };
         for replica in 0..replicas {
             stack.start_replica(replica).await?;
@@ -127,6 +193,9 @@ impl Stack {
             .env("ADMIN_ADDR", "127.0.0.1:0")
             .env("AUTH_JWT_SECRET", &self.secret)
             .env("APP_ENV", "production")
+            .env("DATABASE_REPLICATION", self.replication)
+            // Only what the edge forwards: the phones call the edge, never a replica.
+            .env("EDGE_PROOF_SECRET", self.proof_secret())
             .env("POLICY_FILE", &self.policy_file)
             .env("BANK_TIMEOUT_MS", BANK_TIMEOUT_MS.to_string())
             .env("RECONCILE_INTERVAL_MS", "200")
@@ -134,22 +203,23 @@ impl Stack {
             .env("NO_COLOR", "1");
         let ready = listening_urls(["backend admin", "backend"]);
         let (process, [_, url]) = ServerProcess::start("backend", command, ready).await;
-        self.backend_proxy.set(slot, Some(address_of(&url)?));
+        self.balancer.set(slot, address_of(&url)?).await?;
         self.replicas[slot].process = Some(process);
         Ok(())
     }
 
-    /// Kills replica `slot` with `SIGKILL`; it leaves whatever it held mid-call.
+    /// Kills replica `slot` with `SIGKILL`; it leaves whatever it held mid-call, and the
+    /// balancer finds out by its health checks.
     pub fn kill_replica(&mut self, slot: usize) {
-        self.backend_proxy.set(slot, None);
         if let Some(mut process) = self.replicas[slot].process.take() {
             process.kill_hard();
         }
     }
 
-    /// Stops replica `slot` with `SIGTERM` and waits for it to finish its requests and exit.
+    /// Stops replica `slot` with `SIGTERM`, once the balancer sends it nothing new, and waits
+    /// for it to finish its requests and exit.
     pub async fn terminate_replica(&mut self, slot: usize) -> anyhow::Result<()> {
-        self.backend_proxy.set(slot, None);
+        self.balancer.take_out(slot).await?;
         if let Some(mut process) = self.replicas[slot].process.take() {
             process.terminate();
             let status = process.wait_exit(Duration::from_secs(30)).await;
@@ -158,6 +228,11 @@ impl Stack {
             }
         }
         Ok(())
+    }
+
+    /// The secret of the edge's proof, shared by the edge and the replicas.
+    fn proof_secret(&self) -> String {
+        format!("proof-{}", self.secret)
     }
 
     /// Kills the edge and starts it again (its Durable Objects start empty).
@@ -173,9 +248,9 @@ impl Stack {
         let scratch = self.scratch.join(format!("edge-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&scratch)?;
         let settings = WorkerSettings {
-            backend_url: self.backend_proxy.url.clone(),
+            backend_url: self.balancer.url.clone(),
             backend_timeout_ms: 15_000,
-            jwt_secret: self.secret.clone(),
+            jwt_secret: Some(self.secret.clone()),
             // Every phone is one client address here, and each phone retries hard: the
             // soak is about faults, not about the rate limits.
             user_limit: (1_000_000, 10_000),
@@ -184,6 +259,7 @@ impl Stack {
                 edge::runtime::COORDINATOR_BINDING,
                 edge::runtime::RATE_LIMITER_BINDING,
             ),
+            extra: vec![("EDGE_PROOF_SECRET", self.proof_secret())],
         };
         let (workerd, port) = start_workerd(&self.repo_root, &scratch, &settings).await;
         self.edge_proxy

@@ -41,7 +41,7 @@ use super::auth::{authorization, unix_now};
 use super::body::read_request_body;
 use crate::domain::{Cause, EventKind, NewEvent, OperatorAction, RequestId};
 use crate::error::Error;
-use crate::operator_tokens::{Operator, Refusal};
+use crate::identity::{Operator, Refusal};
 use crate::state::AppState;
 
 /// The console and its API, to be merged into the admin listener's router.
@@ -77,7 +77,8 @@ async fn require_operator(
 ) -> Response {
     let verified = state
         .operator_tokens
-        .verify(authorization(request.headers()), unix_now());
+        .verify(authorization(request.headers()), unix_now())
+        .await;
     match verified {
         Ok(operator) => {
             request.extensions_mut().insert(operator);
@@ -93,7 +94,8 @@ async fn require_operator(
         }
         Err(Refusal::NotConfigured) => Error::from(Problem::new(
             ProblemKind::Unauthenticated,
-            "The operator console is closed on this backend: OPERATOR_JWT_SECRET is not set.",
+            "The operator console is closed on this backend: no operator keys \
+             (OPERATOR_JWKS_URL, AUTH_JWKS_URL) or OPERATOR_JWT_SECRET are configured.",
         ))
         .into_response(),
         Err(Refusal::NotOperator) => Error::from(Problem::new(

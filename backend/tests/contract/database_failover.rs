@@ -1,0 +1,176 @@
+//! What a database failover does to a payment, on PostgreSQL, each piece on its own (the whole
+//! of it, on a Patroni cluster whose leader is killed, is the `failover` suite and the HA soak):
+//! - a claim whose commit reached the database but whose answer never came back (the primary
+//!   died in between) answers 503 `service-unavailable` and is never followed by a bank call;
+//!   the process that made it knows it sent nothing, so it releases the claim once the
+//!   database answers, and the retry debits once, under the claim's own reference;
+//! - a node gone read-only under the pool (SQLSTATE 25006, as a demoted primary answers) is
+//!   "database unavailable", 503 with nothing claimed, never a 500; and the pool drops those
+//!   connections, so the first payments once the database takes writes again go through
+//!   instead of failing on read-only sessions the pool kept.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sqlx::Connection;
+
+use crate::support::{LostAnswerProxy, Options, TestApp, new_key, payment_body, wait_for};
+
+/// The part of the `pay_bill` claim statement the proxy recognises it by.
+const CLAIM_SQL: &str = "INSERT INTO payments (payment_id";
+
+fn local_postgres() -> SocketAddr {
+    let url = test_harness::admin_url();
+    let authority = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .expect("TEST_DATABASE_URL names a server");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, at)| at);
+    let host_port = if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:5432")
+    };
+    host_port
+        .replace("localhost", "127.0.0.1")
+        .parse()
+        .expect("an IP address and port")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_whose_commit_lost_its_answer_is_never_followed_by_a_bank_call() {
+    let proxy = LostAnswerProxy::start(local_postgres()).await;
+    let app = TestApp::spawn_with(Options {
+        database_via: Some(proxy.clone()),
+        ..Options::default()
+    })
+    .await;
+    let (key, body) = (new_key(), payment_body(230_000));
+
+    proxy.lose_the_answer_to(CLAIM_SQL);
+    let first = app.pay(7, Some(&key), "elec-1", &body).await;
+    first.assert_problem(503, "service-unavailable");
+    assert!(first.header("retry-after").is_some());
+    assert_eq!(
+        proxy.answers_lost(),
+        1,
+        "the claim's answer was the one lost"
+    );
+    assert_eq!(
+        app.key_state(7, &key).await.as_deref(),
+        Some("started"),
+        "the claim committed; only its answer was lost"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(app.ledger().await.debits.is_empty(), "no bank call");
+
+    // This process knows it never called the bank for that claim: it releases it as soon as
+    // the database answers, so the retry need not wait for reconciliation (stuck_after).
+    wait_for(
+        "the unanswered claim released",
+        Duration::from_secs(10),
+        async || app.key_state(7, &key).await.as_deref() == Some("released"),
+    )
+    .await;
+    let paid = app.pay(7, Some(&key), "elec-1", &body).await;
+    assert_eq!(paid.status, 201, "{}", String::from_utf8_lossy(&paid.bytes));
+    let ledger = app.ledger().await;
+    assert_eq!(ledger.debits.len(), 1, "one debit: {ledger:?}");
+    assert_eq!(
+        ledger.debits[0].reference,
+        paid.json()["bank_reference"].as_str().expect("a reference"),
+        "under the first claim's reference"
+    );
+    assert_eq!(
+        app.count("payments").await,
+        1,
+        "one payment row, the first claim's"
+    );
+    assert_eq!(
+        app.trail_of_length(7, 4).await,
+        ["claimed", "released", "claimed_again", "bank_answered"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_gone_read_only_is_a_503_and_the_pool_drops_its_connections() {
+    let app = TestApp::spawn().await;
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.pg_pool())
+        .await
+        .expect("the database's name");
+    let paid = app
+        .pay(8, Some(&new_key()), "elec-1", &payment_body(100))
+        .await;
+    assert_eq!(paid.status, 201, "the pool is warm and writable");
+
+    // The node goes read-only under the pool: every session opened from now on is read-only,
+    // and the open ones are cut, as a demotion does. (Done from the maintenance database,
+    // whose sessions stay writable.)
+    let mut admin = sqlx::PgConnection::connect(&test_harness::admin_url())
+        .await
+        .expect("the maintenance database");
+    for statement in [
+        format!("ALTER DATABASE {database} SET default_transaction_read_only = on"),
+        format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+        ),
+    ] {
+        sqlx::raw_sql(&statement)
+            .execute(&mut admin)
+            .await
+            .expect(&statement);
+    }
+    let mut refused = 0;
+    for attempt in 0..5 {
+        let answer = app
+            .pay(
+                8,
+                Some(&new_key()),
+                &format!("read-only-{attempt}"),
+                &payment_body(100),
+            )
+            .await;
+        answer.assert_problem(503, "service-unavailable");
+        refused += 1;
+    }
+    assert_eq!(refused, 5);
+    let payments: i64 = sqlx::query_scalar("SELECT count(*) FROM payments")
+        .fetch_one(app.pg_pool())
+        .await
+        .expect("a read-only session still reads");
+    assert_eq!(payments, 1, "nothing claimed while read-only");
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        1,
+        "no bank call while read-only"
+    );
+
+    // Writable again for new sessions; the pool's read-only sessions are still open.
+    let reset = format!("ALTER DATABASE {database} RESET default_transaction_read_only");
+    sqlx::raw_sql(&reset)
+        .execute(&mut admin)
+        .await
+        .expect(&reset);
+    let mut statuses = Vec::new();
+    for attempt in 0..3 {
+        let answer = app
+            .pay(
+                8,
+                Some(&new_key()),
+                &format!("writable-{attempt}"),
+                &payment_body(100),
+            )
+            .await;
+        statuses.push(answer.status);
+        if answer.status == 201 {
+            break;
+        }
+        answer.assert_problem(503, "service-unavailable");
+    }
+    assert_eq!(
+        statuses.last(),
+        Some(&201),
+        "the pool kept handing out read-only sessions: {statuses:?}"
+    );
+}

@@ -1,0 +1,200 @@
+//! [`LostAnswerProxy`]: a TCP proxy in front of PostgreSQL that can lose the answer to one
+//! statement, as a failover does when the primary dies between a commit and its reply.
+//!
+//! Armed with a piece of SQL ([`LostAnswerProxy::lose_the_answer_to`]), it reads the client's
+//! side of the PostgreSQL protocol (plaintext only: give the client `sslmode=disable`): a
+//! `Parse` message whose query holds that SQL names a prepared statement; the next `Bind` of
+//! that statement on the same connection is the statement's execution. That execution is
+//! forwarded, so the server runs it and commits, but from then on nothing the server sends
+//! reaches the client, and a moment later both sides are closed. The client sees a connection
+//! that broke while its statement ran; the database holds whatever the statement wrote.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long after the lost statement is forwarded the connection is closed: time enough for
+/// the server to run it and commit.
+const CLOSE_AFTER: Duration = Duration::from_millis(500);
+
+/// The proxy, listening on 127.0.0.1; it stops with the test's runtime.
+#[derive(Debug, Clone)]
+pub struct LostAnswerProxy {
+    address: SocketAddr,
+    armed: Arc<Mutex<Option<String>>>,
+    answers_lost: Arc<AtomicUsize>,
+}
+
+impl LostAnswerProxy {
+    /// Starts a proxy to the PostgreSQL server at `upstream`.
+    pub async fn start(upstream: SocketAddr) -> LostAnswerProxy {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy");
+        let proxy = LostAnswerProxy {
+            address: listener.local_addr().expect("a bound address"),
+            armed: Arc::default(),
+            answers_lost: Arc::default(),
+        };
+        let accepting = proxy.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                tokio::spawn(accepting.clone().relay(client, server));
+            }
+        });
+        proxy
+    }
+
+    /// `database_url` with its host and port replaced by the proxy's, and TLS off so the proxy
+    /// can read the statements.
+    pub fn url_for(&self, database_url: &str) -> String {
+        let (scheme, rest) = database_url.split_once("://").expect("a URL with a scheme");
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let user = authority
+            .rsplit_once('@')
+            .map_or(String::new(), |(user, _)| format!("{user}@"));
+        let separator = if path.contains('?') { '&' } else { '?' };
+        format!(
+            "{scheme}://{user}{}/{path}{separator}sslmode=disable",
+            self.address
+        )
+    }
+
+    /// Loses the answer to the next execution of a statement whose SQL contains `sql`.
+    pub fn lose_the_answer_to(&self, sql: &str) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(sql.to_owned());
+    }
+
+    /// How many answers were lost so far.
+    pub fn answers_lost(&self) -> usize {
+        self.answers_lost.load(Ordering::SeqCst)
+    }
+
+    async fn relay(self, client: TcpStream, server: TcpStream) {
+        let (mut client_reads, mut client_writes) = client.into_split();
+        let (mut server_reads, mut server_writes) = server.into_split();
+        let losing = Arc::new(AtomicBool::new(false));
+        let to_client = {
+            let losing = Arc::clone(&losing);
+            async move {
+                let mut buffer = vec![0; 16 * 1024];
+                loop {
+                    let read = server_reads.read(&mut buffer).await.unwrap_or(0);
+                    if read == 0 {
+                        return;
+                    }
+                    if losing.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if client_writes.write_all(&buffer[..read]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        };
+        let to_server = async move {
+            let mut messages = FrontendMessages::default();
+            let mut buffer = vec![0; 16 * 1024];
+            loop {
+                let read = client_reads.read(&mut buffer).await.unwrap_or(0);
+                if read == 0 {
+                    return;
+                }
+                let lose = messages.feed(&buffer[..read], &self.armed);
+                if lose {
+                    losing.store(true, Ordering::SeqCst);
+                }
+                if server_writes.write_all(&buffer[..read]).await.is_err() {
+                    return;
+                }
+                if lose {
+                    tokio::time::sleep(CLOSE_AFTER).await;
+                    self.answers_lost.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+            }
+        };
+        // Whichever side ends first ends the connection: both halves are dropped, so closed.
+        tokio::select! {
+            () = to_client => {}
+            () = to_server => {}
+        }
+    }
+}
+
+/// The client's messages as they stream by: just enough of the protocol to see which prepared
+/// statement holds the armed SQL, and when it is bound to run.
+#[derive(Debug, Default)]
+struct FrontendMessages {
+    pending: Vec<u8>,
+    started: bool,
+    watched_statement: Option<Vec<u8>>,
+}
+
+impl FrontendMessages {
+    /// Takes in `bytes`; `true` if they hold the execution whose answer must be lost (which
+    /// disarms the proxy).
+    fn feed(&mut self, bytes: &[u8], armed: &Mutex<Option<String>>) -> bool {
+        self.pending.extend_from_slice(bytes);
+        let mut lose = false;
+        loop {
+            // The startup message has no type byte: a length, then its body.
+            let header = if self.started { 5 } else { 4 };
+            if self.pending.len() < header {
+                break;
+            }
+            let length_at = header - 4;
+            let length = u32::from_be_bytes(
+                self.pending[length_at..length_at + 4]
+                    .try_into()
+                    .expect("four bytes"),
+            ) as usize;
+            let total = length_at + length;
+            if self.pending.len() < total {
+                break;
+            }
+            let message: Vec<u8> = self.pending.drain(..total).collect();
+            if !self.started {
+                self.started = true;
+                continue;
+            }
+            lose |= self.look_at(message[0], &message[5..], armed);
+        }
+        lose
+    }
+
+    fn look_at(&mut self, kind: u8, body: &[u8], armed: &Mutex<Option<String>>) -> bool {
+        let mut fields = body.split(|byte| *byte == 0);
+        let mut armed = armed.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(sql) = armed.as_deref() else {
+            return false;
+        };
+        match kind {
+            b'P' => {
+                let statement = fields.next().unwrap_or_default();
+                let query = String::from_utf8_lossy(fields.next().unwrap_or_default());
+                if query.contains(sql) {
+                    self.watched_statement = Some(statement.to_vec());
+                }
+                false
+            }
+            b'B' => {
+                let _portal = fields.next();
+                let statement = fields.next().unwrap_or_default();
+                if self.watched_statement.as_deref() == Some(statement) {
+                    *armed = None;
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+}
