@@ -3,8 +3,13 @@
 //! a second and never by the request that asks, so a probe (or an attacker polling `GET
 //! /readyz`) costs no database connection and cannot starve the requests that need one. The
 //! public `/readyz` answers from the last check; the admin listener's shows its details.
+//!
+//! From SIGTERM on ([`Readiness::start_draining`]) it answers not ready whatever the database
+//! says, so balancers stop sending requests while the backend still serves them
+//! (`config::drain`).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -41,7 +46,11 @@ pub struct Check {
 pub struct Readiness {
     last: Mutex<Check>,
     required: Replication,
+    draining: AtomicBool,
 }
+
+/// Why a draining backend is not ready.
+pub const DRAINING: &str = "shutting down: serving the requests already sent, taking no more";
 
 impl Readiness {
     /// Ready: the application was just built, so its database answered (the migrations ran)
@@ -57,15 +66,27 @@ impl Readiness {
                 ping_ms: 0,
             }),
             required,
+            draining: AtomicBool::new(false),
         }
     }
 
-    /// The last check.
+    /// The last check; not ready once draining.
     pub fn current(&self) -> Check {
-        self.last
+        let mut check = self
+            .last
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        if self.draining.load(Ordering::Relaxed) {
+            check.ready = false;
+            check.problem = Some(DRAINING.to_owned());
+        }
+        check
+    }
+
+    /// From now on, not ready: the backend is stopping.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     /// Pings the database and reads its replication (together bounded by [`CHECK_TIMEOUT`]),

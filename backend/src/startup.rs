@@ -84,13 +84,16 @@ impl Application {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves: both listeners stop accepting and finish their
-    /// in-flight requests, and the workers stop after their current step.
+    /// Serves until `shutdown` resolves, then drains as `config::drain` says: not ready at
+    /// once, serving on for the grace period; then both listeners stop accepting and finish
+    /// their in-flight requests within the deadline, and the workers stop after their current
+    /// step.
     pub async fn run_until_stopped(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let stop = Shutdown::default();
+        let shared_readiness = Arc::clone(&self.state.readiness);
         let mut workers = tokio::task::JoinSet::new();
         workers.spawn(readiness::run_until_stopped(
             Arc::clone(&self.state.readiness),
@@ -124,15 +127,27 @@ impl Application {
             stop.wait(),
         );
         let serving = async { tokio::join!(public, admin) };
-        // On shutdown, tell both servers to drain (and keep polling them until they have).
+        let drain = self.config.drain;
+        // On shutdown: not ready at once, serving on for the grace period; then both servers
+        // stop accepting and finish what they serve, within the deadline.
         let drain_on_shutdown = async {
             shutdown.await;
+            shared_readiness.start_draining();
+            tracing::info!(
+                grace_seconds = drain.grace.as_secs(),
+                deadline_seconds = drain.deadline.as_secs(),
+                "draining: /readyz answers 503; serving on for the grace period"
+            );
+            tokio::time::sleep(drain.grace).await;
+            tracing::info!("closing the listeners; finishing the requests in flight");
             stop.trigger();
-            std::future::pending::<()>().await;
+            tokio::time::sleep(drain.deadline).await;
         };
         tokio::select! {
             _ = serving => {}
-            () = drain_on_shutdown => unreachable!("pends once it has triggered the drain"),
+            () = drain_on_shutdown => tracing::warn!(
+                "requests still in flight at the drain's deadline: their connections are cut"
+            ),
         };
         stop.trigger();
         while workers.join_next().await.is_some() {}

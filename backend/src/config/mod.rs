@@ -16,10 +16,12 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
+pub mod drain;
 pub mod identity;
 pub mod limits;
 pub mod reference;
 
+pub use drain::{Drain, DrainSettings};
 pub use identity::{Identity, IdentitySettings, TokenKeys};
 pub use limits::{LimitSettings, Limits};
 
@@ -99,6 +101,9 @@ pub struct Settings {
     /// Tokens' keys and rules, and the edge's proof.
     #[command(flatten)]
     pub identity: IdentitySettings,
+    /// How the backend stops on SIGTERM.
+    #[command(flatten)]
+    pub drain: DrainSettings,
 }
 
 /// The validated configuration the application is built from.
@@ -134,6 +139,8 @@ pub struct Config {
     pub run_workers: bool,
     /// The bounds on requests and bank calls.
     pub limits: Limits,
+    /// How the backend stops on SIGTERM.
+    pub drain: Drain,
 }
 
 impl Settings {
@@ -175,6 +182,7 @@ impl Settings {
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),
             trail_kept_after_key: Duration::from_secs(self.audit_trail_keep_days * 86_400),
             run_workers: true,
+            drain: self.drain.into_drain(development)?,
         })
     }
 

@@ -1,5 +1,6 @@
 //! The public health routes: `GET /healthz` (the process runs) and `GET /readyz` (the database
-//! answered the last background check, `crate::readiness`). Neither touches the database, so a
+//! answered the last background check, `crate::readiness`, and the replica is not shutting
+//! down). Neither touches the database, so a
 //! probe, or anyone polling them through the edge, cannot starve the requests that need it. The
 //! details and the metrics are on the admin listener (`http::admin`).
 
@@ -11,6 +12,7 @@ use axum::routing::get;
 use shared::{Problem, ProblemKind};
 
 use crate::error::Error;
+use crate::readiness;
 use crate::state::AppState;
 
 /// The public operational routes (no authentication).
@@ -25,15 +27,18 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
-    if state.readiness.current().ready {
+    let check = state.readiness.current();
+    if check.ready {
         return (StatusCode::OK, "ready").into_response();
     }
+    let detail = if check.problem.as_deref() == Some(readiness::DRAINING) {
+        "This replica is shutting down."
+    } else {
+        "The database is unreachable."
+    };
     Error::from(
-        Problem::new(
-            ProblemKind::ServiceUnavailable,
-            "The database is unreachable.",
-        )
-        .with_retry_after(std::time::Duration::from_secs(1)),
+        Problem::new(ProblemKind::ServiceUnavailable, detail)
+            .with_retry_after(std::time::Duration::from_secs(1)),
     )
     .into_response()
 }

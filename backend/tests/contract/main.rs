@@ -14,6 +14,7 @@ mod bad_input;
 mod bank_timeouts;
 mod crash_recovery;
 mod database_failover;
+mod drain;
 mod edge_proof;
 mod embedded_store;
 mod expiry;

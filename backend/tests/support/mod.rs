@@ -13,7 +13,7 @@ pub mod process;
 
 use std::time::Duration;
 
-use backend::config::{Config, Identity, Limits};
+use backend::config::{Config, Drain, Identity, Limits};
 use backend::durability::Replication;
 use backend::startup::Application;
 use backend::state::AppState;
@@ -240,6 +240,11 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         // Tests drive the workers' steps themselves.
         run_workers: false,
         limits: options.limits,
+        // Stopped by dropping: nothing to drain for.
+        drain: Drain {
+            grace: Duration::ZERO,
+            deadline: Duration::from_secs(15),
+        },
     }
 }
 

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use backend::config::{Config, Identity, Limits};
+use backend::config::{Config, Drain, Identity, Limits};
 use backend::durability::Replication;
 use backend::startup::Application;
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
@@ -52,6 +52,10 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         trail_kept_after_key: Duration::from_secs(90 * 24 * 3600),
         run_workers: true,
         limits: Limits::default(),
+        drain: Drain {
+            grace: Duration::ZERO,
+            deadline: Duration::from_secs(15),
+        },
     };
     let app = Application::build(config).await.expect("backend builds");
     let url = format!("http://{}", app.local_addr());
