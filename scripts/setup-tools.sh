@@ -4,8 +4,8 @@
 # Cargo.lock; for the edge Worker, worker-build and the npm packages package-lock.json pins
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
 # cargo-deny for the supply-chain check (deny.toml); Debian's Chromium and chromedriver for the
-# operator console's browser test; etcd, HAProxy and Patroni for the replicated PostgreSQL of the
-# failover tests (scripts/ha-cluster.sh). Every `cargo install` is pinned and
+# operator console's browser test; promtool for the alerting rules' tests; etcd, HAProxy and
+# Patroni for the replicated PostgreSQL of the failover tests (scripts/ha-cluster.sh). Every `cargo install` is pinned and
 # `--locked`: the tool is built with the dependency versions its authors tested, not the newest
 # (unless the registry lacks one of them: `install_pinned`). Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
 set -euo pipefail
@@ -64,6 +64,16 @@ if [ ! -x /usr/bin/chromedriver ]; then
   if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  fi
+fi
+
+# promtool (Debian's prometheus package) for the alerting rules' unit tests
+# (deploy/prometheus/); the server it also installs is not started.
+if ! command -v promtool >/dev/null; then
+  echo "setup-tools: installing promtool (apt-get prometheus; the alert rules' tests)"
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
   fi
 fi
 

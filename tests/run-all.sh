@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
-# (cargo deny: licences, bans, sources) and lint checks, the native test suites (the backend's
+# (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
+# (promtool), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
 # chaos soaks (on PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the
 # audit must fail), the production container image run with podman
@@ -34,6 +35,10 @@ cargo deny --locked check --hide-inclusion-graph licenses bans sources
 step "lint (native and wasm32)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo clippy -p shared -p edge --all-targets --target wasm32-unknown-unknown --locked -- -D warnings
+
+step "Prometheus rules: syntax and their unit tests (promtool)"
+promtool check rules deploy/prometheus/rules.yml
+promtool test rules deploy/prometheus/rules.test.yml
 
 step "edge Worker build (worker-build with the local tools)"
 scripts/build-edge.sh

@@ -38,6 +38,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct BankClient {
     http: reqwest::Client,
     base_url: String,
+    /// `MAX_BANK_CALLS`.
+    max_calls: usize,
     /// Calls in flight are bounded (`MAX_BANK_CALLS`): a money-moving call needs a
     /// [`CallPermit`]; a look-up waits for one.
     calls: Arc<Semaphore>,
@@ -118,8 +120,15 @@ impl BankClient {
         BankClient {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
+            max_calls,
             calls: Arc::new(Semaphore::new(max_calls)),
         }
+    }
+
+    /// How many calls (money-moving and look-ups) are in flight now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.max_calls
+            .saturating_sub(self.calls.available_permits())
     }
 
     /// Leave for one money-moving call, waiting at most `wait` for a call in flight to end;

@@ -31,13 +31,13 @@
 
 mod drain;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shared::{KeyState, Operation};
 
 use crate::bank_client::LookUp;
 use crate::domain::Cause;
-use crate::metrics::{Metrics, OutcomeLabels};
+use crate::metrics::{Metrics, OutcomeLabels, ResolvedLabels};
 use crate::state::AppState;
 use crate::store::{FinalOutcome, LeasedKey, SavedMovement, StoreError};
 
@@ -84,21 +84,26 @@ pub async fn resolve_leased(
     state.metrics.stuck_keys_found.inc();
     let operation = leased.stored.operation;
     let reference = leased.movement.bank_reference();
-    match state.bank.look_up(operation, reference).await {
+    let asked = Instant::now();
+    let answer = state.bank.look_up(operation, reference).await;
+    let took = asked.elapsed();
+    match answer {
         Ok(LookUp::Succeeded) => {
+            state.metrics.bank_call_took("look_up", "succeeded", took);
             let succeeded = (FinalOutcome::Succeeded, "succeeded");
             finish(state, leased, succeeded, cause).await
         }
         Ok(LookUp::Declined { reason }) => {
+            state.metrics.bank_call_took("look_up", "declined", took);
             let declined = (FinalOutcome::Declined { reason }, "declined");
             finish(state, leased, declined, cause).await
         }
         Ok(LookUp::NeverSeen) => {
-            state.metrics.bank_call("look_up", "never_seen");
+            state.metrics.bank_call_took("look_up", "never_seen", took);
             never_seen(state, leased, cause).await
         }
         Err(error) => {
-            state.metrics.bank_call("look_up", "failed");
+            state.metrics.bank_call_took("look_up", "failed", took);
             state.metrics.lookup_failures.inc();
             tracing::warn!(%error, "bank look-up failed; will retry");
             let wait = backoff(leased.history.failed_lookups);
@@ -202,12 +207,20 @@ async fn finish(
     (result, label): (FinalOutcome, &'static str),
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
-    state.metrics.bank_call("look_up", label);
     let operation = leased.stored.operation;
     let was = leased.stored.record.state;
+    let claim_to_final = leased.stored.read_at - leased.stored.record.claimed_at;
     match state.leases().finish_leased(leased, &result, cause).await? {
         Some(movement) => {
             resolved(state, operation, label);
+            state
+                .metrics
+                .reconcile_claim_to_final
+                .get_or_create(&ResolvedLabels {
+                    operation: operation.name(),
+                    was: was.as_str(),
+                })
+                .observe(claim_to_final.as_seconds_f64().max(0.0));
             if was == KeyState::Released && result == FinalOutcome::Succeeded {
                 Metrics::count(&state.metrics.late_movements_found, operation.name());
                 tracing::warn!(

@@ -183,13 +183,23 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             .map(|secret| Arc::new(EdgeProofs::new(secret.expose_secret().as_bytes().to_vec()))),
         trail_kept_after_key: config.trail_kept_after_key,
         ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_calls)),
-        metrics: Arc::new(Metrics::new()),
+        metrics: Arc::new(metrics_for(config)),
         body_limits: BodyLimits::default(),
         limits: config.limits,
         readiness: Arc::new(Readiness::new(config.replication)),
         requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
         waiting_places: Arc::new(Semaphore::new(config.limits.max_waiting_requests)),
     }))
+}
+
+/// The metrics, with what the configuration tells them.
+fn metrics_for(config: &Config) -> Metrics {
+    let metrics = Metrics::new();
+    let required = config.replication != durability::Replication::None;
+    metrics
+        .database_replication_required
+        .set(i64::from(required));
+    metrics
 }
 
 /// How customers' and operators' tokens are signed; one cache of a key set both use.

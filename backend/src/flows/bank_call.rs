@@ -7,6 +7,8 @@
 //! looked up at once, and if the bank never saw the reference the claim is released on the spot
 //! and the attempt told that nothing was charged (SPEC §4, "bank answered a definite error").
 
+use std::time::Instant;
+
 use shared::Operation;
 
 use super::replies::{nothing_charged, outcome_pending, saved_reply};
@@ -78,6 +80,7 @@ pub(super) async fn call_bank_and_save(
     let Some(permit) = state.bank.reserve_call(state.limits.bank_queue_wait).await else {
         return bank_busy(state, key, movement, cause).await;
     };
+    let calling = Instant::now();
     let (operation, resource_id, call, outcome) = match movement {
         SavedMovement::Payment(payment) => (
             Operation::PayBill,
@@ -108,12 +111,13 @@ pub(super) async fn call_bank_and_save(
                 .await,
         ),
     };
+    let took = calling.elapsed();
     Metrics::count(&state.metrics.claims, operation.name());
     let result = match outcome {
         BankOutcome::Succeeded => FinalOutcome::Succeeded,
         BankOutcome::Declined { reason } => FinalOutcome::Declined { reason },
         BankOutcome::Unknown { reason, call_ended } => {
-            state.metrics.bank_call(call, "unknown");
+            state.metrics.bank_call_took(call, "unknown", took);
             state.metrics.outcome(operation.name(), "unknown");
             tracing::warn!(%reason, call_ended, "bank outcome unknown; the key goes to reconciliation");
             let call = if call_ended {
@@ -136,7 +140,7 @@ pub(super) async fn call_bank_and_save(
         FinalOutcome::Succeeded => "succeeded",
         FinalOutcome::Declined { .. } => "declined",
     };
-    state.metrics.bank_call(call, label);
+    state.metrics.bank_call_took(call, label, took);
     let saved = (operation, resource_id, label);
     save(state, key, saved, &result, cause).await
 }
@@ -149,37 +153,37 @@ async fn save(
     result: &FinalOutcome,
     cause: &Cause,
 ) -> Result<Reply> {
-    Ok(
-        match state
-            .claims()
-            .finish(key, operation, resource_id, result, cause)
-            .await
-        {
-            Ok(Some(finished)) => {
-                state.metrics.outcome(operation.name(), label);
-                let answer = saved_reply(&finished.movement)?;
-                if let Some(stored) = &finished.key {
-                    state.replay_cache.remember(key, stored, &answer);
-                }
-                answer
+    let writing = Instant::now();
+    let finished = state
+        .claims()
+        .finish(key, operation, resource_id, result, cause)
+        .await;
+    state.metrics.write_took("finish", writing.elapsed());
+    Ok(match finished {
+        Ok(Some(finished)) => {
+            state.metrics.outcome(operation.name(), label);
+            let answer = saved_reply(&finished.movement)?;
+            if let Some(stored) = &finished.key {
+                state.replay_cache.remember(key, stored, &answer);
             }
-            Ok(None) => {
-                tracing::error!("the movement vanished before its outcome was saved");
-                outcome_pending()
+            answer
+        }
+        Ok(None) => {
+            tracing::error!("the movement vanished before its outcome was saved");
+            outcome_pending()
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
+            // Best effort: an `unknown` key is looked up at once, a `started` one only after
+            // `stuck_after`. If the database is away this fails too, and the key stays `started`.
+            let call = UnknownCall::MayBeInFlight;
+            let claims = state.claims();
+            if let Err(error) = claims.mark_unknown(key, resource_id, call, cause).await {
+                tracing::warn!(%error, "could not mark the key unknown either");
             }
-            Err(error) => {
-                tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
-                // Best effort: an `unknown` key is looked up at once, a `started` one only after
-                // `stuck_after`. If the database is away this fails too, and the key stays `started`.
-                let call = UnknownCall::MayBeInFlight;
-                let claims = state.claims();
-                if let Err(error) = claims.mark_unknown(key, resource_id, call, cause).await {
-                    tracing::warn!(%error, "could not mark the key unknown either");
-                }
-                outcome_pending()
-            }
-        },
-    )
+            outcome_pending()
+        }
+    })
 }
 
 /// The bank ended the call with an error and no outcome: ask it at once what it did, as the

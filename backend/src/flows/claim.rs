@@ -4,7 +4,7 @@
 //! on it ([`super::existing_key`]); if the key had expired and was made way for, claim again.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shared::api::{PayBillRequest, RefundRequest};
 use shared::{Fingerprint, Operation, Problem, ProblemKind};
@@ -150,7 +150,10 @@ async fn claim_and_carry_out(
             Some(stored) => ClaimResult::Existing(stored),
             None => {
                 let id = Uuid::new_v4();
-                match claiming.claim(state, (key, id), fingerprint, cause).await {
+                let writing = Instant::now();
+                let claim = claiming.claim(state, (key, id), fingerprint, cause).await;
+                state.metrics.write_took("claim", writing.elapsed());
+                match claim {
                     Ok(claimed) => claimed,
                     Err(error @ StoreError::Unavailable(_)) => {
                         release_when_reachable(state, (key, id), cause);

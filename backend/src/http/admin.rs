@@ -17,6 +17,7 @@ use serde_json::json;
 use super::request_id;
 use super::router::{method_not_allowed, no_such_route};
 use super::{failures, operator};
+use crate::metrics::PoolLabels;
 use crate::state::AppState;
 
 /// Every route of the admin listener.
@@ -45,6 +46,19 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .database_synchronous_standbys
         .set(i64::from(standbys));
+    metrics
+        .bank_calls_in_flight
+        .set(i64::try_from(state.bank.calls_in_flight()).unwrap_or(i64::MAX));
+    let pool = state.store.connections();
+    for (label, count) in [("in_use", pool.in_use), ("idle", pool.idle)] {
+        metrics
+            .database_pool_connections
+            .get_or_create(&PoolLabels { state: label })
+            .set(i64::from(count));
+    }
+    metrics
+        .database_pool_max_connections
+        .set(i64::from(pool.max));
     let restarts = state.store.writer_restarts();
     metrics
         .store_writer_restarts

@@ -39,7 +39,8 @@ mod upkeep;
 pub use error::StoreError;
 pub use key_changes::{KeyChanges, KeyWatch};
 pub use slices::{
-    Claims, Expiry, Health, Leases, OperatorReads, SharedStore, Store, TrailWrites, connect,
+    Claims, Expiry, Health, Leases, OperatorReads, PoolUse, SharedStore, Store, TrailWrites,
+    connect,
 };
 pub use sql::events::StoredEvent;
 pub use sql::operator_reads::{

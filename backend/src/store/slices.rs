@@ -303,6 +303,20 @@ pub trait Health: Send + Sync {
 
     /// What the database says of its replication (`None`: it has none, as SQLite).
     async fn replication(&self) -> Result<Option<ReplicationState>, StoreError>;
+
+    /// The connection pool's use now.
+    fn connections(&self) -> PoolUse;
+}
+
+/// The connection pool's use at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    /// Connections lent out.
+    pub in_use: u32,
+    /// Connections open and waiting.
+    pub idle: u32,
+    /// The most the pool opens.
+    pub max: u32,
 }
 
 /// Connects to the database `database_url` names: `postgres://…` (or `postgresql://…`), or

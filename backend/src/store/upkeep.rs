@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::db::Db;
 use super::error::StoreError;
-use super::slices::{Expiry, Health, OperatorReads, TrailWrites};
+use super::slices::{Expiry, Health, OperatorReads, PoolUse, TrailWrites};
 use super::sql::events::{self, StoredEvent};
 use super::sql::keys;
 use super::sql::operator_reads::{
@@ -123,5 +123,15 @@ impl<D: Db> Health for SqlStore<D> {
 
     async fn replication(&self) -> Result<Option<ReplicationState>, StoreError> {
         D::replication(&self.pool).await
+    }
+
+    fn connections(&self) -> PoolUse {
+        let open = self.pool.size();
+        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
+        PoolUse {
+            in_use: open.saturating_sub(idle),
+            idle,
+            max: self.pool.options().get_max_connections(),
+        }
     }
 }

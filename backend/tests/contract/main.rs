@@ -25,6 +25,7 @@ mod key_status;
 mod layers;
 mod leases;
 mod limits;
+mod observability;
 mod openapi;
 mod operator_api;
 mod operator_completeness;

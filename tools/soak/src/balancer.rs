@@ -5,9 +5,9 @@
 //!
 //! Replicas restart on new ports, so each server slot's address is set at run time through
 //! HAProxy's admin socket (`set server … addr`), as service discovery does; the balancer's own
-//! address stays put. A replica stopped on purpose is taken out first (`state maint`), as an
-//! orchestrator removes an endpoint before it stops the process; a killed one is found out by
-//! the health checks.
+//! address stays put. A replica stopped on purpose (SIGTERM) answers `/readyz` 503 at once and
+//! serves on for its grace period, so the health checks take it out before it stops accepting
+//! (the backend's drain); a killed one is found out by the same checks.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -62,13 +62,6 @@ impl Balancer {
         ))
         .await?;
         self.command(&format!("set server {BACKEND}/r{slot} state ready"))
-            .await
-            .map(drop)
-    }
-
-    /// Takes replica `slot` out before it is stopped on purpose.
-    pub async fn take_out(&self, slot: usize) -> anyhow::Result<()> {
-        self.command(&format!("set server {BACKEND}/r{slot} state maint"))
             .await
             .map(drop)
     }

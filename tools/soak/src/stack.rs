@@ -25,6 +25,10 @@ pub const BANK_TIMEOUT_MS: u64 = 2_000;
 /// `HA_PORT_BASE`): apart from a person's cluster (15430) and the failover suite's (15530).
 pub const PORT_BASE: u16 = 15630;
 
+/// How long a replica stopped with `SIGTERM` serves on, not ready: past the balancer's
+/// detection (two failed checks 500 ms apart, `balancer.rs`).
+const DRAIN_GRACE_SECONDS: u64 = 2;
+
 /// The balancer's port: past the cluster's.
 const BALANCER_PORT: u16 = PORT_BASE + 40;
 
@@ -199,6 +203,7 @@ impl Stack {
             .env("POLICY_FILE", &self.policy_file)
             .env("BANK_TIMEOUT_MS", BANK_TIMEOUT_MS.to_string())
             .env("RECONCILE_INTERVAL_MS", "200")
+            .env("SHUTDOWN_GRACE_SECONDS", DRAIN_GRACE_SECONDS.to_string())
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1");
         let ready = listening_urls(["backend admin", "backend"]);
@@ -216,10 +221,10 @@ impl Stack {
         }
     }
 
-    /// Stops replica `slot` with `SIGTERM`, once the balancer sends it nothing new, and waits
-    /// for it to finish its requests and exit.
+    /// Stops replica `slot` with `SIGTERM` and waits for it to exit: its `/readyz` turns 503
+    /// at once, the balancer's health checks take it out within [`DRAIN_GRACE_SECONDS`] while
+    /// it still serves, and it then finishes its requests (the drain, as in production).
     pub async fn terminate_replica(&mut self, slot: usize) -> anyhow::Result<()> {
-        self.balancer.take_out(slot).await?;
         if let Some(mut process) = self.replicas[slot].process.take() {
             process.terminate();
             let status = process.wait_exit(Duration::from_secs(30)).await;

@@ -1,12 +1,98 @@
 //! Prometheus metrics, owned by the application (not a process-wide global), so several apps in
-//! one test process each count their own. Served as OpenMetrics text at `GET /metrics`.
+//! one test process each count their own. Served as OpenMetrics text at `GET /metrics`; every
+//! one, with its type and meaning, is listed in docs/metrics.md, generated from this registry
+//! ([`metric_list`]; a test fails when the two differ).
+//!
+//! Names follow Prometheus' conventions: base units (`_seconds`, `_bytes`), counters end in
+//! `_total` (added by the encoder), histograms give `_bucket`, `_sum` and `_count`.
+
+mod list;
+
+pub use list::{MetricEntry, metric_list, metric_table, unknown_metrics};
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// The upper bounds of the latency histograms' buckets, in seconds: 1 ms to 30 s, so a bank
+/// that slows from 100 ms to its 5 s timeout moves through several buckets.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// The buckets of the time keys spend unresolved, in seconds: 1 s to a day.
+const RESOLUTION_BUCKETS: [f64; 10] = [
+    1.0,
+    5.0,
+    15.0,
+    60.0,
+    300.0,
+    900.0,
+    3_600.0,
+    4.0 * 3_600.0,
+    12.0 * 3_600.0,
+    86_400.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+fn resolution_histogram() -> Histogram {
+    Histogram::new(RESOLUTION_BUCKETS)
+}
+
+/// A family of latency histograms.
+pub type Latencies<Labels> = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Labels of a request's duration: the status by class, so a histogram per route and method
+/// stays a handful of series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabels {
+    /// The route template (`/v1/bills/{bill_id}/pay`), or `unmatched`.
+    pub route: String,
+    /// The method.
+    pub method: String,
+    /// `2xx`, `3xx`, `4xx` or `5xx`.
+    pub status_class: &'static str,
+}
+
+/// Labels of a database write.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `claim` (the key, its movement and the trail's event, before the bank call) or
+    /// `finish` (the bank's outcome and the key's `done`).
+    pub write: &'static str,
+}
+
+/// Labels of a key settled by reconciliation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResolvedLabels {
+    /// `pay_bill` or `refund_payment`.
+    pub operation: &'static str,
+    /// The state it was found in: `unknown`, `started` or `released`.
+    pub was: &'static str,
+}
+
+/// Labels of the database pool's connections.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// `in_use` or `idle`.
+    pub state: &'static str,
+}
+
+/// Labels of the build.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    /// The backend's version (its crate version).
+    pub version: &'static str,
+}
 
 /// Labels naming an operation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -45,9 +131,28 @@ pub struct OutcomeLabels {
 }
 
 /// Every metric the backend exports.
-#[derive(Default)]
 pub struct Metrics {
     registry: Registry,
+    /// What the registry holds, filled by the same calls ([`Described::register`]).
+    list: Vec<MetricEntry>,
+    /// How long requests took, by route template, method and status class.
+    pub http_request_duration: Latencies<DurationLabels>,
+    /// How long bank calls took, by call and outcome.
+    pub bank_call_duration: Latencies<BankCallLabels>,
+    /// How long the claim's and the outcome's writes took.
+    pub database_write_duration: Latencies<WriteLabels>,
+    /// For keys settled by reconciliation: the time from their claim to the final word.
+    pub reconcile_claim_to_final: Family<ResolvedLabels, Histogram, fn() -> Histogram>,
+    /// Calls to the bank in flight now (of `MAX_BANK_CALLS`), read when metrics are scraped.
+    pub bank_calls_in_flight: Gauge,
+    /// The database pool's connections, by state, read when metrics are scraped.
+    pub database_pool_connections: Family<PoolLabels, Gauge>,
+    /// The pool's bound.
+    pub database_pool_max_connections: Gauge,
+    /// 1, labelled with the version.
+    pub build_info: Family<BuildLabels, Gauge>,
+    /// 1 when `DATABASE_REPLICATION` requires a synchronous standby, 0 when not (one server).
+    pub database_replication_required: Gauge,
     /// Requests served, by route, method and status.
     pub http_requests: Family<RequestLabels, Counter>,
     /// Keys claimed (new work started).
@@ -105,11 +210,65 @@ pub struct Metrics {
     pub oldest_unknown_seconds: Gauge<f64, AtomicU64>,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
     /// Creates the metrics and registers them.
     pub fn new() -> Metrics {
-        let mut metrics = Metrics::default();
-        let registry = &mut metrics.registry;
+        let mut metrics = Metrics {
+            registry: Registry::default(),
+            list: Vec::new(),
+            http_request_duration: Family::new_with_constructor(latency_histogram),
+            bank_call_duration: Family::new_with_constructor(latency_histogram),
+            database_write_duration: Family::new_with_constructor(latency_histogram),
+            reconcile_claim_to_final: Family::new_with_constructor(resolution_histogram),
+            bank_calls_in_flight: Gauge::default(),
+            database_pool_connections: Family::default(),
+            database_pool_max_connections: Gauge::default(),
+            build_info: Family::default(),
+            database_replication_required: Gauge::default(),
+            http_requests: Family::default(),
+            claims: Family::default(),
+            replays: Family::default(),
+            replays_from_memory: Family::default(),
+            conflicts: Family::default(),
+            mismatches: Family::default(),
+            bank_calls: Family::default(),
+            outcomes: Family::default(),
+            stuck_keys_found: Counter::default(),
+            keys_resolved: Family::default(),
+            lookup_failures: Counter::default(),
+            corrupt_keys_skipped: Counter::default(),
+            late_movements_found: Family::default(),
+            keys_expired: Counter::default(),
+            requests_shed: Counter::default(),
+            waits_started: Counter::default(),
+            waits_answered: Counter::default(),
+            waits_timed_out: Counter::default(),
+            waits_refused: Counter::default(),
+            waiting_requests: Gauge::default(),
+            replay_cache_entries: Gauge::default(),
+            replay_cache_bytes: Gauge::default(),
+            store_writer_restarts: Counter::default(),
+            database_synchronous_standbys: Gauge::default(),
+            oldest_started_seconds: Gauge::default(),
+            oldest_unknown_seconds: Gauge::default(),
+        };
+        metrics
+            .build_info
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        metrics.register_latencies();
+        let mut registry = Described {
+            registry: &mut metrics.registry,
+            list: &mut metrics.list,
+        };
         registry.register(
             "http_requests",
             "HTTP requests served",
@@ -239,6 +398,80 @@ impl Metrics {
         metrics
     }
 
+    /// Registers the histograms and the gauges of saturation.
+    fn register_latencies(&mut self) {
+        let mut registry = Described {
+            registry: &mut self.registry,
+            list: &mut self.list,
+        };
+        registry.register(
+            "http_request_duration_seconds",
+            "How long HTTP requests took, by route template, method and status class",
+            self.http_request_duration.clone(),
+        );
+        registry.register(
+            "bank_call_duration_seconds",
+            "How long calls to the bank took, by call and outcome",
+            self.bank_call_duration.clone(),
+        );
+        registry.register(
+            "database_write_duration_seconds",
+            "How long the claim's and the outcome's database writes took",
+            self.database_write_duration.clone(),
+        );
+        registry.register(
+            "reconcile_claim_to_final_seconds",
+            "For keys settled by reconciliation, the time from their claim to the bank's final word",
+            self.reconcile_claim_to_final.clone(),
+        );
+        registry.register(
+            "bank_calls_in_flight",
+            "Calls to the bank in flight now (bounded by MAX_BANK_CALLS)",
+            self.bank_calls_in_flight.clone(),
+        );
+        registry.register(
+            "database_pool_connections",
+            "The database pool's open connections, in use or idle",
+            self.database_pool_connections.clone(),
+        );
+        registry.register(
+            "database_pool_max_connections",
+            "The most connections the database pool opens",
+            self.database_pool_max_connections.clone(),
+        );
+        registry.register(
+            "database_replication_required",
+            "1 when DATABASE_REPLICATION requires a synchronous standby, 0 on one server by choice",
+            self.database_replication_required.clone(),
+        );
+        registry.register(
+            "build_info",
+            "1, labelled with the backend's version",
+            self.build_info.clone(),
+        );
+    }
+
+    /// Records a bank call's outcome and how long it took.
+    pub fn bank_call_took(&self, call: &'static str, outcome: &'static str, took: Duration) {
+        let labels = BankCallLabels { call, outcome };
+        self.bank_call_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        self.bank_calls.get_or_create(&labels).inc();
+    }
+
+    /// Records how long a database write took.
+    pub fn write_took(&self, write: &'static str, took: Duration) {
+        self.database_write_duration
+            .get_or_create(&WriteLabels { write })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Every metric registered, in order.
+    pub fn list(&self) -> &[MetricEntry] {
+        &self.list
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -264,5 +497,24 @@ impl Metrics {
     /// Counts an event of an operation in one of the per-operation families.
     pub fn count(family: &Family<OperationLabels, Counter>, operation: &'static str) {
         family.get_or_create(&OperationLabels { operation }).inc();
+    }
+}
+
+/// The registry and the list of what it holds, filled by the same calls, so the list
+/// (docs/metrics.md, the rules' check) is the registry's.
+struct Described<'a> {
+    registry: &'a mut Registry,
+    list: &'a mut Vec<MetricEntry>,
+}
+
+impl Described<'_> {
+    /// Registers `metric` as `name`, meaning `help`, and lists it.
+    fn register<M: Metric + TypedMetric>(&mut self, name: &str, help: &str, metric: M) {
+        self.list.push(MetricEntry {
+            name: name.to_owned(),
+            kind: M::TYPE.as_str().to_owned(),
+            help: help.to_owned(),
+        });
+        self.registry.register(name, help, metric);
     }
 }

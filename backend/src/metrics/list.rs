@@ -1,0 +1,254 @@
+//! The list of every metric, kept by the calls that register them: docs/metrics.md is generated
+//! from it (a test fails when the two differ), and the Prometheus rules in `deploy/prometheus/`
+//! are checked against it ([`unknown_metrics`]), so the docs, the alerts and the code cannot
+//! drift apart.
+
+use super::Metrics;
+
+/// One metric as the registry describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricEntry {
+    /// The name as exported, without the suffixes the encoder adds to series.
+    pub name: String,
+    /// `counter`, `gauge`, `histogram` or `info`.
+    pub kind: String,
+    /// Its meaning.
+    pub help: String,
+}
+
+impl MetricEntry {
+    /// The names of the series a query may use for it: a counter's `_total`, a histogram's
+    /// `_bucket`, `_sum` and `_count`, a gauge's own name.
+    pub fn series_names(&self) -> Vec<String> {
+        match self.kind.as_str() {
+            "counter" => vec![format!("{}_total", self.name)],
+            "histogram" => ["_bucket", "_sum", "_count"]
+                .iter()
+                .map(|suffix| format!("{}{suffix}", self.name))
+                .collect(),
+            _ => vec![self.name.clone()],
+        }
+    }
+}
+
+/// Every metric a fresh registry holds, in its order.
+pub fn metric_list() -> Vec<MetricEntry> {
+    Metrics::new().list().to_vec()
+}
+
+/// docs/metrics.md's table.
+pub fn metric_table() -> String {
+    let mut table = String::from("| metric | type | meaning |\n|---|---|---|\n");
+    for entry in metric_list() {
+        let series = entry.series_names().join("`, `");
+        table.push_str(&format!(
+            "| `{series}` | {} | {} |\n",
+            entry.kind, entry.help
+        ));
+    }
+    table
+}
+
+/// PromQL's words that are not metric names (aggregations may take `by (...)` before their
+/// parenthesis).
+const PROMQL_WORDS: [&str; 26] = [
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "le",
+    "inf",
+    "nan",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "count",
+    "group",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "quantile",
+    "count_values",
+];
+
+/// The metric names a PromQL expression uses that neither the registry (`known` series names)
+/// nor the rules' own recordings (`recorded`) define. Function calls, label matchers
+/// (`{...}`), grouping labels (`by (...)`), ranges (`[5m]`), strings and numbers are skipped.
+pub fn unknown_metrics(expression: &str, known: &[String], recorded: &[String]) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let text = without_enclosed(expression);
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let starts_name = bytes[at].is_ascii_alphabetic() || bytes[at] == b'_' || bytes[at] == b':';
+        let after_digit = at > 0 && (bytes[at - 1].is_ascii_digit() || bytes[at - 1] == b'.');
+        if !starts_name || after_digit {
+            at += 1;
+            continue;
+        }
+        let end = text[at..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(text.len(), |length| at + length);
+        let word = &text[at..end];
+        let calls = text[end..].trim_start().starts_with('(');
+        let grouping = matches!(word, "by" | "without" | "on" | "ignoring");
+        if !calls
+            && !grouping
+            && !PROMQL_WORDS.contains(&word.to_ascii_lowercase().as_str())
+            && !known.iter().any(|name| name == word)
+            && !recorded.iter().any(|name| name == word)
+            && !unknown.iter().any(|name| name == word)
+        {
+            unknown.push(word.to_owned());
+        }
+        at = end;
+    }
+    unknown
+}
+
+/// `expression` with label matchers, ranges, strings and the label lists after `by`,
+/// `without`, `on` and `ignoring` blanked out.
+fn without_enclosed(expression: &str) -> String {
+    let mut text = String::with_capacity(expression.len());
+    let mut closing: Option<char> = None;
+    let mut rest = expression;
+    while let Some(c) = rest.chars().next() {
+        rest = &rest[c.len_utf8()..];
+        if let Some(close) = closing {
+            if c == close {
+                closing = None;
+            }
+            text.push(' ');
+            continue;
+        }
+        match c {
+            '{' => closing = Some('}'),
+            '[' => closing = Some(']'),
+            '"' => closing = Some('"'),
+            '(' if ends_with_grouping(&text) => closing = Some(')'),
+            _ => {}
+        }
+        text.push(if closing.is_some() { ' ' } else { c });
+    }
+    text
+}
+
+fn ends_with_grouping(text: &str) -> bool {
+    let word = text
+        .trim_end()
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
+    matches!(
+        word,
+        "by" | "without" | "on" | "ignoring" | "group_left" | "group_right"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
+    const TABLE_START: &str = "<!-- metric list: generated -->";
+    const TABLE_END: &str = "<!-- end of metric list -->";
+
+    #[test]
+    fn the_metric_docs_are_the_registry() {
+        let docs = std::fs::read_to_string(DOCS).expect("docs/metrics.md");
+        let start = docs.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
+        let end = docs.find(TABLE_END).expect("the table's end marker");
+        let generated = format!("\n{}", metric_table());
+        if docs[start..end] == generated {
+            return;
+        }
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            let updated = format!("{}{generated}{}", &docs[..start], &docs[end..]);
+            std::fs::write(DOCS, updated).expect("rewriting docs/metrics.md");
+            return;
+        }
+        panic!(
+            "docs/metrics.md differs from the registry in backend/src/metrics; rewrite it with \
+             UPDATE_DOCS=1 cargo test -p backend --lib metrics::list"
+        );
+    }
+
+    #[test]
+    fn every_metric_has_a_type_and_a_meaning_and_base_units() {
+        for entry in metric_list() {
+            assert!(
+                !entry.kind.is_empty() && !entry.help.is_empty(),
+                "{entry:?}"
+            );
+            for unit in ["_ms", "_milliseconds", "_minutes"] {
+                assert!(
+                    !entry.name.contains(unit),
+                    "{}: not a base unit",
+                    entry.name
+                );
+            }
+        }
+    }
+
+    fn known() -> Vec<String> {
+        metric_list()
+            .iter()
+            .flat_map(MetricEntry::series_names)
+            .collect()
+    }
+
+    #[test]
+    fn names_in_a_query_are_found_and_checked() {
+        let query = r#"histogram_quantile(0.99, sum by (le, route) (rate(http_request_duration_seconds_bucket{route="/v1/bills/{bill_id}/pay"}[5m]))) > 2.5"#;
+        assert_eq!(unknown_metrics(query, &known(), &[]), Vec::<String>::new());
+        let misspelt =
+            "sum(rate(bank_calls_totl{outcome=\"unknown\"}[5m])) / sum(rate(bank_calls_total[5m]))";
+        assert_eq!(
+            unknown_metrics(misspelt, &known(), &[]),
+            ["bank_calls_totl"]
+        );
+        let recorded = ["job:bank_error_ratio:rate5m".to_owned()];
+        let uses_recording = "job:bank_error_ratio:rate5m > 0.05 and on (instance) up == 1";
+        assert_eq!(unknown_metrics(uses_recording, &known(), &recorded), ["up"]);
+    }
+
+    const RULES: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/prometheus/rules.yml"
+    );
+
+    #[test]
+    fn every_metric_the_prometheus_rules_name_exists() {
+        let rules = std::fs::read_to_string(RULES).expect("deploy/prometheus/rules.yml");
+        let value_of = |line: &str, field: &str| {
+            let line = line.trim_start().trim_start_matches("- ");
+            line.strip_prefix(field).map(|rest| rest.trim().to_owned())
+        };
+        let recorded: Vec<String> = rules
+            .lines()
+            .filter_map(|l| value_of(l, "record:"))
+            .collect();
+        let expressions: Vec<String> = rules.lines().filter_map(|l| value_of(l, "expr:")).collect();
+        assert!(expressions.len() >= 10, "the rules' expressions were read");
+        for expression in &expressions {
+            assert!(
+                !expression.starts_with(['|', '>']),
+                "keep each expr on one line, so this check reads it: {expression}"
+            );
+            let unknown = unknown_metrics(expression, &known(), &recorded);
+            assert!(
+                unknown.is_empty(),
+                "{unknown:?} in `{expression}` are not metrics"
+            );
+        }
+    }
+}
