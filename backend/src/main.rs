@@ -58,8 +58,8 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    telemetry::init_logging();
     let cli = Cli::parse();
+    telemetry::init_logging(cli.settings.log_format);
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::Healthcheck = command {
         return healthcheck(cli.settings.listen_addr).await;

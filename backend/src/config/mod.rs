@@ -27,6 +27,7 @@ pub use limits::{LimitSettings, Limits};
 
 use crate::durability::{REPLICATION_SETTING, Replication};
 use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
+use crate::telemetry::{LOG_FORMAT_SETTING, LogFormat};
 use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
 
 /// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
@@ -70,6 +71,10 @@ pub struct Settings {
     /// operators only (SPEC §8).
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
+    /// How log lines are written: `text` for people, `json` (one object per line, with the
+    /// request id and trace id) for a log pipeline.
+    #[arg(long, env = LOG_FORMAT_SETTING, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// `development` allows the development secrets; production refuses them.
     #[arg(long, env = "APP_ENV", value_enum, default_value = "production")]
     pub mode: RunMode,

@@ -14,7 +14,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::request_id;
+use crate::domain::RequestId;
 use crate::metrics::{DurationLabels, RequestLabels};
 use crate::state::AppState;
 
@@ -33,15 +33,12 @@ pub async fn count_requests(
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = method_label(request.method());
+    let request_id = request.extensions().get::<RequestId>().cloned();
     let response = next.run(request).await;
     let took = started.elapsed();
     let status = response.status();
     let replayed = response.headers().contains_key(REPLAYED_HEADER);
-    let request_id = response
-        .headers()
-        .get(request_id::HEADER)
-        .and_then(|id| id.to_str().ok())
-        .unwrap_or("");
+    let request_id = request_id.as_ref().map_or("", RequestId::as_str);
     tracing::info!(
         target: "access",
         method,

@@ -3,7 +3,7 @@
 //! routes are `http::admin`.)
 //!
 //! Every request runs with its request id (`X-Request-Id`, taken or minted, echoed, stamped on
-//! the audit trail: `trail::request_id`). The `/v1` API runs inside, from the outside in: the
+//! the audit trail: `trail::request_id`) and trace id, in a span every log line carries. The `/v1` API runs inside, from the outside in: the
 //! answer deadline, load shedding, the edge's proof, then authentication (`http::limits`,
 //! `http::edge_proof`, `http::auth`).
 
@@ -39,11 +39,12 @@ pub fn router(state: AppState) -> Router {
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(failures::log_failures))
-        .layer(axum::middleware::from_fn(request_id::propagate))
         .layer(from_fn_with_state(
             state.clone(),
             request_metrics::count_requests,
         ))
+        // Outside the access log, so its line is in the request's span (ids, trace).
+        .layer(axum::middleware::from_fn(request_id::propagate))
         // A span per request; failures are logged once, by `failures::log_failures` (which
         // knows a passing outage from a bug), not again per 5xx here: under overload that
         // second line per shed request was a log storm (and the CPU spent writing it).

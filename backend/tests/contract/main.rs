@@ -20,6 +20,7 @@ mod embedded_store;
 mod expiry;
 mod hostile_connections;
 mod identity_provider;
+mod json_logs;
 mod key_life;
 mod key_status;
 mod layers;
