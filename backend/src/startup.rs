@@ -40,7 +40,8 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to the database, applies migrations, and binds both listen addresses.
+    /// Connects to the database, applies migrations (or, with `MIGRATE_ON_START=false`, checks
+    /// they were applied), and binds both listen addresses.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
         let store = store::connect(
             config.database_url.expose_secret(),
@@ -48,7 +49,19 @@ impl Application {
             config.database_acquire_timeout,
         )
         .await?;
-        store.migrate().await.context("applying migrations")?;
+        if config.migrate_on_start {
+            store.migrate().await.context("applying migrations")?;
+        } else {
+            let unapplied = store
+                .unapplied_migrations()
+                .await
+                .context("reading which migrations were applied (MIGRATE_ON_START=false)")?;
+            anyhow::ensure!(
+                unapplied.is_empty(),
+                "MIGRATE_ON_START=false and the database lacks migrations {unapplied:?}: run \
+                 `backend migrate` first (with a role that may change the schema)"
+            );
+        }
         let replication = store
             .replication()
             .await

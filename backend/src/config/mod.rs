@@ -84,6 +84,11 @@ pub struct Settings {
     /// server or SQLite; the development default, and production only when set).
     #[arg(long, env = REPLICATION_SETTING, value_enum)]
     pub database_replication: Option<Replication>,
+    /// `false`: `serve` applies no migrations, and refuses to start until `backend migrate` (a
+    /// release step, with a role that may change the schema) has applied them all, so the
+    /// runtime role needs no DDL rights.
+    #[arg(long, env = "MIGRATE_ON_START", default_value_t = true, action = ArgAction::Set)]
+    pub migrate_on_start: bool,
     /// The idempotency policy file (SPEC §3).
     #[arg(long, env = "POLICY_FILE", default_value = "policy.yaml")]
     pub policy_file: PathBuf,
@@ -142,6 +147,8 @@ pub struct Config {
     pub trail_kept_after_key: Duration,
     /// Whether the background workers run inside the server process.
     pub run_workers: bool,
+    /// Whether `serve` applies the migrations (else it checks they were applied).
+    pub migrate_on_start: bool,
     /// The bounds on requests and bank calls.
     pub limits: Limits,
     /// How the backend stops on SIGTERM.
@@ -187,6 +194,7 @@ impl Settings {
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),
             trail_kept_after_key: Duration::from_secs(self.audit_trail_keep_days * 86_400),
             run_workers: true,
+            migrate_on_start: self.migrate_on_start,
             drain: self.drain.into_drain(development)?,
         })
     }

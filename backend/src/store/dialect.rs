@@ -15,6 +15,7 @@
 
 use std::future::Future;
 
+use sqlx::migrate::{Migrate, MigrateError, Migrator};
 use sqlx::{Database, Pool, Transaction};
 
 use super::error::StoreError;
@@ -64,8 +65,39 @@ pub trait Dialect: Database {
         pool: &Pool<Self>,
     ) -> impl Future<Output = Result<Option<ReplicationState>, StoreError>> + Send;
 
-    /// Applies this database's migrations (embedded at build time).
-    fn migrate(
+    /// This database's migrations (embedded at build time).
+    fn migrator() -> &'static Migrator;
+
+    /// Applies this database's migrations.
+    fn migrate(pool: &Pool<Self>) -> impl Future<Output = Result<(), MigrateError>> + Send;
+
+    /// The versions of this database's migrations not applied to the database at `pool`.
+    fn unapplied_migrations(
         pool: &Pool<Self>,
-    ) -> impl Future<Output = Result<(), sqlx::migrate::MigrateError>> + Send;
+    ) -> impl Future<Output = Result<Vec<i64>, MigrateError>> + Send;
+}
+
+/// The versions of `migrator`'s migrations that `conn`'s database has not applied (all of
+/// them, where the migrations' own table does not exist yet).
+pub async fn unapplied(
+    migrator: &Migrator,
+    conn: &mut (impl Migrate + Send),
+) -> Result<Vec<i64>, MigrateError> {
+    let applied = match conn.list_applied_migrations().await {
+        Ok(applied) => applied,
+        Err(MigrateError::Execute(error)) if is_missing_table(&error) => Vec::new(),
+        Err(error) => return Err(error),
+    };
+    Ok(migrator
+        .iter()
+        .map(|migration| migration.version)
+        .filter(|version| !applied.iter().any(|done| done.version == *version))
+        .collect())
+}
+
+/// Whether `error` says a table does not exist (PostgreSQL's 42P01, SQLite's "no such table").
+fn is_missing_table(error: &sqlx::Error) -> bool {
+    error.as_database_error().is_some_and(|error| {
+        error.code().as_deref() == Some("42P01") || error.message().contains("no such table")
+    })
 }

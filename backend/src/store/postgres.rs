@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
 use sqlx::{PgConnection, PgPool, Pool, Postgres, Transaction};
 
 use super::db::{Arg, Db, Exec};
-use super::dialect::Dialect;
+use super::dialect::{Dialect, unapplied};
 use super::error::StoreError;
 use super::failover;
 use super::key_changes;
@@ -69,8 +70,17 @@ impl Dialect for Postgres {
         }))
     }
 
-    async fn migrate(pool: &Pool<Postgres>) -> Result<(), sqlx::migrate::MigrateError> {
-        sqlx::migrate!("../migrations").run(pool).await
+    fn migrator() -> &'static Migrator {
+        static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+        &MIGRATOR
+    }
+
+    async fn migrate(pool: &Pool<Postgres>) -> Result<(), MigrateError> {
+        Self::migrator().run(pool).await
+    }
+
+    async fn unapplied_migrations(pool: &Pool<Postgres>) -> Result<Vec<i64>, MigrateError> {
+        unapplied(Self::migrator(), &mut *pool.acquire().await?).await
     }
 }
 

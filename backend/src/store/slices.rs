@@ -293,6 +293,9 @@ pub trait Health: Send + Sync {
     /// Applies this database's migrations.
     async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError>;
 
+    /// The versions of this database's migrations not applied yet.
+    async fn unapplied_migrations(&self) -> Result<Vec<i64>, sqlx::migrate::MigrateError>;
+
     /// Checks the database answers and this process can write claims and outcomes to it
     /// (readiness).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -20,6 +20,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteQueryResult,
     SqliteSynchronous,
@@ -27,7 +28,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use super::db::Db;
-use super::dialect::Dialect;
+use super::dialect::{Dialect, unapplied};
 use super::error::StoreError;
 use super::group_commit::GroupCommit;
 use super::types::{KeyRef, ReplicationState};
@@ -74,8 +75,17 @@ impl Dialect for Sqlite {
         Ok(None)
     }
 
-    async fn migrate(pool: &SqlitePool) -> Result<(), sqlx::migrate::MigrateError> {
-        sqlx::migrate!("../migrations/sqlite").run(pool).await
+    fn migrator() -> &'static Migrator {
+        static MIGRATOR: Migrator = sqlx::migrate!("../migrations/sqlite");
+        &MIGRATOR
+    }
+
+    async fn migrate(pool: &SqlitePool) -> Result<(), MigrateError> {
+        Self::migrator().run(pool).await
+    }
+
+    async fn unapplied_migrations(pool: &SqlitePool) -> Result<Vec<i64>, MigrateError> {
+        unapplied(Self::migrator(), &mut *pool.acquire().await?).await
     }
 }
 

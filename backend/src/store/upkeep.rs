@@ -104,6 +104,10 @@ impl<D: Db> Health for SqlStore<D> {
         D::migrate(&self.pool).await
     }
 
+    async fn unapplied_migrations(&self) -> Result<Vec<i64>, sqlx::migrate::MigrateError> {
+        D::unapplied_migrations(&self.pool).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         if !D::writer_health(&self.writer).0 {
             return Err(StoreError::Unavailable(sqlx::Error::Io(

@@ -35,6 +35,7 @@ mod races;
 mod reconciler;
 mod released_claims;
 mod replay_cache;
+mod runtime_role;
 mod scaling;
 mod sharding_by_user;
 mod spec_rows;

@@ -241,6 +241,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         run_workers: false,
         limits: options.limits,
         // Stopped by dropping: nothing to drain for.
+        migrate_on_start: true,
         drain: Drain {
             grace: Duration::ZERO,
             deadline: Duration::from_secs(15),

@@ -52,6 +52,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         trail_kept_after_key: Duration::from_secs(90 * 24 * 3600),
         run_workers: true,
         limits: Limits::default(),
+        migrate_on_start: true,
         drain: Drain {
             grace: Duration::ZERO,
             deadline: Duration::from_secs(15),
