@@ -36,10 +36,10 @@ need_wrk() {
 # start_stack NAME BACKEND_BINARY [BANK FLAGS...]: a bank simulator on 127.0.0.1:18081 and
 # BACKEND_BINARY on 127.0.0.1:18080 (admin 18082) on a fresh database named after NAME
 # (a PostgreSQL database, or with STORE=sqlite a SQLite file); extra backend settings come from
-# the environment; DB_PARAMS, if set, is appended to a PostgreSQL URL (`sslmode=disable`,
-# say); DB_PORT, if set, is the PostgreSQL server's port on 127.0.0.1 (a replicated cluster's
-# HAProxy), 5432 otherwise. Sets api, admin, bank, db (database name or file), db_port,
-# backend_pid and token.
+# the environment (BACKEND_LOG is its RUST_LOG, `error` by default); DB_PARAMS, if set, is
+# appended to a PostgreSQL URL (`sslmode=disable`, say); DB_PORT, if set, is the PostgreSQL
+# server's port on 127.0.0.1 (a replicated cluster's HAProxy), 5432 otherwise. Sets api, admin,
+# bank, db (database name or file), db_port, backend_pid and token.
 start_stack() {
   local name=$1 backend=$2 bank_port=18081 api_port=18080 database_url
   shift 2
@@ -61,7 +61,7 @@ start_stack() {
   APP_ENV=development DATABASE_URL="$database_url" \
     BANK_URL=$bank \
     LISTEN_ADDR=127.0.0.1:$api_port ADMIN_ADDR=127.0.0.1:18082 \
-    POLICY_FILE=policy.yaml RUST_LOG=error "$backend" serve >/dev/null 2>&1 & pids+=($!)
+    POLICY_FILE=policy.yaml RUST_LOG="${BACKEND_LOG:-error}" "$backend" serve >/dev/null 2>&1 & pids+=($!)
   backend_pid=$!
   for _ in $(seq 1 100); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.1; done
   curl -sf "$api/healthz" >/dev/null || { echo "$backend did not start" >&2; return 1; }

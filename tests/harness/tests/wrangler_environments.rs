@@ -49,13 +49,33 @@ fn every_environment_repeats_the_development_settings_for_a_real_deployment() {
         let vars = environment["vars"]
             .as_table()
             .unwrap_or_else(|| panic!("[env.{name}.vars]"));
-        assert_eq!(names(vars), names(development_vars), "{name}: the variables differ");
+        assert_eq!(
+            names(vars),
+            names(development_vars),
+            "{name}: the variables differ"
+        );
         let var = |key: &str| vars[key].as_str().unwrap_or_default();
-        assert!(var("BACKEND_URL").starts_with("https://"), "{name}: BACKEND_URL over https");
-        assert!(!var("BACKEND_URL").contains("127.0.0.1") && !var("BACKEND_URL").contains("localhost"));
-        assert!(var("AUTH_JWKS_URL").starts_with("https://"), "{name}: tokens from a JWKS");
+        assert!(
+            var("BACKEND_URL").starts_with("https://"),
+            "{name}: BACKEND_URL over https"
+        );
+        assert!(
+            !var("BACKEND_URL").contains("127.0.0.1") && !var("BACKEND_URL").contains("localhost")
+        );
+        assert!(
+            var("AUTH_JWKS_URL").starts_with("https://"),
+            "{name}: tokens from a JWKS"
+        );
         assert_eq!(var("APP_ENV"), "production", "{name}");
-        assert_eq!(bindings(&environment["durable_objects"]), development_bindings, "{name}");
-        assert_eq!(environment["observability"]["enabled"].as_bool(), Some(true), "{name}");
+        assert_eq!(
+            bindings(&environment["durable_objects"]),
+            development_bindings,
+            "{name}"
+        );
+        assert_eq!(
+            environment["observability"]["enabled"].as_bool(),
+            Some(true),
+            "{name}"
+        );
     }
 }

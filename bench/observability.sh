@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# What issue 27's observability costs: the backend before it (a baseline commit, built from a
+# worktree) against the backend now, both logging at `info` as the container does (the access
+# line per request goes to /dev/null, text), and now with the access line turned off
+# (`RUST_LOG=info,access=warn`); new-key payments and replays of one finished key, wrk with 16
+# connections, an instant bank, PostgreSQL; alternating, in one run, each stack ending with the
+# money check. Histograms and the request span are always on now; the third run isolates the
+# access line's share.
+# Usage: bench/observability.sh [seconds per run, default 10] [rounds, default 3] [baseline commit,
+# default b4b8edf: the last before issue 27]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/lib.sh
+duration=${1:-10}
+rounds=${2:-3}
+baseline=${3:-b4b8edf}
+need_wrk
+scripts/start-postgres.sh
+
+# The baseline, built in a worktree (target/baseline-COMMIT; `git worktree remove` it when done)
+# into the same target folder, so only the workspace's own crates compile again, and copied out
+# before the current build overwrites it.
+# A fixed folder per commit, kept, so a second run compiles nothing again.
+worktree=$PWD/target/baseline-$baseline
+[ -d "$worktree" ] || git worktree add -q --detach "$worktree" "$baseline"
+CARGO_TARGET_DIR=$PWD/target cargo build -q --profile server --manifest-path "$worktree/Cargo.toml" -p backend --bins
+cp target/server/backend "$scratch/backend-baseline"
+cargo build -q --profile server -p backend -p bank-simulator --bins
+bin=target/server
+
+results=$scratch/results
+runs() { # label backend: new-key and replay throughput
+  local label=$1 backend=$2 replay_key
+  start_stack "obs_$label" "$backend" >/dev/null
+  replay_key=$(cat /proc/sys/kernel/random/uuid)
+  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
+    -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
+    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+  echo "${label}_new_key $(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)" >>"$results"
+  echo "${label}_replay $(REPLAY_KEY=$replay_key wrk_run 16 "$duration" -s bench/replay.lua "$api" | requests_per_second)" >>"$results"
+  check_money | sed "s/^/$label: /"
+  stop_stack
+}
+for round in $(seq 1 "$rounds"); do
+  BACKEND_LOG=info runs before "$scratch/backend-baseline"
+  BACKEND_LOG=info runs now "$bin/backend"
+  BACKEND_LOG=info,access=warn runs now_quiet "$bin/backend"
+  echo "round $round done"
+done
+
+sort -k1,1 -k2,2n "$results" | awk -v seconds="$duration" '
+  { rate[$1, ++count[$1]] = $2 }
+  function median(name) { return rate[name, int((count[name] + 1) / 2)] }
+  END {
+    printf "per second, median of %d runs of %s s (RUST_LOG=info):\n", count["before_new_key"], seconds
+    printf "  %-46s %10s %10s\n", "", "new key", "replay"
+    printf "  %-46s %10.0f %10.0f\n", "before issue 27", median("before_new_key"), median("before_replay")
+    printf "  %-46s %10.0f %10.0f\n", "now: histograms, request span, access line", median("now_new_key"), median("now_replay")
+    printf "  %-46s %10.0f %10.0f\n", "now, access line off (access=warn)", median("now_quiet_new_key"), median("now_quiet_replay")
+    printf "ratios to before: new key %.2f, replay %.2f; access line off: new key %.2f, replay %.2f\n",
+      median("now_new_key") / median("before_new_key"), median("now_replay") / median("before_replay"),
+      median("now_quiet_new_key") / median("before_new_key"), median("now_quiet_replay") / median("before_replay")
+  }'
