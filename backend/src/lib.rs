@@ -14,6 +14,8 @@ pub mod domain;
 pub mod durability;
 pub mod error;
 pub mod flows;
+#[cfg(test)]
+mod generated_docs;
 pub mod http;
 pub mod identity;
 pub mod janitor;

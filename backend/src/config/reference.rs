@@ -122,25 +122,13 @@ fn row(variable: &str, flag: &str, default: &str, meaning: &str) -> String {
 mod tests {
     use super::*;
 
-    const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
-
     #[test]
     fn the_configuration_docs_are_the_settings_table() {
-        let docs = std::fs::read_to_string(DOCS).expect("docs/configuration.md");
-        let start = docs.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
-        let end = docs.find(TABLE_END).expect("the table's end marker");
-        let generated = format!("\n{}", settings_table());
-        if docs[start..end] == generated {
-            return;
-        }
-        if std::env::var_os("UPDATE_DOCS").is_some() {
-            let updated = format!("{}{generated}{}", &docs[..start], &docs[end..]);
-            std::fs::write(DOCS, updated).expect("rewriting docs/configuration.md");
-            return;
-        }
-        panic!(
-            "docs/configuration.md differs from the settings in backend/src/config; rewrite it \
-             with UPDATE_DOCS=1 cargo test -p backend --lib config::reference"
+        crate::generated_docs::check_section(
+            "../docs/configuration.md",
+            (TABLE_START, TABLE_END),
+            &settings_table(),
+            "UPDATE_DOCS=1 cargo test -p backend --lib config::reference",
         );
     }
 

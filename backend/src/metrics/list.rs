@@ -158,27 +158,16 @@ fn ends_with_grouping(text: &str) -> bool {
 mod tests {
     use super::*;
 
-    const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
-    const TABLE_START: &str = "<!-- metric list: generated -->";
-    const TABLE_END: &str = "<!-- end of metric list -->";
-
     #[test]
     fn the_metric_docs_are_the_registry() {
-        let docs = std::fs::read_to_string(DOCS).expect("docs/metrics.md");
-        let start = docs.find(TABLE_START).expect("the table's start marker") + TABLE_START.len();
-        let end = docs.find(TABLE_END).expect("the table's end marker");
-        let generated = format!("\n{}", metric_table());
-        if docs[start..end] == generated {
-            return;
-        }
-        if std::env::var_os("UPDATE_DOCS").is_some() {
-            let updated = format!("{}{generated}{}", &docs[..start], &docs[end..]);
-            std::fs::write(DOCS, updated).expect("rewriting docs/metrics.md");
-            return;
-        }
-        panic!(
-            "docs/metrics.md differs from the registry in backend/src/metrics; rewrite it with \
-             UPDATE_DOCS=1 cargo test -p backend --lib metrics::list"
+        crate::generated_docs::check_section(
+            "../docs/metrics.md",
+            (
+                "<!-- metric list: generated -->",
+                "<!-- end of metric list -->",
+            ),
+            &metric_table(),
+            "UPDATE_DOCS=1 cargo test -p backend --lib metrics::list",
         );
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bank_simulator::{BankSimulator, Knobs};
+use bank_simulator::{BankSimulator, Knobs, RunningBank};
 
 use crate::support::process::{BackendEnv, BackendProcess};
 use crate::support::{TestDatabase, key_state_in, new_key, payment_body, send_pay, wait_for};
@@ -31,22 +31,7 @@ async fn sigterm_turns_readyz_503_at_once_serves_through_the_grace_period_and_ex
 }
 
 async fn drain_round(round: u32) {
-    let bank = BankSimulator::spawn(Knobs {
-        latency_ms: 50,
-        ..Knobs::default()
-    })
-    .await
-    .expect("the bank starts");
-    let database = TestDatabase::create().await;
-    let mut env = BackendEnv::new(database.url(), &bank.url);
-    env.extra = vec![
-        ("SHUTDOWN_GRACE_SECONDS".into(), GRACE.as_secs().to_string()),
-        (
-            "SHUTDOWN_DEADLINE_SECONDS".into(),
-            DEADLINE.as_secs().to_string(),
-        ),
-    ];
-    let mut backend = BackendProcess::start(&env).await;
+    let (bank, _database, mut backend) = stopping_backend(50, GRACE, DEADLINE).await;
     let http = reqwest::Client::new();
 
     let sending = Arc::new(AtomicBool::new(true));
@@ -114,19 +99,8 @@ async fn drain_round(round: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_past_the_deadline_does_not_hold_the_process() {
-    let bank = BankSimulator::spawn(Knobs {
-        latency_ms: 20_000,
-        ..Knobs::default()
-    })
-    .await
-    .expect("the bank starts");
-    let database = TestDatabase::create().await;
-    let mut env = BackendEnv::new(database.url(), &bank.url);
-    env.extra = vec![
-        ("SHUTDOWN_GRACE_SECONDS".into(), "1".into()),
-        ("SHUTDOWN_DEADLINE_SECONDS".into(), "2".into()),
-    ];
-    let mut backend = BackendProcess::start(&env).await;
+    let (grace, deadline) = (Duration::from_secs(1), Duration::from_secs(2));
+    let (_bank, database, mut backend) = stopping_backend(20_000, grace, deadline).await;
     let pool = sqlx::PgPool::connect(database.url())
         .await
         .expect("connect");
@@ -155,7 +129,9 @@ async fn a_request_past_the_deadline_does_not_hold_the_process() {
 
     let signalled = Instant::now();
     backend.terminate();
-    let status = backend.wait_exit(Duration::from_secs(1 + 2 + 2)).await;
+    let status = backend
+        .wait_exit(grace + deadline + Duration::from_secs(2))
+        .await;
     assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
     println!(
         "exited {:?} after SIGTERM, the request still in flight",
@@ -165,4 +141,29 @@ async fn a_request_past_the_deadline_does_not_hold_the_process() {
         in_flight.await.expect("the client ran").is_err(),
         "the cut request got no answer"
     );
+}
+
+/// A bank answering after `latency_ms`, a fresh database, and the backend binary on them that
+/// drains for `grace`, then gives requests in flight `deadline`.
+async fn stopping_backend(
+    latency_ms: u64,
+    grace: Duration,
+    deadline: Duration,
+) -> (RunningBank, TestDatabase, BackendProcess) {
+    let knobs = Knobs {
+        latency_ms,
+        ..Knobs::default()
+    };
+    let bank = BankSimulator::spawn(knobs).await.expect("the bank starts");
+    let database = TestDatabase::create().await;
+    let mut env = BackendEnv::new(database.url(), &bank.url);
+    env.extra = vec![
+        ("SHUTDOWN_GRACE_SECONDS".into(), grace.as_secs().to_string()),
+        (
+            "SHUTDOWN_DEADLINE_SECONDS".into(),
+            deadline.as_secs().to_string(),
+        ),
+    ];
+    let backend = BackendProcess::start(&env).await;
+    (bank, database, backend)
 }

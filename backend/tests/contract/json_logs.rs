@@ -4,10 +4,12 @@
 //! carries the trace id of the `traceparent` it came with (or a minted one without it); the
 //! request id is the one the audit trail records.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::support::process::{BackendEnv, BackendProcess};
-use crate::support::{TestApp, TestDatabase, new_key, payment_body};
+use crate::support::{TestApp, TestDatabase, new_key, payment_body, wait_for};
 use bank_simulator::{BankSimulator, Knobs};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -45,6 +47,13 @@ async fn json_lines_carry_the_request_id_and_trace_id_and_the_access_log_is_at_i
         201
     );
 
+    // The log reaches the test through a pipe read in the background: wait for the last line.
+    wait_for(
+        "the retry's access line",
+        Duration::from_secs(5),
+        async || backend.log().contains(r#""request_id":"the-retry""#),
+    )
+    .await;
     let log = backend.log();
     let lines: Vec<Value> = log
         .lines()

@@ -6,7 +6,7 @@
 
 use backend::metrics::metric_list;
 
-use crate::support::{TestApp, new_key, payment_body};
+use crate::support::{TestApp, metrics_text, new_key, payment_body};
 
 const PAY: &str = r#"route="/v1/bills/{bill_id}/pay",method="POST""#;
 
@@ -42,15 +42,7 @@ async fn a_payment_and_its_replay_move_the_histograms_and_every_exported_metric_
     );
     assert_eq!(app.metric("database_replication_required").await, 0.0);
 
-    let exported = app
-        .http
-        .get(format!("{}/metrics", app.admin_url))
-        .send()
-        .await
-        .expect("metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
+    let exported = metrics_text(&app.http, &app.admin_url).await;
     let listed: Vec<String> = metric_list().into_iter().map(|entry| entry.name).collect();
     let under_30s = exported
         .lines()

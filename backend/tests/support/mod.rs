@@ -598,15 +598,18 @@ pub struct Replica {
 /// The value of a metric line (`name{labels}`) in the `/metrics` of the admin listener at
 /// `admin_url`, 0 if absent.
 pub async fn metric_at(http: &reqwest::Client, admin_url: &str, series: &str) -> f64 {
-    let text = http
-        .get(format!("{admin_url}/metrics"))
+    metric_in(&metrics_text(http, admin_url).await, series)
+}
+
+/// The whole `/metrics` text of the admin listener at `admin_url`.
+pub async fn metrics_text(http: &reqwest::Client, admin_url: &str) -> String {
+    http.get(format!("{admin_url}/metrics"))
         .send()
         .await
         .expect("metrics answer")
         .text()
         .await
-        .expect("metrics text");
-    metric_in(&text, series)
+        .expect("metrics text")
 }
 
 /// `POST /v1/bills/{bill}/pay` to the backend at `base_url` as `user` with `key` (sent bare);

@@ -475,21 +475,7 @@ mod tests {
 
     #[test]
     fn only_the_canonical_decimal_of_a_positive_user_id_is_a_subject() {
-        for sub in [
-            "asha",
-            "0",
-            "-3",
-            "042",
-            "+42",
-            " 42",
-            "42 ",
-            "4.2e1",
-            "42.0",
-            "0x2a",
-            "",
-            "9223372036854775808",
-            "18446744073709551616",
-        ] {
+        for sub in crate::auth::user::NOT_USER_IDS {
             assert_eq!(
                 verify_claims(&verifier(), json!({"sub": sub, "exp": NOW + 60})),
                 Err(AuthError::BadSubject),

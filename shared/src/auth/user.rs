@@ -49,6 +49,24 @@ impl fmt::Display for UserId {
     }
 }
 
+/// Subjects that are not the canonical decimal of a positive user id (the tests' corpus).
+#[cfg(test)]
+pub(crate) const NOT_USER_IDS: [&str; 13] = [
+    "asha",
+    "0",
+    "-3",
+    "042",
+    "+42",
+    " 42",
+    "42 ",
+    "4.2e1",
+    "42.0",
+    "0x2a",
+    "",
+    "9223372036854775808",
+    "18446744073709551616",
+];
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -58,21 +76,7 @@ mod tests {
 
     #[test]
     fn only_the_canonical_decimal_of_a_positive_id_is_a_user() {
-        for sub in [
-            "asha",
-            "0",
-            "-3",
-            "042",
-            "+42",
-            " 42",
-            "42 ",
-            "4.2e1",
-            "42.0",
-            "0x2a",
-            "",
-            "9223372036854775808",
-            "18446744073709551616",
-        ] {
+        for sub in NOT_USER_IDS {
             assert_eq!(UserId::from_subject(sub), None, "{sub:?}");
         }
         for (sub, id) in [
