@@ -35,7 +35,14 @@ curl -sf http://127.0.0.1:8080/readyz >/dev/null || { echo "the backend did not 
 api=http://127.0.0.1:8080
 if [ -x scripts/run-edge-dev.sh ]; then
   scripts/run-edge-dev.sh & pids+=($!)
-  for _ in $(seq 1 150); do curl -sf http://127.0.0.1:8787/healthz >/dev/null && { api=http://127.0.0.1:8787; break; }; sleep 0.2; done
+  edge_pid=$!
+  # wrangler builds the Worker first: seconds when built, minutes on a fresh machine.
+  echo "run-local: waiting for the edge on 127.0.0.1:8787 (its first build takes minutes)"
+  for _ in $(seq 1 1500); do
+    curl -sf http://127.0.0.1:8787/healthz >/dev/null && { api=http://127.0.0.1:8787; break; }
+    kill -0 "$edge_pid" 2>/dev/null || { echo "run-local: the edge stopped; clients call the backend" >&2; break; }
+    sleep 0.2
+  done
 fi
 
 token=$(target/debug/backend dev-token --user 42)
