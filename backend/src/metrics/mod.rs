@@ -141,7 +141,8 @@ pub struct Metrics {
     pub bank_call_duration: Latencies<BankCallLabels>,
     /// How long the claim's and the outcome's writes took.
     pub database_write_duration: Latencies<WriteLabels>,
-    /// For keys settled by reconciliation: the time from their claim to the final word.
+    /// For keys settled by reconciliation: the time from their claim to the taking of the key
+    /// whose look-up settled them (both on the database's clock; the look-up itself not counted).
     pub reconcile_claim_to_final: Family<ResolvedLabels, Histogram, fn() -> Histogram>,
     /// Calls to the bank in flight now (of `MAX_BANK_CALLS`), read when metrics are scraped.
     pub bank_calls_in_flight: Gauge,
@@ -421,7 +422,7 @@ impl Metrics {
         );
         registry.register(
             "reconcile_claim_to_final_seconds",
-            "For keys settled by reconciliation, the time from their claim to the bank's final word",
+            "For keys settled by reconciliation, the time from their claim to the look-up that settled them",
             self.reconcile_claim_to_final.clone(),
         );
         registry.register(
