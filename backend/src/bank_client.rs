@@ -21,6 +21,8 @@
 //!   names one) means the bank never saw it. Anything else, a 404 from a wrong route or a proxy
 //!   included, is a failed look-up ([`LookUpError`]): never "never seen".
 //!
+//! Every call carries the trace (`traceparent`) of its span, when traces are exported.
+//!
 //! The request bodies and the status words are the bank's wire contract, from the `bank-api`
 //! crate ([`bank_api::DebitRequest`], [`bank_api::StatusWord`], read leniently as
 //! [`bank_api::AnswerBody`]); the reading rules above are this module's own.
@@ -32,6 +34,8 @@ use bank_api::{AnswerBody, DebitRequest, RefundRequest, StatusWord};
 use serde::Serialize;
 use shared::Operation;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::telemetry::traces::carry_to_callee;
 
 /// A client for the bank's HTTP API.
 #[derive(Debug, Clone)]
@@ -142,7 +146,7 @@ impl BankClient {
     }
 
     /// Debits `account` under `reference`.
-    #[tracing::instrument(skip(self, _permit))]
+    #[tracing::instrument(skip(self, _permit), fields(otel.kind = "client"))]
     pub async fn debit(
         &self,
         _permit: &CallPermit,
@@ -162,7 +166,7 @@ impl BankClient {
     }
 
     /// Refunds part of the debit `debit_reference` under `reference`.
-    #[tracing::instrument(skip(self, _permit))]
+    #[tracing::instrument(skip(self, _permit), fields(otel.kind = "client"))]
     pub async fn refund(
         &self,
         _permit: &CallPermit,
@@ -182,7 +186,7 @@ impl BankClient {
     }
 
     /// Asks the bank what became of `reference`.
-    #[tracing::instrument(skip(self))]
+    #[tracing::instrument(skip(self), fields(otel.kind = "client"))]
     pub async fn look_up(
         &self,
         operation: Operation,
@@ -197,6 +201,7 @@ impl BankClient {
         let response = self
             .http
             .get(url)
+            .headers(trace_context())
             .send()
             .await
             .map_err(|error| LookUpError(with_causes(&error)))?;
@@ -207,7 +212,8 @@ impl BankClient {
 
     async fn move_money(&self, collection: &str, call: &impl Serialize) -> BankOutcome {
         let url = format!("{}/{collection}", self.base_url);
-        let response = match self.http.post(url).json(call).send().await {
+        let sent = self.http.post(url).headers(trace_context()).json(call);
+        let response = match sent.send().await {
             Ok(response) => response,
             // A refused connection or a failed TLS handshake: the call never left, so nothing
             // of it is on its way to the bank.
@@ -228,6 +234,13 @@ impl BankClient {
             Err(_) => read_call(status, None),
         }
     }
+}
+
+/// The current span's `traceparent`, so the bank joins the trace (none without the exporter).
+fn trace_context() -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    carry_to_callee(&mut headers);
+    headers
 }
 
 /// `error` and its causes, outermost first: reqwest's own message ("error sending request")

@@ -59,7 +59,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    telemetry::init_logging(cli.settings.log_format);
+    // Held to the end of `main`: dropping it sends the spans still queued.
+    let _tracing = telemetry::init(cli.settings.log_format)?;
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::Healthcheck = command {
         return healthcheck(cli.settings.listen_addr).await;

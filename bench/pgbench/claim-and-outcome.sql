@@ -14,8 +14,9 @@ WITH claimed AS (
            now() + interval '48 hours')
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id)
-    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id' FROM claimed),
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
+    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id',
+           decode(md5(:payment_n::text), 'hex') FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference)
@@ -39,9 +40,9 @@ done AS (
 told AS (SELECT pg_notify('idempotency_key_changed',
        :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done),
 recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id)
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
-           'succeeded', 'bench-request-id' FROM done)
+           'succeeded', 'bench-request-id', decode(md5(:payment_n::text), 'hex') FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

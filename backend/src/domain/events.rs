@@ -9,6 +9,8 @@ use std::sync::Arc;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::TraceId;
+
 /// What happened to a key (the `event` column). Names are the wire's, in the operator API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
@@ -98,6 +100,8 @@ pub struct NewEvent {
     pub detail: Option<String>,
     /// The causing request's `X-Request-Id`.
     pub request_id: Option<String>,
+    /// The causing request's trace.
+    pub trace_id: Option<TraceId>,
     /// For an operator's action.
     pub operator: Option<OperatorAction>,
 }
@@ -117,6 +121,7 @@ impl NewEvent {
             kind,
             detail,
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
+            trace_id: cause.trace_id,
             operator: cause.operator.clone(),
         }
     }
@@ -130,6 +135,7 @@ impl NewEvent {
             kind,
             detail: Some(detail),
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
+            trace_id: cause.trace_id,
             operator: cause.operator.clone(),
         }
     }
@@ -171,23 +177,27 @@ impl RequestId {
 pub struct Cause {
     /// The causing request.
     pub request_id: Option<RequestId>,
+    /// The causing request's trace.
+    pub trace_id: Option<TraceId>,
     /// The operator and their reason, for an operator's action.
     pub operator: Option<OperatorAction>,
 }
 
 impl Cause {
-    /// A customer's request.
-    pub fn request(id: &RequestId) -> Cause {
+    /// A customer's request, under the trace `trace_id`.
+    pub fn request(id: &RequestId, trace_id: TraceId) -> Cause {
         Cause {
             request_id: Some(id.clone()),
+            trace_id: Some(trace_id),
             operator: None,
         }
     }
 
-    /// An operator's request, for `action`.
-    pub fn operator(id: &RequestId, action: OperatorAction) -> Cause {
+    /// An operator's request under the trace `trace_id`, for `action`.
+    pub fn operator(id: &RequestId, trace_id: TraceId, action: OperatorAction) -> Cause {
         Cause {
             request_id: Some(id.clone()),
+            trace_id: Some(trace_id),
             operator: Some(action),
         }
     }

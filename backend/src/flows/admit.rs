@@ -30,13 +30,15 @@ pub(super) struct Admitted {
     pub body: serde_json::Value,
 }
 
-/// Checks the body and the key of a request.
-/// Records the key on the current span once known.
+/// Checks the body and the key of a request, in a span of its own (`checks`, in the trace).
+/// Records the key on the operation's span once known.
 pub(super) fn admit(
     state: &AppState,
     operation: Operation,
     submitted: &Submitted<'_>,
 ) -> Result<Admitted, Problem> {
+    let operation_span = tracing::Span::current();
+    let _checks = tracing::info_span!("checks").entered();
     let Submitted {
         key_header_values,
         path_parameter,
@@ -62,7 +64,7 @@ pub(super) fn admit(
             .flatten()
             .unwrap_or_else(IdempotencyKey::mint),
     };
-    tracing::Span::current().record("key", tracing::field::display(&key));
+    operation_span.record("key", tracing::field::display(&key));
     Ok(Admitted {
         key,
         attempt,

@@ -9,6 +9,8 @@
 
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use shared::Operation;
 
 use super::replies::{nothing_charged, outcome_pending, saved_reply};
@@ -23,11 +25,11 @@ use crate::store::{CLAIM_LEASE_RENEWAL, FinalOutcome, KeyRef, SavedMovement, Unk
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
 /// bank call and the save. The client's retry then finds the saved reply instead of a key
-/// left `started` until reconciliation.
+/// left `started` until reconciliation. The work stays in the request's span (and trace).
 pub(super) async fn run_to_completion<T: Send + 'static>(
     work: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    tokio::spawn(work)
+    tokio::spawn(work.in_current_span())
         .await
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }

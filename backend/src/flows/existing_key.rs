@@ -7,6 +7,7 @@
 use shared::decision::Attempt;
 use shared::{Decision, KeyState, Problem, decide};
 use time::OffsetDateTime;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
 use super::bank_call::call_bank_and_save;
@@ -25,6 +26,12 @@ const REPLAYED: &str = "read from the database";
 const REPLAYED_FROM_MEMORY: &str = "from memory (the replay cache)";
 /// The trail's word for a refused mismatch.
 const MISMATCH: &str = "same key with another request body: refused (422)";
+
+/// Marks the operation's span, in the trace, with where its replay came from: `memory` (the
+/// replay cache) or `database`.
+fn answered_from(place: &'static str) {
+    tracing::Span::current().set_attribute("replay.answered_from", place);
+}
 
 /// The 422 for a key used with another request, counted and recorded in the trail.
 fn refuse_mismatch(
@@ -60,6 +67,7 @@ pub(super) async fn answer_existing_key(
             let replayed = (EventKind::Replayed, REPLAYED);
             let resource = Some(stored.resource_id);
             state.trail.observe_key(key, resource, replayed, cause);
+            answered_from("database");
             replay(state, key, stored).await?
         }
         Decision::InProgress { .. } => return Ok(busy),
@@ -121,6 +129,7 @@ pub(super) fn reply_from_memory(
             Metrics::count(&state.metrics.replays_from_memory, operation);
             let replayed = (EventKind::Replayed, REPLAYED_FROM_MEMORY);
             state.trail.observe_key(key, resource, replayed, cause);
+            answered_from("memory");
             remembered.reply.clone().replayed()
         }
         Decision::RejectMismatch => {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use shared::UserId;
 
-use crate::domain::{Cause, RequestId};
+use crate::domain::{Cause, RequestId, TraceId};
 
 pub use admit::Submitted;
 pub use pay_bill::pay_bill;
@@ -38,6 +38,8 @@ pub struct Caller {
     pub user: UserId,
     /// The request's id, recorded with every event it causes.
     pub request_id: RequestId,
+    /// The request's trace, recorded with every event it causes too.
+    pub trace_id: TraceId,
     /// `Prefer: wait`, capped by the policy; `None` if it does not wait.
     pub wait: Option<Duration>,
 }
@@ -45,6 +47,6 @@ pub struct Caller {
 impl Caller {
     /// What the request's writes are recorded against.
     fn cause(&self) -> Cause {
-        Cause::request(&self.request_id)
+        Cause::request(&self.request_id, self.trace_id)
     }
 }

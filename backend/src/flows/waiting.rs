@@ -66,6 +66,7 @@ impl<'s> Waiting<'s> {
     /// Waits for `watch`'s key to change, [`POLL_INTERVAL`] at most, before the next read;
     /// `false` if the request may not wait (any more): it asked for no wait, its time is up, or
     /// no place is free. The start of a wait is recorded in `key`'s audit trail, against `cause`.
+    #[tracing::instrument(name = "wait", skip_all)]
     pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
         let until = match &self.started {
             Some((until, _)) => *until,

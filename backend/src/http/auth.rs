@@ -1,6 +1,6 @@
 //! Bearer-token authentication for `/v1`: a middleware, so a request without a valid token is
 //! answered 401 before its path, key or body is looked at (SPEC §4 "Identity"); and the
-//! [`Caller`] a handler behind it takes: the user, the request id and its `Prefer: wait`.
+//! [`Caller`] a handler behind it takes: the user, the request id, the trace id and its `Prefer: wait`.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use shared::{Problem, UserId};
 
 use super::payments::requested_wait;
-use crate::domain::RequestId;
+use crate::domain::{RequestId, TraceId};
 use crate::error::Error;
 use crate::flows::Caller;
 use crate::state::AppState;
@@ -28,9 +28,14 @@ impl FromRequestParts<AppState> for Caller {
             .get::<RequestId>()
             .cloned()
             .ok_or(Error::Misrouted("a request id"))?;
+        let trace_id = *parts
+            .extensions
+            .get::<TraceId>()
+            .ok_or(Error::Misrouted("a trace id"))?;
         Ok(Caller {
             user,
             request_id,
+            trace_id,
             wait: requested_wait(state, &parts.headers),
         })
     }

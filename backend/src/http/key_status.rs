@@ -73,7 +73,11 @@ async fn key_status_handler(
         if started
             && let Some(watch) = watch.as_mut()
             && waiting
-                .wait(key, watch, &Cause::request(&caller.request_id))
+                .wait(
+                    key,
+                    watch,
+                    &Cause::request(&caller.request_id, caller.trace_id),
+                )
                 .await
         {
             continue;

@@ -36,6 +36,7 @@ pub trait Db:
     + Codec<Uuid>
     + Codec<Option<Uuid>>
     + Codec<Vec<u8>>
+    + Codec<Option<Vec<u8>>>
     + Codec<String>
     + Codec<Option<String>>
     + Codec<Option<i64>>

@@ -20,6 +20,8 @@ const BENCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/pgbench/");
 const KEY: &str = "md5(:key_n::text)::uuid";
 /// A random payment id, the same way.
 const PAYMENT: &str = "md5('p' || :payment_n)::uuid";
+/// A request's trace id: 16 bytes, as the trail stores it.
+const TRACE_ID: &str = "decode(md5(:payment_n::text), 'hex')";
 
 /// `statement` with each `$n` replaced by `values[n - 1]`.
 fn with_values(statement: &str, values: &[&str]) -> String {
@@ -83,6 +85,7 @@ fn claim_and_outcome() -> String {
             "interval '6 seconds'",
             "'bench-request-id'",
             "interval '48 hours'",
+            TRACE_ID,
         ],
     );
     let channel = format!("'{CHANNEL}'");
@@ -99,6 +102,7 @@ fn claim_and_outcome() -> String {
             &payload,
             "'succeeded'",
             "'bench-request-id'",
+            TRACE_ID,
         ],
     );
     format!(

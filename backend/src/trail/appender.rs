@@ -1,7 +1,7 @@
 //! [`Appender`]: writes the trail's observations (replays, refusals, waits) off the request
 //! path. Requests hand their event to a bounded queue and go on; one task writes what has
 //! queued up as one transaction, folding identical observations of one key (a retry storm's
-//! thousand replays) into one row with a `repeats` count and the first request's id.
+//! thousand replays) into one row with a `repeats` count and the first request's id (and trace id).
 //!
 //! Bounded both ways: a full queue drops the observation (counted in the log) rather than slow
 //! a replay down or grow without limit; state changes never go this way, so a dropped
@@ -55,6 +55,7 @@ impl Appender {
             kind,
             detail: Some(detail.to_owned()),
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
+            trace_id: cause.trace_id,
             operator: cause.operator.clone(),
         });
     }
@@ -113,6 +114,7 @@ mod tests {
                 kind: EventKind::Replayed,
                 detail: None,
                 request_id: Some(request.into()),
+                trace_id: None,
                 operator: None,
             },
             at: OffsetDateTime::UNIX_EPOCH,

@@ -42,3 +42,4 @@ mod spec_rows;
 mod startup_config;
 
 mod tls;
+mod traces;

@@ -14,6 +14,7 @@
 //!   statement, as a failover between a commit and its reply does;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
+//! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that keeps the spans it is sent;
 //! - [`workerd`]: the built edge Worker under `workerd`;
 //! - [`mutations`]: a seeded corpus of mutated requests for the bad-input tests of edge and
 //!   backend alike, sent over raw sockets.
@@ -24,6 +25,7 @@ mod ha_cluster;
 mod identity_provider;
 mod lost_answer_proxy;
 pub mod mutations;
+mod otlp_receiver;
 mod process;
 mod received;
 mod tls_postgres;
@@ -35,6 +37,7 @@ pub use database::{TestDatabase, admin_url};
 pub use ha_cluster::{HaCluster, HaMode};
 pub use identity_provider::{IdentityProvider, SigningKey};
 pub use lost_answer_proxy::LostAnswerProxy;
+pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
 pub use received::Received;
 pub use tls_postgres::TlsPostgres;

@@ -121,6 +121,7 @@ pub fn event_json(event: &StoredEvent) -> Value {
         "event": event.event,
         "detail": event.detail,
         "request_id": event.request_id,
+        "trace_id": event.trace_id,
         "operator": event.operator,
         "reason": event.reason,
         "repeats": event.repeats,

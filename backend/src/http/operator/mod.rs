@@ -39,7 +39,7 @@ use time::OffsetDateTime;
 
 use super::auth::{authorization, unix_now};
 use super::body::read_request_body;
-use crate::domain::{Cause, EventKind, NewEvent, OperatorAction, RequestId};
+use crate::domain::{Cause, EventKind, NewEvent, OperatorAction, RequestId, TraceId};
 use crate::error::Error;
 use crate::identity::{Operator, Refusal};
 use crate::state::AppState;
@@ -112,6 +112,7 @@ async fn require_operator(
 pub struct CustomerRequest {
     operator: Operator,
     request_id: RequestId,
+    trace_id: TraceId,
     user: UserId,
 }
 
@@ -121,6 +122,7 @@ impl FromRequestParts<AppState> for CustomerRequest {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Error> {
         let operator = parts.extensions.get::<Operator>().cloned();
         let request_id = parts.extensions.get::<RequestId>().cloned();
+        let trace_id = parts.extensions.get::<TraceId>().copied();
         let Path(segments) = Path::<Vec<String>>::from_request_parts(parts, state)
             .await
             .map_err(|_| no_such_customer())?;
@@ -128,6 +130,7 @@ impl FromRequestParts<AppState> for CustomerRequest {
         Ok(CustomerRequest {
             operator: operator.ok_or(Error::Misrouted("an operator"))?,
             request_id: request_id.ok_or(Error::Misrouted("a request id"))?,
+            trace_id: trace_id.ok_or(Error::Misrouted("a trace id"))?,
             user: UserId::from_subject(first).ok_or_else(no_such_customer)?,
         })
     }
@@ -136,7 +139,7 @@ impl FromRequestParts<AppState> for CustomerRequest {
 impl CustomerRequest {
     /// The cause of this request's action `action`, for the trail.
     fn cause(&self, action: OperatorAction) -> Cause {
-        Cause::operator(&self.request_id, action)
+        Cause::operator(&self.request_id, self.trace_id, action)
     }
 }
 

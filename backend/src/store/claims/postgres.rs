@@ -25,8 +25,8 @@ WITH claimed AS (
     VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13)
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id)
-    SELECT $1, $2, resource_id, 'claimed', $12 FROM claimed),
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
+    SELECT $1, $2, resource_id, 'claimed', $12, $14 FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference)
@@ -54,8 +54,8 @@ done AS (
               now() AS read_at),
 told AS (SELECT pg_notify($6, $7) FROM done),
 recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id)
-    SELECT $2, $5, $1, 'bank_answered', $8, $9 FROM done)
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
+    SELECT $2, $5, $1, 'bank_answered', $8, $9, $10 FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told
@@ -88,7 +88,8 @@ impl ClaimWrites for Postgres {
             .arg(claim.owner)
             .arg(Span(claim.lasts))
             .arg(request_id_of(cause))
-            .arg(Span(payment.key_kept_for));
+            .arg(Span(payment.key_kept_for))
+            .arg(trace_id_of(cause));
         let mut conn = pool.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             return Ok(None);
@@ -120,7 +121,8 @@ impl ClaimWrites for Postgres {
             .arg(key_changes::CHANNEL.to_owned())
             .arg(key_changes::payload(key))
             .arg(result.describe())
-            .arg(request_id_of(cause));
+            .arg(request_id_of(cause))
+            .arg(trace_id_of(cause));
         let mut conn = pool.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             let mut tx = conn.begin().await?;
@@ -153,4 +155,9 @@ impl ClaimWrites for Postgres {
 /// The request id an event of `cause` is recorded with.
 fn request_id_of(cause: &Cause) -> Option<String> {
     cause.request_id.as_ref().map(|id| id.as_str().to_owned())
+}
+
+/// The trace id an event of `cause` is recorded with, as the column's 16 bytes.
+fn trace_id_of(cause: &Cause) -> Option<Vec<u8>> {
+    cause.trace_id.map(|id| id.to_bytes().to_vec())
 }

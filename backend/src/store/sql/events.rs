@@ -6,22 +6,22 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::operator_reads::{Page, Paged, TrailOf};
-use crate::domain::{NewEvent, Observed};
+use crate::domain::{NewEvent, Observed, TraceId};
 use crate::store::columns::{Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 
-const COLUMNS: &str =
-    "user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";
+const COLUMNS: &str = "user_id, key, resource_id, at, event, detail, request_id, operator, reason, \
+                       repeats, trace_id";
 
 /// [`COLUMNS`] and the event's id, as a read returns them.
-const READ_COLUMNS: &str =
-    "event_id, user_id, key, resource_id, at, event, detail, request_id, operator, reason, repeats";
+const READ_COLUMNS: &str = "event_id, user_id, key, resource_id, at, event, detail, request_id, \
+                            operator, reason, repeats, trace_id";
 
 /// Appends `event`, stamped with the database's clock, in the caller's transaction.
 pub async fn append<D: Db>(conn: &mut D::Connection, event: &NewEvent) -> Result<(), StoreError> {
     let sql = format!(
-        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, $3, {now}, $4, $5, $6, $7, $8, 1)",
+        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, $3, {now}, $4, $5, $6, $7, $8, 1, $9)",
         now = D::NOW
     );
     D::execute(conn, bind_event::<D>(sqlx::query(&sql), event)).await?;
@@ -37,7 +37,7 @@ pub async fn append_observed<D: Db>(
     let sql = format!(
         "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, \
              COALESCE($3, (SELECT resource_id FROM idempotency_keys WHERE user_id = $1 AND key = $2)), \
-             $9, $4, $5, $6, $7, $8, $10)"
+             $10, $4, $5, $6, $7, $8, $11, $9)"
     );
     let query = bind_event::<D>(sqlx::query(&sql), &observed.event)
         .arg(Timestamp(observed.at))
@@ -63,6 +63,7 @@ fn bind_event<'q, D: Db>(
         .arg(event.request_id.clone())
         .arg(operator)
         .arg(reason)
+        .arg(event.trace_id.map(|id| id.to_bytes().to_vec()))
 }
 
 /// An event as read back.
@@ -82,6 +83,8 @@ pub struct StoredEvent {
     pub detail: Option<String>,
     /// The causing request's id.
     pub request_id: Option<String>,
+    /// The causing request's trace id (32 hex digits).
+    pub trace_id: Option<String>,
     /// Who, for an operator's action.
     pub operator: Option<String>,
     /// Why, for an operator's action.
@@ -156,6 +159,10 @@ pub fn event_from_row<D: Db>(row: &D::Row) -> Result<StoredEvent, StoreError> {
         event: fields.get("event")?,
         detail: fields.get("detail")?,
         request_id: fields.get("request_id")?,
+        trace_id: fields
+            .get::<Option<Vec<u8>>>("trace_id")?
+            .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok())
+            .map(|bytes| TraceId::from_bytes(bytes).to_string()),
         operator: fields.get("operator")?,
         reason: fields.get("reason")?,
         repeats: fields.get("repeats")?,
