@@ -71,7 +71,8 @@ start_stack() {
 # stop_stack: stops the last stack's processes.
 stop_stack() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  # Only the stack's own: a script's long-lived helper (a trace receiver) is a child too.
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   pids=()
 }
 

@@ -1,6 +1,7 @@
 //! The edge's settings: the backend's URL, the forward timeout, the run mode, where tokens get
-//! their keys (the identity provider's JWKS URL, or the HS256 secret), the token rules and the
-//! rate limits (`[vars]` in `wrangler.toml`), the secrets (the JWT secret and the edge proof's,
+//! their keys (the identity provider's JWKS URL, or the HS256 secret), the token rules, the
+//! rate limits and where the edge's spans are exported, if anywhere (`[vars]` in
+//! `wrangler.toml`), the secrets (the JWT secret and the edge proof's,
 //! wrangler secrets; `.dev.vars` in development) and the idempotency policy, compiled in from the
 //! repository's `policy.yaml` (the file the backend reads).
 //!
@@ -47,6 +48,24 @@ pub const BACKEND_TIMEOUT_VAR: &str = "BACKEND_TIMEOUT_MS";
 /// The `[vars]` entry naming the run mode, as the backend's: `production` (the default) or
 /// `development`, which alone accepts the published development secret.
 pub const APP_ENV_VAR: &str = "APP_ENV";
+
+/// The `[vars]` entry turning on the export of the edge's spans (OpenTelemetry's standard
+/// name): the OTLP/HTTP collector's base URL, to which `/v1/traces` is appended; empty or unset,
+/// nothing is exported.
+pub const OTLP_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// The optional `[vars]` entry giving the full URL spans are sent to, used as it is; it wins
+/// over [`OTLP_ENDPOINT_VAR`] (and turns the export on by itself), as OpenTelemetry specifies.
+pub const OTLP_TRACES_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+
+/// The optional `[vars]` entry naming the service the spans come from.
+pub const SERVICE_NAME_VAR: &str = "OTEL_SERVICE_NAME";
+
+/// The service the edge's spans come from when [`SERVICE_NAME_VAR`] is not set.
+pub const DEFAULT_SERVICE_NAME: &str = "safe-retries-edge";
+
+/// The path OTLP/HTTP takes traces at, appended to [`OTLP_ENDPOINT_VAR`].
+pub const OTLP_TRACES_PATH: &str = "/v1/traces";
 
 /// The `[vars]` entries of the per-user rate limit: the steady rate and the burst.
 pub const USER_RATE_VARS: LimitVars = LimitVars {
@@ -131,6 +150,15 @@ impl EdgeTokens {
     }
 }
 
+/// Where the edge's spans go, and as which service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanExport {
+    /// The collector's URL for traces (`…/v1/traces`).
+    pub traces_url: String,
+    /// The `service.name` of the spans.
+    pub service_name: String,
+}
+
 /// The edge proof's secret; its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
 struct ProofSecret(String);
@@ -154,6 +182,8 @@ pub struct EdgeConfig {
     backend_timeout: Duration,
     /// The rate limits.
     rate_limits: RateLimits,
+    /// Where the edge's spans are exported; `None`: they are not.
+    span_export: Option<SpanExport>,
 }
 
 /// A setting that is missing or unusable. The message names the setting.
@@ -165,6 +195,14 @@ pub enum ConfigError {
     /// The backend URL is not an `http://` or `https://` URL.
     #[error("{BACKEND_URL_VAR} must be an http:// or https:// URL, not {0:?}")]
     BadBackendUrl(String),
+    /// A collector's URL is not an `http://` or `https://` URL.
+    #[error("{setting} must be an http:// or https:// URL, not {value:?}")]
+    BadOtlpEndpoint {
+        /// The setting.
+        setting: &'static str,
+        /// Its value.
+        value: String,
+    },
     /// The run mode is neither `production` nor `development`.
     #[error("{APP_ENV_VAR} must be production or development, not {0:?}")]
     BadAppEnv(String),
@@ -229,11 +267,7 @@ impl EdgeConfig {
     ) -> Result<EdgeConfig, ConfigError> {
         let backend_url = setting(BACKEND_URL_VAR).ok_or(ConfigError::Missing(BACKEND_URL_VAR))?;
         let backend_base = backend_url.trim().trim_end_matches('/').to_owned();
-        let has_host = ["http://", "https://"]
-            .iter()
-            .filter_map(|scheme| backend_base.strip_prefix(scheme))
-            .any(|rest| !rest.is_empty() && !rest.starts_with('/'));
-        if !has_host {
+        if !is_http_url(&backend_base) {
             return Err(ConfigError::BadBackendUrl(backend_url));
         }
         let development_mode = match setting(APP_ENV_VAR) {
@@ -289,6 +323,7 @@ impl EdgeConfig {
             proof_secret,
             backend_timeout,
             rate_limits,
+            span_export: span_export(&setting)?,
         })
     }
 
@@ -322,6 +357,49 @@ impl EdgeConfig {
     pub fn rate_limits(&self) -> RateLimits {
         self.rate_limits
     }
+
+    /// Where the edge's spans are exported, if they are.
+    pub fn span_export(&self) -> Option<&SpanExport> {
+        self.span_export.as_ref()
+    }
+}
+
+/// Whether `url` is an `http://` or `https://` URL with a host.
+fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"]
+        .iter()
+        .filter_map(|scheme| url.strip_prefix(scheme))
+        .any(|rest| !rest.is_empty() && !rest.starts_with('/'))
+}
+
+/// Where spans are exported: the traces endpoint as it is, or else the base endpoint with
+/// `/v1/traces` appended; neither set (or both empty), nowhere.
+fn span_export(
+    setting: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<SpanExport>, ConfigError> {
+    let set = |name: &str| {
+        setting(name)
+            .map(|value| value.trim().to_owned())
+            .filter(|value| !value.is_empty())
+    };
+    let (endpoint_var, traces_url) = match (set(OTLP_TRACES_ENDPOINT_VAR), set(OTLP_ENDPOINT_VAR)) {
+        (Some(url), _) => (OTLP_TRACES_ENDPOINT_VAR, url),
+        (None, Some(base)) => (
+            OTLP_ENDPOINT_VAR,
+            format!("{}{OTLP_TRACES_PATH}", base.trim_end_matches('/')),
+        ),
+        (None, None) => return Ok(None),
+    };
+    if !is_http_url(&traces_url) {
+        return Err(ConfigError::BadOtlpEndpoint {
+            setting: endpoint_var,
+            value: setting(endpoint_var).unwrap_or_default(),
+        });
+    }
+    Ok(Some(SpanExport {
+        traces_url,
+        service_name: set(SERVICE_NAME_VAR).unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_owned()),
+    }))
 }
 
 /// Where tokens get their keys: the JWKS URL, or else the JWT secret (required then, and
@@ -599,6 +677,55 @@ mod tests {
                 burst: 50
             }
         );
+    }
+
+    #[test]
+    fn spans_are_exported_only_to_a_configured_collector() {
+        assert_eq!(settings(&[]).expect("valid").span_export(), None);
+        let empty = settings(&[(OTLP_ENDPOINT_VAR, Some("")), (SERVICE_NAME_VAR, Some("x"))]);
+        assert_eq!(empty.expect("valid").span_export(), None);
+        for base in ["http://127.0.0.1:4318", "http://127.0.0.1:4318/"] {
+            let export = settings(&[(OTLP_ENDPOINT_VAR, Some(base))]).expect("valid");
+            assert_eq!(
+                export.span_export(),
+                Some(&SpanExport {
+                    traces_url: "http://127.0.0.1:4318/v1/traces".to_owned(),
+                    service_name: DEFAULT_SERVICE_NAME.to_owned(),
+                }),
+                "{base}"
+            );
+        }
+        let under_a_path = settings(&[(OTLP_ENDPOINT_VAR, Some("https://otel.example/otlp/"))]);
+        let export = under_a_path.expect("valid");
+        let export = export.span_export().expect("exported");
+        assert_eq!(export.traces_url, "https://otel.example/otlp/v1/traces");
+        let full = settings(&[
+            (OTLP_ENDPOINT_VAR, Some("https://ignored.example")),
+            (
+                OTLP_TRACES_ENDPOINT_VAR,
+                Some("https://otel.example/traces"),
+            ),
+            (SERVICE_NAME_VAR, Some("edge-eu")),
+        ])
+        .expect("valid");
+        assert_eq!(
+            full.span_export(),
+            Some(&SpanExport {
+                traces_url: "https://otel.example/traces".to_owned(),
+                service_name: "edge-eu".to_owned(),
+            })
+        );
+        for name in [OTLP_ENDPOINT_VAR, OTLP_TRACES_ENDPOINT_VAR] {
+            let error = settings(&[(name, Some("otel:4318"))]).expect_err("refused");
+            assert_eq!(
+                error,
+                ConfigError::BadOtlpEndpoint {
+                    setting: name,
+                    value: "otel:4318".to_owned(),
+                }
+            );
+            assert!(error.to_string().contains(name), "{error}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! A forwarded request keeps the client's method, path, query, headers (`Authorization` and the
 //! key among them) and body; the edge adds a fresh request id so the backend's logs can be
-//! matched with the edge's. When the backend cannot be reached the client gets a 502
+//! matched with the edge's, and its own W3C `traceparent` (with the client's `tracestate` when
+//! it joined the client's trace, `crate::trace`), so the backend's span is a child of the edge's. When the backend cannot be reached the client gets a 502
 //! `backend-unreachable` problem, and when it does not answer within the timeout a 504
 //! `backend-timeout`: both say that a retry with the same key is safe, because the backend
 //! decides whether anything was done.
@@ -11,12 +12,20 @@ use std::time::Duration;
 
 use shared::{Problem, ProblemKind};
 
+use crate::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
+
 /// The header carrying the edge's request id to the backend.
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 /// Incoming headers not passed on: `Host` names the edge, and the runtime sets the backend's;
-/// an `Edge-Proof` is the edge's own to make, never a client's to pass through.
-pub const NOT_FORWARDED_HEADERS: [&str; 2] = ["host", shared::edge_proof::PROOF_HEADER];
+/// an `Edge-Proof` is the edge's own to make, never a client's to pass through; the trace
+/// headers are set from the edge's trace context instead.
+pub const NOT_FORWARDED_HEADERS: [&str; 4] = [
+    "host",
+    shared::edge_proof::PROOF_HEADER,
+    TRACEPARENT_HEADER,
+    TRACESTATE_HEADER,
+];
 
 /// How long a client should wait before retrying after a failed forward.
 pub const RETRY_AFTER_FAILED_FORWARD: Duration = Duration::from_secs(1);
@@ -107,9 +116,10 @@ mod tests {
     }
 
     #[test]
-    fn host_and_a_clients_edge_proof_are_not_passed_on() {
-        assert!(!is_forwarded_header("Host"));
-        assert!(!is_forwarded_header("Edge-Proof"));
+    fn host_a_clients_edge_proof_and_its_trace_headers_are_not_passed_on_as_sent() {
+        for name in ["Host", "Edge-Proof", "traceparent", "TraceState"] {
+            assert!(!is_forwarded_header(name), "{name}");
+        }
         for name in [
             "authorization",
             "Idempotency-Key",

@@ -14,6 +14,8 @@
 //! - [`rate_limit`] is the token bucket kept per user and per client address by a Durable
 //!   Object of its own, and the 429 `rate-limited` a request over it gets.
 //! - [`operator_routes`] names the routes the edge never forwards (`/metrics`, `/admin/…`).
+//! - [`trace`] is the edge's part in a distributed trace: the W3C `traceparent` it joins or
+//!   starts and passes to the backend, and its span of the request as OTLP JSON.
 //! - [`reply`] and [`forward_rules`] describe the replies the edge makes itself and the failures of
 //!   a forward (502/504); [`config`] reads the settings; [`header_bytes`] recovers the bytes of a
 //!   header value from the runtime's string.
@@ -34,3 +36,4 @@ pub mod operator_routes;
 pub mod rate_limit;
 pub mod reply;
 pub mod runtime;
+pub mod trace;

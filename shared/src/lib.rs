@@ -14,6 +14,9 @@
 //! 3. [`fingerprint::fingerprint`] checks and hashes the body with the operation (or a 400/413).
 //! 4. [`decision::decide`] says what to do given the record stored for (user, key), if any.
 //! 5. [`problem::Problem`] is the `application/problem+json` body of every refusal.
+//!
+//! Beside the rules: [`trace_context`] reads and writes the W3C `traceparent` that joins edge,
+//! backend and bank in one trace.
 
 pub mod api;
 pub mod auth;
@@ -27,6 +30,7 @@ pub mod policy;
 pub mod prefer;
 pub mod problem;
 pub mod retry;
+pub mod trace_context;
 
 pub use auth::UserId;
 pub use decision::{Decision, KeyState, StoredRecord, decide};

@@ -6,8 +6,8 @@
 
 pub mod events;
 mod reply;
-mod trace_id;
 
 pub use events::{Cause, EventKind, NewEvent, Observed, OperatorAction, RequestId};
 pub use reply::Reply;
-pub use trace_id::{TRACEPARENT, TraceId};
+/// A request's trace id, the same in the logs, the exported spans and the audit trail.
+pub use shared::trace_context::TraceId;

@@ -9,15 +9,15 @@
 //! Traces ([`traces`]): the same spans, exported over OTLP when the standard `OTEL_*` settings
 //! name a receiver, and off otherwise. `RUST_LOG` filters the log lines only: the exporter takes
 //! every span at `info` and above (the request, the checks, the claim, the bank call…) and the
-//! events at `warn` and above, whatever the log level.
+//! events at `info` and above (the access line among them, as the request span's event),
+//! whatever the log level.
 
 pub mod traces;
 
 use clap::ValueEnum;
-use tracing::Level;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -52,17 +52,16 @@ pub fn init(format: LogFormat) -> anyhow::Result<Tracing> {
             .boxed(),
     };
     let tracing = Tracing::from_environment()?;
-    let traced = filter_fn(|metadata| {
-        let least = if metadata.is_span() {
-            Level::INFO
-        } else {
-            Level::WARN
-        };
-        *metadata.level() <= least
-    });
     tracing_subscriber::registry()
         .with(lines.with_filter(filter))
-        .with(tracing.layer().with_filter(traced))
+        // Its own level, whatever `RUST_LOG` says. Not a filter that takes spans but refuses
+        // `info` events: with one, the log layer lost the span list of the events refused
+        // (tracing-subscriber 0.3.23's per-layer filters), and JSON lines their request ids.
+        .with(
+            tracing
+                .layer()
+                .map(|exporter| exporter.with_filter(LevelFilter::INFO)),
+        )
         .init();
     Ok(tracing)
 }

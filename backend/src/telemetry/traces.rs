@@ -26,10 +26,11 @@ use opentelemetry_http::{HeaderExtractor, HeaderInjector};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use shared::trace_context::{TRACEPARENT_HEADER, trace_id_of};
 use tracing_opentelemetry::{OpenTelemetryLayer, OpenTelemetrySpanExt};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::domain::{TRACEPARENT, TraceId};
+use crate::domain::TraceId;
 
 /// The service's name in its spans when `OTEL_SERVICE_NAME` does not say.
 const DEFAULT_SERVICE_NAME: &str = "safe-retries-backend";
@@ -127,9 +128,9 @@ pub fn join_callers_trace(span: &tracing::Span, request: &Request) -> TraceId {
     // Fails only where no exporter is installed: then the span has no OpenTelemetry side.
     if span.set_parent(parent).is_err() {
         return headers
-            .get(TRACEPARENT)
+            .get(TRACEPARENT_HEADER)
             .and_then(|value| value.to_str().ok())
-            .and_then(TraceId::of_traceparent)
+            .and_then(trace_id_of)
             .unwrap_or_else(TraceId::mint);
     }
     let route = request
@@ -199,7 +200,7 @@ mod tests {
         let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
         let parent = format!("00-{trace}-00f067aa0ba902b7-01");
         let request = Request::builder()
-            .header(TRACEPARENT, parent)
+            .header(TRACEPARENT_HEADER, parent)
             .body(axum::body::Body::empty())
             .expect("a request");
         let span = tracing::Span::none();

@@ -2,7 +2,8 @@
 //! object; a payment's access line is at `info` with the method, route template, status,
 //! duration, whether it was a replay and its request id, inside the request's span, which
 //! carries the trace id of the `traceparent` it came with (or a minted one without it); the
-//! request id is the one the audit trail records.
+//! request id is the one the audit trail records. The trace exporter is on (to a receiver), so
+//! its layer is shown not to take the spans from the log lines.
 
 use std::time::Duration;
 
@@ -20,8 +21,14 @@ async fn json_lines_carry_the_request_id_and_trace_id_and_the_access_log_is_at_i
         .await
         .expect("the bank starts");
     let database = TestDatabase::create().await;
+    // With the trace exporter on, as production runs: its layer once cost the log lines their
+    // spans (telemetry::init).
+    let receiver = test_harness::OtlpReceiver::start().await;
     let mut env = BackendEnv::new(database.url(), &bank.url);
-    env.extra = vec![("LOG_FORMAT".into(), "json".into())];
+    env.extra = vec![
+        ("LOG_FORMAT".into(), "json".into()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), receiver.endpoint()),
+    ];
     let backend = BackendProcess::start(&env).await;
     let http = reqwest::Client::new();
     let key = new_key();

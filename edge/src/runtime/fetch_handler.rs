@@ -10,6 +10,12 @@
 //! arrives (or its wait runs out), and never reaches the backend. Everything else is forwarded
 //! unchanged. Errors never escape as a bare runtime error: they become problem+json answers, and
 //! the details go to the log.
+//!
+//! Every request is the edge's span in a trace (`crate::trace`): the client's trace when its
+//! `traceparent` is well formed, else a new one; every forward names the edge's span as the
+//! backend's parent. Each branch says how the edge answered ([`EdgeOutcome`]: forwarded,
+//! replayed, held, refused, forward failed, edge error), and when the settings name a collector
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT`) the span is exported after the answer.
 
 use std::time::Duration;
 
@@ -19,12 +25,13 @@ use shared::{Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
 use super::body::{discard_unread_body, read_body_within};
-use super::clock::millis;
+use super::clock::{millis, now_ms};
 use super::coordinator_client::CoordinatorClient;
 use super::forward::{BackendReply, forward_buffered, forward_unchanged};
 use super::identity;
 use super::rate_limiter_client::take_token;
 use super::response::reply_response;
+use super::trace_export::{export_span, trace_of};
 use crate::config::{EdgeConfig, JWT_SECRET_VAR, PROOF_SECRET_VAR, compiled_policy};
 use crate::coordination::{BeginRequest, FinishReport};
 use crate::forward_rules::{ForwardFailure, new_request_id};
@@ -33,25 +40,43 @@ use crate::header_bytes::header_bytes;
 use crate::operator_routes::{self, is_operator_route};
 use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
 use crate::reply::Reply;
+use crate::trace::{EdgeOutcome, EdgeSpan, TraceContext};
 
 /// The entry point: answers every request, turning an unexpected error into a 500 problem. A
 /// body nothing read (the answer did not need it) is read to its end first, so the client,
 /// still sending, gets the answer rather than a reset connection.
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: worker::Context) -> Result<Response> {
-    let answer = match handle(&request, &env, &context).await {
-        Ok(response) => Ok(response),
-        Err(error) => {
-            console_error!("edge error: {error}");
-            reply_response(Reply::problem(&internal_problem()))
-        }
-    };
+    let answer = serve(&request, &env, &context).await;
     discard_unread_body(&request).await;
     answer
 }
 
-/// Reads the settings, then passes the request through or guards it.
-async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Result<Response> {
+/// An answer and how the edge came to it, for its span.
+struct Answered {
+    /// The span's `edge.outcome`: which branch answered.
+    outcome: EdgeOutcome,
+    /// What the client gets.
+    response: Response,
+}
+
+impl Answered {
+    /// An answer the edge makes itself.
+    fn reply(outcome: EdgeOutcome, reply: Reply) -> Result<Answered> {
+        let response = reply_response(reply)?;
+        Ok(Answered { outcome, response })
+    }
+
+    /// A refusal the edge makes itself, before the backend.
+    fn refused(reply: Reply) -> Result<Answered> {
+        Answered::reply(EdgeOutcome::Refused, reply)
+    }
+}
+
+/// Reads the settings and serves the request as the edge's span of its trace, exported after
+/// the answer when a collector is configured.
+async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Result<Response> {
+    let start_ms = now_ms();
     let config = match edge_config(env) {
         Ok(config) => config,
         Err(error) => {
@@ -59,15 +84,47 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
             return reply_response(Reply::problem(&internal_problem()));
         }
     };
+    let trace = trace_of(request);
+    let answered = match handle(request, &config, &trace, env, context).await {
+        Ok(answered) => answered,
+        Err(error) => {
+            console_error!("edge error: {error}");
+            Answered::reply(EdgeOutcome::EdgeError, Reply::problem(&internal_problem()))?
+        }
+    };
+    if let Some(export) = config.span_export() {
+        let (method, path) = (request.method().to_string(), request.path());
+        let span = EdgeSpan {
+            trace: &trace,
+            method: &method,
+            path: &path,
+            status: answered.response.status_code(),
+            outcome: answered.outcome,
+            start_ms,
+            end_ms: now_ms(),
+        };
+        export_span(context, export, &span);
+    }
+    Ok(answered.response)
+}
+
+/// Passes the request through or guards it.
+async fn handle(
+    request: &Request,
+    config: &EdgeConfig,
+    trace: &TraceContext,
+    env: &Env,
+    context: &worker::Context,
+) -> Result<Answered> {
     let path = request.path();
     if is_operator_route(&path) {
-        return reply_response(Reply::problem(&operator_routes::not_found()));
+        return Answered::refused(Reply::problem(&operator_routes::not_found()));
     }
     let limits = config.rate_limits();
     let address =
         ClientAddress::from_header(request.headers().get(CLIENT_ADDRESS_HEADER)?.as_deref());
     if let Some(limited) = over_limit(env, Requester::Address(address), limits.per_address).await {
-        return reply_response(limited);
+        return Answered::refused(limited);
     }
     let policy = compiled_policy();
     let gate = Gate::new(policy);
@@ -79,16 +136,23 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
                 BodyRead::Complete(body) => Some(body),
                 BodyRead::TooLarge => {
                     let too_large = Problem::body_too_large(gate.body_limits().max_bytes);
-                    return reply_response(Reply::problem(&too_large));
+                    return Answered::refused(Reply::problem(&too_large));
                 }
                 BodyRead::Unreadable => {
-                    return reply_response(Reply::problem(&Problem::body_unreadable()));
+                    return Answered::refused(Reply::problem(&Problem::body_unreadable()));
                 }
             },
         };
+        let request_id = new_request_id();
         let forwarded =
-            forward_unchanged(request, body.as_deref(), &config, &new_request_id()).await;
-        return forwarded.or_else(|failure| failure_response(failure, &config));
+            forward_unchanged(request, body.as_deref(), config, &request_id, trace).await;
+        return match forwarded {
+            Ok(response) => Ok(Answered {
+                outcome: EdgeOutcome::Forwarded,
+                response,
+            }),
+            Err(failure) => failure_answer(failure, config),
+        };
     };
     let body = read_body_within(request, gate.body_limits().max_bytes).await;
     let headers = request.headers();
@@ -102,20 +166,20 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
         .collect();
     let key_values: Vec<&[u8]> = key_bytes.iter().map(Vec::as_slice).collect();
     let checked = GuardedRequest {
-        user: identity::user_of(&config, authorization.as_deref()).await,
+        user: identity::user_of(config, authorization.as_deref()).await,
         key_header_values: &key_values,
         body,
     };
     match gate.check(&route, checked) {
         Verdict::Unauthenticated(reason) => {
             console_log!("request refused: not authenticated: {reason}");
-            reply_response(Reply::problem(&Problem::from(&reason)))
+            Answered::refused(Reply::problem(&Problem::from(&reason)))
         }
-        Verdict::Reject(problem) => reply_response(Reply::problem(&problem)),
+        Verdict::Reject(problem) => Answered::refused(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
             let user = Requester::User(attempt.user);
             if let Some(limited) = over_limit(env, user, limits.per_user).await {
-                return reply_response(limited);
+                return Answered::refused(limited);
             }
             let prefer = headers
                 .get(PREFER_HEADER)?
@@ -125,6 +189,7 @@ async fn handle(request: &Request, env: &Env, context: &worker::Context) -> Resu
                 attempt: &attempt,
                 body,
                 wait,
+                trace,
             };
             coordinate_and_forward(request, coordinated, config, env, context).await
         }
@@ -154,20 +219,23 @@ struct Coordinated<'a> {
     body: Vec<u8>,
     /// How long it may wait for the key's first attempt (`Prefer: wait`, capped by the policy).
     wait: Option<Duration>,
+    /// Its trace, which the forward carries.
+    trace: &'a TraceContext,
 }
 
 /// One attempt of a guarded operation: asks the key's object, and forwards only if it says so.
 async fn coordinate_and_forward(
     request: &Request,
     coordinated: Coordinated<'_>,
-    config: EdgeConfig,
+    config: &EdgeConfig,
     env: &Env,
     context: &worker::Context,
-) -> Result<Response> {
+) -> Result<Answered> {
     let Coordinated {
         attempt,
         body,
         wait,
+        trace,
     } = coordinated;
     let request_id = new_request_id();
     let coordinator = CoordinatorClient::for_attempt(env, attempt)?;
@@ -180,14 +248,14 @@ async fn coordinate_and_forward(
     match coordinator.begin(&begin).await {
         Ok(outcome) => {
             if let Some(reply) = outcome.edge_reply(wait) {
-                return reply_response(reply);
+                return Answered::reply(EdgeOutcome::of_key_object(&outcome), reply);
             }
         }
         Err(error) => {
             // The backend stays the authority: without the object it still does the work once.
             console_error!("key coordinator unavailable, forwarding uncoordinated: {error}");
-            let forwarded = forward_buffered(request, &body, &config, &request_id).await;
-            return answer_response(forwarded, &config);
+            let forwarded = forward_buffered(request, &body, config, &request_id, trace).await;
+            return forwarded_answer(forwarded, config);
         }
     }
     // The forward and the report to the object run as a `wait_until` task: a phone that times
@@ -196,9 +264,11 @@ async fn coordinate_and_forward(
     let (answered, answer) = oneshot::channel();
     let outgoing = request.clone()?;
     let task_config = config.clone();
+    let task_trace = trace.clone();
     let fingerprint = attempt.fingerprint;
     context.wait_until(async move {
-        let forwarded = forward_buffered(&outgoing, &body, &task_config, &request_id).await;
+        let forwarded =
+            forward_buffered(&outgoing, &body, &task_config, &request_id, &task_trace).await;
         let answer = match &forwarded {
             Ok(answer) => answer.saved_answer(),
             Err(failure) => {
@@ -220,24 +290,29 @@ async fn coordinate_and_forward(
         let _ = answered.send(forwarded);
     });
     match answer.await {
-        Ok(forwarded) => answer_response(forwarded, &config),
-        Err(_) => reply_response(Reply::problem(&internal_problem())),
+        Ok(forwarded) => forwarded_answer(forwarded, config),
+        Err(_) => Answered::reply(EdgeOutcome::EdgeError, Reply::problem(&internal_problem())),
     }
 }
 
 /// The backend's answer, or the problem for a failed forward.
-fn answer_response(
+fn forwarded_answer(
     forwarded: std::result::Result<BackendReply, ForwardFailure>,
     config: &EdgeConfig,
-) -> Result<Response> {
+) -> Result<Answered> {
     match forwarded {
-        Ok(answer) => Ok(answer.into_response()),
-        Err(failure) => failure_response(failure, config),
+        Ok(answer) => Ok(Answered {
+            outcome: EdgeOutcome::Forwarded,
+            response: answer.into_response(),
+        }),
+        Err(failure) => failure_answer(failure, config),
     }
 }
 
-fn failure_response(failure: ForwardFailure, config: &EdgeConfig) -> Result<Response> {
-    reply_response(Reply::problem(&failure.problem(config.backend_timeout())))
+/// The problem for a forward that got no answer from the backend.
+fn failure_answer(failure: ForwardFailure, config: &EdgeConfig) -> Result<Answered> {
+    let problem = failure.problem(config.backend_timeout());
+    Answered::reply(EdgeOutcome::from(failure), Reply::problem(&problem))
 }
 
 /// The settings from the runtime's environment (`[vars]`, and the secret).

@@ -3,7 +3,9 @@
 //! read and gets the whole answer back, so the answer can be kept. Where the backend asks for
 //! the edge's proof (`EDGE_PROOF_SECRET`), every forward carries one, signed over its method,
 //! path, body and time (`shared::edge_proof`); a request that passes through then has its body
-//! read first, since the proof covers it, and otherwise streams it.
+//! read first, since the proof covers it, and otherwise streams it. Every forward carries the
+//! edge's `traceparent` (and the client's `tracestate` with a joined trace), replacing the
+//! client's, so the backend's span is a child of the edge's.
 
 use std::future::Future;
 use std::pin::pin;
@@ -25,6 +27,7 @@ use crate::coordination::SavedReply;
 use crate::forward_rules::{
     ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query,
 };
+use crate::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER, TraceContext};
 
 /// The backend's whole answer to a guarded request.
 #[derive(Debug)]
@@ -58,8 +61,9 @@ pub async fn forward_unchanged(
     body: Option<&[u8]>,
     config: &EdgeConfig,
     request_id: &str,
+    trace: &TraceContext,
 ) -> Result<Response, ForwardFailure> {
-    let outgoing = backend_request(request, config, request_id, body)?;
+    let outgoing = backend_request(request, config, request_id, trace, body)?;
     within(config.backend_timeout(), |signal| async move {
         Fetch::Request(outgoing).send_with_signal(&signal).await
     })
@@ -72,8 +76,9 @@ pub async fn forward_buffered(
     body: &[u8],
     config: &EdgeConfig,
     request_id: &str,
+    trace: &TraceContext,
 ) -> Result<BackendReply, ForwardFailure> {
-    let outgoing = backend_request(request, config, request_id, Some(body))?;
+    let outgoing = backend_request(request, config, request_id, trace, Some(body))?;
     within(config.backend_timeout(), |signal| async move {
         let mut response = Fetch::Request(outgoing).send_with_signal(&signal).await?;
         let body = response.bytes().await?;
@@ -87,10 +92,9 @@ pub async fn forward_buffered(
 }
 
 /// The request to the backend: the client's method, path, query, headers and body (`body` as
-/// read, or the incoming body streamed), plus the request id and, where configured, the edge's
-/// proof (its nonce the request id), with redirects handed back to the client rather than
-/// followed. A `GET` or `HEAD`
-/// goes without its body: `fetch` cannot send one, and the backend answers such a request as if
+/// read, or the incoming body streamed), plus the request id, the edge's trace headers and,
+/// where configured, the edge's proof (its nonce the request id), with redirects handed back to
+/// the client rather than followed. A `GET` or `HEAD` goes without its body: `fetch` cannot send one, and the backend answers such a request as if
 /// it had none (a read ignores a body; a route without that method is 405 either way). A method
 /// `fetch` cannot send at all (`CONNECT`, `TRACE`, `TRACK`) is the client's doing:
 /// [`ForwardFailure::MethodNotForwardable`], never "backend unreachable".
@@ -98,6 +102,7 @@ fn backend_request(
     incoming: &Request,
     config: &EdgeConfig,
     request_id: &str,
+    trace: &TraceContext,
     body: Option<&[u8]>,
 ) -> Result<Request, ForwardFailure> {
     let sends_body = !matches!(incoming.method(), Method::Get | Method::Head);
@@ -119,6 +124,10 @@ fn backend_request(
             }
         }
         headers.set(REQUEST_ID_HEADER, request_id)?;
+        headers.set(TRACEPARENT_HEADER, &trace.traceparent())?;
+        if let Some(tracestate) = trace.tracestate() {
+            headers.set(TRACESTATE_HEADER, tracestate)?;
+        }
         let path_and_query = path_and_query(&incoming.inner().url()).to_owned();
         if let Some(secret) = config.proof_secret() {
             let method = incoming.method().to_string();
@@ -180,6 +189,7 @@ mod tests {
     use worker::Method;
 
     use super::*;
+    use crate::trace::{FreshIds, IncomingTrace};
 
     fn config() -> EdgeConfig {
         EdgeConfig::from_settings(|name| match name {
@@ -191,11 +201,34 @@ mod tests {
         .expect("valid settings")
     }
 
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+    /// The edge's context for [`incoming`]'s trace headers, with its span `0c0c…`.
+    fn trace() -> TraceContext {
+        let traceparent = format!("00-{TRACE}-{CLIENT_SPAN}-01");
+        let incoming = IncomingTrace {
+            traceparent: Some(&traceparent),
+            tracestate: Some("vendor=opaque"),
+        };
+        let fresh = FreshIds {
+            trace_id: [0xab; 16],
+            span_id: [0x0c; 8],
+        };
+        TraceContext::start(incoming, fresh)
+    }
+
     fn incoming() -> Request {
         let headers = Headers::new();
         headers.set("authorization", "Bearer t").expect("header");
         headers.set("idempotency-key", "\"k\"").expect("header");
         headers.set("host", "edge.test").expect("header");
+        headers
+            .set(TRACEPARENT_HEADER, &format!("00-{TRACE}-{CLIENT_SPAN}-01"))
+            .expect("header");
+        headers
+            .set(TRACESTATE_HEADER, "vendor=opaque")
+            .expect("header");
         let mut init = RequestInit::new();
         init.with_method(Method::Post)
             .with_headers(headers)
@@ -205,8 +238,9 @@ mod tests {
 
     #[wasm_bindgen_test]
     async fn the_backend_request_keeps_method_path_headers_and_body_and_adds_a_request_id() {
-        let mut outgoing =
-            backend_request(&incoming(), &config(), "req-1", Some(b"{\"a\":1}")).expect("request");
+        let body = b"{\"a\":1}";
+        let mut outgoing = backend_request(&incoming(), &config(), "req-1", &trace(), Some(body))
+            .expect("request");
         assert_eq!(
             outgoing.inner().url(),
             "http://127.0.0.1:9/v1/bills/b/pay?x=1"
@@ -226,6 +260,14 @@ mod tests {
             Some("req-1".to_owned())
         );
         assert_eq!(headers.get("host").expect("h"), None);
+        assert_eq!(
+            headers.get(TRACEPARENT_HEADER).expect("h"),
+            Some(format!("00-{TRACE}-0c0c0c0c0c0c0c0c-01"))
+        );
+        assert_eq!(
+            headers.get(TRACESTATE_HEADER).expect("h"),
+            Some("vendor=opaque".to_owned())
+        );
         assert_eq!(outgoing.text().await.expect("body"), "{\"a\":1}");
     }
 }

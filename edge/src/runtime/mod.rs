@@ -1,7 +1,7 @@
 //! The Worker: the thin layer between the Workers runtime and the plain modules of this crate.
 //! It reads requests and settings, runs the [`crate::gate`], talks to the rate limiter and
-//! per-key Durable Objects and to the backend, and copies answers back. Nothing here decides a
-//! rule.
+//! per-key Durable Objects and to the backend, copies answers back and exports the edge's spans.
+//! Nothing here decides a rule.
 //!
 //! The runtime finds its entry points by their JavaScript names, not through Rust paths: the
 //! `fetch` handler, and the Durable Object classes that `wrangler.toml` binds: `KeyCoordinator`
@@ -18,6 +18,7 @@ mod provider_keys;
 mod rate_limiter;
 mod rate_limiter_client;
 mod response;
+mod trace_export;
 mod web_crypto;
 
 pub use coordinator_client::COORDINATOR_BINDING;

@@ -8,7 +8,7 @@
 //! Nothing is skipped: a missing Worker build, `workerd` or server binary fails the test with
 //! the command that makes it.
 //!
-//! Used by `tests/end_to_end.rs` and `examples/edge_latency.rs`.
+//! Used by the end-to-end tests (`tests/*.rs`) and `examples/edge_latency.rs`.
 #![allow(dead_code)] // Each of the two users uses its own part of the harness.
 
 use std::path::PathBuf;
@@ -57,6 +57,9 @@ pub struct StackOptions {
     pub token_settings: Vec<(&'static str, String)>,
     /// Whether the backend answers only requests with the edge's proof (and the edge signs).
     pub edge_proof: bool,
+    /// An OTLP/HTTP receiver's base URL both edge and backend export their spans to
+    /// (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: no traces.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The edge proof's secret of a stack that requires it.
@@ -82,6 +85,7 @@ impl Default for StackOptions {
             jwks_url: None,
             token_settings: Vec::new(),
             edge_proof: false,
+            otlp_endpoint: None,
         }
     }
 }
@@ -160,6 +164,11 @@ impl Stack {
         }
         if options.edge_proof {
             shared_settings.push(("EDGE_PROOF_SECRET", PROOF_SECRET.to_owned()));
+        }
+        if let Some(endpoint) = &options.otlp_endpoint {
+            shared_settings.push(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()));
+            // The backend's batch leaves within 50 ms, not the default 5 s.
+            shared_settings.push(("OTEL_BSP_SCHEDULE_DELAY", "50".to_owned()));
         }
         let database = TestDatabase::create().await;
         let mut backend_command = Command::new(server_binary("backend"));

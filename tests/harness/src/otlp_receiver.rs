@@ -6,7 +6,9 @@
 //! exporter) or JSON (`application/json`, the edge's), decoded with the OpenTelemetry project's
 //! own message types (`opentelemetry-proto`), and answered with an empty
 //! `ExportTraceServiceResponse`. A body that does not decode is answered 400 and counted, so a
-//! test sees an exporter that sends something the protocol does not allow.
+//! test sees an exporter that sends something the protocol does not allow. `GET /received`
+//! tells the counts to a process outside the test (`bench/observability.sh` runs the receiver as
+//! the `otlp-receiver` binary).
 //! (No OpenTelemetry Collector binary is reachable on these machines; docs/testing.md.)
 
 use std::net::SocketAddr;
@@ -16,7 +18,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::routing::post;
+use axum::routing::{get, post};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message;
@@ -75,6 +77,7 @@ impl OtlpReceiver {
         };
         let app = Router::new()
             .route("/v1/traces", post(export))
+            .route("/received", get(counts))
             .with_state(Arc::clone(&receiver.received));
         tokio::spawn(async move { axum::serve(listener, app).await });
         receiver
@@ -108,6 +111,16 @@ impl OtlpReceiver {
     fn lock(&self) -> std::sync::MutexGuard<'_, Received> {
         self.received.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// `GET /received`, for a process outside the test (the benchmark): how many spans arrived and
+/// how many bodies were refused, as JSON.
+async fn counts(State(received): State<Arc<Mutex<Received>>>) -> axum::Json<serde_json::Value> {
+    let received = received.lock().unwrap_or_else(PoisonError::into_inner);
+    axum::Json(serde_json::json!({
+        "spans": received.spans.len(),
+        "refused_bodies": received.refused_bodies,
+    }))
 }
 
 /// `POST /v1/traces`.

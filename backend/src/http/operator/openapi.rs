@@ -116,7 +116,9 @@ fn schemas() -> Value {
         "Event": object(json!({
             "event_id": { "type": "integer", "description": "the order events were written in" },
             "at": time, "event": { "enum": event_names }, "detail": maybe_text,
-            "request_id": maybe_text, "operator": maybe_text, "reason": maybe_text,
+            "request_id": maybe_text,
+            "trace_id": { "type": ["string", "null"], "description": "the causing request's W3C trace id (32 hex digits)" },
+            "operator": maybe_text, "reason": maybe_text,
             "repeats": { "type": "integer", "description": "identical observations folded into this one" },
         })),
         "Action": object(json!({
