@@ -9,7 +9,7 @@
 # harness's otlp-receiver, which keeps every span; the batch exporter's defaults, which drop
 # spans when its queue is full rather than slow a request).
 # Usage: bench/observability.sh [seconds per run, default 10] [rounds, default 3] [baseline commit,
-# default b4b8edf: the last before issue 27]
+# default b4b8edf: the last before issue 27; 2e64b48 is the last before traces]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
@@ -59,17 +59,17 @@ for round in $(seq 1 "$rounds"); do
   echo "round $round done"
 done
 
-sort -k1,1 -k2,2n "$results" | awk -v seconds="$duration" '
+sort -k1,1 -k2,2n "$results" | awk -v seconds="$duration" -v baseline="$baseline" '
   { rate[$1, ++count[$1]] = $2 }
   function median(name) { return rate[name, int((count[name] + 1) / 2)] }
   END {
     printf "per second, median of %d runs of %s s (RUST_LOG=info):\n", count["before_new_key"], seconds
     printf "  %-46s %10s %10s\n", "", "new key", "replay"
-    printf "  %-46s %10.0f %10.0f\n", "before issue 27", median("before_new_key"), median("before_replay")
+    printf "  %-46s %10.0f %10.0f\n", "baseline " baseline, median("before_new_key"), median("before_replay")
     printf "  %-46s %10.0f %10.0f\n", "now: histograms, request span, access line", median("now_new_key"), median("now_replay")
     printf "  %-46s %10.0f %10.0f\n", "now, access line off (access=warn)", median("now_quiet_new_key"), median("now_quiet_replay")
     printf "  %-46s %10.0f %10.0f\n", "now, traces exported over OTLP", median("now_traced_new_key"), median("now_traced_replay")
-    printf "ratios to before: new key %.2f, replay %.2f; access line off: new key %.2f, replay %.2f\n",
+    printf "ratios to the baseline: new key %.2f, replay %.2f; access line off: new key %.2f, replay %.2f\n",
       median("now_new_key") / median("before_new_key"), median("now_replay") / median("before_replay"),
       median("now_quiet_new_key") / median("before_new_key"), median("now_quiet_replay") / median("before_replay")
     printf "traces exported, ratio to now without: new key %.2f, replay %.2f\n",

@@ -6,7 +6,8 @@
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
 # chaos soaks (on PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the
 # audit must fail), the production container image run with podman
-# (deploy/verify-container.sh), and the shared and edge crates' tests again under
+# (deploy/verify-container.sh), deploy/compose.yaml run with podman-compose
+# (deploy/verify-compose.sh), and the shared and edge crates' tests again under
 # wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
 set -euo pipefail
@@ -80,6 +81,9 @@ rm -f "$broken_log"
 
 step "container image, run with podman (deploy/verify-container.sh)"
 deploy/verify-container.sh
+
+step "the compose file, run with podman-compose: a payment and its replay (deploy/verify-compose.sh)"
+deploy/verify-compose.sh
 
 step "shared and edge crates under wasm32-unknown-unknown (Node)"
 cargo test -p shared -p edge --lib --target wasm32-unknown-unknown --locked

@@ -18,6 +18,8 @@
 //! Spans leave in batches from the processor's own thread, so a slow or absent receiver never
 //! holds up a payment; a full queue drops spans, never requests.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderMap;
 use opentelemetry::propagation::TextMapPropagator;
@@ -37,6 +39,10 @@ const DEFAULT_SERVICE_NAME: &str = "safe-retries-backend";
 
 /// The one protocol built in.
 const HTTP_PROTOBUF: &str = "http/protobuf";
+
+/// Whether [`Tracing::layer`] gave the process its layer: until then (and without an exporter)
+/// a request's trace id is read from its header without the propagator's work.
+static LAYER_INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// The trace exporter, if the settings asked for one. Dropping it flushes the spans still
 /// queued (bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`) and stops the exporter.
@@ -103,6 +109,7 @@ impl Tracing {
     {
         let provider = self.provider.as_ref()?;
         let tracer = provider.tracer("backend");
+        LAYER_INSTALLED.store(true, Ordering::Relaxed);
         Some(tracing_opentelemetry::layer().with_tracer(tracer))
     }
 }
@@ -117,6 +124,12 @@ impl Drop for Tracing {
     }
 }
 
+/// Whether spans are exported by this process: a span that only the trace needs (no log line
+/// reads it) is made only then.
+pub fn exporting() -> bool {
+    LAYER_INSTALLED.load(Ordering::Relaxed)
+}
+
 /// Joins `span` (`request`'s, not yet entered, with empty `otel.name` and `otel.kind` fields)
 /// to the trace of the `traceparent` the request came with, names it for the trace (`POST
 /// /v1/bills/{bill_id}/payments`, a server span), and returns the trace id it is under: the
@@ -124,14 +137,17 @@ impl Drop for Tracing {
 /// minted) all the same, for the logs and the trail.
 pub fn join_callers_trace(span: &tracing::Span, request: &Request) -> TraceId {
     let headers = request.headers();
+    let callers = || {
+        let header = headers.get(TRACEPARENT_HEADER)?.to_str().ok()?;
+        trace_id_of(header)
+    };
+    if !exporting() {
+        return callers().unwrap_or_else(TraceId::mint);
+    }
     let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
-    // Fails only where no exporter is installed: then the span has no OpenTelemetry side.
+    // Fails only for a span no layer took (filtered out): it has no OpenTelemetry side.
     if span.set_parent(parent).is_err() {
-        return headers
-            .get(TRACEPARENT_HEADER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(trace_id_of)
-            .unwrap_or_else(TraceId::mint);
+        return callers().unwrap_or_else(TraceId::mint);
     }
     let route = request
         .extensions()
@@ -146,6 +162,9 @@ pub fn join_callers_trace(span: &tracing::Span, request: &Request) -> TraceId {
 /// Adds the current span's `traceparent` to a call's `headers`, so the callee (the bank) joins
 /// the trace; nothing without the exporter.
 pub fn carry_to_callee(headers: &mut HeaderMap) {
+    if !exporting() {
+        return;
+    }
     let current = tracing::Span::current().context();
     TraceContextPropagator::new().inject_context(&current, &mut HeaderInjector(headers));
 }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs deploy/compose.yaml with podman-compose and fails, saying what, unless a payment and its
+# replay come back through it with one debit at the bank simulator.
+#
+# No registry is reachable on these machines, so every image the file names is built here under
+# that name first: the backend's from the Dockerfile with its static musl binary (as
+# deploy/verify-container.sh does), the bank simulator's from its static musl binary
+# (deploy/local-images/bank-simulator.Containerfile), and PostgreSQL's as a stand-in for the
+# official image made of Debian's own packages by mmdebstrap (deploy/local-images/; the root
+# filesystem is kept in target/compose/ so a second run downloads nothing). Then: the stack comes
+# up under a project name of its own with fresh secrets and free ports on 127.0.0.1; the backend
+# answers /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
+# the same body with Idempotent-Replayed, and the simulator's ledger holds one debit; the
+# backend's log lines are JSON. Everything the run made (containers, the volume, the network, the
+# images) is removed on exit. Podman as the project's container notes measured on these machines
+# (runc, no default ulimits). Called by tests/run-all.sh; usage: deploy/verify-compose.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+started=$SECONDS
+
+fail() { echo "verify-compose: FAILED: $*" >&2; exit 1; }
+ok() { echo "  ok: $*"; }
+
+# --- Tools (Debian's packages).
+missing=()
+for tool in podman runc podman-compose mmdebstrap musl-gcc; do
+  command -v "$tool" >/dev/null || missing+=("${tool/musl-gcc/musl-tools}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "verify-compose: installing ${missing[*]} (apt)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
+    >/tmp/verify-compose-apt.log 2>&1 || { cat /tmp/verify-compose-apt.log >&2; fail "apt-get install ${missing[*]}"; }
+fi
+rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
+export CC_x86_64_unknown_linux_musl=musl-gcc
+
+run=$$
+project=safe-retries-check-$run
+scratch=$(mktemp -d)
+backend_image=ghcr.io/safe-retries/payments-backend:compose-check-$run
+bank_image=ghcr.io/safe-retries/bank-simulator:latest
+postgres_image=docker.io/library/postgres:15-bookworm
+rootfs_image=localhost/debian-postgres-rootfs:bookworm
+printf '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n' >"$scratch/containers.conf"
+export CONTAINERS_CONF=$scratch/containers.conf
+compose() { timeout 300 podman-compose -f deploy/compose.yaml -p "$project" "$@"; }
+cleanup() {
+  compose down -v >/dev/null 2>&1 || true
+  # podman-compose 1.0.3 leaves the project's network behind.
+  podman network rm -f "${project}_default" >/dev/null 2>&1 || true
+  podman rmi -f "$backend_image" "$bank_image" "$postgres_image" "$rootfs_image" >/dev/null 2>&1 || true
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- The images, under the names the file gives.
+cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend -p bank-simulator \
+  --bin backend --bin bank-simulator
+musl=target/x86_64-unknown-linux-musl/server
+timeout 300 podman build -q --format docker --build-arg BINARY_FROM=prebuilt -t "$backend_image" -f Dockerfile . >/dev/null
+mkdir "$scratch/bank" && cp "$musl/bank-simulator" "$scratch/bank/"
+timeout 300 podman build -q --format docker -t "$bank_image" \
+  -f deploy/local-images/bank-simulator.Containerfile "$scratch/bank" >/dev/null
+rootfs=target/compose/debian-postgres-rootfs.tar
+if [ ! -s "$rootfs" ]; then
+  mkdir -p target/compose
+  echo "verify-compose: making PostgreSQL's root filesystem from Debian's packages (mmdebstrap)"
+  timeout 900 mmdebstrap --quiet --variant=minbase --include=postgresql-15 \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' bookworm "$rootfs.partial" \
+    || fail "mmdebstrap could not make the root filesystem"
+  mv "$rootfs.partial" "$rootfs"
+fi
+timeout 300 podman import -q "$rootfs" "$rootfs_image" >/dev/null
+timeout 300 podman build -q --format docker -t "$postgres_image" \
+  -f deploy/local-images/postgres.Containerfile deploy/local-images >/dev/null
+ok "images built: $backend_image, $bank_image, $postgres_image (stand-in)"
+
+# --- Up, with fresh secrets and free ports.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+secret() { head -c 48 /dev/urandom | base64 -w 0 | tr '/+' '_-'; }
+export BACKEND_IMAGE=$backend_image POSTGRES_PASSWORD=$(secret) AUTH_JWT_SECRET=$(secret) \
+  EDGE_PROOF_SECRET=$(secret) REQUIRE_EDGE_PROOF=false \
+  API_PORT=$(free_port) ADMIN_PORT=$(free_port) BANK_PORT=$(free_port)
+compose up -d >"$scratch/up.log" 2>&1 || { cat "$scratch/up.log" >&2; fail "podman-compose up"; }
+api=http://127.0.0.1:$API_PORT
+for _ in $(seq 1 120); do
+  curl -sf "$api/readyz" >/dev/null && break
+  sleep 1
+done
+curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not answer /healthz within 120 s"; }
+curl -sf "$api/readyz" >/dev/null || { compose logs >&2 || true; fail "the backend was not ready within 120 s"; }
+ok "up: the backend answers /healthz and /readyz on $api"
+
+# --- A payment and its replay.
+token=$(env -i POLICY_FILE=policy.yaml REQUIRE_EDGE_PROOF=false AUTH_JWT_SECRET="$AUTH_JWT_SECRET" \
+  "$musl/backend" dev-token --user 7)
+key=$(cat /proc/sys/kernel/random/uuid)
+pay() {
+  curl -s -D "$scratch/headers-$1" -o "$scratch/body-$1" -w '%{http_code}' -X POST "$api/v1/bills/elec-7/pay" \
+    -H "Authorization: Bearer $token" -H "Idempotency-Key: $key" -H 'Content-Type: application/json' \
+    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+}
+[ "$(pay first)" = 201 ] || fail "the payment: $(cat "$scratch/body-first")"
+[ "$(pay retry)" = 201 ] || fail "the retry: $(cat "$scratch/body-retry")"
+cmp -s "$scratch/body-first" "$scratch/body-retry" || fail "the retry's body differs from the payment's"
+grep -qi '^idempotent-replayed: true' "$scratch/headers-retry" || fail "the retry is not marked Idempotent-Replayed"
+debits=$(curl -sf "http://127.0.0.1:$BANK_PORT/ledger" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["debits"]))')
+[ "$debits" = 1 ] || fail "the bank's ledger holds $debits debits, not 1"
+ok "a payment and its replay: 201 twice, the same body, Idempotent-Replayed, one debit at the bank"
+backend_container=$(podman ps -a --format '{{.Names}}' \
+  --filter "label=com.docker.compose.project=$project" --filter label=com.docker.compose.service=backend | head -1)
+podman logs "$backend_container" >"$scratch/backend.log" 2>&1 || fail "no log from the backend's container"
+grep '"target":"access"' "$scratch/backend.log" | head -1 | python3 -c 'import json, sys; json.loads(sys.stdin.readline())' \
+  || { tail -5 "$scratch/backend.log" >&2; fail "the backend's access line is not a JSON object"; }
+ok "the backend logs JSON lines"
+echo "verify-compose: passed in $((SECONDS - started)) s"
