@@ -51,9 +51,14 @@ impl TestDatabase {
     }
 }
 
+/// How long dropping a test database may take before the test goes on without it.
+const DROP_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Drop for TestDatabase {
     /// Drops the database, closing whatever still holds a connection to it. `Drop` cannot
-    /// await, so a thread of its own runs the statement on a small runtime and is waited for.
+    /// await, so a thread of its own runs the statement on a small runtime and is waited for,
+    /// at most [`DROP_WITHIN`]. On a replicated cluster the drop does not wait for a standby
+    /// (`synchronous_commit = local`): a cluster a test left without one would hold it for ever.
     fn drop(&mut self) {
         let statement = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
         let admin = self.admin.clone();
@@ -61,19 +66,29 @@ impl Drop for TestDatabase {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
+            // The timer is made inside the runtime (`timeout` outside it panics).
             runtime.block_on(async {
-                let mut conn = PgConnection::connect(&admin).await?;
-                sqlx::query(&statement).execute(&mut conn).await?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-            })?;
+                let dropping = async {
+                    let mut conn = PgConnection::connect(&admin).await?;
+                    sqlx::query("SET synchronous_commit TO local")
+                        .execute(&mut conn)
+                        .await?;
+                    sqlx::query(&statement).execute(&mut conn).await?;
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                };
+                tokio::time::timeout(DROP_WITHIN, dropping).await
+            })??;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
         })
         .join();
-        if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!(
-                "could not drop the test database {}; tests/run-all.sh sweeps leftovers",
-                self.name
-            );
-        }
+        let why = match dropped {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => "the dropping thread panicked".to_owned(),
+        };
+        eprintln!(
+            "could not drop the test database {} ({why}); tests/run-all.sh sweeps leftovers",
+            self.name
+        );
     }
 }
