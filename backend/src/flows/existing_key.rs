@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
+use crate::telemetry::traces;
 
 /// The trail's word for a replay read from the database.
 const REPLAYED: &str = "read from the database";
@@ -30,7 +31,9 @@ const MISMATCH: &str = "same key with another request body: refused (422)";
 /// Marks the operation's span, in the trace, with where its replay came from: `memory` (the
 /// replay cache) or `database`.
 fn answered_from(place: &'static str) {
-    tracing::Span::current().set_attribute("replay.answered_from", place);
+    if traces::exporting() {
+        tracing::Span::current().set_attribute("replay.answered_from", place);
+    }
 }
 
 /// The 422 for a key used with another request, counted and recorded in the trail.

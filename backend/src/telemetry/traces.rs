@@ -97,11 +97,6 @@ impl Tracing {
         })
     }
 
-    /// Whether spans are exported.
-    pub fn is_exporting(&self) -> bool {
-        self.provider.is_some()
-    }
-
     /// The layer that turns spans into OpenTelemetry spans, if exporting.
     pub fn layer<S>(&self) -> Option<OpenTelemetryLayer<S, SdkTracer>>
     where
@@ -196,7 +191,7 @@ mod tests {
             settings(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")]),
         ] {
             let tracing = Tracing::from_settings(off).expect("valid settings");
-            assert!(!tracing.is_exporting());
+            assert!(tracing.provider.is_none());
         }
     }
 
