@@ -63,10 +63,13 @@ mkdir "$scratch/bank" && cp "$musl/bank-simulator" "$scratch/bank/"
 timeout 300 podman build -q --format docker -t "$bank_image" \
   -f deploy/local-images/bank-simulator.Containerfile "$scratch/bank" >/dev/null
 rootfs=target/compose/debian-postgres-rootfs.tar
-if [ ! -s "$rootfs" ]; then
+if [ ! -f "$rootfs" ]; then
   mkdir -p target/compose
+  rm -rf "$rootfs.partial"
   echo "verify-compose: making PostgreSQL's root filesystem from Debian's packages (mmdebstrap)"
-  timeout 900 mmdebstrap --quiet --variant=minbase --include=postgresql-15 \
+  # --format=tar: mmdebstrap picks the output's kind from its name's ending otherwise, and
+  # ".partial" would make a directory.
+  timeout 900 mmdebstrap --quiet --format=tar --variant=minbase --include=postgresql-15 \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' bookworm "$rootfs.partial" \
     || fail "mmdebstrap could not make the root filesystem"

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "tools"
 scripts/setup-tools.sh
