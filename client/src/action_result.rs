@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 use shared::IdempotencyKey;
+pub use shared::retry::Unsettled;
 
 /// The end of one run of an action.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,19 +35,14 @@ pub enum ActionResult {
     SignInRequired,
 }
 
-/// Why an outcome is not settled yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unsettled {
-    /// The first attempt is still running on the server.
-    Started,
-    /// The bank's answer is unknown; the server is asking the bank.
-    Unknown,
-    /// The server could not be asked.
-    Unreachable,
-    /// The bank never received the payment and the server released the key: nothing was
-    /// charged so far. The action stays saved: resuming it sends the same request with the same
-    /// key, which the bank dedupes against the first call should that still arrive late.
-    Released,
+impl ActionResult {
+    /// Whether the action stays saved for a later resume (its outcome is not known to be final).
+    pub fn keeps_action(&self) -> bool {
+        matches!(
+            self,
+            ActionResult::Unsettled(_) | ActionResult::SignInRequired
+        )
+    }
 }
 
 /// A final answer from the server.

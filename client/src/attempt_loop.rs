@@ -1,20 +1,21 @@
-//! The attempt loop: send the saved key and body until a final answer, pacing retries with the
-//! shared [`RetrySchedule`](shared::retry::RetrySchedule), and hand over to the status look-up
-//! at the deadline.
+//! The run of one action: the shared rules ([`ActionProgress`]) decide every move, this loop
+//! makes them on a clock and a transport and reports what happens.
 //!
-//! Each attempt ends one of three ways: a final answer (2xx, 402, another 4xx) ends the action;
-//! a retryable answer (409 in progress, 503 outcome pending, 429, 5xx) or no answer at all (the
-//! attempt timed out, the connection failed) leads to a wait of `uniform(0, ceiling)` with
-//! `Retry-After` as its floor, then the same request again. Once the next wait would cross the
-//! deadline, no further attempt is sent: paying again cannot be the answer to not knowing.
+//! Each attempt sends the saved key and body bytes, unchanged. A final answer (2xx, 402, another
+//! 4xx) ends the action; a retryable answer (409 in progress, 503 outcome pending, 429, 5xx) or
+//! no answer at all (the attempt timed out, the connection failed) leads to a wait of
+//! `uniform(0, ceiling)` with `Retry-After` as its floor, then the same request again. Once the
+//! next wait would cross the deadline, no further attempt is sent and the key's status is looked
+//! up instead (`status_check`): paying again cannot be the answer to not knowing.
 //!
-//! Every attempt carries the same `Prefer: wait=N` ([`ClientConfig::wait_to_ask`]), so a retry
-//! that finds the first attempt still running can get its answer instead of a 409; the rules
-//! above do not change, and a 409 after the wait ran out is retried like any other.
+//! Every request carries the same `Prefer: wait=N` ([`ClientRules::wait_to_ask`]), so a retry
+//! that finds the first attempt still running can get its answer instead of a 409.
 //!
-//! [`ClientConfig::wait_to_ask`]: crate::ClientConfig::wait_to_ask
+//! [`ClientRules::wait_to_ask`]: shared::retry::ClientRules::wait_to_ask
 
-use shared::retry::{AnswerClass, NextStep, classify_status};
+use std::time::Duration;
+
+use shared::retry::{ActionProgress, Ending, Next, Seen, Unsettled};
 
 use crate::action_result::{ActionResult, Completion, FinalReply};
 use crate::action_store::SavedAction;
@@ -22,80 +23,186 @@ use crate::clock::{Clock, within};
 use crate::events::{Event, Report};
 use crate::jitter::Jitter;
 use crate::payments_client::PaymentsClient;
-use crate::transport::Transport;
+use crate::status_check::saved_answer;
+use crate::transport::{Reply, Transport};
+
+/// An answer the rules stopped on that this client cannot read back: the action stays saved.
+const UNREADABLE: ActionResult = ActionResult::Unsettled(Unsettled::Unreachable);
+
+/// The last answer a run has seen, kept for the final answer the rules may stop on.
+enum LastAnswer {
+    None,
+    Attempt(Reply),
+    LookUp(Reply),
+}
 
 impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// Sends `saved` (already in the store) until its outcome is known or the deadline passes,
     /// reporting progress to `report`. A resumed action past its deadline is not sent again:
     /// its outcome is looked up.
     pub async fn run(&self, saved: &SavedAction, report: &Report) -> Completion {
-        let schedule = &self.config.schedule;
-        let prefer_wait = self.config.wait_to_ask();
-        let mut attempts = 0;
-        while attempts < self.config.max_attempts && self.elapsed(saved) < schedule.deadline {
-            attempts += 1;
-            report(&Event::Sending {
-                attempt: attempts,
-                prefer_wait,
-            });
-            let sent = within(
-                &self.clock,
-                self.config.attempt_timeout,
-                self.transport.send(saved.action(), prefer_wait),
-            )
-            .await;
-            let retry_after = match sent {
-                Some(Ok(reply)) => {
-                    report(&Event::Answered {
-                        attempt: attempts,
-                        status: reply.status,
-                        replayed: reply.replayed,
-                        waited: reply.wait_applied,
-                    });
-                    if reply.status == 401 {
-                        return self.completion(saved, attempts, ActionResult::SignInRequired);
-                    }
-                    if classify_status(reply.status) == AnswerClass::Final {
-                        let answer = FinalReply {
-                            status: reply.status,
-                            body: reply.body,
-                            replayed: reply.replayed,
-                            from_status_look_up: false,
-                            waited_for_first_attempt: reply.wait_applied.is_some(),
-                        };
-                        return self.finish(saved, attempts, answer, report).await;
-                    }
-                    reply.retry_after
+        let (mut progress, mut next) = ActionProgress::start(self.config, self.elapsed(saved));
+        let mut last = LastAnswer::None;
+        let mut last_retry_after = None;
+        let mut look_ups = 0;
+        let mut first_of_phase = true;
+        loop {
+            let seen = match next {
+                Next::Send { after, prefer_wait } => {
+                    self.pause(after, first_of_phase, last_retry_after, report)
+                        .await;
+                    first_of_phase = false;
+                    let (seen, reply) = self
+                        .attempt(
+                            saved,
+                            progress.attempts(),
+                            prefer_wait.map(Duration::from_secs),
+                            report,
+                        )
+                        .await;
+                    last = reply.map_or(LastAnswer::None, LastAnswer::Attempt);
+                    seen
                 }
-                Some(Err(error)) => {
-                    report(&Event::NoAnswer {
-                        attempt: attempts,
-                        reason: error.to_string(),
-                    });
-                    None
+                Next::LookUp { after, prefer_wait } => {
+                    if look_ups == 0 {
+                        first_of_phase = true;
+                    }
+                    self.pause(after, first_of_phase, last_retry_after, report)
+                        .await;
+                    if look_ups == 0 {
+                        report(&Event::StoppedSending {
+                            attempts: progress.attempts(),
+                        });
+                    }
+                    first_of_phase = false;
+                    look_ups += 1;
+                    let (seen, reply) = self
+                        .look_up(
+                            saved,
+                            look_ups,
+                            prefer_wait.map(Duration::from_secs),
+                            report,
+                        )
+                        .await;
+                    last = reply.map_or(LastAnswer::None, LastAnswer::LookUp);
+                    seen
                 }
-                None => {
-                    report(&Event::NoAnswer {
-                        attempt: attempts,
-                        reason: format!(
-                            "no answer within {:.3} s",
-                            self.config.attempt_timeout.as_secs_f64()
-                        ),
-                    });
-                    None
+                Next::Stop(ending) => {
+                    return self
+                        .end(saved, progress.attempts(), ending, last, report)
+                        .await;
                 }
             };
-            let unit = self.jitter.unit();
-            match schedule.next_step(attempts, self.elapsed(saved), retry_after, unit) {
-                NextStep::RetryAfter(wait) => {
-                    report(&Event::Waiting { wait, retry_after });
-                    self.clock.sleep(wait).await;
-                }
-                NextStep::CheckStatus => break,
+            last_retry_after = match seen {
+                Seen::Answer { retry_after, .. } => retry_after,
+                Seen::Nothing => None,
+            };
+            next = progress.next(seen, self.elapsed(saved), self.jitter.unit());
+        }
+    }
+
+    /// Waits `wait` before the next request, reported, except the unannounced zero wait of a
+    /// phase's first request.
+    async fn pause(
+        &self,
+        wait: Duration,
+        first_of_phase: bool,
+        retry_after: Option<Duration>,
+        report: &Report,
+    ) {
+        if first_of_phase && wait.is_zero() {
+            return;
+        }
+        report(&Event::Waiting { wait, retry_after });
+        self.clock.sleep(wait).await;
+    }
+
+    /// Sends attempt number `attempt` and says what came back.
+    async fn attempt(
+        &self,
+        saved: &SavedAction,
+        attempt: u32,
+        prefer_wait: Option<Duration>,
+        report: &Report,
+    ) -> (Seen, Option<Reply>) {
+        report(&Event::Sending {
+            attempt,
+            prefer_wait,
+        });
+        let sent = within(
+            &self.clock,
+            self.config.attempt_timeout,
+            self.transport.send(saved.action(), prefer_wait),
+        )
+        .await;
+        match sent {
+            Some(Ok(reply)) => {
+                report(&Event::Answered {
+                    attempt,
+                    status: reply.status,
+                    replayed: reply.replayed,
+                    waited: reply.wait_applied,
+                });
+                let seen = Seen::Answer {
+                    status: reply.status,
+                    retry_after: reply.retry_after,
+                    key_state: None,
+                };
+                (seen, Some(reply))
+            }
+            Some(Err(error)) => {
+                report(&Event::NoAnswer {
+                    attempt,
+                    reason: error.to_string(),
+                });
+                (Seen::Nothing, None)
+            }
+            None => {
+                report(&Event::NoAnswer {
+                    attempt,
+                    reason: format!(
+                        "no answer within {:.3} s",
+                        self.config.attempt_timeout.as_secs_f64()
+                    ),
+                });
+                (Seen::Nothing, None)
             }
         }
-        report(&Event::StoppedSending { attempts });
-        self.check_status(saved, attempts, report).await
+    }
+
+    /// Ends the run as the rules stopped it: a final answer or a key never received deletes
+    /// the action; anything else keeps it saved.
+    async fn end(
+        &self,
+        saved: &SavedAction,
+        attempts: u32,
+        ending: Ending,
+        last: LastAnswer,
+        report: &Report,
+    ) -> Completion {
+        let outcome = match (ending, last) {
+            (Ending::Answered { .. }, LastAnswer::Attempt(reply)) => {
+                ActionResult::Answered(FinalReply {
+                    status: reply.status,
+                    body: reply.body,
+                    replayed: reply.replayed,
+                    from_status_look_up: false,
+                    waited_for_first_attempt: reply.wait_applied.is_some(),
+                })
+            }
+            (Ending::Answered { .. }, LastAnswer::LookUp(reply)) => {
+                saved_answer(&reply).map_or(UNREADABLE, ActionResult::Answered)
+            }
+            // The rules stop on an answer only after one came; kept saved, should that change.
+            (Ending::Answered { .. }, LastAnswer::None) => UNREADABLE,
+            (Ending::NotReceived, _) => ActionResult::NotReceived,
+            (Ending::SignInRequired, _) => ActionResult::SignInRequired,
+            (Ending::Unsettled(why), _) => ActionResult::Unsettled(why),
+        };
+        if !outcome.keeps_action() {
+            self.forget(saved, report).await;
+        }
+        self.completion(saved, attempts, outcome)
     }
 }
 
@@ -109,12 +216,12 @@ mod tests {
     use super::*;
     use crate::action_result::Unsettled;
     use crate::action_store::ActionStore;
-    use crate::config::ClientConfig;
     use crate::jitter::OsJitter;
     use crate::test_support::{
         FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action, user,
         waits,
     };
+    use shared::retry::ClientRules;
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -145,7 +252,7 @@ mod tests {
 
         fn client(
             &self,
-            config: ClientConfig,
+            config: ClientRules,
         ) -> PaymentsClient<Arc<ScriptedTransport>, Arc<FakeClock>> {
             PaymentsClient::new(
                 user(7),
@@ -161,10 +268,10 @@ mod tests {
         }
     }
 
-    fn config(schedule: RetrySchedule) -> ClientConfig {
-        ClientConfig {
+    fn config(schedule: RetrySchedule) -> ClientRules {
+        ClientRules {
             schedule,
-            ..ClientConfig::default()
+            ..ClientRules::default()
         }
     }
 
@@ -173,7 +280,7 @@ mod tests {
         for status in [201, 402, 404, 422] {
             let rig = Rig::new([Step::status(503), Step::NoAnswer, Step::status(status)]);
             let completion = rig
-                .client(ClientConfig::default())
+                .client(ClientRules::default())
                 .run(&rig.saved, &|_| {})
                 .await;
             assert_eq!(completion.attempts, 3, "{status}");
@@ -199,7 +306,7 @@ mod tests {
             Step::status(201),
         ]);
         let completion = rig
-            .client(ClientConfig::default())
+            .client(ClientRules::default())
             .run(&rig.saved, &|_| {})
             .await;
         assert_eq!(completion.attempts, 6);
@@ -363,10 +470,7 @@ mod tests {
             rig.clock.now() - time::Duration::minutes(11),
         );
         rig.transport.answer_look_ups([Step::done(402)]);
-        let completion = rig
-            .client(ClientConfig::default())
-            .run(&late, &|_| {})
-            .await;
+        let completion = rig.client(ClientRules::default()).run(&late, &|_| {}).await;
         assert_eq!(completion.attempts, 0);
         assert!(rig.transport.sent().is_empty());
         assert!(matches!(&completion.outcome, ActionResult::Answered(a) if a.status == 402));
@@ -383,7 +487,7 @@ mod tests {
             rig.transport.answer_by_default(Step::status(503));
             rig.transport.answer_by_default_on_look_up(look_up);
             let completion = rig
-                .client(ClientConfig::default())
+                .client(ClientRules::default())
                 .run(&rig.saved, &|_| {})
                 .await;
             assert_eq!(completion.outcome, ActionResult::Unsettled(expected));
@@ -397,7 +501,7 @@ mod tests {
         rig.transport.answer_by_default(Step::NetworkError);
         rig.transport.answer_look_ups([Step::status(404)]);
         let completion = rig
-            .client(ClientConfig::default())
+            .client(ClientRules::default())
             .run(&rig.saved, &|_| {})
             .await;
         assert_eq!(completion.outcome, ActionResult::NotReceived);
@@ -408,7 +512,7 @@ mod tests {
     async fn a_refused_token_keeps_the_action_for_after_signing_in() {
         let rig = Rig::new([Step::NoAnswer, Step::status(401)]);
         let completion = rig
-            .client(ClientConfig::default())
+            .client(ClientRules::default())
             .run(&rig.saved, &|_| {})
             .await;
         assert_eq!(completion.outcome, ActionResult::SignInRequired);
@@ -420,9 +524,9 @@ mod tests {
         let rig = Rig::new([]);
         rig.transport.answer_by_default(Step::status(503));
         let completion = rig
-            .client(ClientConfig {
+            .client(ClientRules {
                 max_attempts: 5,
-                ..ClientConfig::default()
+                ..ClientRules::default()
             })
             .with_jitter(FixedJitter(0.0))
             .run(&rig.saved, &|_| {})
@@ -433,15 +537,15 @@ mod tests {
     #[tokio::test]
     async fn every_attempt_asks_to_wait_for_the_first_attempt_with_the_configured_wait() {
         for (prefer_wait, expected) in [
-            (ClientConfig::default().prefer_wait, Some(10 * SECOND)),
+            (ClientRules::default().prefer_wait, Some(10 * SECOND)),
             (Some(3 * SECOND), Some(3 * SECOND)),
             (Some(60 * SECOND), Some(14 * SECOND)),
         ] {
             let rig = Rig::new([Step::NoAnswer, Step::status(409), Step::status(201)]);
             let (events, report) = collect_events();
-            rig.client(ClientConfig {
+            rig.client(ClientRules {
                 prefer_wait,
-                ..ClientConfig::default()
+                ..ClientRules::default()
             })
             .run(&rig.saved, &report)
             .await;
@@ -458,9 +562,9 @@ mod tests {
         let rig = Rig::new([Step::NoAnswer, Step::status(409)]);
         rig.transport.answer_by_default(Step::status(503));
         rig.transport.answer_look_ups([Step::done(201)]);
-        rig.client(ClientConfig {
+        rig.client(ClientRules {
             prefer_wait: None,
-            ..ClientConfig::default()
+            ..ClientRules::default()
         })
         .run(&rig.saved, &|_| {})
         .await;
@@ -474,7 +578,7 @@ mod tests {
         let rig = Rig::new([Step::NoAnswer, Step::status(201).after_waiting(10)]);
         let (events, report) = collect_events();
         let completion = rig
-            .client(ClientConfig::default())
+            .client(ClientRules::default())
             .run(&rig.saved, &report)
             .await;
         assert!(
@@ -499,7 +603,7 @@ mod tests {
         ]);
         let (events, report) = collect_events();
         let completion = rig
-            .client(ClientConfig::default())
+            .client(ClientRules::default())
             .with_jitter(FixedJitter(0.0))
             .run(&rig.saved, &report)
             .await;
@@ -528,7 +632,7 @@ mod tests {
         );
         rig.transport
             .answer_look_ups([Step::state("started"), Step::done(201).after_waiting(10)]);
-        let client = rig.client(ClientConfig::default());
+        let client = rig.client(ClientRules::default());
         let first = client.run(&late, &|_| {}).await;
         assert_eq!(first.outcome, ActionResult::Unsettled(Unsettled::Started));
         let second = client.run(&late, &|_| {}).await;

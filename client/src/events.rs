@@ -2,7 +2,7 @@
 //! outcome) and the incident replay can count it. Reporting is a callback and never decides
 //! anything.
 //!
-//! Waiting for the first attempt (`Prefer: wait`, see [`crate::ClientConfig`]) shows in two
+//! Waiting for the first attempt (`Prefer: wait`, see [`crate::ClientRules`]) shows in two
 //! places: [`Event::Sending`] names the wait the attempt asks for, and [`Event::Answered`] names
 //! the wait the server applied (`Preference-Applied`), so "the first attempt's answer, after
 //! waiting for it" can be told from an ordinary replay.

@@ -9,6 +9,7 @@ use serde_json::Value;
 use shared::IdempotencyKey;
 use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER, wait_in, wait_value};
 use shared::retry::PendingAction;
+use shared::retry::parse_retry_after;
 
 use crate::transport::{Reply, SendError, Transport};
 
@@ -115,16 +116,9 @@ fn with_wait(
     }
 }
 
-/// `Retry-After` in delta-seconds; the HTTP-date form is not used by this API and is ignored.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds = headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(seconds))
+/// `Retry-After`, read by the shared rules ([`parse_retry_after`]: delta-seconds only).
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?)
 }
 
 /// The error with its causes ("error sending request" alone says little).

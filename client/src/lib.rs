@@ -8,7 +8,7 @@
 //!    any other 4xx), retrying timeouts, network errors and 409/429/5xx after waits from the
 //!    shared [`RetrySchedule`] (exponential, full jitter, `Retry-After` as a floor). Each
 //!    attempt asks with `Prefer: wait=N` for the first attempt's answer should that still be
-//!    running, N below the attempt's own timeout ([`ClientConfig::prefer_wait`]).
+//!    running, N below the attempt's own timeout ([`ClientRules::prefer_wait`]).
 //! 3. At the deadline (10 minutes by default, as the article's app) it stops sending and asks
 //!    the server for the key's outcome (`GET /v1/idempotency-keys/{key}`) instead of paying
 //!    again; an outcome still unsettled keeps the action saved.
@@ -23,7 +23,6 @@ mod action_result;
 mod action_store;
 mod attempt_loop;
 mod clock;
-mod config;
 mod events;
 mod http_transport;
 mod jitter;
@@ -33,14 +32,15 @@ mod transport;
 
 #[cfg(test)]
 mod test_support;
+#[cfg(test)]
+mod vector_tests;
 
 pub use action_result::{ActionResult, Completion, FinalReply, Unsettled};
 pub use action_store::{ActionStore, SavedAction, StoreError};
 pub use clock::{Clock, SystemClock};
-pub use config::{ClientConfig, PREFER_WAIT_MARGIN};
 pub use events::{Event, Report};
 pub use http_transport::{HttpTransport, KEY_HEADER};
 pub use jitter::{Jitter, OsJitter};
 pub use payments_client::PaymentsClient;
-pub use shared::retry::RetrySchedule;
+pub use shared::retry::{ClientRules, PREFER_WAIT_MARGIN, RetrySchedule};
 pub use transport::{Reply, SendError, Transport};

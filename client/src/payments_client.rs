@@ -5,13 +5,12 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use shared::retry::PendingAction;
+use shared::retry::{ClientRules, PendingAction};
 use shared::{Operation, UserId};
 
-use crate::action_result::{ActionResult, Completion, FinalReply};
+use crate::action_result::{ActionResult, Completion};
 use crate::action_store::{ActionStore, SavedAction, StoreError};
 use crate::clock::{Clock, SystemClock, elapsed_between};
-use crate::config::ClientConfig;
 use crate::events::{Event, Report};
 use crate::jitter::{Jitter, OsJitter};
 use crate::transport::Transport;
@@ -22,7 +21,7 @@ pub struct PaymentsClient<T, C = SystemClock, J = OsJitter> {
     pub(crate) user: UserId,
     pub(crate) transport: T,
     pub(crate) store: ActionStore,
-    pub(crate) config: ClientConfig,
+    pub(crate) config: ClientRules,
     pub(crate) clock: C,
     pub(crate) jitter: J,
 }
@@ -34,7 +33,7 @@ impl<T: Transport> PaymentsClient<T> {
         user: UserId,
         transport: T,
         store: ActionStore,
-        config: ClientConfig,
+        config: ClientRules,
     ) -> PaymentsClient<T> {
         PaymentsClient {
             user,
@@ -118,18 +117,6 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         elapsed_between(saved.started_at(), self.clock.now())
     }
 
-    /// Ends the action with its final answer: deletes it from the store.
-    pub(crate) async fn finish(
-        &self,
-        saved: &SavedAction,
-        attempts: u32,
-        answer: FinalReply,
-        report: &Report,
-    ) -> Completion {
-        self.forget(saved, report).await;
-        self.completion(saved, attempts, ActionResult::Answered(answer))
-    }
-
     /// Deletes the action from the store; a failure is reported, not fatal (a later resume only
     /// gets the same answer replayed).
     pub(crate) async fn forget(&self, saved: &SavedAction, report: &Report) {
@@ -185,7 +172,7 @@ mod tests {
             user(user_id),
             Arc::clone(transport),
             store,
-            ClientConfig::default(),
+            ClientRules::default(),
         )
         .with_clock(Arc::new(FakeClock::default()))
     }

@@ -68,6 +68,13 @@ impl Default for FakeClock {
     }
 }
 
+impl FakeClock {
+    /// Moves the clock to `at`.
+    pub fn set(&self, at: OffsetDateTime) {
+        *self.now.lock().expect("clock lock") = at;
+    }
+}
+
 impl Clock for FakeClock {
     fn now(&self) -> OffsetDateTime {
         *self.now.lock().expect("clock lock")

@@ -34,7 +34,7 @@ pub struct SendError(pub String);
 
 /// Sends requests for the client loop. `prefer_wait`, when given, goes out as
 /// `Prefer: wait=N` in whole seconds: the server may hold the request that long for the key's
-/// first attempt (see [`crate::ClientConfig::prefer_wait`]).
+/// first attempt (see [`crate::ClientRules::prefer_wait`]).
 pub trait Transport: Send + Sync {
     /// Sends one attempt of `action`: its key and its exact body bytes.
     fn send(

@@ -1,9 +1,10 @@
-//! How patient the client is: the retry schedule, how long one attempt may take, how long it
+//! How patient a client is: the retry schedule, how long one attempt may take, how long it
 //! asks the server to wait for the key's first attempt, and the bounds that keep every loop
-//! finite.
+//! finite. Every client (the Rust `payments-client`, the TypeScript package) runs
+//! [`ActionProgress`](super::ActionProgress) under these rules.
 //!
 //! **`Prefer: wait` (RFC 7240, SPEC §4).** Every attempt and status look-up asks the server to
-//! wait up to [`ClientConfig::prefer_wait`] for the key's first attempt when that attempt is
+//! wait up to [`ClientRules::prefer_wait`] for the key's first attempt when that attempt is
 //! still running, and to answer with its final answer instead of 409. The header carries whole
 //! seconds, so the wait is rounded down; the server applies at most its policy's cap
 //! (`max_wait_seconds` at `GET /idempotency-policy`, 10 s by default). The wait is always held
@@ -15,25 +16,25 @@
 
 use std::time::Duration;
 
-use shared::retry::RetrySchedule;
+use super::RetrySchedule;
 
 /// How much shorter than the attempt timeout the default wait is: room for the server's answer
 /// when its wait runs out (and for the network and the edge) before the client gives up.
 pub const PREFER_WAIT_MARGIN: Duration = Duration::from_secs(5);
 
-/// The client's settings. The default is the article's app: give up on an attempt after 15 s,
+/// A client's settings. The default is the article's app: give up on an attempt after 15 s,
 /// back off from 500 ms doubling to 30 s, stop sending after 10 minutes; ask the server to wait
 /// up to 10 s for a first attempt still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientConfig {
+pub struct ClientRules {
     /// Backoff, jitter and the deadline after which the client asks for the outcome instead.
     pub schedule: RetrySchedule,
     /// How long one attempt (or one status look-up) waits for an answer.
     pub attempt_timeout: Duration,
     /// How long the server is asked to wait for the key's first attempt (`Prefer: wait=N`);
     /// `None` sends no `Prefer` header. Sent in whole seconds and strictly below
-    /// `attempt_timeout` ([`ClientConfig::wait_to_ask`]); after changing `attempt_timeout`, set
-    /// it with [`ClientConfig::default_prefer_wait`].
+    /// `attempt_timeout` ([`ClientRules::wait_to_ask`]); after changing `attempt_timeout`, set
+    /// it with [`ClientRules::default_prefer_wait`].
     pub prefer_wait: Option<Duration>,
     /// A hard bound on attempts per run, whatever the clock says.
     pub max_attempts: u32,
@@ -41,7 +42,7 @@ pub struct ClientConfig {
     pub status_look_ups: u32,
 }
 
-impl ClientConfig {
+impl ClientRules {
     /// The default wait for an attempt timeout: [`PREFER_WAIT_MARGIN`] less, in whole seconds;
     /// `None` when that leaves nothing (a timeout of 6 s or less).
     pub fn default_prefer_wait(attempt_timeout: Duration) -> Option<Duration> {
@@ -56,13 +57,13 @@ impl ClientConfig {
     }
 }
 
-impl Default for ClientConfig {
+impl Default for ClientRules {
     fn default() -> Self {
         let attempt_timeout = Duration::from_secs(15);
-        ClientConfig {
+        ClientRules {
             schedule: RetrySchedule::default(),
             attempt_timeout,
-            prefer_wait: ClientConfig::default_prefer_wait(attempt_timeout),
+            prefer_wait: ClientRules::default_prefer_wait(attempt_timeout),
             max_attempts: 100,
             status_look_ups: 3,
         }
@@ -76,28 +77,32 @@ fn whole_seconds(duration: Duration) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    // Under wasm32 the same tests run through wasm-bindgen-test (see `.cargo/config.toml`).
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     const SECOND: Duration = Duration::from_secs(1);
 
     fn asking(prefer_wait: Option<Duration>, attempt_timeout: Duration) -> Option<Duration> {
-        ClientConfig {
+        ClientRules {
             attempt_timeout,
             prefer_wait,
-            ..ClientConfig::default()
+            ..ClientRules::default()
         }
         .wait_to_ask()
     }
 
     #[test]
     fn the_default_wait_is_the_timeout_less_the_margin() {
-        assert_eq!(ClientConfig::default().wait_to_ask(), Some(10 * SECOND));
+        assert_eq!(ClientRules::default().wait_to_ask(), Some(10 * SECOND));
         assert_eq!(
-            ClientConfig::default_prefer_wait(SECOND * 61 / 2),
+            ClientRules::default_prefer_wait(SECOND * 61 / 2),
             Some(25 * SECOND)
         );
-        assert_eq!(ClientConfig::default_prefer_wait(6 * SECOND), Some(SECOND));
-        assert_eq!(ClientConfig::default_prefer_wait(5 * SECOND), None);
+        assert_eq!(ClientRules::default_prefer_wait(6 * SECOND), Some(SECOND));
+        assert_eq!(ClientRules::default_prefer_wait(5 * SECOND), None);
     }
 
     #[test]

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use client::{ActionStore, ClientConfig};
+use client::{ActionStore, ClientRules};
 use shared::UserId;
 use tokio::task::JoinSet;
 
@@ -155,7 +155,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
     let timeout = seconds(cli.timeout_seconds, "--timeout-seconds")?;
     say(&introduction(
         &cli,
-        ClientConfig::default_prefer_wait(timeout),
+        ClientRules::default_prefer_wait(timeout),
     ));
 
     let mut tallies = Vec::new();

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use client::{
-    ActionResult, ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, PaymentsClient,
+    ActionResult, ActionStore, ClientRules, Event, HttpTransport, KEY_HEADER, PaymentsClient,
 };
 use serde::Serialize;
 use shared::api::{Paise, PayBillRequest};
@@ -171,7 +171,7 @@ impl Phones {
             ClientKind::NewKeyPerRetry => self.plain_retries(payer, true).await,
             ClientKind::RuleFollowing => self.rule_following(payer, None).await?,
             ClientKind::RuleFollowingWithWait => {
-                let wait = ClientConfig::default_prefer_wait(self.timeout);
+                let wait = ClientRules::default_prefer_wait(self.timeout);
                 self.rule_following(payer, wait).await?
             }
         };
@@ -239,10 +239,10 @@ impl Phones {
         prefer_wait: Option<Duration>,
     ) -> anyhow::Result<Tries> {
         let transport = HttpTransport::new(self.http.clone(), &self.api, &self.token(payer.user));
-        let config = ClientConfig {
+        let config = ClientRules {
             attempt_timeout: self.timeout,
             prefer_wait,
-            ..ClientConfig::default()
+            ..ClientRules::default()
         };
         let phone = PaymentsClient::new(payer.user, transport, self.store.clone(), config)
             .with_clock(self.clock)

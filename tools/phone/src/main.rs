@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use client::{ActionStore, ClientConfig, HttpTransport, PaymentsClient, RetrySchedule};
+use client::{ActionStore, ClientRules, HttpTransport, PaymentsClient, RetrySchedule};
 use serde_json::json;
 use shared::Operation;
 use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
@@ -148,14 +148,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 /// should know they exist.
 async fn connect(cli: &Cli, store: ActionStore) -> anyhow::Result<PaymentsClient<HttpTransport>> {
     let attempt_timeout = seconds(cli.timeout_seconds, "--timeout-seconds")?;
-    let config = ClientConfig {
+    let config = ClientRules {
         schedule: RetrySchedule {
             deadline: seconds(cli.deadline_seconds, "--deadline-seconds")?,
             ..RetrySchedule::default()
         },
         attempt_timeout,
         prefer_wait: prefer_wait(cli.wait_seconds, attempt_timeout)?,
-        ..ClientConfig::default()
+        ..ClientRules::default()
     };
     let (user, token) = cli.identity.resolve()?;
     let transport = HttpTransport::new(reqwest::Client::new(), &cli.api, &token);
@@ -185,7 +185,7 @@ fn prefer_wait(
     attempt_timeout: Duration,
 ) -> anyhow::Result<Option<Duration>> {
     match wait_seconds.map(Duration::from_secs) {
-        None => Ok(ClientConfig::default_prefer_wait(attempt_timeout)),
+        None => Ok(ClientRules::default_prefer_wait(attempt_timeout)),
         Some(Duration::ZERO) => Ok(None),
         Some(wait) if wait >= attempt_timeout => bail!(
             "--wait-seconds must be below --timeout-seconds ({} s): when the server's wait runs \

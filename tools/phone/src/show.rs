@@ -76,6 +76,7 @@ pub fn outcome(completion: &Completion) -> u8 {
                 Unsettled::Released => {
                     "the bank never received it and nothing was charged; resume to send it again"
                 }
+                _ => "its outcome is not known yet",
             };
             println!(
                 "{key}: not settled yet ({reason}). You will not be charged twice; \

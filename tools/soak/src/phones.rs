@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use client::{
-    ActionResult, ActionStore, ClientConfig, Event, HttpTransport, KEY_HEADER, PaymentsClient,
+    ActionResult, ActionStore, ClientRules, Event, HttpTransport, KEY_HEADER, PaymentsClient,
     RetrySchedule, Unsettled,
 };
 use rand::rngs::StdRng;
@@ -118,17 +118,17 @@ pub struct Population {
 
 /// The library phones' settings: a short attempt timeout and deadline, so an action ends (or
 /// is looked up) well within a soak; `Prefer: wait` as the library sets it for that timeout.
-fn client_config() -> ClientConfig {
+fn client_config() -> ClientRules {
     let attempt_timeout = Duration::from_secs(8);
-    ClientConfig {
+    ClientRules {
         schedule: RetrySchedule {
             base: Duration::from_millis(200),
             cap: Duration::from_secs(4),
             deadline: Duration::from_secs(45),
         },
         attempt_timeout,
-        prefer_wait: ClientConfig::default_prefer_wait(attempt_timeout),
-        ..ClientConfig::default()
+        prefer_wait: ClientRules::default_prefer_wait(attempt_timeout),
+        ..ClientRules::default()
     }
 }
 
