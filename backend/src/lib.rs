@@ -24,7 +24,6 @@ pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
 pub mod replay_cache;
-pub mod secret_settings;
 pub mod shutdown;
 pub mod startup;
 pub mod state;

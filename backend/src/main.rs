@@ -4,11 +4,11 @@
 
 use anyhow::Context;
 use backend::config::Settings;
-use backend::secret_settings::ExposeSecret;
 use backend::startup::{Application, build_state};
 use backend::store::{self, SharedStore};
 use backend::{janitor, reconcile, shutdown, telemetry};
 use clap::{Parser, Subcommand};
+use secret_settings::ExposeSecret;
 use shared::UserId;
 use shared::auth::sign_claims;
 

@@ -21,12 +21,12 @@ use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
 use crate::readiness::{self, Readiness};
 use crate::replay_cache::ReplayCache;
-use crate::secret_settings::ExposeSecret;
 use crate::shutdown::Shutdown;
 use crate::state::{AppState, Parts};
 use crate::store::{self, SharedStore};
 use crate::trail::Appender;
 use crate::{durability, http, janitor, reconcile, transport_security};
+use secret_settings::ExposeSecret;
 
 /// How often the database's readiness is checked.
 const READINESS_INTERVAL: Duration = Duration::from_secs(1);

@@ -19,8 +19,8 @@ use crate::identity::{
     DEFAULT_MAX_LIFETIME, DEFAULT_OPERATOR_ROLE, DEFAULT_ROLE_CLAIM, DEVELOPMENT_OPERATOR_SECRET,
     KeySource, OPERATOR_SECRET_SETTING, OperatorRules, check_operator_secret,
 };
-use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use crate::transport_security::refuse_plaintext_url;
+use secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 
 /// The setting that turns the edge's proof off (or on, in development).
 pub const REQUIRE_EDGE_PROOF_SETTING: &str = "REQUIRE_EDGE_PROOF";

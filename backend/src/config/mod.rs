@@ -6,7 +6,7 @@
 //!
 //! The three settings that hold secrets (the two token secrets, and the database URL with its
 //! password) are read from the environment or from a mounted file, never from a flag
-//! ([`crate::secret_settings`]); every other setting is also a flag.
+//! ([`secret_settings`]); every other setting is also a flag.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,15 +26,15 @@ pub use identity::{Identity, IdentitySettings, TokenKeys};
 pub use limits::{LimitSettings, Limits};
 
 use crate::durability::{REPLICATION_SETTING, Replication};
-use crate::secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 use crate::telemetry::{LOG_FORMAT_SETTING, LogFormat};
 use crate::transport_security::{ALLOW_PLAINTEXT_SETTING, BANK_CA_FILE_SETTING, refuse_plaintext};
+use secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
 
 /// The store when `DATABASE_URL` is not set: an embedded SQLite file under the working
 /// directory, so a fresh machine needs nothing else installed.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://data/payments.sqlite";
 
-/// The setting naming the database (a secret: [`crate::secret_settings`]).
+/// The setting naming the database (a secret: [`secret_settings`]).
 pub const DATABASE_URL_SETTING: &str = "DATABASE_URL";
 
 /// The longest `AUDIT_TRAIL_KEEP_DAYS` (ten years).

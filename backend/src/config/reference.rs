@@ -11,7 +11,7 @@ use crate::identity::OPERATOR_SECRET_SETTING;
 use shared::auth::JWT_SECRET_SETTING;
 use shared::edge_proof::PROOF_SECRET_SETTING;
 
-/// A setting read only from the environment or a mounted file ([`crate::secret_settings`]).
+/// A setting read only from the environment or a mounted file ([`secret_settings`]).
 pub struct SecretSetting {
     /// The environment variable (`{name}_FILE` names a file holding the value instead).
     pub name: &'static str,

@@ -5,7 +5,7 @@
 //! claimed or debited; a request with a fresh proof pays. Health and the policy stay open to
 //! load balancers. (Through the real edge: `edge/tests/identity.rs`.)
 
-use secrecy::SecretString;
+use secret_settings::SecretString;
 use serde_json::Value;
 use shared::edge_proof::{self, PROOF_HEADER, ProvedRequest};
 use test_harness::Received;

@@ -1,43 +1,65 @@
-//! Who the phone is: a bearer token given as is, or a development token signed here from a user
-//! id and the backend's secret (as `backend dev-token` does). Saved actions carry the user, so
-//! the phone needs the user id behind a given token too; it reads it from the token's claims
-//! without verifying them (only the server can).
+//! Who the phone is: a bearer token, or a development token signed here from a user id and the
+//! backend's secret (as `backend dev-token` does). Neither secret is ever a flag (every user of
+//! the machine sees a command line in the process list): the token comes from `PHONE_TOKEN` or
+//! the file `PHONE_TOKEN_FILE` names, the secret from `AUTH_JWT_SECRET` or
+//! `AUTH_JWT_SECRET_FILE`, read as the backend reads its own (`secret-settings`). Saved actions
+//! carry the user, so the phone needs the user id behind a given token too; it reads it from the
+//! token's claims without verifying them (only the server can).
+
+use std::ffi::OsString;
 
 use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Args;
+use secret_settings::{ExposeSecret, read_secret};
 use shared::UserId;
 use shared::auth::sign_token;
 
 /// How long a development token signed here is valid.
 const DEV_TOKEN_HOURS: i64 = 24;
 
-/// The identity flags.
+/// The setting holding a bearer token (or `PHONE_TOKEN_FILE`, a file holding it).
+pub const TOKEN_SETTING: &str = "PHONE_TOKEN";
+/// The setting holding the backend's development secret (or `AUTH_JWT_SECRET_FILE`).
+pub const SECRET_SETTING: &str = "AUTH_JWT_SECRET";
+
+/// The identity flag: only the user id; the secrets come from the environment.
 #[derive(Debug, Args)]
 pub struct Identity {
-    /// A bearer token (HS256 JWT whose `sub` is the user id).
-    #[arg(long, env = "PHONE_TOKEN", conflicts_with = "user")]
-    token: Option<String>,
-    /// Development: the user id to sign a token for (needs --secret).
-    #[arg(long, requires = "secret")]
+    /// Development: the user id to sign a token for, with the backend's secret from
+    /// AUTH_JWT_SECRET (or AUTH_JWT_SECRET_FILE). Without it, the token is PHONE_TOKEN (or
+    /// PHONE_TOKEN_FILE).
+    #[arg(long)]
     user: Option<u64>,
-    /// Development: the backend's AUTH_JWT_SECRET, to sign a token for --user.
-    #[arg(long, env = "AUTH_JWT_SECRET", hide_env_values = true)]
-    secret: Option<String>,
 }
 
 impl Identity {
-    /// The user and the token to send.
-    pub fn resolve(&self) -> anyhow::Result<(UserId, String)> {
-        match (&self.token, self.user, &self.secret) {
-            (Some(token), _, _) => Ok((user_in_token(token)?, token.clone())),
-            (None, Some(user), Some(secret)) => {
-                let user = UserId::new(user).context("--user must be a positive integer")?;
-                let exp = time::OffsetDateTime::now_utc().unix_timestamp() + DEV_TOKEN_HOURS * 3600;
-                Ok((user, sign_token(user, exp, secret.as_bytes())))
+    /// The user and the token to send, the secrets read through `lookup` (the environment).
+    pub fn resolve(
+        &self,
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> anyhow::Result<(UserId, String)> {
+        let token = read_secret(TOKEN_SETTING, &lookup)?;
+        match (token, self.user) {
+            (Some(_), Some(_)) => bail!("give --user (development) or {TOKEN_SETTING}, not both"),
+            (Some(token), None) => {
+                let token = token.expose_secret().to_owned();
+                Ok((user_in_token(&token)?, token))
             }
-            _ => bail!("give --token, or --user with --secret (development)"),
+            (None, Some(user)) => {
+                let user = UserId::new(user).context("--user must be a positive integer")?;
+                let secret = read_secret(SECRET_SETTING, &lookup)?.with_context(|| {
+                    format!("--user needs the backend's development secret in {SECRET_SETTING}")
+                })?;
+                let exp = time::OffsetDateTime::now_utc().unix_timestamp() + DEV_TOKEN_HOURS * 3600;
+                let token = sign_token(user, exp, secret.expose_secret().as_bytes());
+                Ok((user, token))
+            }
+            (None, None) => bail!(
+                "no identity: set {TOKEN_SETTING} (or {TOKEN_SETTING}_FILE), or give --user with \
+                 {SECRET_SETTING} (development)"
+            ),
         }
     }
 }
@@ -64,16 +86,50 @@ fn user_in_token(token: &str) -> anyhow::Result<UserId> {
 mod tests {
     use super::*;
 
+    const SECRET: &str = "a-development-secret-of-32-bytes-or-more";
+
+    fn environment(pairs: &[(&'static str, String)]) -> impl Fn(&str) -> Option<OsString> {
+        let pairs = pairs.to_vec();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(set, _)| *set == name)
+                .map(|(_, value)| OsString::from(value))
+        }
+    }
+
     #[test]
     fn the_user_is_read_from_a_token_and_signed_into_a_dev_token() {
-        let identity = Identity {
-            token: None,
-            user: Some(42),
-            secret: Some("a-development-secret-of-32-bytes-or-more".to_owned()),
-        };
-        let (user, token) = identity.resolve().expect("signs");
+        let with_user = Identity { user: Some(42) };
+        let (user, token) = with_user
+            .resolve(environment(&[(SECRET_SETTING, SECRET.to_owned())]))
+            .expect("signs");
         assert_eq!(user.get(), 42);
         assert_eq!(user_in_token(&token).expect("reads"), user);
         assert!(user_in_token("not-a-token").is_err());
+
+        let with_token = Identity { user: None };
+        let (user, same) = with_token
+            .resolve(environment(&[(TOKEN_SETTING, token.clone())]))
+            .expect("reads the token");
+        assert_eq!((user.get(), same), (42, token));
+    }
+
+    #[test]
+    fn a_missing_or_doubled_identity_is_refused_by_name() {
+        let refused = |user: Option<u64>, pairs: &[(&'static str, String)]| {
+            Identity { user }
+                .resolve(environment(pairs))
+                .expect_err("refused")
+                .to_string()
+        };
+        assert!(refused(None, &[]).contains(TOKEN_SETTING));
+        assert!(refused(Some(42), &[]).contains(SECRET_SETTING));
+        let both = [
+            (TOKEN_SETTING, "a.b.c".to_owned()),
+            ("PHONE_TOKEN_FILE", "/tmp/token".to_owned()),
+        ];
+        assert!(refused(None, &both).contains("not both"));
+        assert!(refused(Some(7), &[(TOKEN_SETTING, "a.b.c".to_owned())]).contains("not both"));
     }
 }

@@ -1,20 +1,23 @@
 //! `phone`: a command-line phone on the payments API, built on the rule-following client.
 //!
 //! ```text
-//! phone --user 42 --secret "$AUTH_JWT_SECRET" pay --bill elec-1 --amount 230000 --vpa asha@okbank
-//! phone --user 42 --secret "$AUTH_JWT_SECRET" refund --payment <id> --amount 5000
+//! export AUTH_JWT_SECRET=…          # development: sign a token for --user (or PHONE_TOKEN=…)
+//! phone --user 42 pay --bill elec-1 --amount 230000 --vpa asha@okbank
+//! phone --user 42 refund --payment <id> --amount 5000
 //! phone pending                     # the saved actions that have no final answer yet
-//! phone --token "$TOKEN" resume     # after a crash or restart: same keys, same bodies
+//! phone --user 42 --json resume     # after a crash or restart: same keys, same bodies
 //! ```
+//!
+//! No secret is ever a flag: the token is `PHONE_TOKEN` (or `PHONE_TOKEN_FILE`), the development
+//! secret `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`), as the backend reads its own.
 //!
 //! Every action is saved in `--store` before its first send and deleted at its final answer, so
 //! killing the phone mid-payment and running `phone resume` never pays twice. Each attempt asks
 //! the server (`Prefer: wait`) to wait up to `--wait-seconds` for the first attempt's answer
 //! should it still be running (default: 5 s less than `--timeout-seconds`; 0 turns it off).
 //! Progress (attempt number, wait, answer, "got the first attempt's answer after waiting") goes
-//! to stderr; the outcome to stdout. Exit codes: 0 done, 3 refused or
-//! declined, 4 never received (nothing was charged), 5 not settled yet (the action is kept;
-//! resume later), 1 an error of the phone itself, 2 a usage error.
+//! to stderr; the outcome to stdout, as a sentence or (`--json`) one JSON object per line. The
+//! exit codes are listed in `--help` ([`show::EXIT_CODES`]).
 
 mod identity;
 mod show;
@@ -31,10 +34,11 @@ use shared::Operation;
 use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
 
 use identity::Identity;
+use secret_settings::process_environment;
 
 /// A phone on the payments API that retries safely: one key per action, saved before sending.
 #[derive(Debug, Parser)]
-#[command(name = "phone", version)]
+#[command(name = "phone", version, after_help = show::EXIT_CODES)]
 struct Cli {
     /// The payments API: the edge (default) or the backend directly (http://127.0.0.1:8080).
     #[arg(long, env = "PHONE_API", default_value = "http://127.0.0.1:8787")]
@@ -55,6 +59,9 @@ struct Cli {
     /// Default: 5 s less than --timeout-seconds (10 for 15).
     #[arg(long)]
     wait_seconds: Option<u64>,
+    /// Print outcomes (and the pending list) as JSON, one object per line.
+    #[arg(long)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -103,9 +110,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let store = ActionStore::open(&cli.store)
         .with_context(|| format!("opening the store {}", cli.store.display()))?;
     let report = |event: &client::Event| eprintln!("phone: {event}");
+    let format = if cli.json {
+        show::Format::Json
+    } else {
+        show::Format::Text
+    };
     let completions = match &cli.command {
         Command::Pending => {
-            show::pending(&store.load_all()?);
+            show::pending(&store.load_all()?, format);
             return Ok(ExitCode::SUCCESS);
         }
         Command::Pay { bill, amount, vpa } => {
@@ -132,14 +144,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let phone = connect(&cli, store).await?;
             let completions = phone.resume_all(&report).await?;
             if completions.is_empty() {
-                println!("nothing to resume");
+                eprintln!("phone: nothing to resume");
             }
             completions
         }
     };
     Ok(completions
         .iter()
-        .map(show::outcome)
+        .map(|completion| show::outcome(completion, format))
         .max()
         .map_or(ExitCode::SUCCESS, ExitCode::from))
 }
@@ -157,7 +169,7 @@ async fn connect(cli: &Cli, store: ActionStore) -> anyhow::Result<PaymentsClient
         prefer_wait: prefer_wait(cli.wait_seconds, attempt_timeout)?,
         ..ClientRules::default()
     };
-    let (user, token) = cli.identity.resolve()?;
+    let (user, token) = cli.identity.resolve(process_environment)?;
     let transport = HttpTransport::new(reqwest::Client::new(), &cli.api, &token);
     let phone = PaymentsClient::new(user, transport, store, config);
     let pending = phone.pending().await?.len();

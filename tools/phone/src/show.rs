@@ -1,18 +1,44 @@
-//! What the phone prints: the saved actions, and each action's outcome with its exit code.
+//! What the phone prints: the saved actions, and each action's outcome with its exit code, as
+//! sentences for a person or (`--json`) one JSON object per line for a program.
 
 use client::{ActionResult, Completion, SavedAction, Unsettled};
+use serde_json::{Value, json};
 use shared::Problem;
 
 /// Exit code: the server's final answer was a refusal or a decline.
-const REFUSED: u8 = 3;
+pub const REFUSED: u8 = 3;
 /// Exit code: the server never received the action; nothing was charged.
-const NOT_RECEIVED: u8 = 4;
+pub const NOT_RECEIVED: u8 = 4;
 /// Exit code: the outcome is not settled yet; the action is kept. The highest, so that `resume`
 /// (which exits with the highest code of its actions) says so if any action is still open.
-const UNSETTLED: u8 = 5;
+pub const UNSETTLED: u8 = 5;
+
+/// The exit codes, for `--help`.
+pub const EXIT_CODES: &str = "Exit codes:
+  0  paid or refunded (or nothing to do)
+  1  an error of the phone itself (the store, the network set-up, a missing identity)
+  2  a usage error (a flag missing or malformed)
+  3  a final refusal or a bank decline (nothing to retry: the same request is refused again)
+  4  never received: the server has no record of the action, nothing was charged
+  5  not settled yet: the action is kept; `phone resume` later learns its outcome
+     (`resume` exits with the highest code of its actions)";
+
+/// How the phone prints.
+#[derive(Debug, Clone, Copy)]
+pub enum Format {
+    /// Sentences.
+    Text,
+    /// One JSON object per line (`--json`).
+    Json,
+}
 
 /// Lists saved actions, oldest first.
-pub fn pending(actions: &[SavedAction]) {
+pub fn pending(actions: &[SavedAction], format: Format) {
+    if let Format::Json = format {
+        let listed: Vec<Value> = actions.iter().map(saved_json).collect();
+        println!("{}", json!({ "pending": listed }));
+        return;
+    }
     if actions.is_empty() {
         println!("no pending actions");
         return;
@@ -27,12 +53,7 @@ pub fn pending(actions: &[SavedAction]) {
             "{:<36}  {:<8}  {:<20}  {:<14}  {} {}",
             saved.key(),
             saved.user(),
-            saved
-                .started_at()
-                .replace_nanosecond(0)
-                .unwrap_or(saved.started_at())
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default(),
+            started_at(saved),
             action.operation().name(),
             action.path(),
             String::from_utf8_lossy(action.body()),
@@ -40,8 +61,79 @@ pub fn pending(actions: &[SavedAction]) {
     }
 }
 
+fn started_at(saved: &SavedAction) -> String {
+    saved
+        .started_at()
+        .replace_nanosecond(0)
+        .unwrap_or(saved.started_at())
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn saved_json(saved: &SavedAction) -> Value {
+    let action = saved.action();
+    json!({
+        "key": saved.key().to_string(),
+        "user": saved.user().get(),
+        "started_at": started_at(saved),
+        "operation": action.operation().name(),
+        "path": action.path(),
+        "body": String::from_utf8_lossy(action.body()),
+    })
+}
+
 /// Prints an outcome on stdout and returns its exit code.
-pub fn outcome(completion: &Completion) -> u8 {
+pub fn outcome(completion: &Completion, format: Format) -> u8 {
+    let (word, code) = verdict(&completion.outcome);
+    match format {
+        Format::Text => println!("{}", sentence(completion)),
+        Format::Json => {
+            let mut line = json!({
+                "key": completion.key.to_string(),
+                "outcome": word,
+                "attempts": completion.attempts,
+                "exit_code": code,
+            });
+            match &completion.outcome {
+                ActionResult::Answered(answer) => {
+                    line["status"] = json!(answer.status);
+                    line["body"] = answer.body.clone();
+                    line["replayed"] = json!(answer.replayed);
+                    line["from_status_look_up"] = json!(answer.from_status_look_up);
+                    line["waited_for_first_attempt"] = json!(answer.waited_for_first_attempt);
+                }
+                ActionResult::Unsettled(why) => line["why"] = json!(unsettled_word(*why)),
+                _ => {}
+            }
+            println!("{line}");
+        }
+    }
+    code
+}
+
+/// The outcome's one word (as the TypeScript client names its results) and exit code.
+fn verdict(outcome: &ActionResult) -> (&'static str, u8) {
+    match outcome {
+        ActionResult::Answered(answer) if answer.succeeded() => ("paid", 0),
+        ActionResult::Answered(answer) if answer.status == 402 => ("declined", REFUSED),
+        ActionResult::Answered(_) => ("refused", REFUSED),
+        ActionResult::Unsettled(_) => ("pending", UNSETTLED),
+        ActionResult::NotReceived => ("not_received", NOT_RECEIVED),
+        ActionResult::SignInRequired => ("sign_in_required", UNSETTLED),
+    }
+}
+
+fn unsettled_word(why: Unsettled) -> &'static str {
+    match why {
+        Unsettled::Started => "started",
+        Unsettled::Unknown => "unknown",
+        Unsettled::Unreachable => "unreachable",
+        Unsettled::Released => "released",
+        _ => "not_known",
+    }
+}
+
+fn sentence(completion: &Completion) -> String {
     let key = &completion.key;
     match &completion.outcome {
         ActionResult::Answered(answer) => {
@@ -60,13 +152,12 @@ pub fn outcome(completion: &Completion) -> u8 {
                 402 => "declined by the bank",
                 _ => "refused",
             };
-            println!(
+            format!(
                 "{key}: {verdict}, {}{how} after {} attempt(s)\n{}",
                 answer.status,
                 completion.attempts,
                 serde_json::to_string_pretty(&answer.body).unwrap_or_default()
-            );
-            if answer.succeeded() { 0 } else { REFUSED }
+            )
         }
         ActionResult::Unsettled(why) => {
             let reason = match why {
@@ -78,26 +169,19 @@ pub fn outcome(completion: &Completion) -> u8 {
                 }
                 _ => "its outcome is not known yet",
             };
-            println!(
+            format!(
                 "{key}: not settled yet ({reason}). You will not be charged twice; \
                  run `phone resume` later to learn the outcome."
-            );
-            UNSETTLED
+            )
         }
-        ActionResult::NotReceived => {
-            println!(
-                "{key}: the server never received this action; nothing was charged. \
-                 Pay again if you still want to (that is a new action)."
-            );
-            NOT_RECEIVED
-        }
-        ActionResult::SignInRequired => {
-            println!(
-                "{key}: the server refused the token. Sign in again and run `phone resume`: \
-                 an earlier attempt may have gone through, so do not pay afresh."
-            );
-            UNSETTLED
-        }
+        ActionResult::NotReceived => format!(
+            "{key}: the server never received this action; nothing was charged. \
+             Pay again if you still want to (that is a new action)."
+        ),
+        ActionResult::SignInRequired => format!(
+            "{key}: the server refused the token. Sign in again and run `phone resume`: \
+             an earlier attempt may have gone through, so do not pay afresh."
+        ),
     }
 }
 

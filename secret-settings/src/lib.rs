@@ -1,5 +1,6 @@
-//! Settings that hold secrets: the bearer-token secret (`AUTH_JWT_SECRET`) and the database
-//! URL, whose password is a secret too (`DATABASE_URL`).
+//! Settings that hold secrets: the backend's bearer-token secret (`AUTH_JWT_SECRET`) and its
+//! database URL, whose password is a secret too (`DATABASE_URL`); the `phone`'s token
+//! (`PHONE_TOKEN`) and development signing secret.
 //!
 //! Each is read from its environment variable, or from the file its `…_FILE` variable names (a
 //! mounted secret: `AUTH_JWT_SECRET_FILE=/run/secrets/jwt`), never from the command line, where
