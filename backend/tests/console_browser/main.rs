@@ -11,8 +11,8 @@
 //!
 //! Before that, neither the page nor the API lets in anyone without an operator token. The
 //! three screens are saved as screenshots (`console-customer.png`, `console-queue.png`,
-//! `console-check.png`) in `console-screenshots/` of the target folder, and also in
-//! `$CONSOLE_SCREENSHOTS_DIR` when set. Needs Chromium and chromedriver
+//! `console-check.png`) in `screenshots/` of the target folder, and also in
+//! `$SCREENSHOTS_DIR` when set. Needs Chromium and chromedriver
 //! (`scripts/setup-tools.sh` installs them).
 
 #[path = "../support/mod.rs"]
@@ -21,15 +21,13 @@
 #[allow(unused_imports)]
 mod support;
 
-mod browser;
-
 use std::time::Duration;
 
 use bank_simulator::Knobs;
 use serde_json::{Value, json};
 
-use crate::browser::{Browser, ChromeDriver};
 use crate::support::{Options, TestApp, new_key, payment_body};
+use test_harness::browser::{Browser, ChromeDriver};
 
 /// Customer A: one payment whose reply was lost, then retried with the same key.
 const LOST_REPLY_CUSTOMER: u64 = 101;

@@ -16,9 +16,11 @@
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that keeps the spans it is sent;
 //! - [`workerd`]: the built edge Worker under `workerd`;
+//! - [`browser`]: headless Chromium over WebDriver, for the page tests;
 //! - [`mutations`]: a seeded corpus of mutated requests for the bad-input tests of edge and
 //!   backend alike, sent over raw sockets.
 
+pub mod browser;
 mod certificates;
 mod database;
 mod ha_cluster;

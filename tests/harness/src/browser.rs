@@ -1,6 +1,7 @@
-//! A real browser for the console test: headless Chromium driven over WebDriver (fantoccini)
-//! through a chromedriver process the test starts on a free loopback port and kills when done.
-//! Every wait is bounded ([`PATIENCE`]) and polls what the page shows; none sleeps and hopes.
+//! A real browser for the page tests (the operator console, the pay-a-bill page): headless
+//! Chromium driven over WebDriver (fantoccini) through a chromedriver process the test starts on
+//! a free loopback port and kills when done. Every wait is bounded ([`PATIENCE`]) and polls what
+//! the page shows; none sleeps and hopes.
 
 use std::future::Future;
 use std::net::{Ipv4Addr, TcpListener};
@@ -20,7 +21,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// Debian's Chromium (package `chromium`).
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The longest the test waits for any one thing the page should show.
-pub const PATIENCE: Duration = Duration::from_secs(10);
+pub const PATIENCE: Duration = Duration::from_secs(20);
 /// How long chromedriver may take to answer its first status request.
 const DRIVER_START_PATIENCE: Duration = Duration::from_secs(15);
 /// How often a wait looks again.
@@ -150,6 +151,14 @@ impl Browser {
             .unwrap_or_else(|error| panic!("load {url}: {error}"));
     }
 
+    /// Reloads the page, as the user's reload button does.
+    pub async fn reload(&self) {
+        self.client
+            .refresh()
+            .await
+            .unwrap_or_else(|error| panic!("reload: {error}"));
+    }
+
     /// The element `css` selects, once the page shows it.
     pub async fn find(&self, css: &str) -> Element {
         self.wait_for(&format!("an element `{css}`"), || async {
@@ -231,36 +240,29 @@ impl Browser {
                 return found;
             }
             if started.elapsed() >= PATIENCE {
-                let announced = self
+                let shown = self
                     .client
-                    .execute(
-                        "return document.getElementById('live').textContent;",
-                        vec![],
-                    )
+                    .execute("return document.body.innerText.slice(0, 2000);", vec![])
                     .await
                     .unwrap_or(Value::Null);
-                panic!(
-                    "gave up after {PATIENCE:?} waiting for {what}; the page last said {announced}"
-                );
+                panic!("gave up after {PATIENCE:?} waiting for {what}; the page showed {shown}");
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
     }
 }
 
-/// Where screenshots go: always `console-screenshots/` in the target folder
-/// (`$CARGO_TARGET_DIR`, else the workspace's `target/`), and also `$CONSOLE_SCREENSHOTS_DIR`
-/// when set (as `CONSOLE_SCREENSHOTS_DIR=docs/images` to refresh the docs' pictures). A
-/// relative folder is taken from the workspace root.
+/// Where screenshots go: always `screenshots/` in the target folder (`$CARGO_TARGET_DIR`, else
+/// the workspace's `target/`), and also `$SCREENSHOTS_DIR` when set (as
+/// `SCREENSHOTS_DIR=docs/images` to refresh the docs' pictures). A relative folder is taken from
+/// the workspace root.
 fn screenshot_dirs() -> Vec<PathBuf> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the backend crate sits in the workspace");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target"));
-    let mut dirs = vec![workspace.join(target).join("console-screenshots")];
-    if let Some(extra) = std::env::var_os("CONSOLE_SCREENSHOTS_DIR") {
+    let mut dirs = vec![workspace.join(target).join("screenshots")];
+    if let Some(extra) = std::env::var_os("SCREENSHOTS_DIR") {
         dirs.push(workspace.join(extra));
     }
     dirs
