@@ -46,11 +46,16 @@ if [ -x scripts/run-edge-dev.sh ]; then
 fi
 
 token=$(target/debug/backend dev-token --user 42)
+
+# The pay-a-bill page (clients/typescript/web/), on the same origin as the API it proxies.
+(cd clients/typescript && npm run -s build:web >/dev/null)
+API_URL=$api LISTEN_ADDR=127.0.0.1:8788 node clients/typescript/web/serve.mjs & pids+=($!)
 operator_token=$(target/debug/backend dev-operator-token --name dev-operator)
 key=$(cat /proc/sys/kernel/random/uuid)
 cat <<INFO
 
   API (clients call this): $api
+  pay-a-bill page:         http://127.0.0.1:8788/#token=$token&user=42
   backend:                 http://127.0.0.1:8080   (policy: /idempotency-policy; metrics: http://127.0.0.1:9090/metrics)
   bank simulator:          http://127.0.0.1:8081   (ledger: /ledger)
   operator console:        http://127.0.0.1:9090/admin/console   (admin listener only)

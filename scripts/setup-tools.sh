@@ -49,6 +49,10 @@ if ! npm ls --depth=0 >/dev/null 2>&1; then
   echo "setup-tools: installing the edge's npm packages (package-lock.json)"
   npm ci --no-audit --no-fund
 fi
+if ! (cd clients/typescript && npm ls --depth=0 >/dev/null 2>&1); then
+  echo "setup-tools: installing the TypeScript client's npm packages (clients/typescript/package-lock.json)"
+  (cd clients/typescript && npm ci --no-audit --no-fund)
+fi
 
 # The supply-chain check in tests/run-all.sh (licences, bans, sources: deny.toml).
 cargo_deny_version=0.20.2

@@ -2,7 +2,7 @@
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
-# (promtool), the native test suites (the backend's
+# (promtool), the TypeScript client's tests (npm), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
 # chaos soaks (on PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the
 # audit must fail), the production container image run with podman
@@ -43,6 +43,9 @@ promtool test rules deploy/prometheus/rules.test.yml
 
 step "edge Worker build (worker-build with the local tools)"
 scripts/build-edge.sh
+
+step "TypeScript client (clients/typescript): type check, unit tests and the client rules' vectors; the page and the stack tests built for the native tests"
+(cd clients/typescript && npm run typecheck && npm test && npm run build:web && npm run build:stack)
 
 step "native tests"
 cargo test --workspace --locked

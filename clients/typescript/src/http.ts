@@ -1,0 +1,143 @@
+/**
+ * The client's requests over `fetch`, as SPEC §7 and the Rust client's `HttpTransport` send
+ * them: the bearer token, the key in the IETF draft's quoted form (a Structured Field string),
+ * the saved body string unchanged, and `Prefer: wait=N` when the rules ask for a wait. Each
+ * request, body included, is given up on after the attempt timeout (its `fetch` aborted): a
+ * rejected `fetch` or a timeout is "no answer", never a reason to mint a new key.
+ */
+
+import type { Clock } from './clock.js';
+import { TokenUnavailableError, describe } from './errors.js';
+import { appliedWaitSeconds } from './preferApplied.js';
+import type { PreferHeaders } from './progress.js';
+import { parseRetryAfter } from './retryAfter.js';
+import type { SavedAction } from './store.js';
+
+/** What the client passes to `fetch`; the platform's `fetch` accepts it. */
+export interface RequestInitLike {
+  readonly method: 'GET' | 'POST';
+  readonly headers: Record<string, string>;
+  readonly body?: string;
+  readonly signal: AbortSignal;
+}
+
+/** What the client reads of a `fetch` response. */
+export interface ResponseLike {
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}
+
+/** The platform's `fetch`, or anything with its shape. */
+export type FetchLike = (url: string, init: RequestInitLike) => Promise<ResponseLike>;
+
+/** The bearer token, or a function that gives the current one (asked before every request). */
+export type TokenSource = string | (() => string | Promise<string>);
+
+/** An answer, read whole. */
+export interface Reply {
+  readonly status: number;
+  /** `Retry-After` in milliseconds, or `null`. */
+  readonly retryAfterMs: number | null;
+  /** `Idempotent-Replayed: true`. */
+  readonly replayed: boolean;
+  /** The wait named by `Preference-Applied`, in seconds, or `null`. */
+  readonly waitedSeconds: number | null;
+  readonly bodyText: string;
+}
+
+/** What came back from one request. */
+export type Exchange =
+  | { readonly kind: 'reply'; readonly reply: Reply }
+  | { readonly kind: 'no_answer'; readonly reason: string };
+
+/** Talks to the payments API at one base URL as one user. */
+export class HttpTransport {
+  private readonly baseUrl: string;
+
+  constructor(
+    private readonly fetch: FetchLike,
+    baseUrl: string,
+    private readonly token: TokenSource,
+    private readonly timeoutMs: number,
+    /** The clock the timeout runs on: the client's, so a compressed clock shortens it too. */
+    private readonly clock: Clock,
+  ) {
+    this.baseUrl = baseUrl.replace(/\/+$/, '');
+  }
+
+  /** Sends one attempt of `action`: its key and its exact body string. */
+  async send(action: SavedAction, prefer: PreferHeaders): Promise<Exchange> {
+    const headers = {
+      Authorization: await this.bearer(action.key),
+      'Idempotency-Key': quotedKey(action.key),
+      'Content-Type': 'application/json',
+      ...prefer,
+    };
+    return this.exchange(this.baseUrl + action.path, {
+      method: 'POST',
+      headers,
+      body: action.body,
+    });
+  }
+
+  /** Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`). */
+  async lookUp(key: string, prefer: PreferHeaders): Promise<Exchange> {
+    const headers = { Authorization: await this.bearer(key), ...prefer };
+    const url = `${this.baseUrl}/v1/idempotency-keys/${encodeURIComponent(key)}`;
+    return this.exchange(url, { method: 'GET', headers });
+  }
+
+  private async bearer(key: string): Promise<string> {
+    try {
+      const token = typeof this.token === 'string' ? this.token : await this.token();
+      return `Bearer ${token}`;
+    } catch (error) {
+      throw new TokenUnavailableError(key, error);
+    }
+  }
+
+  private async exchange(url: string, init: Omit<RequestInitLike, 'signal'>): Promise<Exchange> {
+    const controller = new AbortController();
+    const answeredInTime = new AbortController();
+    // Raced as well as aborted, so that a fetch that ignores its signal cannot hang the run.
+    const givenUp = this.clock.sleep(this.timeoutMs, answeredInTime.signal).then(() => {
+      controller.abort();
+      throw new GaveUp();
+    });
+    givenUp.catch(() => undefined);
+    const answered = (async () => {
+      const response = await this.fetch(url, { ...init, signal: controller.signal });
+      return readReply(response, await response.text());
+    })();
+    answered.catch(() => undefined);
+    try {
+      return { kind: 'reply', reply: await Promise.race([answered, givenUp]) };
+    } catch (error) {
+      const reason =
+        error instanceof GaveUp ? `no answer within ${this.timeoutMs / 1000} s` : describe(error);
+      return { kind: 'no_answer', reason };
+    } finally {
+      answeredInTime.abort();
+    }
+  }
+}
+
+/** The attempt timeout ran out. */
+class GaveUp extends Error {}
+
+function readReply(response: ResponseLike, bodyText: string): Reply {
+  const retryAfter = response.headers.get('retry-after');
+  return {
+    status: response.status,
+    retryAfterMs: retryAfter === null ? null : parseRetryAfter(retryAfter),
+    replayed: response.headers.get('idempotent-replayed') === 'true',
+    waitedSeconds: appliedWaitSeconds(response.headers.get('preference-applied')),
+    bodyText,
+  };
+}
+
+/** The key as the Rust client sends it: a Structured Field string, `"…"` with `"` and `\` escaped. */
+function quotedKey(key: string): string {
+  return `"${key.replace(/["\\]/g, '\\$&')}"`;
+}

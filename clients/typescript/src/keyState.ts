@@ -1,0 +1,117 @@
+/**
+ * The body of `GET /v1/idempotency-keys/{key}` (SPEC §7), as the server writes it
+ * (`KeyStatusResponse`, `shared/src/api/key_status.rs`):
+ *
+ * ```json
+ * {"state":"done","operation":"pay_bill","status":201,"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
+ * ```
+ *
+ * It is read with `JSON.parse` and plain checks:
+ *
+ * - the body is a JSON object;
+ * - `state` is `started`, `unknown`, `released` or `done`;
+ * - `operation` is `pay_bill` or `refund_payment`;
+ * - `expires_at` is an RFC 3339 date-time (`Z` or a `±hh:mm` offset, fractional seconds
+ *   allowed), checked by a regular expression;
+ * - a `done` key needs `status`, an integer from 100 to 599, and `answer`, present and not
+ *   `null`; the other states ignore both. Other members are ignored.
+ *
+ * A body that is anything else tells nothing: the rules ask again.
+ *
+ * The Rust rules (`KeyState::from_body` in `shared/src/retry/progress.rs`) read the same body
+ * with serde, and differ only on bodies the server never sends:
+ *
+ * - a member given twice: `JSON.parse` keeps the last, serde refuses the body;
+ * - the array form (`[state, operation, status, answer, expires_at]`) and serde's map form of
+ *   the operation (`{"pay_bill":null}`): serde accepts them, this reader does not;
+ * - escaped lone surrogates (`"\ud800"`): `JSON.parse` accepts them, serde refuses them in the
+ *   five fields;
+ * - `status`: serde takes any `u16` written as an integer and checks it only when it is there,
+ *   this reader takes 100 to 599 (`201.0` included) and checks it only for a `done` key;
+ * - `expires_at`: the regular expression checks each field's range but not the calendar
+ *   (`2026-02-30`) nor where a leap second may fall, which the `time` crate does.
+ *
+ * The look-up bodies of the shared test vectors (`shared/vectors/client-rules.json`) are read
+ * alike by both.
+ */
+
+import type { Operation } from './results.js';
+
+/** Where a looked-up key stands. */
+export type KeyState =
+  | { readonly state: 'started' }
+  | { readonly state: 'unknown' }
+  | { readonly state: 'released' }
+  /** Finished, with the saved answer's status (201, or 402 for a decline). */
+  | { readonly state: 'done'; readonly status: number };
+
+/** A key status, as read from its body. */
+export interface KeyStatus {
+  readonly keyState: KeyState;
+  readonly operation: Operation;
+  /** When the key stops being replayed (RFC 3339, as sent). */
+  readonly expiresAt: string;
+  /**
+   * For a `done` key, the saved answer (the payment, the refund or the problem) as parsed from
+   * the body; `null` for the other states.
+   */
+  readonly answer: unknown;
+}
+
+/**
+ * An RFC 3339 `date-time`: `YYYY-MM-DD`, `T` (or `t`, or a space, as RFC 3339 §5.6 allows),
+ * `hh:mm:ss` (`:60` for a leap second), an optional fraction, then `Z`/`z` or `±hh:mm`.
+ */
+const RFC3339_DATE_TIME = new RegExp(
+  [
+    '^[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])', // full-date
+    '[Tt ]',
+    '(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]+)?', // partial-time
+    '(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$', // time-offset
+  ].join(''),
+);
+
+/** The key state a look-up's 200 body tells, or `null` when the body is not a key status. */
+export function keyStateFromBody(body: string): KeyState | null {
+  return readKeyStatus(body)?.keyState ?? null;
+}
+
+/** The whole key status in a look-up's 200 body, or `null` when it is not one. */
+export function readKeyStatus(body: string): KeyStatus | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return null;
+  }
+  const { state, operation, expires_at: expiresAt, status, answer } = value as Record<
+    string,
+    unknown
+  >;
+  if (operation !== 'pay_bill' && operation !== 'refund_payment') {
+    return null;
+  }
+  if (typeof expiresAt !== 'string' || !RFC3339_DATE_TIME.test(expiresAt)) {
+    return null;
+  }
+  switch (state) {
+    case 'started':
+    case 'unknown':
+    case 'released':
+      return { keyState: { state }, operation, expiresAt, answer: null };
+    case 'done':
+      if (!isHttpStatus(status) || answer === undefined || answer === null) {
+        return null;
+      }
+      return { keyState: { state, status }, operation, expiresAt, answer };
+    default:
+      return null;
+  }
+}
+
+function isHttpStatus(value: unknown): value is number {
+  return Number.isInteger(value) && (value as number) >= 100 && (value as number) <= 599;
+}
