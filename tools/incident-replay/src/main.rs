@@ -3,9 +3,10 @@
 //!
 //! N customers pay one bill each over an evening while the bank's latency climbs from 1 s past
 //! the phones' 15 s timeout to 20 s, with lost replies (the bank debits, the reply never comes)
-//! and declines mixed in, and the bank deduplicating by reference. Four phones take turns on
+//! and declines mixed in, and the bank deduplicating by reference. Five phones take turns on
 //! the same night: (a) no key with plain retries, as the app did; (b) a new key per retry; (c)
-//! the rule-following client library without `Prefer: wait`; (d) the library with it. Debits
+//! the rule-following client library without `Prefer: wait`; (d) the library with it; (e) the
+//! TypeScript package under Node, with it. Debits
 //! are counted at the bank's ledger (`GET /ledger`), unresolved keys in the backend's table once
 //! its reconciler has asked the bank about every uncertain key, 409s from the phones' answers.
 //!
@@ -29,6 +30,7 @@ mod phones;
 mod scaled_clock;
 mod seeded;
 mod tally;
+mod typescript_phones;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,7 +55,7 @@ use tally::Tally;
 /// marks the key `unknown` and leaves it to reconciliation.
 const LOST_REPLY_DELAY: Duration = Duration::from_secs(60);
 
-/// Reruns the bill-payments night for four clients and prints what each did to the customers.
+/// Reruns the bill-payments night for five clients and prints what each did to the customers.
 #[derive(Debug, Parser)]
 #[command(name = "incident-replay", version)]
 struct Cli {
@@ -118,6 +120,13 @@ struct Cli {
     /// Print the results as JSON on stdout (the narration goes to stderr).
     #[arg(long)]
     json: bool,
+    /// Client (e)'s Node script, compiled by `npm run build:stack` in `clients/typescript/`.
+    #[arg(
+        long,
+        env = "REPLAY_TYPESCRIPT_PHONES",
+        default_value = "clients/typescript/.build-stack/tools/replay-phones.js"
+    )]
+    typescript_phones: PathBuf,
     /// Also draw the night as an SVG chart at this path: the bank's latency against the
     /// timeout, and per client its attempts and debits over the night, double debits marked.
     #[arg(long, env = "REPLAY_CHART")]
@@ -169,7 +178,8 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
             ClientKind::NoKey => &cli.no_key_api,
             ClientKind::NewKeyPerRetry
             | ClientKind::RuleFollowing
-            | ClientKind::RuleFollowingWithWait => &cli.api,
+            | ClientKind::RuleFollowingWithWait
+            | ClientKind::TypeScriptPackage => &cli.api,
         };
         let phones = Phones {
             http: http.clone(),
@@ -183,6 +193,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
                     .join(format!("incident-replay-{}-{kind:?}", std::process::id())),
             )?,
             seed: cli.seed,
+            typescript_phones: cli.typescript_phones.clone(),
         };
         let settle = seconds(cli.settle_seconds, "--settle-seconds")?;
         let users = first_user..first_user + night.customers.len() as u64;
@@ -253,18 +264,11 @@ async fn replay_one(
     let started = Instant::now();
 
     let ramp = tokio::spawn(climb_latency(night.clone(), bank.clone(), phones.clock));
-    let mut customers = JoinSet::new();
-    for (arrival, payer) in payers.iter().cloned() {
-        let phones = phones.clone();
-        customers.spawn(async move {
-            tokio::time::sleep(phones.clock.real(arrival)).await;
-            phones.pay(kind, &payer).await
-        });
-    }
-    let mut results: Vec<PhoneResult> = Vec::with_capacity(payers.len());
-    while let Some(result) = customers.join_next().await {
-        results.push(result.context("a customer's task failed")??);
-    }
+    let results = if kind == ClientKind::TypeScriptPackage {
+        typescript_phones::pay_all(&phones.typescript_phones, phones, &payers).await?
+    } else {
+        pay_each(kind, phones, &payers).await?
+    };
     ramp.await.context("the latency ramp's task failed")??;
     let phones_done = started.elapsed();
 
@@ -281,6 +285,27 @@ async fn replay_one(
         Tally::count(kind, &results, &debits, unresolved),
         ClientRun::from_replay(kind, &results, &debits, &phones.clock),
     ))
+}
+
+/// Each payer pays at their arrival, with a phone of `kind` of its own.
+async fn pay_each(
+    kind: ClientKind,
+    phones: &Phones,
+    payers: &[(Duration, Payer)],
+) -> anyhow::Result<Vec<PhoneResult>> {
+    let mut customers = JoinSet::new();
+    for (arrival, payer) in payers.iter().cloned() {
+        let phones = phones.clone();
+        customers.spawn(async move {
+            tokio::time::sleep(phones.clock.real(arrival)).await;
+            phones.pay(kind, &payer).await
+        });
+    }
+    let mut results: Vec<PhoneResult> = Vec::with_capacity(payers.len());
+    while let Some(result) = customers.join_next().await {
+        results.push(result.context("a customer's task failed")??);
+    }
+    Ok(results)
 }
 
 /// Steps the bank's latency up over the evening.
@@ -338,7 +363,8 @@ fn introduction(cli: &Cli, prefer_wait: Option<Duration>) -> String {
              attempt gets 409\n\
          (d) the library with Prefer: wait={wait} -> {api}\n    \
              the same, and a retry during the first attempt may get its answer instead (the \
-             server counts the wait in real seconds, so here it outlasts the phone's timeout)\n",
+             server counts the wait in real seconds, so here it outlasts the phone's timeout)\n\
+         (e) the TypeScript package under Node, Prefer: wait={wait} -> {api}\n",
         customers = cli.customers,
         seed = cli.seed,
         scale = cli.time_scale,

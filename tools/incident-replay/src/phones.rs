@@ -1,4 +1,4 @@
-//! The four phones of the replay, each paying one customer's bill its own way:
+//! The five phones of the replay, each paying one customer's bill its own way:
 //! - (a) no key, plain retries, as the app did that night: give up after the timeout, try again
 //!   a moment later, a few times. Each retry is a new payment to the server.
 //! - (b) a new key per retry, the broken client the article warns about: same loop, a freshly
@@ -9,16 +9,20 @@
 //! - (d) the same library asking with `Prefer: wait=N` (the library's default for the timeout:
 //!   10 s for 15 s), so such a retry can get the first attempt's answer instead.
 //!
+//! - (e) the TypeScript package under Node, with `Prefer: wait` as (d): one Node process pays
+//!   for every customer (`typescript_phones`).
+//!
 //! The server counts a wait in real seconds while the night runs compressed, and a header can
 //! only name whole seconds: at the default scale even `wait=1` outlasts the phone's 15 s of the
 //! night. So on the replayed night (d)'s retry gets the first attempt's answer when that comes
 //! within the phone's timeout and otherwise times out, rather than seeing the 409 that ends a
 //! wait; only `--time-scale 1000` (real time) keeps the wait's proportions too.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use client::{
     ActionResult, ActionStore, ClientRules, Event, HttpTransport, KEY_HEADER, PaymentsClient,
 };
@@ -46,15 +50,19 @@ pub enum ClientKind {
     RuleFollowing,
     /// (d) The client library asking with `Prefer: wait` for the first attempt's answer.
     RuleFollowingWithWait,
+    /// (e) The TypeScript package under Node, asking with `Prefer: wait` as (d).
+    #[serde(rename = "typescript_package")]
+    TypeScriptPackage,
 }
 
 impl ClientKind {
-    /// The four, in the table's order.
-    pub const ALL: [ClientKind; 4] = [
+    /// The five, in the table's order.
+    pub const ALL: [ClientKind; 5] = [
         ClientKind::NoKey,
         ClientKind::NewKeyPerRetry,
         ClientKind::RuleFollowing,
         ClientKind::RuleFollowingWithWait,
+        ClientKind::TypeScriptPackage,
     ];
 
     /// The table's label.
@@ -64,6 +72,7 @@ impl ClientKind {
             ClientKind::NewKeyPerRetry => "(b) new key per retry",
             ClientKind::RuleFollowing => "(c) one key (library), no wait",
             ClientKind::RuleFollowingWithWait => "(d) one key (library), Prefer: wait",
+            ClientKind::TypeScriptPackage => "(e) TypeScript package, Prefer: wait",
         }
     }
 }
@@ -160,6 +169,8 @@ pub struct Phones {
     pub store: ActionStore,
     /// The seed of the library phones' jitter.
     pub seed: u64,
+    /// Client (e)'s Node script (`typescript_phones`).
+    pub typescript_phones: PathBuf,
 }
 
 impl Phones {
@@ -173,6 +184,9 @@ impl Phones {
             ClientKind::RuleFollowingWithWait => {
                 let wait = ClientRules::default_prefer_wait(self.timeout);
                 self.rule_following(payer, wait).await?
+            }
+            ClientKind::TypeScriptPackage => {
+                bail!("client (e) pays for every customer at once (typescript_phones::pay_all)")
             }
         };
         Ok(PhoneResult {

@@ -39,6 +39,12 @@ impl ScaledClock {
         real.div_f64(self.real_per_second.as_secs_f64())
     }
 
+    /// The wall-clock time the night started, in milliseconds since the Unix epoch: another
+    /// process shares this clock with it and [`ScaledClock::real`]'s scale.
+    pub fn origin_unix_ms(&self) -> f64 {
+        self.night_origin.unix_timestamp_nanos() as f64 / 1e6
+    }
+
     /// How much of the night has passed since the clock was made.
     pub fn elapsed(&self) -> Duration {
         self.night(self.real_origin.elapsed())

@@ -3,11 +3,11 @@
 //! phone) served in this process on real sockets, and the `incident-replay` binary as a child
 //! process driving them over HTTP. Small and compressed (24 customers, 1 s of the night = 10 ms)
 //! so it runs in seconds, yet the same night must show the bug and its fix: the plain-retry
-//! phones debit customers twice, the rule-following phones (with `Prefer: wait` and without)
-//! never do and leave no key unresolved. The replay also draws its chart (`--chart`), which must
+//! phones debit customers twice, the rule-following phones (with `Prefer: wait` and without,
+//! and the TypeScript package under Node) never do and leave no key unresolved. The replay also draws its chart (`--chart`), which must
 //! give every client a panel and cross (b)'s double debits.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use backend::config::{Config, Drain, Identity, Limits};
@@ -93,6 +93,7 @@ fn check_chart(path: &Path, new_key: &Value) {
         "(b) new key per retry: ",
         "(c) one key (library), no wait: ",
         "(d) one key (library), Prefer: wait: ",
+        "(e) TypeScript package, Prefer: wait: ",
     ];
     let starts: Vec<usize> = titles
         .iter()
@@ -111,6 +112,18 @@ fn check_chart(path: &Path, new_key: &Value) {
         new_key_panel.contains(r##"stroke="#D62728""##),
         "(b)'s double debits are crossed in its panel"
     );
+}
+
+/// Client (e)'s Node script, compiled by `npm run build:stack` (a step of the test command).
+fn typescript_phones() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../clients/typescript/.build-stack/tools/replay-phones.js");
+    assert!(
+        script.is_file(),
+        "{} is missing: cd clients/typescript && npm ci && npm run build:stack",
+        script.display()
+    );
+    script
 }
 
 fn row<'a>(tallies: &'a [Value], client: &str) -> &'a Value {
@@ -138,13 +151,15 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         .args(["--customers", "24", "--seed", "7"])
         .args(["--time-scale", &TIME_SCALE_MS.to_string()])
         .args(["--evening-seconds", "100", "--settle-seconds", "15"])
+        .arg("--typescript-phones")
+        .arg(typescript_phones())
         .arg("--chart")
         .arg(&chart)
         .kill_on_drop(true)
         .output();
-    let output = tokio::time::timeout(Duration::from_secs(60), replay)
+    let output = tokio::time::timeout(Duration::from_secs(90), replay)
         .await
-        .expect("the replay finishes within a minute")
+        .expect("the replay finishes within 90 s")
         .expect("the replay runs");
     let narration = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "replay failed:\n{narration}");
@@ -163,9 +178,13 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
     );
     check_chart(&chart, new_key);
 
-    // (c) without `Prefer: wait` and (d) with it: the wait changes how answers come, never
-    // how often money moves.
-    for client in ["rule_following", "rule_following_with_wait"] {
+    // (c) without `Prefer: wait`, (d) with it, and (e) the TypeScript package under Node: the
+    // wait and the language change how answers come, never how often money moves.
+    for client in [
+        "rule_following",
+        "rule_following_with_wait",
+        "typescript_package",
+    ] {
         let rules = row(&tallies, client);
         assert_eq!(rules["payments"], 24, "{client}");
         assert_eq!(rules["double_debits"], 0, "{client}: {narration}");
