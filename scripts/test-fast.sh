@@ -18,7 +18,7 @@ step "format"
 cargo fmt --all -- --check
 
 step "pure rules: shared, edge, client"
-cargo test --locked -p shared -p edge -p client --lib
+cargo test --locked -p shared -p edge -p payments-client --lib
 
 step "backend unit tests"
 cargo test --locked -p backend --lib

@@ -19,6 +19,7 @@ pub struct Completion {
 
 /// What became of an action.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ActionResult {
     /// The server's final answer: 2xx, a 402 decline, or another 4xx. The action is over and
     /// deleted from the store.

@@ -216,6 +216,7 @@ mod tests {
     use super::*;
     use crate::action_result::Unsettled;
     use crate::action_store::ActionStore;
+    use crate::file_store::FileStore;
     use crate::jitter::OsJitter;
     use crate::test_support::{
         FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action, user,
@@ -227,7 +228,7 @@ mod tests {
 
     struct Rig {
         _dir: TempDir,
-        store: ActionStore,
+        store: FileStore,
         clock: Arc<FakeClock>,
         transport: Arc<ScriptedTransport>,
         saved: SavedAction,
@@ -237,7 +238,7 @@ mod tests {
         /// A saved action and a transport answering `steps` in order, then `otherwise`.
         fn new(steps: impl IntoIterator<Item = Step>) -> Rig {
             let dir = TempDir::new();
-            let store = ActionStore::open(dir.path()).expect("opens");
+            let store = FileStore::open(dir.path()).expect("opens");
             let clock = Arc::new(FakeClock::default());
             let saved = SavedAction::new(user(7), pay_action(230_000), clock.now());
             store.save(&saved).expect("saves");

@@ -18,6 +18,7 @@ pub type Report = dyn Fn(&Event) + Send + Sync;
 
 /// Something that happened to an action.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A saved action is being carried on after a restart.
     Resuming {

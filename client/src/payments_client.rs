@@ -2,6 +2,7 @@
 //! before anything is sent), lists and resumes saved ones, and ends them; the sending itself is
 //! in `attempt_loop` and the look-up after the deadline in `status_check`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -20,7 +21,7 @@ use crate::transport::Transport;
 pub struct PaymentsClient<T, C = SystemClock, J = OsJitter> {
     pub(crate) user: UserId,
     pub(crate) transport: T,
-    pub(crate) store: ActionStore,
+    pub(crate) store: Arc<dyn ActionStore>,
     pub(crate) config: ClientRules,
     pub(crate) clock: C,
     pub(crate) jitter: J,
@@ -32,13 +33,13 @@ impl<T: Transport> PaymentsClient<T> {
     pub fn new(
         user: UserId,
         transport: T,
-        store: ActionStore,
+        store: impl ActionStore,
         config: ClientRules,
     ) -> PaymentsClient<T> {
         PaymentsClient {
             user,
             transport,
-            store,
+            store: Arc::new(store),
             config,
             clock: SystemClock,
             jitter: OsJitter,
@@ -81,7 +82,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     ) -> Result<SavedAction, StoreError> {
         let action = PendingAction::start(operation, target, body);
         let saved = SavedAction::new(self.user, action, self.clock.now());
-        let store = self.store.clone();
+        let store = Arc::clone(&self.store);
         let to_save = saved.clone();
         in_background(move || store.save(&to_save)).await?;
         Ok(saved)
@@ -89,7 +90,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
 
     /// This user's saved actions, oldest first.
     pub async fn pending(&self) -> Result<Vec<SavedAction>, StoreError> {
-        let store = self.store.clone();
+        let store = Arc::clone(&self.store);
         let user = self.user;
         let all = in_background(move || store.load_all()).await?;
         Ok(all
@@ -120,7 +121,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// Deletes the action from the store; a failure is reported, not fatal (a later resume only
     /// gets the same answer replayed).
     pub(crate) async fn forget(&self, saved: &SavedAction, report: &Report) {
-        let store = self.store.clone();
+        let store = Arc::clone(&self.store);
         let key = saved.key().clone();
         if let Err(error) = in_background(move || store.forget(&key)).await {
             report(&Event::ForgetFailed {
@@ -158,6 +159,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::file_store::FileStore;
     use crate::test_support::{
         FakeClock, ScriptedTransport, Step, TempDir, collect_events, pay_body, user,
     };
@@ -167,7 +169,7 @@ mod tests {
         transport: &Arc<ScriptedTransport>,
         user_id: u64,
     ) -> PaymentsClient<Arc<ScriptedTransport>, Arc<FakeClock>> {
-        let store = ActionStore::open(dir.path()).expect("opens");
+        let store = FileStore::open(dir.path()).expect("opens");
         PaymentsClient::new(
             user(user_id),
             Arc::clone(transport),

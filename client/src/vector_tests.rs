@@ -18,6 +18,7 @@ use crate::action_result::ActionResult;
 use crate::action_store::{ActionStore, SavedAction};
 use crate::clock::Clock;
 use crate::events::Event;
+use crate::file_store::FileStore;
 use crate::http_transport::retry_after;
 use crate::jitter::Jitter;
 use crate::payments_client::PaymentsClient;
@@ -175,7 +176,7 @@ fn same_move(made: &Value, expected: &Value) -> bool {
 async fn run_case(case: &Value) {
     let name = case["name"].as_str().expect("a name");
     let dir = TempDir::new();
-    let store = ActionStore::open(dir.path()).expect("opens");
+    let store = FileStore::open(dir.path()).expect("opens");
     let clock = Arc::new(FakeClock::default());
     let started = clock.now() - Duration::from_millis(case["starts_at_ms"].as_u64().expect("ms"));
     let saved = SavedAction::new(user(7), pay_action(230_000), started);

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use client::{ActionStore, ClientRules};
+use payments_client::{ClientRules, FileStore};
 use shared::UserId;
 use tokio::task::JoinSet;
 
@@ -188,7 +188,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
             clock: ScaledClock::new(real_per_second),
             timeout,
             plain_attempts: cli.plain_attempts.max(1),
-            store: ActionStore::open(
+            store: FileStore::open(
                 std::env::temp_dir()
                     .join(format!("incident-replay-{}-{kind:?}", std::process::id())),
             )?,

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use client::{
-    ActionResult, ActionStore, ClientRules, Event, HttpTransport, KEY_HEADER, PaymentsClient,
+use payments_client::{
+    ActionResult, ClientRules, Event, FileStore, HttpTransport, KEY_HEADER, PaymentsClient,
 };
 use serde::Serialize;
 use shared::api::{Paise, PayBillRequest};
@@ -166,7 +166,7 @@ pub struct Phones {
     /// How many times the plain phones (a) and (b) try.
     pub plain_attempts: u32,
     /// Where the library's phones save their actions.
-    pub store: ActionStore,
+    pub store: FileStore,
     /// The seed of the library phones' jitter.
     pub seed: u64,
     /// Client (e)'s Node script (`typescript_phones`).
@@ -269,7 +269,7 @@ impl Phones {
             .begin(Operation::PayBill, &payer.bill, &body)
             .await
             .context("saving the action before sending it")?;
-        // The report callback must own what it records (`client::Report` is `'static`).
+        // The report callback must own what it records (`payments_client::Report` is `'static`).
         let heard = Arc::new(Mutex::new(Heard::default()));
         let listen = {
             let heard = Arc::clone(&heard);
@@ -286,9 +286,7 @@ impl Phones {
         let completion = phone.run(&saved, &listen).await;
         let view = match completion.outcome {
             ActionResult::Answered(answer) => view_of(answer.status),
-            ActionResult::Unsettled(_)
-            | ActionResult::NotReceived
-            | ActionResult::SignInRequired => PhoneView::NoFinalAnswer,
+            _ => PhoneView::NoFinalAnswer,
         };
         let heard = std::mem::take(&mut *heard.lock().unwrap_or_else(PoisonError::into_inner));
         Ok(Tries {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use client::Clock;
+use payments_client::Clock;
 use time::OffsetDateTime;
 
 /// A clock whose time runs `1 / real_per_second` times faster than the wall clock.

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use client::Jitter;
+use payments_client::Jitter;
 
 /// SplitMix64's increment (the golden ratio in 64 bits).
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;

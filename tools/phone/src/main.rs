@@ -28,7 +28,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use client::{ActionStore, ClientRules, HttpTransport, PaymentsClient, RetrySchedule};
+use payments_client::{
+    ActionStore, ClientRules, FileStore, HttpTransport, PaymentsClient, RetrySchedule,
+};
 use serde_json::json;
 use shared::Operation;
 use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
@@ -107,9 +109,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let store = ActionStore::open(&cli.store)
+    let store = FileStore::open(&cli.store)
         .with_context(|| format!("opening the store {}", cli.store.display()))?;
-    let report = |event: &client::Event| eprintln!("phone: {event}");
+    let report = |event: &payments_client::Event| eprintln!("phone: {event}");
     let format = if cli.json {
         show::Format::Json
     } else {
@@ -158,7 +160,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// The client for the signed-in user. A new action does not wait for older ones, but the user
 /// should know they exist.
-async fn connect(cli: &Cli, store: ActionStore) -> anyhow::Result<PaymentsClient<HttpTransport>> {
+async fn connect(cli: &Cli, store: FileStore) -> anyhow::Result<PaymentsClient<HttpTransport>> {
     let attempt_timeout = seconds(cli.timeout_seconds, "--timeout-seconds")?;
     let config = ClientRules {
         schedule: RetrySchedule {

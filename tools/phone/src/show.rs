@@ -1,7 +1,7 @@
 //! What the phone prints: the saved actions, and each action's outcome with its exit code, as
 //! sentences for a person or (`--json`) one JSON object per line for a program.
 
-use client::{ActionResult, Completion, SavedAction, Unsettled};
+use payments_client::{ActionResult, Completion, SavedAction, Unsettled};
 use serde_json::{Value, json};
 use shared::Problem;
 
@@ -117,9 +117,10 @@ fn verdict(outcome: &ActionResult) -> (&'static str, u8) {
         ActionResult::Answered(answer) if answer.succeeded() => ("paid", 0),
         ActionResult::Answered(answer) if answer.status == 402 => ("declined", REFUSED),
         ActionResult::Answered(_) => ("refused", REFUSED),
-        ActionResult::Unsettled(_) => ("pending", UNSETTLED),
         ActionResult::NotReceived => ("not_received", NOT_RECEIVED),
         ActionResult::SignInRequired => ("sign_in_required", UNSETTLED),
+        // Unsettled, and whatever a later version of the library adds: kept, ask later.
+        _ => ("pending", UNSETTLED),
     }
 }
 
@@ -159,12 +160,22 @@ fn sentence(completion: &Completion) -> String {
                 serde_json::to_string_pretty(&answer.body).unwrap_or_default()
             )
         }
-        ActionResult::Unsettled(why) => {
-            let reason = match why {
-                Unsettled::Started => "the server is still working on it",
-                Unsettled::Unknown => "the server is asking the bank what happened",
-                Unsettled::Unreachable => "the server could not be asked",
-                Unsettled::Released => {
+        ActionResult::NotReceived => format!(
+            "{key}: the server never received this action; nothing was charged. \
+             Pay again if you still want to (that is a new action)."
+        ),
+        ActionResult::SignInRequired => format!(
+            "{key}: the server refused the token. Sign in again and run `phone resume`: \
+             an earlier attempt may have gone through, so do not pay afresh."
+        ),
+        unsettled => {
+            let reason = match unsettled {
+                ActionResult::Unsettled(Unsettled::Started) => "the server is still working on it",
+                ActionResult::Unsettled(Unsettled::Unknown) => {
+                    "the server is asking the bank what happened"
+                }
+                ActionResult::Unsettled(Unsettled::Unreachable) => "the server could not be asked",
+                ActionResult::Unsettled(Unsettled::Released) => {
                     "the bank never received it and nothing was charged; resume to send it again"
                 }
                 _ => "its outcome is not known yet",
@@ -174,14 +185,6 @@ fn sentence(completion: &Completion) -> String {
                  run `phone resume` later to learn the outcome."
             )
         }
-        ActionResult::NotReceived => format!(
-            "{key}: the server never received this action; nothing was charged. \
-             Pay again if you still want to (that is a new action)."
-        ),
-        ActionResult::SignInRequired => format!(
-            "{key}: the server refused the token. Sign in again and run `phone resume`: \
-             an earlier attempt may have gone through, so do not pay afresh."
-        ),
     }
 }
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use client::ActionStore;
+use payments_client::FileStore;
 
 use crate::faults::{ClusterFault, Plan};
 use crate::phones::{ClientKind, Population, Tally};
@@ -142,7 +142,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         api_url: stack.api_url.clone(),
         secret: stack.secret.clone(),
         client: args.client,
-        store: ActionStore::open(scratch.join("actions"))?,
+        store: FileStore::open(scratch.join("actions"))?,
         tally: Arc::clone(&tally),
         http: http.clone(),
     };

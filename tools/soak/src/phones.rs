@@ -3,7 +3,7 @@
 //!
 //! Each user action pays a bill of its own (`soak-{user}-{n}`), so the audit can tell one
 //! action's money from another's. The phones are the rule-following client library
-//! ([`client::PaymentsClient`]: one key per action saved before the first send, backoff,
+//! ([`payments_client::PaymentsClient`]: one key per action saved before the first send, backoff,
 //! `Retry-After`, `Prefer: wait`, a status look-up at the deadline); or, to show that the audit
 //! catches a double charge, the broken client the article warns about
 //! ([`ClientKind::KeyPerRetry`]: a new key on every retry).
@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use client::{
-    ActionResult, ActionStore, ClientRules, Event, HttpTransport, KEY_HEADER, PaymentsClient,
+use payments_client::{
+    ActionResult, ClientRules, Event, FileStore, HttpTransport, KEY_HEADER, PaymentsClient,
     RetrySchedule, Unsettled,
 };
 use rand::rngs::StdRng;
@@ -109,7 +109,7 @@ pub struct Population {
     /// The client that runs.
     pub client: ClientKind,
     /// Where the library saves actions.
-    pub store: ActionStore,
+    pub store: FileStore,
     /// What they report.
     pub tally: Arc<Mutex<Tally>>,
     /// The pool of connections.
