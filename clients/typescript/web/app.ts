@@ -409,8 +409,18 @@ async function pay(): Promise<void> {
   }
   setBusy(true);
   shownKey = null;
+  const bill = view.bill.value.trim();
   try {
-    showResult(await client.payBill(view.bill.value.trim(), amountPaise, view.vpa.value.trim()));
+    // A bill whose earlier payment is not settled yet is not paid again under a new key (that
+    // could charge twice): the earlier payment is asked about, under its own key, instead.
+    const earlier = (await client.pending()).find(
+      (saved) => saved.operation === 'pay_bill' && saved.target === bill,
+    );
+    showResult(
+      earlier === undefined
+        ? await client.payBill(bill, amountPaise, view.vpa.value.trim())
+        : await client.resume(earlier),
+    );
   } catch (error) {
     showError(error);
   } finally {
