@@ -48,6 +48,9 @@ step "TypeScript client (clients/typescript): type check, unit tests and the cli
 (cd clients/typescript && npm run typecheck && npm test && npm run build:web && npm run build:stack)
 
 step "native tests"
+# Every binary first: tests run the tools' binaries (phone, incident-replay…) as processes, and
+# `cargo test` builds a package's binaries only for that package's own tests.
+cargo build --workspace --bins --locked
 cargo test --workspace --locked
 
 step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
