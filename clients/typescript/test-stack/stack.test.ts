@@ -156,13 +156,21 @@ for (const [route, baseUrl] of routes) {
   });
 
   test(`${route}: the deadline reached with the outcome unsettled, then resumed: one debit`, async () => {
-    await setBank({ latency_ms: 5000 });
+    // Slower than the phone's deadline, faster than the backend's own bank timeout (5 s), so
+    // the first attempt is still running when the phone gives up and then ends by itself.
+    await setBank({ latency_ms: 3500 });
     const before = await debits();
     const { client } = phone(baseUrl, { rules: { attemptTimeoutMs: 1000, deadlineMs: 2500 } });
     const first = await client.payBill(`elec-deadline-${route}`, 45000, 'asha@okbank');
-    assert.equal(first.kind, 'pending', JSON.stringify(first));
-    assert.ok(first.kind === 'pending' && ['started', 'unknown'].includes(first.why));
-    assert.equal((await client.pending()).length, 1, 'the action is kept');
+    // At the deadline the key is looked up, never paid again: still running (kept), or, on a
+    // machine slow enough that a look-up outlives the bank call, already done.
+    const lookedUp =
+      (first.kind === 'pending' && first.why === 'started') ||
+      (first.kind === 'paid' && first.fromStatusLookUp);
+    assert.ok(lookedUp, JSON.stringify(first));
+    if (first.kind === 'pending') {
+      assert.equal((await client.pending()).length, 1, 'the action is kept');
+    }
     // After the bank has answered, a resume past the deadline looks the key up: never a new send.
     let resumed: ActionResult = first;
     for (let round = 0; round < 30 && resumed.kind === 'pending'; round++) {
