@@ -5,7 +5,7 @@
  */
 
 import { FileStore, PaymentsClient } from '../src/node.js';
-import { setting, signToken } from './environment.js';
+import { setting, signToken } from '../dev/environment.js';
 
 const user = setting('PAY_USER');
 const client = new PaymentsClient({

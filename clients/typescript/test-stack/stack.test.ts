@@ -28,7 +28,7 @@ import {
   PaymentsClient,
   type PaymentsClientOptions,
 } from '../src/node.js';
-import { setting, signToken } from './environment.js';
+import { setting, signToken } from '../dev/environment.js';
 
 const edgeUrl = setting('PAYMENTS_EDGE_URL');
 const backendUrl = setting('PAYMENTS_BACKEND_URL');

@@ -14,7 +14,7 @@
  */
 
 import { MemoryStore, PaymentsClient, type ActionResult, type Clock } from '../src/node.js';
-import { signToken } from '../test-stack/environment.js';
+import { signToken } from '../dev/environment.js';
 
 interface Customer {
   readonly index: number;

@@ -1,5 +1,6 @@
 /**
- * What the stack tests are given (`edge/tests/typescript_client.rs` sets the environment), and
+ * What the package's development programs share (the stack tests of `test-stack/`, the incident
+ * replay's phone in `tools/`): settings read from the environment their caller sets, and
  * development tokens signed with the stack's shared secret, as `backend dev-token` signs them
  * (HS256, `sub` the user id, an hour's `exp`).
  */
@@ -9,7 +10,7 @@ import { createHmac } from 'node:crypto';
 /** The environment variable `name`, which must be set. */
 export function setting(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run these tests through cargo (edge/tests/typescript_client.rs)`);
+  if (!value) throw new Error(`${name} is not set (the caller sets it: edge/tests/typescript_client.rs, the incident replay)`);
   return value;
 }
 
