@@ -7,9 +7,9 @@
 # deploy/verify-container.sh does), the bank simulator's from its static musl binary
 # (deploy/local-images/bank-simulator.Containerfile), and PostgreSQL's as a stand-in for the
 # official image made of Debian's own packages by mmdebstrap (deploy/local-images/; the root
-# filesystem is kept in target/compose/ so a second run downloads nothing). Then: the stack comes
-# up under a project name of its own with fresh secrets and free ports on 127.0.0.1; the backend
-# answers /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
+# filesystem, made by deploy/local-images/postgres-rootfs.sh, is kept in target/compose/ so a
+# second run downloads nothing). Then: the stack comes up under a project name of its own with
+# fresh secrets and free ports on 127.0.0.1; the backend answers /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
 # the same body with Idempotent-Replayed, and the simulator's ledger holds one debit; the
 # backend's log lines are JSON. Everything the run made (containers, the volume, the network, the
 # images) is removed on exit. Podman as the project's container notes measured on these machines
@@ -21,18 +21,10 @@ started=$SECONDS
 fail() { echo "verify-compose: FAILED: $*" >&2; exit 1; }
 ok() { echo "  ok: $*"; }
 
-# --- Tools (Debian's packages).
-missing=()
-for tool in podman runc podman-compose mmdebstrap musl-gcc; do
-  command -v "$tool" >/dev/null || missing+=("${tool/musl-gcc/musl-tools}")
+# --- Tools (scripts/setup-tools.sh installs them).
+for tool in podman runc podman-compose mmdebstrap; do
+  command -v "$tool" >/dev/null || fail "$tool is missing; run scripts/setup-tools.sh"
 done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "verify-compose: installing ${missing[*]} (apt)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } \
-    >/tmp/verify-compose-apt.log 2>&1 || { cat /tmp/verify-compose-apt.log >&2; fail "apt-get install ${missing[*]}"; }
-fi
-rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
-export CC_x86_64_unknown_linux_musl=musl-gcc
 
 run=$$
 project=safe-retries-check-$run
@@ -55,26 +47,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- The images, under the names the file gives.
-cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend -p bank-simulator \
-  --bin backend --bin bank-simulator
-musl=target/x86_64-unknown-linux-musl/server
+musl=$(deploy/build-static.sh)
 timeout 300 podman build -q --format docker --build-arg BINARY_FROM=prebuilt -t "$backend_image" -f Dockerfile . >/dev/null
 mkdir "$scratch/bank" && cp "$musl/bank-simulator" "$scratch/bank/"
 timeout 300 podman build -q --format docker -t "$bank_image" \
   -f deploy/local-images/bank-simulator.Containerfile "$scratch/bank" >/dev/null
-rootfs=target/compose/debian-postgres-rootfs.tar
-if [ ! -f "$rootfs" ]; then
-  mkdir -p target/compose
-  rm -rf "$rootfs.partial"
-  echo "verify-compose: making PostgreSQL's root filesystem from Debian's packages (mmdebstrap)"
-  # --format=tar: mmdebstrap picks the output's kind from its name's ending otherwise, and
-  # ".partial" would make a directory.
-  timeout 900 mmdebstrap --quiet --format=tar --variant=minbase --include=postgresql-15 \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' bookworm "$rootfs.partial" \
-    || fail "mmdebstrap could not make the root filesystem"
-  mv "$rootfs.partial" "$rootfs"
-fi
+rootfs=$(deploy/local-images/postgres-rootfs.sh) || fail "no root filesystem for PostgreSQL's image"
 timeout 300 podman import -q "$rootfs" "$rootfs_image" >/dev/null
 timeout 300 podman build -q --format docker -t "$postgres_image" \
   -f deploy/local-images/postgres.Containerfile deploy/local-images >/dev/null

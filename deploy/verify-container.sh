@@ -28,25 +28,14 @@ started=$SECONDS
 fail() { echo "verify-container: FAILED: $*" >&2; exit 1; }
 ok() { echo "  ok: $*"; }
 
-# --- Tools: podman with runc (Debian's packages), musl for the static binary.
-missing=()
-command -v podman >/dev/null || missing+=(podman)
-command -v runc >/dev/null || missing+=(runc)
-command -v musl-gcc >/dev/null || missing+=(musl-tools)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "verify-container: installing ${missing[*]} (apt)"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >/tmp/verify-container-apt.log 2>&1 \
-    || { cat /tmp/verify-container-apt.log >&2; fail "apt-get install ${missing[*]}"; }
-fi
-rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
-# The embedded SQLite store and ring (rustls's cryptography) compile C: a C compiler for musl.
-export CC_x86_64_unknown_linux_musl=musl-gcc
-
-# --- The binary the Dockerfile's `prebuilt` stage copies (the one file .dockerignore lets
-# through from target/), and the bank simulator to run beside the image (a test tool, never in it).
-binary=target/x86_64-unknown-linux-musl/server/backend
-cargo build -q --locked --profile server --target x86_64-unknown-linux-musl -p backend --bin backend
-file "$binary" | grep -qE 'static(-pie)? linked' || fail "$binary is not statically linked"
+# --- Tools (scripts/setup-tools.sh installs them) and the binary the Dockerfile's `prebuilt`
+# stage copies (the one file .dockerignore lets through from target/), built with the bank
+# simulator's static build, which deploy/verify-compose.sh uses; the simulator run beside the
+# image here is the debug one (a test tool, never in the image).
+for tool in podman runc; do
+  command -v "$tool" >/dev/null || fail "$tool is missing; run scripts/setup-tools.sh"
+done
+binary=$(deploy/build-static.sh)/backend
 cargo build -q --locked -p bank-simulator --bin bank-simulator
 bank_simulator=target/debug/bank-simulator
 

@@ -5,11 +5,60 @@
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
 # cargo-deny for the supply-chain check (deny.toml); Debian's Chromium and chromedriver for the
 # operator console's browser test; promtool for the alerting rules' tests; etcd, HAProxy and
-# Patroni for the replicated PostgreSQL of the failover tests (scripts/ha-cluster.sh). Every `cargo install` is pinned and
-# `--locked`: the tool is built with the dependency versions its authors tested, not the newest
-# (unless the registry lacks one of them: `install_pinned`). Idempotent: a second run only checks. Sourced by tests/run-all.sh and dev scripts.
+# Patroni for the replicated PostgreSQL of the failover tests (scripts/ha-cluster.sh); podman,
+# runc, podman-compose, mmdebstrap and musl for the container checks (deploy/). Every `cargo
+# install` is pinned and `--locked`: the tool is built with the dependency versions its authors
+# tested, not the newest (unless the registry lacks one of them: `install_pinned`).
+# The system packages (apt, PyPI) install in the background while the Rust tools compile: the
+# one waits on the network and the disk, the other on the cores (on a fresh 2-core machine
+# this saves minutes). Idempotent: a second run only checks. Run by tests/run-all.sh and the
+# dev scripts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# `apt_install_unless_present COMMAND... -- PACKAGE...`: installs the packages (apt-get's
+# options may be among them) unless every command is already present; the package lists are
+# refreshed only if the install fails.
+apt_install_unless_present() {
+  local commands=() packages=()
+  while [ "$1" != -- ]; do commands+=("$1"); shift; done
+  shift
+  packages=("$@")
+  local command
+  for command in "${commands[@]}"; do
+    if ! command -v "$command" >/dev/null; then
+      echo "setup-tools: installing ${packages[*]} (apt-get)"
+      if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null
+      fi
+      return
+    fi
+  done
+}
+
+# The system packages, one apt-get at a time (they share dpkg's lock).
+install_system_packages() {
+  # The operator console's and the pay page's browser tests drive Debian's headless Chromium
+  # through chromedriver.
+  apt_install_unless_present chromium chromedriver -- chromium chromium-driver
+  # promtool (Debian's prometheus package) for the alerting rules' unit tests
+  # (deploy/prometheus/); the server it also installs is not started.
+  apt_install_unless_present promtool -- --no-install-recommends prometheus
+  # The container image's and the compose file's checks (deploy/verify-*.sh): podman with runc
+  # (the runtime the container notes measured here), podman-compose, mmdebstrap for the
+  # PostgreSQL image's root filesystem, musl-gcc for the static backend's C parts.
+  apt_install_unless_present podman runc podman-compose mmdebstrap musl-gcc -- \
+    podman runc podman-compose mmdebstrap musl-tools
+  # The replicated PostgreSQL of the failover suite and the HA soak (etcd, HAProxy, Patroni in a
+  # virtualenv), and HAProxy in front of the soak's replicas: scripts/ha-cluster.sh installs them.
+  scripts/ha-cluster.sh install
+}
+system_log=$(mktemp)
+install_system_packages >"$system_log" 2>&1 &
+system_packages=$!
+# An interrupted run stops the background install too.
+trap 'kill "$system_packages" 2>/dev/null || true; rm -f "$system_log"' EXIT
 
 # Installs crate $1 at exactly version $2: with the tool's own Cargo.lock first; if the registry
 # this machine reaches lacks a version that lock names (seen here: a mirror without
@@ -61,26 +110,12 @@ if [ "$(cargo deny --version 2>/dev/null || true)" != "cargo-deny $cargo_deny_ve
   install_pinned cargo-deny "$cargo_deny_version"
 fi
 
-# The operator console's browser test (backend/tests/console_browser) drives Debian's headless
-# Chromium through chromedriver. The package lists are refreshed only if the install fails.
-if [ ! -x /usr/bin/chromedriver ]; then
-  echo "setup-tools: installing chromium and chromium-driver (apt-get; the console's browser test)"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
-  fi
-fi
+rustup target list --installed | grep -qx x86_64-unknown-linux-musl \
+  || rustup target add x86_64-unknown-linux-musl
 
-# promtool (Debian's prometheus package) for the alerting rules' unit tests
-# (deploy/prometheus/); the server it also installs is not started.
-if ! command -v promtool >/dev/null; then
-  echo "setup-tools: installing promtool (apt-get prometheus; the alert rules' tests)"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-  fi
+if ! wait "$system_packages"; then
+  cat "$system_log" >&2
+  echo "setup-tools: installing the system packages failed (above)" >&2
+  exit 1
 fi
-
-# The replicated PostgreSQL of the failover suite and the HA soak (etcd, HAProxy, Patroni in a
-# virtualenv), and HAProxy in front of the soak's replicas: scripts/ha-cluster.sh installs them.
-scripts/ha-cluster.sh install
+cat "$system_log"
