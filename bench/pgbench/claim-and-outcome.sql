@@ -2,7 +2,7 @@
 -- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim
 -- with its pending payment and its `claimed` event (one statement, committed before the
 -- bank is called), then the bank's final word as one statement (movement, key `done`,
--- the NOTIFY for waiters, the `bank_answered` event).
+-- the NOTIFY if a request waits on the key, the `bank_answered` event).
 \set user random(1, 100000)
 \set key_n random(1, 281474976710655)
 \set payment_n random(1, 281474976710655)
@@ -36,9 +36,9 @@ done AS (
     WHERE user_id = :user AND key = md5(:key_n::text)::uuid AND resource_id = md5('p' || :payment_n)::uuid AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              now() AS read_at),
+              now() AS read_at, awaited),
 told AS (SELECT pg_notify('idempotency_key_changed',
-       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done),
+       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',

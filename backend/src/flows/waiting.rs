@@ -8,7 +8,9 @@
 //! ([`crate::store::KeyWatch`]: this process's writes, and on PostgreSQL every replica's
 //! `NOTIFY`), at most [`POLL_INTERVAL`] at a time, and then another round, which reads the key
 //! again: the saved answer is replayed, an unknown outcome is the usual 503, a released claim is
-//! claimed again. When the wait's time is up the request gets the usual 409 with `Retry-After`.
+//! claimed again. Other processes announce a key's change only if a request waits on it, so
+//! the first wait marks the key awaited in the store and is a round at once, with no wait: a
+//! change committed before the mark is found by that round's read, one after it is announced. When the wait's time is up the request gets the usual 409 with `Retry-After`.
 //! The watch is taken *before* each round reads the key, so a change that commits in between
 //! still wakes it.
 //!
@@ -65,7 +67,9 @@ impl<'s> Waiting<'s> {
 
     /// Waits for `watch`'s key to change, [`POLL_INTERVAL`] at most, before the next read;
     /// `false` if the request may not wait (any more): it asked for no wait, its time is up, or
-    /// no place is free. The start of a wait is recorded in `key`'s audit trail, against `cause`.
+    /// no place is free. The start of a wait is recorded in `key`'s audit trail, against `cause`,
+    /// and marks the key awaited in the store; that first call returns at once, so that the key
+    /// is read again after the mark.
     #[tracing::instrument(name = "wait", skip_all)]
     pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
         let until = match &self.started {
@@ -82,9 +86,14 @@ impl<'s> Waiting<'s> {
                 let detail = "the first attempt was still running: waited for its answer";
                 let waited = (EventKind::Waited, detail);
                 self.state.trail.observe_key(key, None, waited, cause);
-                let until = Instant::now() + allowed;
-                self.started = Some((until, place));
-                until
+                self.started = Some((Instant::now() + allowed, place));
+                // The other processes announce the key's change only if it is marked, and a
+                // change committed before the mark was not announced: the next round reads
+                // the key again before any wait.
+                if let Err(error) = self.state.store.mark_awaited(key).await {
+                    tracing::warn!(%error, "could not mark the key awaited; the wait looks again every second");
+                }
+                return true;
             }
         };
         let left = until.saturating_duration_since(Instant::now());

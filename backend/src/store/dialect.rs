@@ -10,7 +10,8 @@
 //! | locking a row read before a write, [`Dialect::FOR_UPDATE`] | `FOR UPDATE` | nothing: the write lock is taken at `BEGIN` |
 //! | a write transaction, [`Dialect::begin_write`] | `BEGIN` | `BEGIN IMMEDIATE`, so it never fails half-way |
 //! | rows a statement changed, [`Dialect::rows_affected`] | `PgQueryResult` | `SqliteQueryResult` |
-//! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY`, on commit | nothing: one process |
+//! | telling other processes a key changed, [`Dialect::announce_change`] | `NOTIFY` on commit, if a request waits on it | nothing: one process |
+//! | marking a key a request waits on, [`Dialect::mark_awaited`] | `awaited` on its row | nothing: one process |
 //! | the server's replication, [`Dialect::replication`] | `pg_stat_replication` and settings | none: one file |
 
 use std::future::Future;
@@ -53,10 +54,18 @@ pub trait Dialect: Database {
     ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send;
 
     /// Tells the other processes on this database, once the connection's transaction commits,
-    /// that `key` left `started` ([`super::key_changes`]); this process's own watchers are
-    /// woken by the store itself.
+    /// that `key` left `started`, if a request waits on it ([`super::key_changes`]); the
+    /// transaction has written the key's row, so a request marking it waits for the commit.
+    /// This process's own watchers are woken by the store itself.
     fn announce_change(
         conn: &mut Self::Connection,
+        key: KeyRef,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Marks `key` as one a request waits on, so the write that moves it out of `started`
+    /// announces the change to the other processes ([`super::key_changes`]).
+    fn mark_awaited(
+        pool: &Pool<Self>,
         key: KeyRef,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 

@@ -4,7 +4,8 @@
 //! The store announces every write that moves a key out of `started` (to `done`, `unknown` or
 //! `released`) once it has committed. In this process the announcement wakes the key's watchers
 //! at once. On PostgreSQL it is also a `NOTIFY` on [`CHANNEL`], sent in the writing
-//! transaction (so it is delivered only if the write commits), and every replica's listener
+//! transaction (so it is delivered only if the write commits) when the key's row is marked
+//! `awaited` (a request waits on it: `Claims::mark_awaited`), and every replica's listener
 //! ([`listen_for_changes`]) wakes its own watchers, so a retry parked on one replica hears of an
 //! answer saved by another. Notifications are not durable: one sent while a listener is
 //! reconnecting is lost, so a listener that reconnects wakes every watcher to look again, and a

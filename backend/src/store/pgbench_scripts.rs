@@ -110,7 +110,7 @@ fn claim_and_outcome() -> String {
          -- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim\n\
          -- with its pending payment and its `claimed` event (one statement, committed before the\n\
          -- bank is called), then the bank's final word as one statement (movement, key `done`,\n\
-         -- the NOTIFY for waiters, the `bank_answered` event).\n\
+         -- the NOTIFY if a request waits on the key, the `bank_answered` event).\n\
          \\set user random(1, 100000)\n\
          \\set key_n random(1, 281474976710655)\n\
          \\set payment_n random(1, 281474976710655)\n{}{}",

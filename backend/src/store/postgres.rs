@@ -43,10 +43,28 @@ impl Dialect for Postgres {
     }
 
     async fn announce_change(conn: &mut PgConnection, key: KeyRef) -> Result<(), StoreError> {
-        let query = sqlx::query("SELECT pg_notify($1, $2)")
-            .arg(key_changes::CHANNEL.to_owned())
-            .arg(key_changes::payload(key));
+        let query = sqlx::query(
+            "SELECT pg_notify($1, $2) FROM idempotency_keys \
+             WHERE user_id = $3 AND key = $4 AND awaited",
+        )
+        .arg(key_changes::CHANNEL.to_owned())
+        .arg(key_changes::payload(key))
+        .arg(key.user.as_i64())
+        .arg(key.key);
         Postgres::execute(conn, query).await?;
+        Ok(())
+    }
+
+    /// One statement, committed on its own. It waits for a write in progress on the row, so it
+    /// lands either before that write (which then announces) or after it.
+    async fn mark_awaited(pool: &PgPool, key: KeyRef) -> Result<(), StoreError> {
+        let query = sqlx::query(
+            "UPDATE idempotency_keys SET awaited = true \
+             WHERE user_id = $1 AND key = $2 AND NOT awaited",
+        )
+        .arg(key.user.as_i64())
+        .arg(key.key);
+        Postgres::execute(&mut *pool.acquire().await?, query).await?;
         Ok(())
     }
 

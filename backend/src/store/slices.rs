@@ -53,6 +53,11 @@ pub trait Claims: Send + Sync {
     /// The announcements of keys leaving `started`, for requests that wait on one.
     fn key_changes(&self) -> &Arc<KeyChanges>;
 
+    /// Marks `key` as one a request waits on: the other processes hear when it leaves
+    /// `started` only if it is marked. Read the key again after marking, before waiting: a
+    /// change committed before the mark was not announced.
+    async fn mark_awaited(&self, key: KeyRef) -> Result<(), StoreError>;
+
     /// Claims a `pay_bill` key and writes its pending payment, committed before the bank is
     /// called; or returns the existing key.
     async fn claim_payment(

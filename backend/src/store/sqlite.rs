@@ -70,6 +70,11 @@ impl Dialect for Sqlite {
         Ok(())
     }
 
+    /// Nothing to mark: no other process waits on this database's keys.
+    async fn mark_awaited(_pool: &SqlitePool, _key: KeyRef) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// One file on one machine: nothing is replicated.
     async fn replication(_pool: &SqlitePool) -> Result<Option<ReplicationState>, StoreError> {
         Ok(None)

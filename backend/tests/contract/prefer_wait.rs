@@ -4,6 +4,9 @@
 //!   201, nineteen of them as replays after waiting, none a 409, and the bank debits once; on
 //!   PostgreSQL also with the attempts split across two replicas, which hear of the answer only
 //!   through `LISTEN/NOTIFY`;
+//! - a key's change is announced to the other replicas (`NOTIFY`) only when a request waits on
+//!   it: thirty payments nobody retries announce nothing, three whose retry waits announce one
+//!   each;
 //! - a wait that runs out is the usual 409 with `Retry-After`;
 //! - a bank timeout ends every wait with the usual 503 outcome pending;
 //! - a waiter whose client hangs up leaves nothing behind (no watch, no waiting place);
@@ -19,6 +22,8 @@ use bank_simulator::Knobs;
 use futures_util::future::join_all;
 use serde_json::Value;
 use shared::{IdempotencyKey, UserId};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
 
 use crate::support::{Options, Received, StoreKind, TestApp, new_key, payment_body, wait_for};
 
@@ -186,6 +191,11 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
     let reference = app
         .claim_without_paying(7, &key, &payment_body(230_000))
         .await;
+    // A request on the second replica waits on the key: only a key marked so is announced.
+    other_replica
+        .mark_awaited(key_ref)
+        .await
+        .expect("the key is marked");
     let payment_id = reference.strip_prefix("pay-").expect("a payment reference");
     app.state
         .store
@@ -202,6 +212,77 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
         "the NOTIFY of the first replica's write reached the second"
     );
     assert_eq!(other_replica.key_changes().watching(), 0);
+}
+
+/// The channel the backend announces key changes on, and its payload for user 7's `key`
+/// (docs/design.md, "Waiting for the first attempt").
+const KEY_CHANGES: &str = "idempotency_key_changed";
+
+/// The announcements on [`KEY_CHANGES`] that `listener` receives before a sentinel sent now:
+/// PostgreSQL delivers notifications in commit order, so these are every announcement of the
+/// writes committed before, with no timed wait for ones that might still come.
+async fn announcements_so_far(app: &TestApp, listener: &mut PgListener) -> Vec<String> {
+    let sentinel = format!("sentinel {}", new_key());
+    let pool = PgPool::connect(&app.database_url).await.expect("connects");
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(KEY_CHANGES)
+        .bind(&sentinel)
+        .execute(&pool)
+        .await
+        .expect("the sentinel is sent");
+    let mut announced = Vec::new();
+    loop {
+        let notification = tokio::time::timeout(Duration::from_secs(30), listener.recv())
+            .await
+            .expect("the sentinel arrives")
+            .expect("still listening");
+        if notification.payload() == sentinel {
+            return announced;
+        }
+        announced.push(notification.payload().to_owned());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
+    let app = TestApp::spawn_with(slow_bank(StoreKind::Postgres, 1_500)).await;
+    let mut listener = PgListener::connect(&app.database_url)
+        .await
+        .expect("connects");
+    listener.listen(KEY_CHANGES).await.expect("listens");
+    for round in 1..=3 {
+        // Ten payments with `Prefer: wait` that nobody retries: nothing is announced.
+        let alone = join_all((0..10).map(|_| async {
+            let key = new_key();
+            pay(&app.http, &app.url, &key, Some("wait=10")).await
+        }))
+        .await;
+        for answer in alone {
+            assert_eq!(answer.expect("answers").status, 201, "round {round}");
+        }
+        let announced = announcements_so_far(&app, &mut listener).await;
+        assert_eq!(
+            announced,
+            Vec::<String>::new(),
+            "round {round}: no waiter, no NOTIFY"
+        );
+
+        // A payment whose retry waits on it: its answer is announced, once.
+        let key = new_key();
+        let first = first_attempt_in_flight(&app, &key).await;
+        let waited = pay(&app.http, &app.url, &key, Some("wait=10"))
+            .await
+            .expect("answers");
+        let first = first.await.expect("joins").expect("answers");
+        assert_eq!((first.status, waited.status), (201, 201), "round {round}");
+        assert!(
+            waited.is_replay(),
+            "round {round}: the retry waited for the answer"
+        );
+        let announced = announcements_so_far(&app, &mut listener).await;
+        assert_eq!(announced, vec![format!("7 {key}")], "round {round}");
+    }
+    assert_eq!(app.ledger().await.debits.len(), 33, "one debit per payment");
 }
 
 async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {

@@ -69,6 +69,10 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         &self.changes
     }
 
+    async fn mark_awaited(&self, key: KeyRef) -> Result<(), StoreError> {
+        D::mark_awaited(&self.pool, key).await
+    }
+
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
     async fn claim_payment(
         &self,

@@ -36,8 +36,8 @@ paid AS (
 SELECT paid.*, claimed.expires_at FROM paid, claimed";
 
 /// The bank's final word on a movement of `operation`, in one statement: the movement's
-/// outcome, the key's `done` state (only if the movement moved), the announcement for waiters
-/// and the `bank_answered` event.
+/// outcome, the key's `done` state (only if the movement moved), the announcement if a request
+/// waits on the key (its row says `awaited`) and the `bank_answered` event.
 pub(in crate::store) fn finish_statement(operation: Operation) -> String {
     let (table, id_column, columns) = movements::table(operation);
     format!(
@@ -51,8 +51,8 @@ done AS (
     WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              now() AS read_at),
-told AS (SELECT pg_notify($6, $7) FROM done),
+              now() AS read_at, awaited),
+told AS (SELECT pg_notify($6, $7) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
     SELECT $2, $5, $1, 'bank_answered', $8, $9, $10 FROM done)
@@ -100,9 +100,10 @@ impl ClaimWrites for Postgres {
 
     /// One statement, so one round trip and one implicit transaction instead of `BEGIN`, two
     /// `UPDATE`s, a `NOTIFY` and `COMMIT`: the movement's outcome, the key's `done` state (only
-    /// if the movement moved) and the announcement, which PostgreSQL sends on commit. When it
-    /// changes nothing (a racing writer finished the movement first, or it is gone) the
-    /// general transaction runs instead, to return the movement as that writer left it.
+    /// if the movement moved) and, if a request waits on the key, the announcement, which
+    /// PostgreSQL sends on commit. When it changes nothing (a racing writer finished the
+    /// movement first, or it is gone) the general transaction runs instead, to return the
+    /// movement as that writer left it.
     async fn finish_movement_and_key(
         pool: &PgPool,
         key: KeyRef,

@@ -1,0 +1,13 @@
+-- A key's change is announced (`NOTIFY idempotency_key_changed`, docs/design.md, "Waiting for
+-- the first attempt") only if a request waits on it. A request that finds the key in progress
+-- and may wait (`Prefer: wait`) sets `awaited` first and reads the key once more before it
+-- waits; every write that moves the key out of `started` holds the row and sends its NOTIFY
+-- only when the row says `awaited`. So either that write sees the mark, or it committed before
+-- the mark and the read after the mark sees its result. Most payments have no waiter, and
+-- skip the NOTIFY (a queue entry at commit, and a wake-up of every replica's listener).
+--
+-- A constant default: adding the column rewrites no row. During a rolling deploy, replicas of
+-- the previous release announce every change (extra NOTIFYs, harmless) and do not mark the keys
+-- their waiting requests wait on, which then hear of a change from another replica by their
+-- once-a-second look instead.
+ALTER TABLE idempotency_keys ADD COLUMN awaited boolean NOT NULL DEFAULT false;
