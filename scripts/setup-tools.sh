@@ -57,8 +57,19 @@ install_system_packages() {
 system_log=$(mktemp)
 install_system_packages >"$system_log" 2>&1 &
 system_packages=$!
-# An interrupted run stops the background install too.
-trap 'kill "$system_packages" 2>/dev/null || true; rm -f "$system_log"' EXIT
+# An interrupted run stops the background installs and builds too.
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$system_log" "$tool_logs"' EXIT
+
+# The Rust tools build at the same time, each in the background with its own log: one cargo
+# install leaves a core idle in its serial stretches (a large crate alone, the final link), and
+# together they keep both busy. `build_tool CRATE VERSION WHY` starts one.
+tool_logs=$(mktemp -d)
+tool_builds=()
+build_tool() {
+  echo "setup-tools: building $1 $2 from source ($3)"
+  install_pinned "$1" "$2" >"$tool_logs/$1.log" 2>&1 &
+  tool_builds+=("$1:$!")
+}
 
 # Installs crate $1 at exactly version $2: with the tool's own Cargo.lock first; if the registry
 # this machine reaches lacks a version that lock names (seen here: a mirror without
@@ -82,16 +93,14 @@ if [ -z "$locked_wasm_bindgen" ]; then
 fi
 installed=$(wasm-bindgen --version 2>/dev/null | awk '{ print $2 }' || true)
 if [ "$installed" != "$locked_wasm_bindgen" ]; then
-  echo "setup-tools: installing wasm-bindgen-cli $locked_wasm_bindgen (found '${installed:-none}'; ~5 min once)"
-  install_pinned wasm-bindgen-cli "$locked_wasm_bindgen"
+  build_tool wasm-bindgen-cli "$locked_wasm_bindgen" "found '${installed:-none}'"
 fi
 command -v node >/dev/null || { echo "setup-tools: Node.js is required for the Wasm tests (apt-get install nodejs)" >&2; exit 1; }
 
 # The edge Worker's build (scripts/build-edge.sh) and its end-to-end tests (workerd).
 worker_build_version=0.8.7
 if [ "$(worker-build --version 2>/dev/null || true)" != "$worker_build_version" ]; then
-  echo "setup-tools: installing worker-build $worker_build_version (~5 min once)"
-  install_pinned worker-build "$worker_build_version"
+  build_tool worker-build "$worker_build_version" "the Worker's build"
 fi
 command -v npm >/dev/null || { echo "setup-tools: npm is required for the edge tools (apt-get install npm)" >&2; exit 1; }
 if ! npm ls --depth=0 >/dev/null 2>&1; then
@@ -106,12 +115,20 @@ fi
 # The supply-chain check in tests/run-all.sh (licences, bans, sources: deny.toml).
 cargo_deny_version=0.20.2
 if [ "$(cargo deny --version 2>/dev/null || true)" != "cargo-deny $cargo_deny_version" ]; then
-  echo "setup-tools: installing cargo-deny $cargo_deny_version (~3 min once)"
-  install_pinned cargo-deny "$cargo_deny_version"
+  build_tool cargo-deny "$cargo_deny_version" "the supply-chain check"
 fi
 
 rustup target list --installed | grep -qx x86_64-unknown-linux-musl \
   || rustup target add x86_64-unknown-linux-musl
+
+for build in "${tool_builds[@]}"; do
+  if ! wait "${build#*:}"; then
+    cat "$tool_logs/${build%%:*}.log" >&2
+    echo "setup-tools: building ${build%%:*} failed (above)" >&2
+    exit 1
+  fi
+done
+if [ ${#tool_builds[@]} -gt 0 ]; then echo "setup-tools: the Rust tools are built"; fi
 
 if ! wait "$system_packages"; then
   cat "$system_log" >&2
