@@ -39,7 +39,7 @@ need_wrk() {
 # the environment (BACKEND_LOG is its RUST_LOG, `error` by default); DB_PARAMS, if set, is
 # appended to a PostgreSQL URL (`sslmode=disable`, say); DB_PORT, if set, is the PostgreSQL
 # server's port on 127.0.0.1 (a replicated cluster's HAProxy), 5432 otherwise. Sets api, admin,
-# bank, db (database name or file), db_port, backend_pid and token.
+# bank, db (database name or file), db_port, backend_pid, bank_pid and token.
 start_stack() {
   local name=$1 backend=$2 bank_port=18081 api_port=18080 database_url
   shift 2
@@ -58,6 +58,7 @@ start_stack() {
   api=http://127.0.0.1:$api_port
   admin=http://127.0.0.1:18082
   "$bin/bank-simulator" --listen "127.0.0.1:$bank_port" "$@" >/dev/null 2>&1 & pids+=($!)
+  bank_pid=$!
   APP_ENV=development DATABASE_URL="$database_url" \
     BANK_URL=$bank \
     LISTEN_ADDR=127.0.0.1:$api_port ADMIN_ADDR=127.0.0.1:18082 \
@@ -85,6 +86,50 @@ wrk_run() {
 
 # requests_per_second: wrk's requests/s from its report on standard input.
 requests_per_second() { awk '/Requests\/sec/ { print $2 }'; }
+
+# CPU time, in clock ticks (`getconf CLK_TCK` per second), read from /proc/PID/stat: after the
+# command name, field 12 is utime, 13 stime, 14 and 15 the same of the reaped children.
+# cpu_ticks PID...: of these processes so far.
+cpu_ticks() {
+  local pid
+  for pid; do sed 's/^.*) //' "/proc/$pid/stat"; done 2>/dev/null | awk '{ t += $12 + $13 } END { print t + 0 }'
+}
+# postgres_cpu_ticks: of the PostgreSQL server on 5432 so far: its postmaster, every live
+# process under it, and the ones that have ended (the postmaster's reaped children).
+postgres_cpu_ticks() {
+  local postmaster
+  postmaster=$(head -n 1 "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc 'SHOW data_directory')/postmaster.pid")
+  echo "$(cpu_ticks "$postmaster" $(pgrep -P "$postmaster")) $(sed 's/^.*) //' "/proc/$postmaster/stat")" \
+    | awk '{ print $1 + $15 + $16 }'
+}
+
+# counted_wrk_run NAME CONNECTIONS SECONDS [wrk arguments...]: a wrk run against the current
+# stack that appends to $results `NAME REQUESTS/S` and `NAME_cpu` with the CPU microseconds per
+# request of the backend, PostgreSQL (the whole server; zero on SQLite), the bank simulator and
+# wrk itself, each read from /proc before and after.
+counted_wrk_run() {
+  local name=$1 report backend_before bank_before postgres_before requests
+  shift
+  report=$scratch/wrk-$name
+  backend_before=$(cpu_ticks "$backend_pid") bank_before=$(cpu_ticks "$bank_pid")
+  postgres_before=$(postgres_cpu_ticks)
+  # wrk's own CPU: the subshell's reaped children's, read once wrk has ended, by the subshell
+  # itself (in a pipeline or a $(...), $BASHPID would be another process).
+  (
+    wrk_run "$@" >"$report"
+    read -r stat <"/proc/$BASHPID/stat"
+    read -ra fields <<<"${stat##*) }"
+    echo $((fields[13] + fields[14])) >"$report.ticks"
+  )
+  requests=$(awk '/requests in/ { print $1 }' "$report")
+  local backend=$(($(cpu_ticks "$backend_pid") - backend_before)) bank=$(($(cpu_ticks "$bank_pid") - bank_before))
+  local postgres=$(($(postgres_cpu_ticks) - postgres_before))
+  [ "${STORE:-postgres}" = sqlite ] && postgres=0
+  echo "$name $(requests_per_second <"$report")" >>"$results"
+  awk -v name="$name" -v n="$requests" -v hz="$(getconf CLK_TCK)" -v b="$backend" -v p="$postgres" \
+    -v k="$bank" -v w="$(cat "$report.ticks")" \
+    'BEGIN { us = 1e6 / hz / n; printf "%s_cpu %.1f %.1f %.1f %.1f\n", name, b * us, p * us, k * us, w * us }' >>"$results"
+}
 
 # check_money: waits (bounded) until no key of the current stack is unfinished, then fails
 # unless the bank's debits equal the succeeded payments. Prints the check.

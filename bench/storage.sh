@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Loads 400,000 finished keys into the article's schema and into ours, in one scratch database,
-# and prints both sizes (pg_total_relation_size). Usage: bench/storage.sh
+# with their payments and audit trails, and prints the sizes (pg_total_relation_size). Usage: bench/storage.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/start-postgres.sh

@@ -1,5 +1,5 @@
--- Storage of 400,000 finished keys: the article's schema against ours, loaded side by side in
--- one run. Run by bench/storage.sh into a scratch database that already has our migrations.
+-- Storage of 400,000 finished keys: the article's schema against ours (the key, its payment and
+-- its audit trail), loaded side by side in one run. Run by bench/storage.sh into a scratch database that already has our migrations.
 \set rows 400000
 \timing off
 
@@ -44,9 +44,21 @@ FROM generated;
 INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id)
 SELECT user_id, key, 'pay_bill', 'done', fingerprint, payment_id FROM generated;
 
+-- Each payment's audit trail as the backend writes it: `claimed` with the claim, then
+-- `bank_answered` with the outcome, each with the request's X-Request-Id (a UUID as text) and
+-- its trace id (16 bytes).
+INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
+SELECT user_id, key, payment_id, 'claimed', gen_random_uuid()::text, decode(md5(n::text), 'hex')
+FROM generated;
+INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
+SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid()::text,
+       decode(md5(n::text), 'hex')
+FROM generated;
+
 VACUUM ANALYZE idem_keys;
 VACUUM ANALYZE payments;
 VACUUM ANALYZE idempotency_keys;
+VACUUM ANALYZE key_events;
 
 SELECT 'saved reply (article, average bytes)' AS what,
        round(avg(octet_length(response::text)))::text AS value FROM idem_keys
@@ -57,11 +69,21 @@ UNION ALL
 SELECT 'ours idempotency_keys (table + indexes)',
        pg_size_pretty(pg_total_relation_size('idempotency_keys'))
 UNION ALL
+SELECT 'ours key_events, two per payment (table + indexes)',
+       pg_size_pretty(pg_total_relation_size('key_events'))
+UNION ALL
+SELECT 'ours key_events, bytes per payment',
+       (pg_total_relation_size('key_events') / :rows)::text
+UNION ALL
 SELECT 'ours payments (table + indexes; kept for ever in both designs)',
        pg_size_pretty(pg_total_relation_size('payments'))
 UNION ALL
 SELECT 'ratio ours/article, key tables',
        round(pg_total_relation_size('idempotency_keys')::numeric
+             / pg_total_relation_size('idem_keys'), 3)::text
+UNION ALL
+SELECT 'ratio ours/article, a finished key with its trail (aim <= 0.6)',
+       round((pg_total_relation_size('idempotency_keys') + pg_total_relation_size('key_events'))::numeric
              / pg_total_relation_size('idem_keys'), 3)::text
 UNION ALL
 SELECT 'ratio ours/article, keys + payments vs keys alone',

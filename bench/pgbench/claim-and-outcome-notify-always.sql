@@ -1,0 +1,52 @@
+-- A hand-written baseline, not generated and not checked against the code (bench/pgbench/README).
+-- claim-and-outcome.sql as it was before a key's change was announced only when a request
+-- waits on it (issue 29): the outcome statement sends its NOTIFY on every payment.
+-- pgbench: one new-key payment as the backend sends it to PostgreSQL, generated from
+-- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim
+-- with its pending payment and its `claimed` event (one statement, committed before the
+-- bank is called), then the bank's final word as one statement (movement, key `done`,
+-- the NOTIFY for waiters, the `bank_answered` event).
+\set user random(1, 100000)
+\set key_n random(1, 281474976710655)
+\set payment_n random(1, 281474976710655)
+WITH claimed AS (
+    INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                                  lease_owner, lease_until, expires_at)
+    VALUES (:user, md5(:key_n::text)::uuid, 'pay_bill', 'started', sha256('body'::bytea),
+           md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
+           now() + interval '48 hours')
+    ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
+told AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
+    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id',
+           decode(md5(:payment_n::text), 'hex') FROM claimed),
+paid AS (
+    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                          bank_reference)
+    SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending',
+           'pay-' || md5('p' || :payment_n)::uuid FROM claimed
+    RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
+              decline_reason)
+SELECT paid.*, claimed.expires_at FROM paid, claimed;
+WITH moved AS (
+    UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now()
+    WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
+    RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
+           decline_reason),
+done AS (
+    UPDATE idempotency_keys SET state = 'done', next_lookup_at = NULL, lease_owner = NULL,
+           lease_until = NULL
+    WHERE user_id = :user AND key = md5(:key_n::text)::uuid AND resource_id = md5('p' || :payment_n)::uuid AND state <> 'done'
+      AND EXISTS (SELECT 1 FROM moved)
+    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
+              now() AS read_at),
+told AS (SELECT pg_notify('idempotency_key_changed',
+       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done),
+recorded AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
+    SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
+           'succeeded', 'bench-request-id', decode(md5(:payment_n::text), 'hex') FROM done)
+SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
+       done.created_at, done.claimed_at, done.expires_at, done.read_at,
+       (SELECT count(*) FROM told) AS told
+FROM moved LEFT JOIN done ON true;
