@@ -28,6 +28,24 @@ sql_value() {
   fi
 }
 
+# migrated_database NAME: a fresh PostgreSQL database on 5432 with the project's migrations,
+# dropped on exit.
+migrated_database() {
+  databases+=("$1")
+  psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $1"
+  local migration
+  for migration in migrations/*.sql; do
+    psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$1" -f "$migration"
+  done
+}
+
+# pgbench_tps DATABASE SCRIPT SECONDS: transactions per second of bench/pgbench/SCRIPT.sql on
+# DATABASE (8 clients, 2 threads, prepared).
+pgbench_tps() {
+  pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$3" \
+    -f "bench/pgbench/$2.sql" "$1" 2>/dev/null | awk '/^tps/ { print $3 }'
+}
+
 need_wrk() {
   command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null \
     || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }; }

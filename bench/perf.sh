@@ -26,25 +26,17 @@ command -v pgbench >/dev/null || { echo "pgbench is missing (Debian: postgresql-
 cargo build -q --profile server -p backend -p bank-simulator --bins
 bin=target/server
 
-pgbench_tps() { # script: transactions per second of bench/pgbench/SCRIPT.sql on the scratch database
-  pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$duration" \
-    -f "bench/pgbench/$1.sql" "$limits_db" 2>/dev/null | awk '/^tps/ { print $3 }'
-}
 limits_db=perf_limits_$$
-databases+=("$limits_db")
-psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $limits_db"
-for migration in migrations/*.sql; do
-  psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$limits_db" -f "$migration"
-done
+migrated_database "$limits_db"
 psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$limits_db" -f bench/pgbench/replay-keys.sql
 psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$limits_db" -f bench/pgbench/seed-table.sql
 results=$scratch/results
 {
-  echo "pg_limit_new_key $(pgbench_tps claim-and-outcome)"
-  echo "pg_limit_new_key_before $(pgbench_tps claim-and-outcome-before)"
-  echo "pg_limit_new_key_notify_always $(pgbench_tps claim-and-outcome-notify-always)"
-  echo "pg_limit_seed $(pgbench_tps seed-two-statements)"
-  echo "pg_limit_replay_read $(pgbench_tps replay-read)"
+  echo "pg_limit_new_key $(pgbench_tps "$limits_db" claim-and-outcome "$duration")"
+  echo "pg_limit_new_key_before $(pgbench_tps "$limits_db" claim-and-outcome-before "$duration")"
+  echo "pg_limit_new_key_notify_always $(pgbench_tps "$limits_db" claim-and-outcome-notify-always "$duration")"
+  echo "pg_limit_seed $(pgbench_tps "$limits_db" seed-two-statements "$duration")"
+  echo "pg_limit_replay_read $(pgbench_tps "$limits_db" replay-read "$duration")"
 } >"$results"
 
 backend_runs() { # label: new-key and replay throughput of the stack just started

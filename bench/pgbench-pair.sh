@@ -13,19 +13,13 @@ scripts/start-postgres.sh
 command -v pgbench >/dev/null || { echo "pgbench is missing (Debian: postgresql-client)" >&2; exit 1; }
 
 db=bench_pair_$$
-databases+=("$db")
-psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $db"
-for migration in migrations/*.sql; do
-  psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$db" -f "$migration"
-done
-tps() { # script: transactions per second of bench/pgbench/SCRIPT.sql
-  pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$duration" \
-    -f "bench/pgbench/$1.sql" "$db" 2>/dev/null | awk '/^tps/ { print $3 }'
-}
+migrated_database "$db"
+# The seed article's table too, for seed-two-statements.sql.
+psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$db" -f bench/pgbench/seed-table.sql
 a=() b=()
 for round in $(seq 1 "$rounds"); do
-  a+=("$(tps "$first")")
-  b+=("$(tps "$second")")
+  a+=("$(pgbench_tps "$db" "$first" "$duration")")
+  b+=("$(pgbench_tps "$db" "$second" "$duration")")
   echo "round $round: $first ${a[-1]}/s, $second ${b[-1]}/s"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }

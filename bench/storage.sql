@@ -1,19 +1,11 @@
 -- Storage of 400,000 finished keys: the article's schema against ours (the key, its payment and
--- its audit trail), loaded side by side in one run. Run by bench/storage.sh into a scratch database that already has our migrations.
+-- its audit trail), loaded side by side in one run. Run by bench/storage.sh into a scratch
+-- database that already has our migrations.
 \set rows 400000
 \timing off
 
 -- The article's table, as printed in reference/idempotency-keys-article.txt.
-CREATE TABLE idem_keys (
-    user_id    bigint      NOT NULL,
-    key        text        NOT NULL,
-    fp         text        NOT NULL,
-    status     text        NOT NULL,
-    code       int,
-    response   jsonb,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (user_id, key)
-);
+\ir pgbench/seed-table.sql
 
 -- One generated payment per row, shared by both loads so they describe the same 400,000 payments.
 CREATE TEMP TABLE generated AS

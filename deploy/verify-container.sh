@@ -28,16 +28,16 @@ started=$SECONDS
 fail() { echo "verify-container: FAILED: $*" >&2; exit 1; }
 ok() { echo "  ok: $*"; }
 
-# --- Tools (scripts/setup-tools.sh installs them) and the binary the Dockerfile's `prebuilt`
-# stage copies (the one file .dockerignore lets through from target/), built with the bank
-# simulator's static build, which deploy/verify-compose.sh uses; the simulator run beside the
-# image here is the debug one (a test tool, never in the image).
+# --- Tools (scripts/setup-tools.sh installs them), the binary the Dockerfile's `prebuilt` stage
+# copies (the one file .dockerignore lets through from target/), and the bank simulator to run
+# beside the image (a test tool, never in it), both from the one static build
+# deploy/verify-compose.sh uses too.
 for tool in podman runc; do
   command -v "$tool" >/dev/null || fail "$tool is missing; run scripts/setup-tools.sh"
 done
-binary=$(deploy/build-static.sh)/backend
-cargo build -q --locked -p bank-simulator --bin bank-simulator
-bank_simulator=target/debug/bank-simulator
+static=$(deploy/build-static.sh)
+binary=$static/backend
+bank_simulator=$static/bank-simulator
 
 # --- Names of this run (another run may share the machine), and the clean-up of all of them.
 run=$$
