@@ -55,15 +55,15 @@ install_system_packages() {
   scripts/ha-cluster.sh install
 }
 system_log=$(mktemp)
-install_system_packages >"$system_log" 2>&1 &
-system_packages=$!
+tool_logs=$(mktemp -d)
 # An interrupted run stops the background installs and builds too.
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$system_log" "$tool_logs"' EXIT
+install_system_packages >"$system_log" 2>&1 &
+system_packages=$!
 
 # The Rust tools build at the same time, each in the background with its own log: one cargo
 # install leaves a core idle in its serial stretches (a large crate alone, the final link), and
 # together they keep both busy. `build_tool CRATE VERSION WHY` starts one.
-tool_logs=$(mktemp -d)
 tool_builds=()
 build_tool() {
   echo "setup-tools: building $1 $2 from source ($3)"

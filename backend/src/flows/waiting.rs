@@ -10,7 +10,8 @@
 //! again: the saved answer is replayed, an unknown outcome is the usual 503, a released claim is
 //! claimed again. Other processes announce a key's change only if a request waits on it, so
 //! the first wait marks the key awaited in the store and is a round at once, with no wait: a
-//! change committed before the mark is found by that round's read, one after it is announced. When the wait's time is up the request gets the usual 409 with `Retry-After`.
+//! change committed before the mark is found by that round's read, one after it is announced.
+//! When the wait's time is up the request gets the usual 409 with `Retry-After`.
 //! The watch is taken *before* each round reads the key, so a change that commits in between
 //! still wakes it.
 //!

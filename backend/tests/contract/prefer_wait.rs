@@ -221,13 +221,12 @@ const KEY_CHANGES: &str = "idempotency_key_changed";
 /// The announcements on [`KEY_CHANGES`] that `listener` receives before a sentinel sent now:
 /// PostgreSQL delivers notifications in commit order, so these are every announcement of the
 /// writes committed before, with no timed wait for ones that might still come.
-async fn announcements_so_far(app: &TestApp, listener: &mut PgListener) -> Vec<String> {
+async fn announcements_so_far(pool: &PgPool, listener: &mut PgListener) -> Vec<String> {
     let sentinel = format!("sentinel {}", new_key());
-    let pool = PgPool::connect(&app.database_url).await.expect("connects");
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(KEY_CHANGES)
         .bind(&sentinel)
-        .execute(&pool)
+        .execute(pool)
         .await
         .expect("the sentinel is sent");
     let mut announced = Vec::new();
@@ -250,6 +249,7 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
         .await
         .expect("connects");
     listener.listen(KEY_CHANGES).await.expect("listens");
+    let sentinels = PgPool::connect(&app.database_url).await.expect("connects");
     for round in 1..=3 {
         // Ten payments with `Prefer: wait` that nobody retries: nothing is announced.
         let alone = join_all((0..10).map(|_| async {
@@ -260,7 +260,7 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
         for answer in alone {
             assert_eq!(answer.expect("answers").status, 201, "round {round}");
         }
-        let announced = announcements_so_far(&app, &mut listener).await;
+        let announced = announcements_so_far(&sentinels, &mut listener).await;
         assert_eq!(
             announced,
             Vec::<String>::new(),
@@ -279,7 +279,7 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
             waited.is_replay(),
             "round {round}: the retry waited for the answer"
         );
-        let announced = announcements_so_far(&app, &mut listener).await;
+        let announced = announcements_so_far(&sentinels, &mut listener).await;
         assert_eq!(announced, vec![format!("7 {key}")], "round {round}");
     }
     assert_eq!(app.ledger().await.debits.len(), 33, "one debit per payment");
