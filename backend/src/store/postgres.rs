@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgQueryResult};
-use sqlx::{PgConnection, PgPool, Pool, Postgres, Transaction};
+use sqlx::{Connection, PgConnection, PgPool, Pool, Postgres, Transaction};
 
 use super::db::{Arg, Db, Exec};
 use super::dialect::{Dialect, unapplied};
@@ -102,8 +102,18 @@ impl Dialect for Postgres {
     }
 }
 
+/// How long a connection must have sat idle to be pinged before it is lent.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
+
 /// Connects a pool whose connections never carry a `statement_timeout`, and which closes a
 /// connection opened before the last failover instead of lending it ([`super::failover`]).
+///
+/// A connection that sat idle for [`PING_IF_IDLE_FOR`] or more is pinged before it is lent,
+/// and replaced if the ping fails (a proxy or the server closed it while idle); one lent again
+/// sooner is not. sqlx's own test pings every connection on every acquire, which cost a
+/// payment two of its six round trips to the database (docs/figures.md, "Where a payment's CPU
+/// goes"); sqlx pings each connection when it comes back to the pool as well, so one lent
+/// within a second of that ping is as tested as the ping would make it.
 ///
 /// Why no statement timeout: under synchronous replication a commit waits for a standby, and a
 /// statement cancelled during that wait (which is what a timeout does) is answered as a
@@ -120,8 +130,17 @@ pub async fn connect(
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(acquire_timeout)
-        .before_acquire(|_connection, metadata| {
-            Box::pin(async move { Ok(!failover::is_stale(metadata.age)) })
+        .test_before_acquire(false)
+        .before_acquire(|connection, metadata| {
+            Box::pin(async move {
+                if failover::is_stale(metadata.age) {
+                    return Ok(false);
+                }
+                if metadata.idle_for >= PING_IF_IDLE_FOR {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
         })
         .connect_with(options.options([("statement_timeout", "0")]))
         .await
