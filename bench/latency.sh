@@ -20,10 +20,7 @@ results=$scratch/results
 # steady_runs STORE: capacity, then the fixed-rate runs, on the stack just started.
 steady_runs() {
   local store=$1 replay_key traffic capacity fraction rate
-  replay_key=$(cat /proc/sys/kernel/random/uuid)
-  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
-    -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
-    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+  replay_key=$(answered_key)
   for traffic in new-key replay; do
     if [ "$traffic" = new-key ]; then
       capacity=$(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)

@@ -87,6 +87,17 @@ start_stack() {
   token=$(APP_ENV=development POLICY_FILE=policy.yaml "$bin/backend" dev-token --user 42)
 }
 
+# answered_key: prints a fresh key after paying bill elec-replay with it on the current stack,
+# for the replay runs (bench/replay.lua's REPLAY_KEY).
+answered_key() {
+  local key
+  key=$(cat /proc/sys/kernel/random/uuid)
+  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
+    -H "Idempotency-Key: $key" -H 'Content-Type: application/json' \
+    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}' || return 1
+  echo "$key"
+}
+
 # stop_stack: stops the last stack's processes.
 stop_stack() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done

@@ -14,10 +14,8 @@ cargo build -q --profile server -p backend -p bank-simulator --bins
 bin=target/server
 start_stack load_bench "$bin/backend"
 
-export REPLAY_KEY=$(cat /proc/sys/kernel/random/uuid)
-curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
-  -H "Idempotency-Key: $REPLAY_KEY" -H 'Content-Type: application/json' \
-  -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+REPLAY_KEY=$(answered_key)
+export REPLAY_KEY
 
 run() { # name, then wrk arguments; prints "name requests/s"
   local name=$1; shift

@@ -42,10 +42,7 @@ results=$scratch/results
 runs() { # label backend: new-key and replay throughput
   local label=$1 backend=$2 replay_key
   start_stack "obs_$label" "$backend" >/dev/null
-  replay_key=$(cat /proc/sys/kernel/random/uuid)
-  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
-    -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
-    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+  replay_key=$(answered_key)
   echo "${label}_new_key $(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)" >>"$results"
   echo "${label}_replay $(REPLAY_KEY=$replay_key wrk_run 16 "$duration" -s bench/replay.lua "$api" | requests_per_second)" >>"$results"
   check_money | sed "s/^/$label: /"

@@ -41,10 +41,7 @@ results=$scratch/results
 
 backend_runs() { # label: new-key and replay throughput of the stack just started
   local replay_key
-  replay_key=$(cat /proc/sys/kernel/random/uuid)
-  curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
-    -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
-    -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+  replay_key=$(answered_key)
   counted_wrk_run "${1}_new_key" 16 "$duration" -s bench/new-key.lua "$api"
   REPLAY_KEY=$replay_key counted_wrk_run "${1}_replay" 16 "$duration" -s bench/replay.lua "$api"
   check_money | sed "s/^/$1: /"

@@ -25,10 +25,7 @@ DB_PARAMS=sslmode=disable start_stack profile "$bin/backend" >/dev/null
 case $what in
   new-key) script=(-s bench/new-key.lua) ;;
   replay)
-    replay_key=$(cat /proc/sys/kernel/random/uuid)
-    curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \
-      -H "Idempotency-Key: $replay_key" -H 'Content-Type: application/json' \
-      -d '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
+    replay_key=$(answered_key)
     export REPLAY_KEY=$replay_key
     script=(-s bench/replay.lua)
     ;;
