@@ -2,10 +2,10 @@
 # Issue 29: where the backend's CPU goes per new-key payment (or per replay), grouped by
 # subsystem. Builds the server profile with frame pointers and line tables into its own target
 # directory, starts the usual stack (bench/lib.sh: instant bank simulator, PostgreSQL or
-# STORE=sqlite), and samples the backend with `perf record -g` during a wrk run. Prints each
-# subsystem's share of the backend's samples, by the crate of the sampled function (self time)
-# and by the frames a sample passed through (inclusive; a sample counts once per group), and the
-# backend's CPU per request from /proc, so a share turns into microseconds.
+# STORE=sqlite), and samples the backend with `perf record -g` during a wrk run. Prints the
+# backend's CPU per request from /proc, then each subsystem's share of the backend's samples: a
+# sample counts for the innermost frame that names a subsystem (bench/profile_groups.py), so a
+# share of the CPU per request turns into microseconds.
 # Usage: bench/profile.sh [new-key|replay] [seconds, default 10]
 # The raw profile stays in target/profiling/perf.data (`perf report -i ...` to browse it).
 set -euo pipefail

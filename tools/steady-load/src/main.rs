@@ -13,7 +13,6 @@
 //! than 2xx, or no reply, is an error and is counted, not timed.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -72,13 +71,13 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcomes = send_at_rate(Arc::new(client), &args).await;
+    let outcomes = send_at_rate(&client, &args).await;
     report(&outcomes, &args);
     ExitCode::SUCCESS
 }
 
 /// Sends `rate × seconds` requests, each when it is due, and gathers their outcomes.
-async fn send_at_rate(client: Arc<reqwest::Client>, args: &Args) -> Vec<Outcome> {
+async fn send_at_rate(client: &reqwest::Client, args: &Args) -> Vec<Outcome> {
     let total = args.rate * args.seconds;
     let interval = Duration::from_secs(1) / args.rate;
     let start = Instant::now();
@@ -86,7 +85,7 @@ async fn send_at_rate(client: Arc<reqwest::Client>, args: &Args) -> Vec<Outcome>
     for index in 0..total {
         let due = start + interval * index;
         tokio::time::sleep_until(due).await;
-        let request = build_request(&client, args, index);
+        let request = build_request(client, args, index);
         requests.push(tokio::spawn(async move {
             let reply = request.send().await.map_err(|error| error.to_string())?;
             let status = reply.status();
