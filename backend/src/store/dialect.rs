@@ -45,6 +45,9 @@ pub trait Dialect: Database {
     /// Whether the writer is running, and how many times it had to be started again.
     fn writer_health(writer: &Self::Writer) -> (bool, u64);
 
+    /// How many of the pool's connections the writer holds idle (the pool counts them in use).
+    fn writer_idle_connections(writer: &Self::Writer) -> u32;
+
     /// How many rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
 

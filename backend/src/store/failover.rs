@@ -6,7 +6,8 @@
 //! says so ([`super::error`]'s `lost_the_primary`) marks the instant; from then on the
 //! PostgreSQL pool's acquire hook ([`super::postgres::connect`]) closes any connection opened
 //! before that instant instead of lending it, and opens a fresh one, which HAProxy (or whatever
-//! routes to the primary) sends to the new leader.
+//! routes to the primary) sends to the new leader. A failed ping of an idle connection marks
+//! the instant too ([`server_closed_one`]): whatever closed it most likely closed the rest.
 //!
 //! The mark is one per process: a process talks to one database, and in a test process that
 //! runs several applications, one application's failover costs the others no more than a
@@ -15,6 +16,11 @@
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long a connection must have sat idle to be pinged before it is lent (by the pool's
+/// acquire hook, `super::postgres::connect`, and by the writer's held connections,
+/// `super::writer_connections`).
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// The instant every age is measured from.
 static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
@@ -26,6 +32,15 @@ static STALE_BEFORE: AtomicU64 = AtomicU64::new(0);
 pub fn connections_before_now_are_stale() {
     let now = nanos_since_epoch(Instant::now());
     STALE_BEFORE.fetch_max(now, Ordering::Relaxed);
+}
+
+/// A ping found a connection closed under the pool (a restart, an operator's
+/// `pg_terminate_backend`, a proxy's idle timeout): whatever closed it most likely closed its
+/// siblings too, and those used in the last second are lent without a ping, so every
+/// connection opened before now is treated as stale. Reopening the rest costs a few
+/// connects; lending a dead one costs a customer a 503.
+pub fn server_closed_one() {
+    connections_before_now_are_stale();
 }
 
 /// Whether a connection of this age was opened before the last mark.

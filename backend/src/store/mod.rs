@@ -35,6 +35,7 @@ mod sql_store;
 pub mod sqlite;
 mod types;
 mod upkeep;
+mod writer_connections;
 
 pub use error::StoreError;
 pub use key_changes::{KeyChanges, KeyWatch};

@@ -2,6 +2,7 @@
 //! `pay_bill` claim is one statement, the bank's final word is one statement, and `FOR UPDATE SKIP LOCKED` lets every replica claim,
 //! refund, reconcile and expire at once without stepping on each other.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::migrate::{MigrateError, Migrator};
@@ -11,27 +12,33 @@ use sqlx::{Connection, PgConnection, PgPool, Pool, Postgres, Transaction};
 use super::db::{Arg, Db, Exec};
 use super::dialect::{Dialect, unapplied};
 use super::error::StoreError;
-use super::failover;
+use super::failover::{self, PING_IF_IDLE_FOR};
 use super::key_changes;
 use super::types::{KeyRef, ReplicationState};
+use super::writer_connections::WriterConnections;
 
 impl Db for Postgres {}
 
 impl Dialect for Postgres {
-    type Writer = PgPool;
+    type Writer = Arc<WriterConnections>;
     const NOW: &'static str = "now()";
     const SKIP_LOCKED: &'static str = "FOR UPDATE SKIP LOCKED";
     const FOR_UPDATE: &'static str = "FOR UPDATE";
 
-    /// The pool: each claim and outcome is one statement, committed on its own, and
-    /// PostgreSQL groups the commits of concurrent connections itself.
-    fn writer(pool: &PgPool) -> PgPool {
-        pool.clone()
+    /// Connections held out of the pool ([`WriterConnections`]): each claim and outcome is one
+    /// statement, committed on its own, and PostgreSQL groups the commits of concurrent
+    /// connections itself.
+    fn writer(pool: &PgPool) -> Arc<WriterConnections> {
+        Arc::new(WriterConnections::new(pool.clone()))
     }
 
-    /// The pool has no task of its own to stop.
-    fn writer_health(_writer: &PgPool) -> (bool, u64) {
+    /// The writer has no task of its own to stop.
+    fn writer_health(_writer: &Arc<WriterConnections>) -> (bool, u64) {
         (true, 0)
+    }
+
+    fn writer_idle_connections(writer: &Arc<WriterConnections>) -> u32 {
+        writer.idle()
     }
 
     fn rows_affected(result: &PgQueryResult) -> u64 {
@@ -102,18 +109,19 @@ impl Dialect for Postgres {
     }
 }
 
-/// How long a connection must have sat idle to be pinged before it is lent.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
-
 /// Connects a pool whose connections never carry a `statement_timeout`, and which closes a
 /// connection opened before the last failover instead of lending it ([`super::failover`]).
 ///
 /// A connection that sat idle for [`PING_IF_IDLE_FOR`] or more is pinged before it is lent,
 /// and replaced if the ping fails (a proxy or the server closed it while idle); one lent again
-/// sooner is not. sqlx's own test pings every connection on every acquire, which cost a
+/// sooner is not. A failed ping marks every connection opened before it stale
+/// ([`failover::server_closed_one`]), because the server or proxy that closed that one most
+/// likely closed the others, and one used less than a second ago would be lent unpinged. sqlx's own test pings every connection on every acquire, which cost a
 /// payment two of its six round trips to the database (docs/figures.md, "Where a payment's CPU
 /// goes"); sqlx pings each connection when it comes back to the pool as well, so one lent
-/// within a second of that ping is as tested as the ping would make it.
+/// within a second of that ping is as tested as the ping would make it. (The claim and the
+/// outcome run on connections held out of the pool, which skip that return ping:
+/// [`WriterConnections`].)
 ///
 /// Why no statement timeout: under synchronous replication a commit waits for a standby, and a
 /// statement cancelled during that wait (which is what a timeout does) is answered as a
@@ -137,7 +145,10 @@ pub async fn connect(
                     return Ok(false);
                 }
                 if metadata.idle_for >= PING_IF_IDLE_FOR {
-                    connection.ping().await?;
+                    connection
+                        .ping()
+                        .await
+                        .inspect_err(|_| failover::server_closed_one())?;
                 }
                 Ok(true)
             })

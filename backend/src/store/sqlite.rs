@@ -54,6 +54,11 @@ impl Dialect for Sqlite {
         (health.is_running(), health.restarts())
     }
 
+    /// The group-commit task borrows from the pool; it holds none idle.
+    fn writer_idle_connections(_writer: &GroupCommit) -> u32 {
+        0
+    }
+
     fn rows_affected(result: &SqliteQueryResult) -> u64 {
         result.rows_affected()
     }

@@ -131,7 +131,9 @@ impl<D: Db> Health for SqlStore<D> {
 
     fn connections(&self) -> PoolUse {
         let open = self.pool.size();
-        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
+        let idle = u32::try_from(self.pool.num_idle())
+            .unwrap_or(u32::MAX)
+            .saturating_add(D::writer_idle_connections(&self.writer));
         PoolUse {
             in_use: open.saturating_sub(idle),
             idle,

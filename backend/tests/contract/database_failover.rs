@@ -8,6 +8,9 @@
 //!   "database unavailable", 503 with nothing claimed, never a 500; and the pool drops those
 //!   connections, so the first payments once the database takes writes again go through
 //!   instead of failing on read-only sessions the pool kept.
+//!
+//! Connections cut while idle are the `database_restart` suite's (the failover mark is one per
+//! process, and these tests set it).
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -5,8 +5,16 @@
 //! by itself (`/readyz` 200, new payments go through), and after reconciliation the bank's
 //! ledger and the tables agree exactly, as after any load run.
 //!
-//! This stops the machine's one PostgreSQL server, so it lives alone in its test binary: cargo
-//! runs test binaries one after another, the tests inside one binary at the same time. It needs
+//! Also: every connection cut while it sat idle (as a restart, an operator's
+//! `pg_terminate_backend` or a proxy's idle timeout does) costs nothing: the next payments go
+//! through, because a connection idle for a second or more is pinged before it is used, in the
+//! pool and among the writer's held connections alike, and a failed ping marks every older
+//! connection stale (`store/failover.rs`).
+//!
+//! The restart stops the machine's one PostgreSQL server, so these tests live in a test binary
+//! of their own (cargo runs test binaries one after another, the tests inside one binary at the
+//! same time) and take turns ([`ONE_AT_A_TIME`]): the failover mark is one per process, so a
+//! test that sets it would disturb the other. The restart needs
 //! `pg_ctlcluster` and the right to use it (root, as `tests/run-all.sh` runs); without them it
 //! fails, saying so, rather than skip.
 
@@ -20,8 +28,12 @@ use std::time::{Duration, Instant};
 
 use bank_simulator::Knobs;
 use shared::Policy;
+use sqlx::Connection;
 use support::load::{BackgroundReconciler, assert_ledger_matches_tables, pay_until_final};
 use support::{Options, TestApp, new_key, payment_body, wait_for};
+
+/// Held by each test for its whole run (see the module docs).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Clients paying at once, each as its own user.
 const CLIENTS: u64 = 8;
@@ -134,6 +146,7 @@ async fn readyz(app: &TestApp) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a_double_debit() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let mut cluster = Cluster::local();
     let policy = Policy {
         stuck_after: Duration::from_secs(1),
@@ -257,5 +270,61 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
     assert!(
         unavailable > 0,
         "clients of the load saw the database go away as 503 service-unavailable"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payments_go_through_after_every_idle_connection_was_closed_under_the_backend() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let app = TestApp::spawn().await;
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.pg_pool())
+        .await
+        .expect("the database's name");
+    let mut admin = sqlx::PgConnection::connect(&test_harness::admin_url())
+        .await
+        .expect("the maintenance database");
+    let rounds = 3;
+    for round in 0..rounds {
+        let paid = app
+            .pay(
+                9,
+                Some(&new_key()),
+                &format!("idle-{round}"),
+                &payment_body(100),
+            )
+            .await;
+        assert_eq!(
+            paid.status,
+            201,
+            "round {round}: {}",
+            String::from_utf8_lossy(&paid.bytes)
+        );
+        // Idle past the one second after which a connection is pinged before use, then every
+        // session of the app's database is cut, as a proxy's idle timeout or a restart does.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        // (With a timeout, `pg_terminate_backend` waits until each session has ended, so the
+        // next payment cannot reach one still alive.)
+        let cut: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FILTER (WHERE ended) FROM (SELECT pg_terminate_backend(pid, 5000) \
+             AS ended FROM pg_stat_activity WHERE datname = '{database}') AS cut"
+        ))
+        .fetch_one(&mut admin)
+        .await
+        .expect("terminate the sessions");
+        assert!(cut >= 1, "round {round}: the backend's sessions were open");
+    }
+    let paid = app
+        .pay(9, Some(&new_key()), "idle-last", &payment_body(100))
+        .await;
+    assert_eq!(paid.status, 201, "{}", String::from_utf8_lossy(&paid.bytes));
+    assert_eq!(
+        app.ledger().await.debits.len(),
+        rounds + 1,
+        "one debit per payment"
+    );
+    assert_eq!(
+        app.count("payments").await,
+        i64::try_from(rounds + 1).expect("small")
     );
 }

@@ -2,7 +2,9 @@
 //! implicit transaction, committed on its own.
 
 use shared::{Fingerprint, Operation};
-use sqlx::{Acquire, PgPool, Postgres};
+use std::sync::Arc;
+
+use sqlx::{Connection, Postgres};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -15,6 +17,7 @@ use crate::store::key_changes;
 use crate::store::sql::movements::payment_from_row;
 use crate::store::sql::{keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
+use crate::store::writer_connections::WriterConnections;
 
 /// The `pay_bill` claim with its pending payment and its `claimed` event, in one statement:
 /// the payment and the event are written only if the key was inserted.
@@ -69,7 +72,7 @@ impl ClaimWrites for Postgres {
     /// transaction): the payment row is written only if the key was inserted, and the
     /// statement commits on its own before the bank is called.
     async fn claim_key_with_pending_payment(
-        pool: &PgPool,
+        writer: &Arc<WriterConnections>,
         key: KeyRef,
         (fingerprint, payment): (&Fingerprint, &NewPayment),
         claim: Lease,
@@ -90,8 +93,10 @@ impl ClaimWrites for Postgres {
             .arg(request_id_of(cause))
             .arg(Span(payment.key_kept_for))
             .arg(trace_id_of(cause));
-        let mut conn = pool.acquire().await?;
-        let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
+        let mut conn = writer.acquire().await?;
+        let claimed = Postgres::fetch_optional(&mut conn, query).await?;
+        conn.keep();
+        let Some(row) = claimed else {
             return Ok(None);
         };
         let expires_at = Fields::<Postgres>::of(&row).time("expires_at")?;
@@ -105,7 +110,7 @@ impl ClaimWrites for Postgres {
     /// movement first, or it is gone) the general transaction runs instead, to return the
     /// movement as that writer left it.
     async fn finish_movement_and_key(
-        pool: &PgPool,
+        writer: &Arc<WriterConnections>,
         key: KeyRef,
         (operation, resource_id): (Operation, Uuid),
         result: &FinalOutcome,
@@ -124,9 +129,9 @@ impl ClaimWrites for Postgres {
             .arg(result.describe())
             .arg(request_id_of(cause))
             .arg(trace_id_of(cause));
-        let mut conn = pool.acquire().await?;
+        let mut conn = writer.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
-            let mut tx = conn.begin().await?;
+            let mut tx = Connection::begin(&mut *conn).await?;
             let finished = outcome::finish_in::<Postgres>(
                 &mut tx,
                 key,
@@ -137,8 +142,10 @@ impl ClaimWrites for Postgres {
             )
             .await?;
             tx.commit().await?;
+            conn.keep();
             return Ok(finished);
         };
+        conn.keep();
         let movement = movements::movement_from_row::<Postgres>(operation, &row)?;
         let key_moved: Option<Label<shared::KeyState>> =
             Fields::<Postgres>::of(&row).get("state")?;
