@@ -6,12 +6,17 @@
 //! says so ([`super::error`]'s `lost_the_primary`) marks the instant; from then on the
 //! PostgreSQL pool's acquire hook ([`super::postgres::connect`]) closes any connection opened
 //! before that instant instead of lending it, and opens a fresh one, which HAProxy (or whatever
-//! routes to the primary) sends to the new leader. A failed ping of an idle connection marks
-//! the instant too ([`server_closed_one`]): whatever closed it most likely closed the rest.
+//! routes to the primary) sends to the new leader.
 //!
-//! The mark is one per process: a process talks to one database, and in a test process that
-//! runs several applications, one application's failover costs the others no more than a
-//! reconnect.
+//! A failed ping of an idle connection marks the instant too. Whatever closed it (a restart, an
+//! operator's `pg_terminate_backend`, a proxy's idle timeout) most likely closed its siblings,
+//! and those used within [`PING_IF_IDLE_FOR`] are lent without a ping: reopening them costs a
+//! few connects, lending a dead one costs a customer a 503.
+//!
+//! The mark is one per process: a process talks to one database. In a test process that runs
+//! several applications, one application's mark makes the others reconnect too, and can make
+//! one lend a connection it would otherwise have pinged; tests that cut connections and count
+//! on the ping run in a binary of their own (`backend/tests/database_restart`).
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,15 +37,6 @@ static STALE_BEFORE: AtomicU64 = AtomicU64::new(0);
 pub fn connections_before_now_are_stale() {
     let now = nanos_since_epoch(Instant::now());
     STALE_BEFORE.fetch_max(now, Ordering::Relaxed);
-}
-
-/// A ping found a connection closed under the pool (a restart, an operator's
-/// `pg_terminate_backend`, a proxy's idle timeout): whatever closed it most likely closed its
-/// siblings too, and those used in the last second are lent without a ping, so every
-/// connection opened before now is treated as stale. Reopening the rest costs a few
-/// connects; lending a dead one costs a customer a 503.
-pub fn server_closed_one() {
-    connections_before_now_are_stale();
 }
 
 /// Whether a connection of this age was opened before the last mark.

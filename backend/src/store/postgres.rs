@@ -115,9 +115,9 @@ impl Dialect for Postgres {
 /// A connection that sat idle for [`PING_IF_IDLE_FOR`] or more is pinged before it is lent,
 /// and replaced if the ping fails (a proxy or the server closed it while idle); one lent again
 /// sooner is not. A failed ping marks every connection opened before it stale
-/// ([`failover::server_closed_one`]), because the server or proxy that closed that one most
-/// likely closed the others, and one used less than a second ago would be lent unpinged. sqlx's own test pings every connection on every acquire, which cost a
-/// payment two of its six round trips to the database (docs/figures.md, "Where a payment's CPU
+/// ([`super::failover`]): the server or proxy that closed that one most likely closed the
+/// others, and one used less than a second ago would be lent unpinged. sqlx's own test pings
+/// every connection on every acquire, which cost a payment two of its six round trips to the database (docs/figures.md, "Where a payment's CPU
 /// goes"); sqlx pings each connection when it comes back to the pool as well, so one lent
 /// within a second of that ping is as tested as the ping would make it. (The claim and the
 /// outcome run on connections held out of the pool, which skip that return ping:
@@ -148,7 +148,7 @@ pub async fn connect(
                     connection
                         .ping()
                         .await
-                        .inspect_err(|_| failover::server_closed_one())?;
+                        .inspect_err(|_| failover::connections_before_now_are_stale())?;
                 }
                 Ok(true)
             })

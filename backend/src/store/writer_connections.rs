@@ -14,8 +14,7 @@
 //! - a connection taken from the pool before the last failover is closed, not used
 //!   (`super::failover`);
 //! - one idle for [`PING_IF_IDLE_FOR`] or more is pinged before it is used; if the ping fails,
-//!   it is closed and every connection opened before then is stale
-//!   ([`failover::server_closed_one`]);
+//!   it is closed and every connection opened before then is stale (`super::failover`);
 //! - one held longer than the pool's `max_lifetime` goes back to the pool, which closes it.
 //!
 //! At most half the pool's connections are held, so the rest of the backend (reads, the
@@ -23,12 +22,12 @@
 //! connection is in use, a statement borrows one from the pool as before.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::failover::{self, PING_IF_IDLE_FOR};
 
@@ -38,17 +37,25 @@ use super::failover::{self, PING_IF_IDLE_FOR};
 pub struct WriterConnections {
     pool: PgPool,
     idle: Mutex<Vec<Held>>,
-    /// Held connections, idle or in use.
-    held: AtomicU32,
-    most: u32,
+    /// One permit per connection that may be held; a held connection, idle or lent, carries
+    /// its permit, so however it is dropped (a future cancelled half-way included) its place is
+    /// given back.
+    places: Arc<Semaphore>,
 }
 
-/// A connection taken out of the pool to be held.
+/// A connection taken out of the pool to be held, idle between uses.
 #[derive(Debug)]
 struct Held {
     connection: PoolConnection<Postgres>,
-    taken_at: Instant,
+    place: Place,
     last_used: Instant,
+}
+
+/// A held connection's place among the most that may be held.
+#[derive(Debug)]
+struct Place {
+    taken_at: Instant,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl WriterConnections {
@@ -58,50 +65,43 @@ impl WriterConnections {
         WriterConnections {
             pool,
             idle: Mutex::default(),
-            held: AtomicU32::new(0),
-            most,
+            places: Arc::new(Semaphore::new(most as usize)),
         }
     }
 
     /// A connection to run one write on: a held one if one is idle (checked as the module
     /// docs say), else a new one to hold if fewer than the most are held, else one borrowed
-    /// from the pool for this use.
+    /// from the pool for this use. A connection dropped here (stale, too old, or failing its
+    /// ping) gives its place back with it.
     pub async fn acquire(&self) -> Result<WriterConnection<'_>, sqlx::Error> {
         while let Some(mut held) = self.take_idle() {
-            if failover::is_stale(held.taken_at.elapsed()) {
+            if failover::is_stale(held.place.taken_at.elapsed()) {
                 held.connection.close_on_drop();
-                self.forget(held);
                 continue;
             }
-            if self.too_old(&held) {
-                self.forget(held);
+            if self.too_old(&held.place) {
                 continue;
             }
             if held.last_used.elapsed() >= PING_IF_IDLE_FOR && held.connection.ping().await.is_err()
             {
-                failover::server_closed_one();
+                failover::connections_before_now_are_stale();
                 held.connection.close_on_drop();
-                self.forget(held);
                 continue;
             }
-            return Ok(WriterConnection::held(self, held));
+            return Ok(WriterConnection {
+                connection: Some(held.connection),
+                holder: Some((self, held.place)),
+            });
         }
-        if self.reserve_one() {
-            match self.pool.acquire().await {
-                Ok(connection) => {
-                    let now = Instant::now();
-                    let held = Held {
-                        connection,
-                        taken_at: now,
-                        last_used: now,
-                    };
-                    return Ok(WriterConnection::held(self, held));
-                }
-                Err(error) => {
-                    self.held.fetch_sub(1, Ordering::AcqRel);
-                    return Err(error);
-                }
-            }
+        if let Ok(permit) = Arc::clone(&self.places).try_acquire_owned() {
+            let place = Place {
+                taken_at: Instant::now(),
+                _permit: permit,
+            };
+            return Ok(WriterConnection {
+                connection: Some(self.pool.acquire().await?),
+                holder: Some((self, place)),
+            });
         }
         Ok(WriterConnection {
             connection: Some(self.pool.acquire().await?),
@@ -118,34 +118,16 @@ impl WriterConnections {
         self.lock_idle().pop()
     }
 
-    fn lock_idle(&self) -> std::sync::MutexGuard<'_, Vec<Held>> {
+    fn lock_idle(&self) -> MutexGuard<'_, Vec<Held>> {
         // A panic while the lock was held cannot leave the list half-changed: push and pop.
-        self.idle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn too_old(&self, held: &Held) -> bool {
+    fn too_old(&self, place: &Place) -> bool {
         self.pool
             .options()
             .get_max_lifetime()
-            .is_some_and(|lifetime| held.taken_at.elapsed() >= lifetime)
-    }
-
-    /// Counts one more held connection, unless the most are held already.
-    fn reserve_one(&self) -> bool {
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                (held < self.most).then_some(held + 1)
-            })
-            .is_ok()
-    }
-
-    /// Stops holding `held`: dropping it gives it back to the pool (or closes it, if it was
-    /// marked to close on drop).
-    fn forget(&self, held: Held) {
-        self.held.fetch_sub(1, Ordering::AcqRel);
-        drop(held);
+            .is_some_and(|lifetime| place.taken_at.elapsed() >= lifetime)
     }
 }
 
@@ -155,26 +137,19 @@ impl WriterConnections {
 #[derive(Debug)]
 pub struct WriterConnection<'a> {
     connection: Option<PoolConnection<Postgres>>,
-    /// The holder and when the connection was taken, for a held connection.
-    holder: Option<(&'a WriterConnections, Instant)>,
+    /// The holder and the connection's place, for a held connection.
+    holder: Option<(&'a WriterConnections, Place)>,
 }
 
-impl<'a> WriterConnection<'a> {
-    fn held(holder: &'a WriterConnections, held: Held) -> WriterConnection<'a> {
-        WriterConnection {
-            connection: Some(held.connection),
-            holder: Some((holder, held.taken_at)),
-        }
-    }
-
+impl WriterConnection<'_> {
     /// The write finished: a held connection is kept for the next one.
     pub fn keep(mut self) {
-        if let (Some((holder, taken_at)), Some(connection)) =
+        if let (Some((holder, place)), Some(connection)) =
             (self.holder.take(), self.connection.take())
         {
             let held = Held {
                 connection,
-                taken_at,
+                place,
                 last_used: Instant::now(),
             };
             holder.lock_idle().push(held);
@@ -184,11 +159,8 @@ impl<'a> WriterConnection<'a> {
 
 impl Drop for WriterConnection<'_> {
     fn drop(&mut self) {
-        if let (Some((holder, _)), Some(mut connection)) =
-            (self.holder.take(), self.connection.take())
-        {
+        if let (Some(_), Some(connection)) = (&self.holder, &mut self.connection) {
             connection.close_on_drop();
-            holder.held.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -228,6 +200,12 @@ mod tests {
             .expect("the test database")
     }
 
+    /// How many connections `writer` holds, idle or lent.
+    fn held(writer: &WriterConnections) -> usize {
+        let most = (writer.pool.options().get_max_connections() / 2) as usize;
+        most - writer.places.available_permits()
+    }
+
     async fn backend_pid(connection: &mut PgConnection) -> i32 {
         sqlx::query_scalar("SELECT pg_backend_pid()")
             .fetch_one(connection)
@@ -249,7 +227,7 @@ mod tests {
         assert_eq!(backend_pid(&mut again).await, kept_pid, "the kept one");
         drop(again);
         assert_eq!(writer.idle(), 0, "a use without keep() is not kept");
-        assert_eq!(writer.held.load(Ordering::Acquire), 0);
+        assert_eq!(held(&writer), 0);
 
         let mut next = writer.acquire().await.expect("a connection");
         assert_ne!(backend_pid(&mut next).await, kept_pid, "a fresh one");
@@ -291,11 +269,31 @@ mod tests {
         let mut next = writer.acquire().await.expect("a live connection");
         assert_ne!(backend_pid(&mut next).await, killed_pid);
         next.keep();
-        assert_eq!(
-            writer.held.load(Ordering::Acquire),
-            1,
-            "the dead one is forgotten"
+        assert_eq!(held(&writer), 1, "the dead one gave its place back");
+    }
+
+    #[tokio::test]
+    async fn a_use_cancelled_while_waiting_for_the_pool_gives_its_place_back() {
+        let database = TestDatabase::create().await;
+        let pool = pool_of(&database, 2).await;
+        let writer = WriterConnections::new(pool.clone());
+        let taken = [
+            pool.acquire().await.expect("a connection"),
+            pool.acquire().await.expect("a connection"),
+        ];
+        let waiting = tokio::time::timeout(Duration::from_millis(100), writer.acquire()).await;
+        assert!(
+            waiting.is_err(),
+            "the pool is exhausted, so the acquire waits"
         );
+        assert_eq!(held(&writer), 0, "the cancelled acquire holds nothing");
+        drop(taken);
+
+        let mut next = writer.acquire().await.expect("a connection");
+        assert!(next.holder.is_some(), "the place was free again");
+        backend_pid(&mut next).await;
+        next.keep();
+        assert_eq!(held(&writer), 1);
     }
 
     #[tokio::test]
