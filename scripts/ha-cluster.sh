@@ -19,6 +19,7 @@
 #   scripts/ha-cluster.sh thaw-replication         # SIGCONT them
 #   scripts/ha-cluster.sh restart-etcd             # stop etcd and start it again
 #   scripts/ha-cluster.sh wait-healthy [SECONDS]   # until a leader and a streaming sync standby
+#   scripts/ha-cluster.sh reinit-stuck             # re-clone each standby that does not stream
 #   scripts/ha-cluster.sh down                     # stop everything and remove the scratch folder
 #
 # Replication: `up` is synchronous (Patroni's synchronous_mode: a commit is acknowledged only
@@ -152,6 +153,8 @@ postgresql:
   data_dir: $dir/$node/data
   bin_dir: $pg_bin
   pgpass: $dir/$node/pgpass
+  remove_data_directory_on_rewind_failure: true
+  remove_data_directory_on_diverged_timelines: true
   parameters:
     unix_socket_directories: $dir/$node
   pg_hba:
@@ -273,7 +276,37 @@ wait_healthy() {
   done
   say "the cluster did not become healthy within ${seconds}s"
   status >&2 || true
+  for node in "${nodes[@]}"; do
+    echo "$node's last Patroni lines:" >&2
+    grep -v -e "no action" -e "Lock owner" "$dir/$node-log/patroni.log" 2>/dev/null | tail -n 8 >&2 || true
+  done
   return 1
+}
+
+# Every member that is neither the leader nor streaming from it, as "NODE STATE" lines. Killed
+# nodes are not members (their keys expired); start-node brings them back.
+members_not_streaming() {
+  "$patronictl" -c "$dir/node1.yml" list -f json 2>/dev/null | "$patroni_home/bin/python" -c '
+import json, sys
+for member in json.load(sys.stdin):
+    if member.get("Role") != "Leader" and member.get("State") != "streaming":
+        print(member["Member"], member.get("State", "unknown").replace(" ", "-"))
+'
+}
+
+# The on-call step for a standby Patroni cannot bring back by itself: re-cloned from the leader
+# (patronictl reinit: its data folder removed, a fresh base backup). Seen here: a former leader
+# whose pg_rewind lost its source half-way (the node it rewound from was killed) is started on
+# its half-rewound folder and waits for WAL that never comes, "starting" for good; Patroni's
+# remove_data_directory_on_rewind_failure does not cover a source lost mid-rewind. Prints each
+# re-cloned node with the state it was in.
+reinit_stuck() {
+  local node state
+  while read -r node state; do
+    [ -n "$node" ] || continue
+    "$patronictl" -c "$dir/node1.yml" reinit payments "$node" --force --wait >/dev/null
+    echo "$node $state"
+  done < <(members_not_streaming)
 }
 
 status() {
@@ -400,6 +433,7 @@ case $command in
   leader) leader ;;
   history) "$patronictl" -c "$dir/node1.yml" history -f json ;;
   wait-healthy) wait_healthy "${1:-60}" "${2:-}" ;;
+  reinit-stuck) reinit_stuck ;;
   kill-leader)
     node=$(leader) || { say "no leader to kill"; exit 1; }
     kill_node "$node"

@@ -93,6 +93,14 @@ impl HaCluster {
             .map(drop)
     }
 
+    /// Until, besides a healthy leader, every node streams from it (the cluster whole again),
+    /// within `seconds`.
+    pub async fn wait_whole(&self, seconds: u32) -> Result<(), String> {
+        self.run(&["wait-healthy", &seconds.to_string(), "all"])
+            .await
+            .map(drop)
+    }
+
     fn run_blocking(&self, args: &[&str]) -> Result<String, String> {
         let output = Command::new(&self.script)
             .args(args)

@@ -11,12 +11,15 @@
 //!
 //! On a replicated cluster (`--database ha`) the machine's PostgreSQL is not restarted; the
 //! cluster's faults ([`ClusterFault`], driven through `scripts/ha-cluster.sh`) strike instead,
-//! spread evenly over the soak, each waited out until the cluster has a writable leader (with a
-//! synchronous standby, where it replicates synchronously): the leader's node killed, a planned
+//! spread evenly over the soak, each waited out until the cluster is whole again (a writable
+//! leader, every node streaming from it, one of them synchronous where it replicates
+//! synchronously): the leader's node killed, a planned
 //! switchover, every standby killed, the leader's node paused past the leader lock's TTL and
 //! resumed (it must be demoted), etcd restarted, and the leader's WAL senders frozen while
 //! payments commit, then the leader killed: the fault that loses acknowledged commits under
-//! asynchronous replication (and under synchronous replication only delays them).
+//! asynchronous replication (and under synchronous replication only delays them). A standby
+//! still not streaming after [`CLUSTER_RECOVERY_SECONDS`] is re-cloned from the leader, as
+//! on-call would, and the soak prints it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,6 +29,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use sqlx::Connection;
+use test_harness::HaCluster;
 
 use crate::stack::{Database, DatabaseKind, Stack};
 
@@ -45,13 +49,18 @@ const LEADER_PAUSED: Duration = Duration::from_secs(24);
 /// How long the standbys stay down, or the WAL shipping to them frozen.
 const STANDBYS_AWAY: Duration = Duration::from_secs(4);
 
-/// How long a cluster fault may take to end in a healthy cluster, in seconds.
+/// How long a cluster fault may take to end in a whole cluster, in seconds.
 const CLUSTER_RECOVERY_SECONDS: u32 = 120;
+
+/// How long a killed leader's node stays down at most, waiting for another to take over, in
+/// seconds (a failover takes 20 to 25 s here).
+const FAILOVER_SECONDS: u32 = 60;
 
 /// A fault of the replicated cluster (`--database ha`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum ClusterFault {
-    /// `SIGKILL` the leader's Patroni and PostgreSQL; start the node again once another leads.
+    /// `SIGKILL` the leader's Patroni and PostgreSQL; start the node again once another leads
+    /// (or after [`FAILOVER_SECONDS`], if none may).
     KillLeader,
     /// A planned switchover (`patronictl switchover`).
     Switchover,
@@ -284,12 +293,6 @@ async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()
     let run = |args: &'static [&'static str]| async move {
         cluster.run(args).await.map_err(anyhow::Error::msg)
     };
-    let healthy = || async {
-        cluster
-            .wait_healthy(CLUSTER_RECOVERY_SECONDS)
-            .await
-            .map_err(anyhow::Error::msg)
-    };
     let start_again = |nodes: String| async move {
         for node in nodes.split_whitespace() {
             cluster
@@ -302,7 +305,7 @@ async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()
     match fault {
         ClusterFault::KillLeader => {
             let killed = run(&["kill-leader"]).await?;
-            healthy().await?;
+            fail_over(cluster).await;
             start_again(killed).await?;
         }
         ClusterFault::Switchover => {
@@ -328,11 +331,50 @@ async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()
             tokio::time::sleep(STANDBYS_AWAY).await;
             let killed = run(&["kill-leader"]).await;
             run(&["thaw-replication"]).await?;
-            healthy().await?;
+            fail_over(cluster).await;
             start_again(killed?).await?;
         }
     }
-    healthy().await
+    whole_or_repaired(cluster).await
+}
+
+/// Waits, within [`FAILOVER_SECONDS`], for the cluster to be healthy without its killed leader;
+/// the killed node is started again after it either way, as a crashed machine comes back.
+/// Patroni promotes only a standby recorded as synchronous, and a leader killed seconds after
+/// its own promotion may have recorded none yet: then no node may take over, and the cluster
+/// rightly waits for the killed one. Printed, not an error.
+async fn fail_over(cluster: &HaCluster) {
+    if cluster.wait_healthy(FAILOVER_SECONDS).await.is_err() {
+        println!(
+            "          cluster: no healthy leader within {FAILOVER_SECONDS} s without the killed node; starting it"
+        );
+    }
+}
+
+/// Waits for the cluster to be whole again (a healthy leader, every node streaming from it); if
+/// it is not within [`CLUSTER_RECOVERY_SECONDS`], does what on-call would
+/// (`ha-cluster.sh reinit-stuck`: every standby that does not stream is re-cloned from the
+/// leader, printed) and waits once more. Patroni cannot bring back a former leader whose rewind
+/// lost its source half-way, a state two quick failovers can leave (docs/operations.md, "A
+/// standby that does not come back").
+async fn whole_or_repaired(cluster: &HaCluster) -> anyhow::Result<()> {
+    let Err(first) = cluster.wait_whole(CLUSTER_RECOVERY_SECONDS).await else {
+        return Ok(());
+    };
+    let repaired = cluster
+        .run(&["reinit-stuck"])
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if repaired.trim().is_empty() {
+        anyhow::bail!("{first}");
+    }
+    for line in repaired.lines() {
+        println!("          cluster: not streaming, re-cloned from the leader by hand: {line}");
+    }
+    cluster
+        .wait_whole(CLUSTER_RECOVERY_SECONDS)
+        .await
+        .map_err(|second| anyhow::anyhow!("{second}\n(before the re-clone: {first})"))
 }
 
 /// Sets the bank's knobs (`PUT /knobs`).
