@@ -295,11 +295,11 @@ for member in json.load(sys.stdin):
 }
 
 # The on-call step for a standby Patroni cannot bring back by itself: re-cloned from the leader
-# (patronictl reinit: its data folder removed, a fresh base backup). Seen here: a former leader
-# whose pg_rewind lost its source half-way (the node it rewound from was killed) is started on
-# its half-rewound folder and waits for WAL that never comes, "starting" for good; Patroni's
-# remove_data_directory_on_rewind_failure does not cover a source lost mid-rewind. Prints each
-# re-cloned node with the state it was in.
+# (patronictl reinit: its data folder removed, a fresh base backup). Upstream reports
+# (patroni/patroni#3652, #3648): a former leader whose pg_rewind lost its source half-way (the
+# node it rewound from was killed) is started on its half-rewound folder and waits for WAL that
+# never comes, "starting" for good; remove_data_directory_on_rewind_failure does not cover a
+# source lost mid-rewind. Prints each re-cloned node with the state it was in.
 reinit_stuck() {
   local node state
   while read -r node state; do
