@@ -15,11 +15,14 @@
 //! **Nothing is ever written outside the batch's transaction.** SQLite rolls a transaction back
 //! by itself on some errors (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`); a `SAVEPOINT` run
 //! after that would open a transaction of its own, and its `RELEASE` commit it, while the batch
-//! goes on to tell every caller "nothing written". So before each write the writer checks that
-//! its connection is still inside the batch's transaction, and the first write whose failure
-//! cannot be undone alone stops the batch: the rest do not run, the batch is rolled back whole,
-//! every caller hears "not written" (a 503 to the client, with nothing saved), and the writer
-//! closes the connection and opens a fresh one for the next batch.
+//! goes on to tell every caller "nothing written". So each write's savepoint is released before
+//! the next write's opens (one statement string, `RELEASE s; SAVEPOINT s`: one trip to SQLite's
+//! thread between two writes), and its name is private to the writer: a random one per writer
+//! task, which no write knows. If the batch's transaction is gone, that `RELEASE` (or the undo
+//! of a failed write, `ROLLBACK TO s`) finds no such savepoint and fails, whatever the write did
+//! meanwhile. The first such failure stops the batch: the rest do not run, the batch is rolled
+//! back whole, every caller hears "not written" (a 503 to the client, with nothing saved), and
+//! the writer closes the connection and opens a fresh one for the next batch.
 //!
 //! **The writer is supervised.** Should its task end (a write that panics), the supervisor
 //! counts it, marks the writer stopped (readiness then says not ready: [`GroupCommit::health`])
@@ -59,9 +62,8 @@ type Acknowledge = Box<dyn FnOnce(Result<(), String>) + Send>;
 struct Ran {
     /// What to tell its caller once the batch's fate is known.
     acknowledge: Acknowledge,
-    /// `false` if it failed and its changes could not be undone alone: the batch must stop and
-    /// must not commit.
-    undone_or_kept: bool,
+    /// Whether its statements failed: their changes must be undone, back to its savepoint.
+    failed: bool,
 }
 
 /// Whether the writer runs, and how often it had to be started again.
@@ -117,7 +119,8 @@ impl GroupCommit {
         let (sender, answer) = oneshot::channel();
         let write: Write = Box::new(move |conn: &mut SqliteConnection| {
             Box::pin(async move {
-                let (outcome, undone_or_kept) = in_savepoint(conn, statements).await;
+                let outcome = statements(conn).await;
+                let failed = outcome.is_err();
                 let acknowledge = Box::new(move |committed: Result<(), String>| {
                     let answer = match committed {
                         Ok(()) => outcome,
@@ -128,7 +131,7 @@ impl GroupCommit {
                 });
                 Ran {
                     acknowledge,
-                    undone_or_kept,
+                    failed,
                 }
             })
         });
@@ -170,6 +173,7 @@ async fn supervise(
 /// after a batch that failed.
 async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Receiver<Write>>>) {
     let mut queue = queue.lock().await;
+    let savepoint = Savepoint::private();
     let mut connection: Option<SqliteConnection> = None;
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -190,15 +194,45 @@ async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Rec
                 }
             },
         };
-        if write_batch(&mut conn, batch).await {
+        if write_batch(&mut conn, &savepoint, batch).await {
             connection = Some(conn);
         }
     }
 }
 
-/// One transaction for `batch`, then each write's answer. `false` if the batch failed: the
-/// connection is then in a state not worth trusting, and is closed.
-async fn write_batch(conn: &mut SqliteConnection, batch: Vec<Write>) -> bool {
+/// The statements that open, close and undo each write's savepoint, under a name no write
+/// knows, so none can open or close it by mistake (see the module docs).
+struct Savepoint {
+    /// Opens the first write's savepoint.
+    open: String,
+    /// Closes the last write's savepoint, keeping its changes, and opens the next one's.
+    release_and_open: String,
+    /// Undoes a failed write's changes, leaving its savepoint open (empty).
+    undo: String,
+    /// Closes the last write's savepoint and commits the batch.
+    release_and_commit: String,
+}
+
+impl Savepoint {
+    /// Statements for a savepoint with a fresh random name.
+    fn private() -> Savepoint {
+        let name = format!("group_commit_{}", uuid::Uuid::new_v4().simple());
+        Savepoint {
+            open: format!("SAVEPOINT {name}"),
+            release_and_open: format!("RELEASE {name}; SAVEPOINT {name}"),
+            undo: format!("ROLLBACK TO {name}"),
+            release_and_commit: format!("RELEASE {name}; COMMIT"),
+        }
+    }
+}
+
+/// One transaction for `batch`, each write in `savepoint`, then each write's answer. `false`
+/// if the batch failed: the connection is then in a state not worth trusting, and is closed.
+async fn write_batch(
+    conn: &mut SqliteConnection,
+    savepoint: &Savepoint,
+    batch: Vec<Write>,
+) -> bool {
     let writes = batch.len();
     if let Err(error) = Sqlite::execute(conn, sqlx::query("BEGIN IMMEDIATE")).await {
         // Nothing ran; dropping the writes tells each caller so.
@@ -206,27 +240,38 @@ async fn write_batch(conn: &mut SqliteConnection, batch: Vec<Write>) -> bool {
         return false;
     }
     let mut ran = Vec::with_capacity(writes);
-    let mut stopped: Option<&str> = None;
+    let mut stopped: Option<String> = None;
+    // Whether a write's savepoint is open: closed (released) before the next one opens.
+    let mut open = false;
     for write in batch {
-        if !still_in_transaction(conn).await {
-            stopped = Some("SQLite ended the batch's transaction before one of its writes");
+        let boundary = if open {
+            &savepoint.release_and_open
+        } else {
+            &savepoint.open
+        };
+        if let Err(error) = Sqlite::execute(conn, sqlx::query(boundary)).await {
+            stopped = Some(format!(
+                "the batch's transaction ended under a write, or its savepoint failed: {error}"
+            ));
             break;
         }
+        open = true;
         let one = write(conn).await;
-        let undone_or_kept = one.undone_or_kept;
+        let failed = one.failed;
         ran.push(one);
-        if !undone_or_kept {
-            stopped = Some("a failed write in its batch could not be undone alone");
+        if failed && let Err(error) = Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
+            stopped = Some(format!("a failed write could not be undone alone: {error}"));
             break;
         }
     }
     // Writes the loop did not reach are dropped here, which tells their callers "not written".
     let committed = match stopped {
-        None => Sqlite::execute(conn, sqlx::query("COMMIT"))
+        None if open => Sqlite::execute(conn, sqlx::query(&savepoint.release_and_commit))
             .await
             .map(drop)
-            .map_err(|error| format!("the commit failed: {error}")),
-        Some(why) => Err(why.to_owned()),
+            .map_err(|error| format!("the commit (or the last write's release) failed: {error}")),
+        None => Err("the batch held no write".to_owned()),
+        Some(why) => Err(why),
     };
     if let Err(why) = &committed {
         tracing::warn!(why, writes, "a group commit wrote nothing");
@@ -237,41 +282,6 @@ async fn write_batch(conn: &mut SqliteConnection, batch: Vec<Write>) -> bool {
         (ran.acknowledge)(committed.clone());
     }
     committed.is_ok()
-}
-
-/// Whether `conn` is still inside a transaction: `BEGIN` is refused inside one ("cannot start a
-/// transaction within a transaction") and changes nothing there. Outside one it would open a
-/// transaction, which is rolled back at once.
-async fn still_in_transaction(conn: &mut SqliteConnection) -> bool {
-    if Sqlite::execute(conn, sqlx::query("BEGIN")).await.is_err() {
-        return true;
-    }
-    let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
-    false
-}
-
-/// Runs `statements` inside a savepoint of the batch, undoing them alone if they fail; also
-/// says whether the batch may go on (`false` if a failed write could not be undone alone, or
-/// its savepoint could not be closed).
-async fn in_savepoint<T, F>(
-    conn: &mut SqliteConnection,
-    statements: F,
-) -> (Result<T, StoreError>, bool)
-where
-    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>,
-{
-    if let Err(error) = Sqlite::execute(conn, sqlx::query("SAVEPOINT one_write")).await {
-        return (Err(error.into()), false);
-    }
-    let outcome = statements(conn).await;
-    if outcome.is_err()
-        && let Err(error) = Sqlite::execute(conn, sqlx::query("ROLLBACK TO one_write")).await
-    {
-        tracing::warn!(%error, "could not undo a failed write");
-        return (outcome, false);
-    }
-    let released = Sqlite::execute(conn, sqlx::query("RELEASE one_write")).await;
-    (outcome, released.is_ok())
 }
 
 /// The error a write's caller gets when its batch could not be written.
@@ -400,9 +410,9 @@ mod tests {
         /// The transaction is rolled back and the write reports success: closing its savepoint
         /// then fails.
         WriteSucceeds,
-        /// The transaction is rolled back and a savepoint of the same name opened outside it,
-        /// so every step of the write's own bookkeeping succeeds (and commits nothing): only
-        /// the check before the next write sees that the batch's transaction is gone.
+        /// The transaction is rolled back and a savepoint opened outside it (a transaction of
+        /// its own): only the release of the writer's savepoint, whose name the write cannot
+        /// know, sees that the batch's transaction is gone.
         SavepointHidesIt,
     }
 
