@@ -9,8 +9,8 @@
 //!   `BEGIN IMMEDIATE`, which takes the write lock up front, so writers queue (behind
 //!   `busy_timeout`) instead of failing half-way; that also serialises the refund claim's
 //!   remaining-amount check. The journal is in WAL mode, so readers never wait for a writer.
-//! - **The claim** is two `INSERT`s (SQLite cannot `INSERT` inside a `WITH`), still committed
-//!   before the bank is called.
+//! - **The claim** is three `INSERT`s sent as one string (SQLite cannot `INSERT` inside a
+//!   `WITH`; `store::claims`), still committed before the bank is called.
 //! - **Claims and outcomes share commits.** One writer task gathers the claims and outcomes
 //!   that arrive together into one transaction, one fsync for many payments, with
 //!   `synchronous = FULL` kept ([`super::group_commit`]).

@@ -5,8 +5,12 @@
 use std::collections::HashSet;
 
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body};
+use backend::domain::Cause;
+use backend::store::{FinalOutcome, KeyRef};
 use bank_simulator::Knobs;
 use futures_util::future::join_all;
+use shared::api::MovementStatus;
+use shared::{IdempotencyKey, KeyState, Operation, UserId};
 
 /// Runs `rounds` rounds of `attempts` simultaneous requests with one fresh key per round, then
 /// checks every answer and the ledger.
@@ -115,7 +119,85 @@ async fn a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits(store: Sto
     race(&app, 50, 8).await;
 }
 
+/// The request path and a reconciler can both come to write one claim's outcome; the store, not
+/// the caller, decides which answer stands. Written through the store on each (on SQLite the
+/// outcome is one string of three statements, each after the first writing only if the one
+/// before it did): the first answer stands, the key finishes once, the trail holds one
+/// `bank_answered`; an outcome for no movement writes nothing; a retry of the key claims
+/// nothing new (no second payment, no second `claimed`) and replays the first answer.
+async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    let body = payment_body(230_000);
+    let key = new_key();
+    app.claim_without_paying(7, &key, &body).await;
+    let idempotency_key = IdempotencyKey::try_from(key.clone()).expect("a valid key");
+    let key_ref = KeyRef::new(UserId::new(7).expect("positive"), &idempotency_key);
+    let claimed = app.state.store.load_key(key_ref).await.expect("read");
+    let payment_id = claimed.expect("the claim is stored").resource_id;
+    let finish = |result: FinalOutcome, resource_id| {
+        let store = app.state.store.clone();
+        async move {
+            store
+                .finish(
+                    key_ref,
+                    Operation::PayBill,
+                    resource_id,
+                    &result,
+                    &Cause::background(),
+                )
+                .await
+                .expect("the outcome is written")
+        }
+    };
+    let declined = FinalOutcome::Declined {
+        reason: "insufficient_funds".to_owned(),
+    };
+
+    let first = finish(FinalOutcome::Succeeded, payment_id)
+        .await
+        .expect("the payment exists");
+    assert_eq!(first.movement.status(), MovementStatus::Succeeded);
+    let key_now = first.key.expect("the key finished with the first answer");
+    assert_eq!(key_now.record.state, KeyState::Done);
+    assert_eq!(key_now.resource_id, payment_id);
+
+    let late = finish(declined.clone(), payment_id)
+        .await
+        .expect("the payment exists");
+    assert_eq!(
+        late.movement.status(),
+        MovementStatus::Succeeded,
+        "the first answer stands"
+    );
+    assert!(late.key.is_none(), "the key had finished already");
+    assert!(
+        finish(declined, uuid::Uuid::new_v4()).await.is_none(),
+        "no movement, nothing written"
+    );
+
+    let retry = app.pay(7, Some(&key), "elec-1", &body).await;
+    assert_eq!(retry.status, 201, "{retry:?}");
+    assert_eq!(retry.json()["payment_id"], payment_id.to_string());
+    assert_eq!(retry.json()["status"], "succeeded");
+    let events_named = |event: &str| {
+        format!("SELECT count(*) FROM key_events WHERE user_id = 7 AND event = '{event}'")
+    };
+    assert_eq!(app.scalar(&events_named("claimed")).await, 1);
+    assert_eq!(app.scalar(&events_named("bank_answered")).await, 1);
+    assert_eq!(app.count("payments").await, 1);
+    assert_eq!(
+        app.scalar("SELECT count(*) FROM payments WHERE status = 'succeeded'")
+            .await,
+        1
+    );
+    assert!(
+        app.ledger().await.debits.is_empty(),
+        "the bank was never called"
+    );
+}
+
 for_each_store!(
+    a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing,
     two_attempts_at_once_debit_once_in_every_round,
     eight_attempts_at_once_debit_once_in_every_round,
     a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits,

@@ -5,7 +5,7 @@
 //! Two writes differ between the databases, and are written side by side here, one file each
 //! ([`ClaimWrites`]): the `pay_bill` claim with its pending payment, and the bank's final word.
 //! On PostgreSQL each is one statement (a data-modifying `WITH`, one round trip); on SQLite each
-//! is a few statements in one transaction through the group commit. Everything else (the refund
+//! is one string of three statements (one trip to SQLite's thread) through the group commit. Everything else (the refund
 //! claim, the reads, the unknown, release and re-claim writes) is the shared statements of
 //! `store::sql`, composed here once.
 
@@ -292,4 +292,14 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         let refunds = movements::select_refunds_of::<D>(&mut conn, user_id, payment_id).await?;
         Ok(Some((payment, refunds)))
     }
+}
+
+/// The request id an event of `cause` is recorded with.
+fn request_id_of(cause: &Cause) -> Option<String> {
+    cause.request_id.as_ref().map(|id| id.as_str().to_owned())
+}
+
+/// The trace id an event of `cause` is recorded with, as the column's 16 bytes.
+fn trace_id_of(cause: &Cause) -> Option<Vec<u8>> {
+    cause.trace_id.map(|id| id.to_bytes().to_vec())
 }

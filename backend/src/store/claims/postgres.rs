@@ -8,7 +8,7 @@ use sqlx::{Connection, Postgres};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::ClaimWrites;
+use super::{ClaimWrites, request_id_of, trace_id_of};
 use crate::domain::{Cause, EventKind};
 use crate::store::columns::{Label, Span};
 use crate::store::db::{Arg, Exec, Fields};
@@ -158,14 +158,4 @@ impl ClaimWrites for Postgres {
             key: key_now,
         }))
     }
-}
-
-/// The request id an event of `cause` is recorded with.
-fn request_id_of(cause: &Cause) -> Option<String> {
-    cause.request_id.as_ref().map(|id| id.as_str().to_owned())
-}
-
-/// The trace id an event of `cause` is recorded with, as the column's 16 bytes.
-fn trace_id_of(cause: &Cause) -> Option<Vec<u8>> {
-    cause.trace_id.map(|id| id.to_bytes().to_vec())
 }

@@ -1,18 +1,70 @@
-//! SQLite's two writes of [`ClaimWrites`]: each a few statements through the group commit
+//! SQLite's two writes of [`ClaimWrites`]: each one statement string through the group commit
 //! (`store::group_commit`), which shares one transaction and one fsync among the writes that
-//! arrive together. SQLite cannot `INSERT` inside a `WITH`, so the claim is two `INSERT`s.
+//! arrive together.
+//!
+//! SQLite cannot write inside a `WITH`, so where PostgreSQL has one statement
+//! (`claims/postgres.rs`) SQLite runs three, sent together: sqlx runs every statement of one
+//! string on SQLite's thread in one trip, binding the same numbered parameters to each. Each
+//! statement after the first writes only if the one before it changed a row (`changes() = 1`:
+//! SQLite's count for the last statement that completed, and the statements of a string run one
+//! after another). Their rows come back in order, which tells which statements wrote.
 
 use shared::{Fingerprint, Operation};
 use sqlx::Sqlite;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::ClaimWrites;
-use crate::domain::{Cause, EventKind, NewEvent};
+use super::{ClaimWrites, request_id_of, trace_id_of};
+use crate::domain::{Cause, EventKind};
+use crate::store::columns::{Label, Span};
+use crate::store::db::{Arg, Exec, Fields};
+use crate::store::dialect::Dialect;
 use crate::store::error::StoreError;
 use crate::store::group_commit::GroupCommit;
-use crate::store::sql::{events, keys, movements, outcome};
+use crate::store::sql::movements::{PAYMENT_COLUMNS, payment_from_row};
+use crate::store::sql::{keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
+
+/// The `pay_bill` claim with its pending payment and its `claimed` event: the payment and the
+/// event are written only if the key was inserted. Its rows: none if the key was stored
+/// already, else the key's expiry, then the payment.
+fn claim_payment_statements() -> String {
+    format!(
+        "
+INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                              lease_owner, lease_until, expires_at)
+VALUES ($1, $2, $3, 'started', $4, $5, $10, {now} + $11, {now} + $13)
+ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at;
+INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                      bank_reference)
+SELECT $5, $1, $6, $7, $8, 'pending', $9 WHERE changes() = 1
+RETURNING {PAYMENT_COLUMNS};
+INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
+SELECT $1, $2, $5, 'claimed', $12, $14 WHERE changes() = 1",
+        now = Sqlite::NOW
+    )
+}
+
+/// The bank's final word on a movement of `operation`: the movement's outcome, the key's `done`
+/// state (only if the movement moved) and the `bank_answered` event (only if the key moved).
+/// Its rows: none if the movement was not pending, else the movement, then the key if it moved.
+fn finish_statements(operation: Operation) -> String {
+    let (table, id_column, columns) = movements::table(operation);
+    format!(
+        "
+UPDATE {table} SET status = $3, decline_reason = $4, finished_at = {now}
+WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
+RETURNING {columns};
+UPDATE idempotency_keys SET {set_done}
+WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND changes() = 1
+RETURNING {key_columns};
+INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
+SELECT $2, $5, $1, 'bank_answered', $6, $7, $8 WHERE changes() = 1",
+        now = Sqlite::NOW,
+        set_done = keys::SET_DONE,
+        key_columns = keys::key_columns::<Sqlite>(""),
+    )
+}
 
 impl ClaimWrites for Sqlite {
     async fn claim_key_with_pending_payment(
@@ -22,37 +74,47 @@ impl ClaimWrites for Sqlite {
         claim: Lease,
         cause: &Cause,
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let (fingerprint, payment) = (*fingerprint, payment.clone());
-        let claimed = NewEvent::of_claim(
-            (key.user.as_i64(), key.key, payment.payment_id),
-            EventKind::Claimed,
-            None,
-            cause,
-        );
+        let fingerprint = fingerprint.as_bytes().to_vec();
+        let (payment, request_id, trace_id) =
+            (payment.clone(), request_id_of(cause), trace_id_of(cause));
         writer
             .write(move |conn| {
                 Box::pin(async move {
-                    let Some(expires_at) = keys::insert_started_key::<Sqlite>(
-                        conn,
-                        key,
-                        (Operation::PayBill, payment.payment_id),
-                        &fingerprint,
-                        payment.key_kept_for,
-                        claim,
-                    )
-                    .await?
-                    else {
-                        return Ok(None);
-                    };
-                    let row =
-                        movements::insert_pending_payment::<Sqlite>(conn, key, &payment).await?;
-                    events::append::<Sqlite>(conn, &claimed).await?;
-                    Ok(Some((row, expires_at)))
+                    let sql = claim_payment_statements();
+                    let query = sqlx::query(&sql)
+                        .arg(key.user.as_i64())
+                        .arg(key.key)
+                        .arg(Label(Operation::PayBill))
+                        .arg(fingerprint)
+                        .arg(payment.payment_id)
+                        .arg(payment.bill_id)
+                        .arg(payment.amount_paise)
+                        .arg(payment.payer_vpa)
+                        .arg(payment.bank_reference)
+                        .arg(claim.owner)
+                        .arg(Span(claim.lasts))
+                        .arg(request_id)
+                        .arg(Span(payment.key_kept_for))
+                        .arg(trace_id);
+                    match Sqlite::fetch_all(conn, query).await?.as_slice() {
+                        [] => Ok(None),
+                        [key_row, payment_row] => Ok(Some((
+                            payment_from_row::<Sqlite>(payment_row, "")?,
+                            Fields::<Sqlite>::of(key_row).time("expires_at")?,
+                        ))),
+                        rows => Err(StoreError::Corrupt(format!(
+                            "the claim returned {} rows; none or two expected",
+                            rows.len()
+                        ))),
+                    }
                 })
             })
             .await
     }
 
+    /// The common case in one trip; when the movement was not pending (a racing writer
+    /// finished it first, or it is gone) nothing was written, and the general statements run
+    /// instead, in the same write, to return the movement as that writer left it.
     async fn finish_movement_and_key(
         writer: &GroupCommit,
         key: KeyRef,
@@ -64,15 +126,45 @@ impl ClaimWrites for Sqlite {
         writer
             .write(move |conn| {
                 Box::pin(async move {
-                    outcome::finish_in::<Sqlite>(
-                        conn,
-                        key,
-                        (operation, resource_id),
-                        &result,
-                        EventKind::BankAnswered,
-                        &cause,
-                    )
-                    .await
+                    let (status, reason) = result.status_and_reason();
+                    let sql = finish_statements(operation);
+                    let query = sqlx::query(&sql)
+                        .arg(resource_id)
+                        .arg(key.user.as_i64())
+                        .arg(Label(status))
+                        .arg(reason.map(str::to_owned))
+                        .arg(key.key)
+                        .arg(result.describe())
+                        .arg(request_id_of(&cause))
+                        .arg(trace_id_of(&cause));
+                    let rows = Sqlite::fetch_all(conn, query).await?;
+                    let (moved, key_now) = match rows.as_slice() {
+                        [] => {
+                            return outcome::finish_in::<Sqlite>(
+                                conn,
+                                key,
+                                (operation, resource_id),
+                                &result,
+                                EventKind::BankAnswered,
+                                &cause,
+                            )
+                            .await;
+                        }
+                        [moved] => (moved, None),
+                        [moved, key_row] => {
+                            (moved, Some(keys::stored_key_from_row::<Sqlite>(key_row)?))
+                        }
+                        rows => {
+                            return Err(StoreError::Corrupt(format!(
+                                "the outcome returned {} rows; at most two expected",
+                                rows.len()
+                            )));
+                        }
+                    };
+                    Ok(Some(Finished {
+                        movement: movements::movement_from_row::<Sqlite>(operation, moved)?,
+                        key: key_now,
+                    }))
                 })
             })
             .await

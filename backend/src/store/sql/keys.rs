@@ -17,7 +17,7 @@ use crate::store::types::{KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
 
 /// The key columns [`stored_key_from_row`] reads, of the table aliased `alias` (`"k."`, or `""`
 /// where `RETURNING` takes no alias), and the database's clock as `read_at`.
-fn key_columns<D: Db>(alias: &str) -> String {
+pub fn key_columns<D: Db>(alias: &str) -> String {
     format!(
         "{alias}user_id, {alias}key, {alias}operation, {alias}state, {alias}fingerprint, \
          {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}expires_at, \

@@ -10,10 +10,10 @@ use crate::store::columns::Label;
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 use crate::store::types::{
-    FinalOutcome, KeyRef, NewPayment, NewRefund, PaymentRow, RefundRow, SavedMovement, StoredKey,
+    FinalOutcome, KeyRef, NewRefund, PaymentRow, RefundRow, SavedMovement, StoredKey,
 };
 
-const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
+pub const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
      bank_reference, decline_reason";
 
 const REFUND_COLUMNS: &str = "refund_id, payment_id, user_id, amount_paise, status, \
@@ -36,27 +36,6 @@ pub fn table(operation: Operation) -> (&'static str, &'static str, &'static str)
         Operation::PayBill => ("payments", "payment_id", PAYMENT_COLUMNS),
         Operation::RefundPayment => ("refunds", "refund_id", REFUND_COLUMNS),
     }
-}
-
-/// Writes a pending payment, in the claim's transaction, right after its key was inserted.
-pub async fn insert_pending_payment<D: Db>(
-    conn: &mut D::Connection,
-    key: KeyRef,
-    payment: &NewPayment,
-) -> Result<PaymentRow, StoreError> {
-    let sql = format!(
-        "INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
-                               bank_reference) \
-         VALUES ($1, $2, $3, $4, $5, 'pending', $6) RETURNING {PAYMENT_COLUMNS}"
-    );
-    let query = sqlx::query(&sql)
-        .arg(payment.payment_id)
-        .arg(key.user.as_i64())
-        .arg(payment.bill_id.clone())
-        .arg(payment.amount_paise)
-        .arg(payment.payer_vpa.clone())
-        .arg(payment.bank_reference.clone());
-    payment_from_row::<D>(&D::fetch_one(conn, query).await?, "")
 }
 
 /// Writes a pending refund of the debit `debit_reference`, in the claim's transaction.

@@ -1,7 +1,7 @@
 //! The bank's final word written as SPEC §5 invariant 4 requires: the movement's outcome and
 //! the key's `done` state together, in the caller's transaction. Written once for both
-//! databases; on PostgreSQL the request path's common case is one statement instead
-//! ([`crate::store::postgres`]), and this is its fallback.
+//! databases; the request path's common case is one statement on PostgreSQL and one statement
+//! string on SQLite instead (`store::claims`), and this is their fallback.
 
 use shared::Operation;
 use shared::api::MovementStatus;
