@@ -16,9 +16,11 @@
 //! by itself on some errors (`SQLITE_FULL`, `SQLITE_IOERR`, `SQLITE_NOMEM`); a `SAVEPOINT` run
 //! after that would open a transaction of its own, and its `RELEASE` commit it, while the batch
 //! goes on to tell every caller "nothing written". So each write's savepoint is released before
-//! the next write's opens (one statement string, `RELEASE s; SAVEPOINT s`: one trip to SQLite's
-//! thread between two writes), and its name is private to the writer: a random one per writer
-//! task, which no write knows. If the batch's transaction is gone, that `RELEASE` (or the undo
+//! the next write's opens, and its name is private to the writer: a random one per writer task,
+//! which no write knows. Each step is one statement string, so one trip to SQLite's thread
+//! (sqlx hands every statement to a thread of the connection's own): `BEGIN IMMEDIATE;
+//! SAVEPOINT s` before the first write, `RELEASE s; SAVEPOINT s` between two, `RELEASE s;
+//! COMMIT` after the last. If the batch's transaction is gone, that `RELEASE` (or the undo
 //! of a failed write, `ROLLBACK TO s`) finds no such savepoint and fails, whatever the write did
 //! meanwhile. The first such failure stops the batch: the rest do not run, the batch is rolled
 //! back whole, every caller hears "not written" (a 503 to the client, with nothing saved), and
@@ -203,8 +205,8 @@ async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Rec
 /// The statements that open, close and undo each write's savepoint, under a name no write
 /// knows, so none can open or close it by mistake (see the module docs).
 struct Savepoint {
-    /// Opens the first write's savepoint.
-    open: String,
+    /// Begins the batch's transaction and opens the first write's savepoint.
+    begin_and_open: String,
     /// Closes the last write's savepoint, keeping its changes, and opens the next one's.
     release_and_open: String,
     /// Undoes a failed write's changes, leaving its savepoint open (empty).
@@ -218,7 +220,7 @@ impl Savepoint {
     fn private() -> Savepoint {
         let name = format!("group_commit_{}", uuid::Uuid::new_v4().simple());
         Savepoint {
-            open: format!("SAVEPOINT {name}"),
+            begin_and_open: format!("BEGIN IMMEDIATE; SAVEPOINT {name}"),
             release_and_open: format!("RELEASE {name}; SAVEPOINT {name}"),
             undo: format!("ROLLBACK TO {name}"),
             release_and_commit: format!("RELEASE {name}; COMMIT"),
@@ -234,28 +236,26 @@ async fn write_batch(
     batch: Vec<Write>,
 ) -> bool {
     let writes = batch.len();
-    if let Err(error) = Sqlite::execute(conn, sqlx::query("BEGIN IMMEDIATE")).await {
-        // Nothing ran; dropping the writes tells each caller so.
+    if let Err(error) = Sqlite::execute(conn, sqlx::query(&savepoint.begin_and_open)).await {
+        // Nothing ran; dropping the writes tells each caller so. If the transaction began but
+        // the savepoint failed, the transaction is rolled back with the connection's close.
         tracing::warn!(%error, writes, "could not begin a group commit");
         return false;
     }
     let mut ran = Vec::with_capacity(writes);
     let mut stopped: Option<String> = None;
-    // Whether a write's savepoint is open: closed (released) before the next one opens.
-    let mut open = false;
-    for write in batch {
-        let boundary = if open {
-            &savepoint.release_and_open
-        } else {
-            &savepoint.open
-        };
-        if let Err(error) = Sqlite::execute(conn, sqlx::query(boundary)).await {
+    for (index, write) in batch.into_iter().enumerate() {
+        // The first write's savepoint opened with the transaction; each later one opens as the
+        // write before it is released.
+        if index > 0
+            && let Err(error) =
+                Sqlite::execute(conn, sqlx::query(&savepoint.release_and_open)).await
+        {
             stopped = Some(format!(
                 "the batch's transaction ended under a write, or its savepoint failed: {error}"
             ));
             break;
         }
-        open = true;
         let one = write(conn).await;
         let failed = one.failed;
         ran.push(one);
@@ -266,11 +266,10 @@ async fn write_batch(
     }
     // Writes the loop did not reach are dropped here, which tells their callers "not written".
     let committed = match stopped {
-        None if open => Sqlite::execute(conn, sqlx::query(&savepoint.release_and_commit))
+        None => Sqlite::execute(conn, sqlx::query(&savepoint.release_and_commit))
             .await
             .map(drop)
             .map_err(|error| format!("the commit (or the last write's release) failed: {error}")),
-        None => Err("the batch held no write".to_owned()),
         Some(why) => Err(why),
     };
     if let Err(why) = &committed {
