@@ -98,11 +98,11 @@ fn claim_and_outcome() -> String {
             "'succeeded'",
             "NULL",
             KEY,
-            &channel,
-            &payload,
             "'succeeded'",
             "'bench-request-id'",
             TRACE_ID,
+            &channel,
+            &payload,
         ],
     );
     format!(

@@ -18,10 +18,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shared::{Fingerprint, Operation};
+use sqlx::query::Query;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::db::Db;
+use super::columns::{Label, Span};
+use super::db::{Arg, Db};
 use super::error::StoreError;
 use super::key_changes::KeyChanges;
 use super::slices::Claims;
@@ -292,6 +294,56 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         let refunds = movements::select_refunds_of::<D>(&mut conn, user_id, payment_id).await?;
         Ok(Some((payment, refunds)))
     }
+}
+
+/// The `pay_bill` claim's statement (`claims/postgres.rs`, `claims/sqlite.rs`) with its
+/// parameters, numbered alike on both databases: `$1` user, `$2` key, `$3` operation, `$4`
+/// fingerprint, `$5` payment id, `$6` bill, `$7` amount, `$8` payer, `$9` bank reference, `$10`
+/// claim holder, `$11` claim's length, `$12` request id, `$13` key's life, `$14` trace id.
+fn claim_payment_query<'q, D: Db>(
+    sql: &'q str,
+    key: KeyRef,
+    (fingerprint, payment): (&Fingerprint, &NewPayment),
+    claim: Lease,
+    cause: &Cause,
+) -> Query<'q, D, D::Arguments<'q>> {
+    sqlx::query(sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(Label(Operation::PayBill))
+        .arg(fingerprint.as_bytes().to_vec())
+        .arg(payment.payment_id)
+        .arg(payment.bill_id.clone())
+        .arg(payment.amount_paise)
+        .arg(payment.payer_vpa.clone())
+        .arg(payment.bank_reference.clone())
+        .arg(claim.owner)
+        .arg(Span(claim.lasts))
+        .arg(request_id_of(cause))
+        .arg(Span(payment.key_kept_for))
+        .arg(trace_id_of(cause))
+}
+
+/// The bank's final word's statement with its parameters, numbered alike on both databases:
+/// `$1` movement id, `$2` user, `$3` status, `$4` decline reason, `$5` key, `$6` the event's
+/// detail, `$7` request id, `$8` trace id. PostgreSQL's adds the announcement's `$9`, `$10`.
+fn finish_query<'q, D: Db>(
+    sql: &'q str,
+    key: KeyRef,
+    resource_id: Uuid,
+    result: &FinalOutcome,
+    cause: &Cause,
+) -> Query<'q, D, D::Arguments<'q>> {
+    let (status, reason) = result.status_and_reason();
+    sqlx::query(sql)
+        .arg(resource_id)
+        .arg(key.user.as_i64())
+        .arg(Label(status))
+        .arg(reason.map(str::to_owned))
+        .arg(key.key)
+        .arg(result.describe())
+        .arg(request_id_of(cause))
+        .arg(trace_id_of(cause))
 }
 
 /// The request id an event of `cause` is recorded with.

@@ -8,9 +8,9 @@ use sqlx::{Connection, Postgres};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{ClaimWrites, request_id_of, trace_id_of};
+use super::{ClaimWrites, claim_payment_query, finish_query};
 use crate::domain::{Cause, EventKind};
-use crate::store::columns::{Label, Span};
+use crate::store::columns::Label;
 use crate::store::db::{Arg, Exec, Fields};
 use crate::store::error::StoreError;
 use crate::store::key_changes;
@@ -55,10 +55,10 @@ done AS (
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
-told AS (SELECT pg_notify($6, $7) FROM done WHERE awaited),
+told AS (SELECT pg_notify($9, $10) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
-    SELECT $2, $5, $1, 'bank_answered', $8, $9, $10 FROM done)
+    SELECT $2, $5, $1, 'bank_answered', $6, $7, $8 FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told
@@ -78,21 +78,7 @@ impl ClaimWrites for Postgres {
         claim: Lease,
         cause: &Cause,
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let query = sqlx::query(CLAIM_PAYMENT)
-            .arg(key.user.as_i64())
-            .arg(key.key)
-            .arg(Label(shared::Operation::PayBill))
-            .arg(fingerprint.as_bytes().to_vec())
-            .arg(payment.payment_id)
-            .arg(payment.bill_id.clone())
-            .arg(payment.amount_paise)
-            .arg(payment.payer_vpa.clone())
-            .arg(payment.bank_reference.clone())
-            .arg(claim.owner)
-            .arg(Span(claim.lasts))
-            .arg(request_id_of(cause))
-            .arg(Span(payment.key_kept_for))
-            .arg(trace_id_of(cause));
+        let query = claim_payment_query(CLAIM_PAYMENT, key, (fingerprint, payment), claim, cause);
         let mut conn = writer.acquire().await?;
         let claimed = Postgres::fetch_optional(&mut conn, query).await?;
         conn.keep();
@@ -116,19 +102,10 @@ impl ClaimWrites for Postgres {
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
-        let (status, reason) = result.status_and_reason();
         let sql = finish_statement(operation);
-        let query = sqlx::query(&sql)
-            .arg(resource_id)
-            .arg(key.user.as_i64())
-            .arg(Label(status))
-            .arg(reason.map(str::to_owned))
-            .arg(key.key)
+        let query = finish_query(&sql, key, resource_id, result, cause)
             .arg(key_changes::CHANNEL.to_owned())
-            .arg(key_changes::payload(key))
-            .arg(result.describe())
-            .arg(request_id_of(cause))
-            .arg(trace_id_of(cause));
+            .arg(key_changes::payload(key));
         let mut conn = writer.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             let mut tx = Connection::begin(&mut *conn).await?;

@@ -14,10 +14,9 @@ use sqlx::Sqlite;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::{ClaimWrites, request_id_of, trace_id_of};
+use super::{ClaimWrites, claim_payment_query, finish_query};
 use crate::domain::{Cause, EventKind};
-use crate::store::columns::{Label, Span};
-use crate::store::db::{Arg, Exec, Fields};
+use crate::store::db::{Exec, Fields};
 use crate::store::dialect::Dialect;
 use crate::store::error::StoreError;
 use crate::store::group_commit::GroupCommit;
@@ -74,28 +73,13 @@ impl ClaimWrites for Sqlite {
         claim: Lease,
         cause: &Cause,
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let fingerprint = fingerprint.as_bytes().to_vec();
-        let (payment, request_id, trace_id) =
-            (payment.clone(), request_id_of(cause), trace_id_of(cause));
+        let (fingerprint, payment, cause) = (*fingerprint, payment.clone(), cause.clone());
         writer
             .write(move |conn| {
                 Box::pin(async move {
                     let sql = claim_payment_statements();
-                    let query = sqlx::query(&sql)
-                        .arg(key.user.as_i64())
-                        .arg(key.key)
-                        .arg(Label(Operation::PayBill))
-                        .arg(fingerprint)
-                        .arg(payment.payment_id)
-                        .arg(payment.bill_id)
-                        .arg(payment.amount_paise)
-                        .arg(payment.payer_vpa)
-                        .arg(payment.bank_reference)
-                        .arg(claim.owner)
-                        .arg(Span(claim.lasts))
-                        .arg(request_id)
-                        .arg(Span(payment.key_kept_for))
-                        .arg(trace_id);
+                    let query =
+                        claim_payment_query(&sql, key, (&fingerprint, &payment), claim, &cause);
                     match Sqlite::fetch_all(conn, query).await?.as_slice() {
                         [] => Ok(None),
                         [key_row, payment_row] => Ok(Some((
@@ -126,17 +110,8 @@ impl ClaimWrites for Sqlite {
         writer
             .write(move |conn| {
                 Box::pin(async move {
-                    let (status, reason) = result.status_and_reason();
                     let sql = finish_statements(operation);
-                    let query = sqlx::query(&sql)
-                        .arg(resource_id)
-                        .arg(key.user.as_i64())
-                        .arg(Label(status))
-                        .arg(reason.map(str::to_owned))
-                        .arg(key.key)
-                        .arg(result.describe())
-                        .arg(request_id_of(&cause))
-                        .arg(trace_id_of(&cause));
+                    let query = finish_query(&sql, key, resource_id, &result, &cause);
                     let rows = Sqlite::fetch_all(conn, query).await?;
                     let (moved, key_now) = match rows.as_slice() {
                         [] => {
