@@ -5,9 +5,10 @@
 //! Two writes differ between the databases, and are written side by side here, one file each
 //! ([`ClaimWrites`]): the `pay_bill` claim with its pending payment, and the bank's final word.
 //! On PostgreSQL each is one statement (a data-modifying `WITH`, one round trip); on SQLite each
-//! is one string of three statements (one trip to SQLite's thread) through the group commit. Everything else (the refund
-//! claim, the reads, the unknown, release and re-claim writes) is the shared statements of
-//! `store::sql`, composed here once.
+//! is one string of three statements (one trip to SQLite's thread) through the group commit.
+//! Their parameters are bound once for both ([`claim_payment_query`], [`finish_query`]).
+//! Everything else (the refund claim, the reads, the unknown, release and re-claim writes) is the
+//! shared statements of `store::sql`, composed here once.
 
 pub(super) mod postgres;
 mod sqlite;
