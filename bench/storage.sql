@@ -37,13 +37,13 @@ INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resou
 SELECT user_id, key, 'pay_bill', 'done', fingerprint, payment_id FROM generated;
 
 -- Each payment's audit trail as the backend writes it: `claimed` with the claim, then
--- `bank_answered` with the outcome, each with the request's X-Request-Id (a UUID as text) and
--- its trace id (16 bytes).
+-- `bank_answered` with the outcome, each with the request's X-Request-Id (a UUID, as the edge
+-- mints it: the `request_id` column's 16 bytes) and its trace id (16 bytes).
 INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-SELECT user_id, key, payment_id, 'claimed', gen_random_uuid()::text, decode(md5(n::text), 'hex')
+SELECT user_id, key, payment_id, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
-SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid()::text,
+SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid(),
        decode(md5(n::text), 'hex')
 FROM generated;
 

@@ -1,6 +1,7 @@
 -- A hand-written baseline, not generated and not checked against the code (bench/pgbench/README).
 -- claim-and-outcome.sql as it was before a key's change was announced only when a request
--- waits on it (issue 29): the outcome statement sends its NOTIFY on every payment.
+-- waits on it (issue 29): the outcome statement sends its NOTIFY on every payment. Its request
+-- ids are UUIDs, as the trail's `request_id` column has kept them since the compact trail.
 -- pgbench: one new-key payment as the backend sends it to PostgreSQL, generated from
 -- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim
 -- with its pending payment and its `claimed` event (one statement, committed before the
@@ -18,7 +19,7 @@ WITH claimed AS (
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
     INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id',
+    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', gen_random_uuid(),
            decode(md5(:payment_n::text), 'hex') FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
@@ -45,7 +46,7 @@ told AS (SELECT pg_notify('idempotency_key_changed',
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
-           'succeeded', 'bench-request-id', decode(md5(:payment_n::text), 'hex') FROM done)
+           'succeeded', gen_random_uuid(), decode(md5(:payment_n::text), 'hex') FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

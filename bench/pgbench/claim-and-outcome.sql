@@ -14,9 +14,10 @@ WITH claimed AS (
            now() + interval '48 hours')
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', 'bench-request-id',
-           decode(md5(:payment_n::text), 'hex') FROM claimed),
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id,
+                            request_id_text)
+    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', gen_random_uuid(),
+           decode(md5(:payment_n::text), 'hex'), NULL FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference)
@@ -40,9 +41,10 @@ done AS (
 told AS (SELECT pg_notify('idempotency_key_changed',
        :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
 recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
+                            request_id_text)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
-           'succeeded', 'bench-request-id', decode(md5(:payment_n::text), 'hex') FROM done)
+           'succeeded', gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

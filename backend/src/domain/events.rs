@@ -51,6 +51,32 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind, in the order of the PostgreSQL enum type `key_event_kind`.
+    const ALL: [EventKind; 17] = [
+        EventKind::Claimed,
+        EventKind::ClaimedAgain,
+        EventKind::Replayed,
+        EventKind::MismatchRefused,
+        EventKind::InProgressRefused,
+        EventKind::Waited,
+        EventKind::BankAnswered,
+        EventKind::BankAnswerUnknown,
+        EventKind::LookedUp,
+        EventKind::Released,
+        EventKind::LateDebitFound,
+        EventKind::Resolved,
+        EventKind::Voided,
+        EventKind::Expired,
+        EventKind::OperatorLookup,
+        EventKind::LedgerChecked,
+        EventKind::CustomerViewed,
+    ];
+
+    /// The kind named `name` (a stored or wire name).
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
     /// The stored and wire name.
     pub fn name(self) -> &'static str {
         match self {

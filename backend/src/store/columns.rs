@@ -3,8 +3,10 @@
 //! - [`Timestamp`]: `timestamptz` in PostgreSQL, INTEGER unix microseconds in SQLite;
 //! - [`Span`]: a length of time added to or taken from a timestamp: an `interval` in
 //!   PostgreSQL, microseconds in SQLite (`{now} - $1` reads right in both);
-//! - [`Label`]: a named state (`KeyState`, `Operation`, `MovementStatus`): a PostgreSQL enum
-//!   type, or TEXT under a CHECK in SQLite.
+//! - [`TrailRequestId`]: a request id in the trail's two columns: a canonical UUID as its 16
+//!   bytes (`request_id`), anything else as sent (`request_id_text`);
+//! - [`Label`]: a named state (`KeyState`, `Operation`, `MovementStatus`, the trail's
+//!   `EventKind`): a PostgreSQL enum type, or TEXT under a CHECK in SQLite.
 
 use std::time::Duration;
 
@@ -17,6 +19,9 @@ use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::sqlite::{SqliteArgumentValue, SqliteTypeInfo, SqliteValueRef};
 use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
 use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::domain::EventKind;
 
 /// A point in time, as a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +30,44 @@ pub struct Timestamp(pub OffsetDateTime);
 /// A length of time, as an argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span(pub Duration);
+
+/// A request id as the trail keeps it, in two columns: a UUID in canonical form (lower-case,
+/// hyphenated: the edge's and the backend's own ids) as its 16 bytes, anything else a client
+/// sent as text. A row has at most one of the two; reading them back gives the id as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TrailRequestId {
+    /// The `request_id` column.
+    pub uuid: Option<Uuid>,
+    /// The `request_id_text` column.
+    pub text: Option<String>,
+}
+
+impl TrailRequestId {
+    /// The columns for the id `sent` (`None`: no request caused the event).
+    pub fn of(sent: Option<&str>) -> TrailRequestId {
+        let Some(sent) = sent else {
+            return TrailRequestId::default();
+        };
+        let canonical = Uuid::try_parse(sent)
+            .ok()
+            .filter(|uuid| uuid.hyphenated().encode_lower(&mut Uuid::encode_buffer()) == sent);
+        match canonical {
+            Some(uuid) => TrailRequestId {
+                uuid: Some(uuid),
+                text: None,
+            },
+            None => TrailRequestId {
+                uuid: None,
+                text: Some(sent.to_owned()),
+            },
+        }
+    }
+
+    /// The id as it was sent, from the two columns read back.
+    pub fn read(uuid: Option<Uuid>, text: Option<String>) -> Option<String> {
+        uuid.map(|uuid| uuid.hyphenated().to_string()).or(text)
+    }
+}
 
 /// A named state, as a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +110,16 @@ impl Labelled for MovementStatus {
     }
     fn from_label(label: &str) -> Option<Self> {
         MovementStatus::from_name(label)
+    }
+}
+
+impl Labelled for EventKind {
+    const PG_TYPE: &'static str = "key_event_kind";
+    fn label(self) -> &'static str {
+        self.name()
+    }
+    fn from_label(label: &str) -> Option<Self> {
+        EventKind::from_name(label)
     }
 }
 
@@ -207,5 +260,36 @@ impl<'q, T: Labelled> Encode<'q, Sqlite> for Label<T> {
 impl<'r, T: Labelled> Decode<'r, Sqlite> for Label<T> {
     fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
         Label::parse(<&str as Decode<Sqlite>>::decode(value)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TrailRequestId;
+
+    /// Every id comes back as it was sent; only a canonical UUID goes in the 16-byte column
+    /// (an upper-case, braced or unhyphenated UUID would not read back the same from it).
+    #[test]
+    fn a_request_id_reads_back_as_sent() {
+        let canonical = "0b8c3c2e-8d0e-4f7a-9a51-3f1b2c4d5e6f";
+        for sent in [
+            canonical,
+            "0B8C3C2E-8D0E-4F7A-9A51-3F1B2C4D5E6F",
+            "{0b8c3c2e-8d0e-4f7a-9a51-3f1b2c4d5e6f}",
+            "0b8c3c2e8d0e4f7a9a513f1b2c4d5e6f",
+            "phone-attempt-1",
+        ] {
+            let columns = TrailRequestId::of(Some(sent));
+            assert_eq!(
+                columns.uuid.is_some(),
+                sent == canonical,
+                "{sent}: {columns:?}"
+            );
+            assert!(columns.uuid.is_none() || columns.text.is_none(), "{sent}");
+            let read = TrailRequestId::read(columns.uuid, columns.text);
+            assert_eq!(read.as_deref(), Some(sent));
+        }
+        assert_eq!(TrailRequestId::of(None), TrailRequestId::default());
+        assert_eq!(TrailRequestId::read(None, None), None);
     }
 }

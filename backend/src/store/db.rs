@@ -25,6 +25,8 @@ use super::error::StoreError;
 use shared::api::MovementStatus;
 use shared::{KeyState, Operation};
 
+use crate::domain::EventKind;
+
 /// A database the store runs on: PostgreSQL or SQLite (see the module docs). Implemented in
 /// `store::postgres` and `store::sqlite`, where the compiler checks every capability.
 pub trait Db:
@@ -47,6 +49,7 @@ pub trait Db:
     + Codec<Label<Operation>>
     + Codec<Label<MovementStatus>>
     + Codec<Option<Label<MovementStatus>>>
+    + Codec<Label<EventKind>>
 {
 }
 

@@ -83,9 +83,10 @@ fn claim_and_outcome() -> String {
             &reference,
             "gen_random_uuid()",
             "interval '6 seconds'",
-            "'bench-request-id'",
+            "gen_random_uuid()",
             "interval '48 hours'",
             TRACE_ID,
+            "NULL",
         ],
     );
     let channel = format!("'{CHANNEL}'");
@@ -99,8 +100,9 @@ fn claim_and_outcome() -> String {
             "NULL",
             KEY,
             "'succeeded'",
-            "'bench-request-id'",
+            "gen_random_uuid()",
             TRACE_ID,
+            "NULL",
             &channel,
             &payload,
         ],

@@ -14,14 +14,6 @@ use serde_json::json;
 use crate::spec_rows::simulate_crash_after_claim;
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, send_pay};
 
-/// The request ids stamped on `user`'s events, in order.
-async fn request_ids(app: &TestApp, user: u64) -> Vec<String> {
-    app.texts(&format!(
-        "SELECT COALESCE(request_id, '-') FROM key_events WHERE user_id = {user} ORDER BY event_id"
-    ))
-    .await
-}
-
 /// `POST /v1/bills/elec-1/pay` as `user` with `key` and `X-Request-Id: request_id`.
 async fn pay_as(app: &TestApp, user: u64, key: &str, request_id: &str) -> reqwest::Response {
     app.http
@@ -53,7 +45,7 @@ async fn a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_requ
     let trail = app.trail_of_length(7, 3).await;
     assert_eq!(trail, ["claimed", "bank_answered", "replayed"]);
     assert_eq!(
-        request_ids(&app, 7).await,
+        app.request_ids(7).await,
         ["phone-attempt-1", "phone-attempt-1", "phone-attempt-2"]
     );
     assert_eq!(
@@ -90,7 +82,7 @@ async fn a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one(store: S
         .expect("visible ASCII")
         .to_owned();
     assert!(uuid::Uuid::parse_str(&minted).is_ok(), "{minted}");
-    assert_eq!(request_ids(&app, 3).await, [minted.clone(), minted]);
+    assert_eq!(app.request_ids(3).await, [minted.clone(), minted]);
 }
 
 async fn a_mismatch_and_a_decline_are_recorded_with_what_happened(store: StoreKind) {
@@ -179,7 +171,7 @@ async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: St
         app.trail(9).await,
         ["claimed", "bank_answer_unknown", "resolved"]
     );
-    let ids = request_ids(&app, 9).await;
+    let ids = app.request_ids(9).await;
     assert_eq!(
         ids[0], ids[1],
         "the unknown answer belongs to the claiming request"

@@ -419,9 +419,32 @@ impl TestApp {
     /// The names of `user`'s audit trail events, in the order they were written.
     pub async fn trail(&self, user: u64) -> Vec<String> {
         self.texts(&format!(
-            "SELECT event FROM key_events WHERE user_id = {user} ORDER BY event_id"
+            "SELECT CAST(event AS TEXT) FROM key_events WHERE user_id = {user} ORDER BY event_id"
         ))
         .await
+    }
+
+    /// The request ids stamped on `user`'s events, in the order they were written (`-` for an
+    /// event no request caused): a canonical UUID from the trail's `request_id` column, any
+    /// other id from `request_id_text`.
+    pub async fn request_ids(&self, user: u64) -> Vec<String> {
+        let sql = format!(
+            "SELECT request_id, request_id_text FROM key_events WHERE user_id = {user} \
+             ORDER BY event_id"
+        );
+        let rows: Vec<(Option<uuid::Uuid>, Option<String>)> = match &self.db {
+            TestDb::Postgres(pool) => sqlx::query_as(&sql).fetch_all(pool).await,
+            TestDb::Sqlite(pool) => sqlx::query_as(&sql).fetch_all(pool).await,
+        }
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+        rows.into_iter()
+            .map(|(uuid, text)| match (uuid, text) {
+                (Some(uuid), None) => uuid.to_string(),
+                (None, Some(text)) => text,
+                (None, None) => "-".to_owned(),
+                both => panic!("an event with both request id columns: {both:?}"),
+            })
+            .collect()
     }
 
     /// `user`'s trail once it holds `count` events (observations are written a moment after

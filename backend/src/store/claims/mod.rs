@@ -23,7 +23,7 @@ use sqlx::query::Query;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::columns::{Label, Span};
+use super::columns::{Label, Span, TrailRequestId};
 use super::db::{Arg, Db};
 use super::error::StoreError;
 use super::key_changes::KeyChanges;
@@ -34,7 +34,7 @@ use super::types::{
     ClaimResult, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund, PaymentRow,
     RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
-use crate::domain::{Cause, EventKind, NewEvent};
+use crate::domain::{Cause, EventKind, NewEvent, RequestId};
 
 /// How many times a claim is tried when its key disappears between the claim and the read of
 /// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
@@ -300,7 +300,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
 /// The `pay_bill` claim's statement (`claims/postgres.rs`, `claims/sqlite.rs`) with its
 /// parameters, numbered alike on both databases: `$1` user, `$2` key, `$3` operation, `$4`
 /// fingerprint, `$5` payment id, `$6` bill, `$7` amount, `$8` payer, `$9` bank reference, `$10`
-/// claim holder, `$11` claim's length, `$12` request id, `$13` key's life, `$14` trace id.
+/// claim holder, `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
+/// id, `$15` request id (any other text; `store::columns::TrailRequestId`).
 fn claim_payment_query<'q, D: Db>(
     sql: &'q str,
     key: KeyRef,
@@ -308,6 +309,7 @@ fn claim_payment_query<'q, D: Db>(
     claim: Lease,
     cause: &Cause,
 ) -> Query<'q, D, D::Arguments<'q>> {
+    let request_id = request_id_of(cause);
     sqlx::query(sql)
         .arg(key.user.as_i64())
         .arg(key.key)
@@ -320,14 +322,16 @@ fn claim_payment_query<'q, D: Db>(
         .arg(payment.bank_reference.clone())
         .arg(claim.owner)
         .arg(Span(claim.lasts))
-        .arg(request_id_of(cause))
+        .arg(request_id.uuid)
         .arg(Span(payment.key_kept_for))
         .arg(trace_id_of(cause))
+        .arg(request_id.text)
 }
 
 /// The bank's final word's statement with its parameters, numbered alike on both databases:
 /// `$1` movement id, `$2` user, `$3` status, `$4` decline reason, `$5` key, `$6` the event's
-/// detail, `$7` request id, `$8` trace id. PostgreSQL's adds the announcement's `$9`, `$10`.
+/// detail, `$7` request id (a UUID), `$8` trace id, `$9` request id (any other text).
+/// PostgreSQL's adds the announcement's `$10`, `$11`.
 fn finish_query<'q, D: Db>(
     sql: &'q str,
     key: KeyRef,
@@ -336,6 +340,7 @@ fn finish_query<'q, D: Db>(
     cause: &Cause,
 ) -> Query<'q, D, D::Arguments<'q>> {
     let (status, reason) = result.status_and_reason();
+    let request_id = request_id_of(cause);
     sqlx::query(sql)
         .arg(resource_id)
         .arg(key.user.as_i64())
@@ -343,13 +348,14 @@ fn finish_query<'q, D: Db>(
         .arg(reason.map(str::to_owned))
         .arg(key.key)
         .arg(result.describe())
-        .arg(request_id_of(cause))
+        .arg(request_id.uuid)
         .arg(trace_id_of(cause))
+        .arg(request_id.text)
 }
 
-/// The request id an event of `cause` is recorded with.
-fn request_id_of(cause: &Cause) -> Option<String> {
-    cause.request_id.as_ref().map(|id| id.as_str().to_owned())
+/// The request id an event of `cause` is recorded with, as the trail's two columns.
+fn request_id_of(cause: &Cause) -> TrailRequestId {
+    TrailRequestId::of(cause.request_id.as_ref().map(RequestId::as_str))
 }
 
 /// The trace id an event of `cause` is recorded with, as the column's 16 bytes.

@@ -28,8 +28,9 @@ WITH claimed AS (
     VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13)
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-    SELECT $1, $2, resource_id, 'claimed', $12, $14 FROM claimed),
+    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id,
+                            request_id_text)
+    SELECT $1, $2, resource_id, 'claimed', $12, $14, $15 FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference)
@@ -55,10 +56,11 @@ done AS (
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
-told AS (SELECT pg_notify($9, $10) FROM done WHERE awaited),
+told AS (SELECT pg_notify($10, $11) FROM done WHERE awaited),
 recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
-    SELECT $2, $5, $1, 'bank_answered', $6, $7, $8 FROM done)
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
+                            request_id_text)
+    SELECT $2, $5, $1, 'bank_answered', $6, $7, $8, $9 FROM done)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

@@ -38,8 +38,8 @@ INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, sta
                       bank_reference)
 SELECT $5, $1, $6, $7, $8, 'pending', $9 WHERE changes() = 1
 RETURNING {PAYMENT_COLUMNS};
-INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-SELECT $1, $2, $5, 'claimed', $12, $14 WHERE changes() = 1",
+INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id, request_id_text)
+SELECT $1, $2, $5, 'claimed', $12, $14, $15 WHERE changes() = 1",
         now = Sqlite::NOW
     )
 }
@@ -57,8 +57,9 @@ RETURNING {columns};
 UPDATE idempotency_keys SET {set_done}
 WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND changes() = 1
 RETURNING {key_columns};
-INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
-SELECT $2, $5, $1, 'bank_answered', $6, $7, $8 WHERE changes() = 1",
+INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
+                        request_id_text)
+SELECT $2, $5, $1, 'bank_answered', $6, $7, $8, $9 WHERE changes() = 1",
         now = Sqlite::NOW,
         set_done = keys::SET_DONE,
         key_columns = keys::key_columns::<Sqlite>(""),

@@ -6,22 +6,22 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::operator_reads::{Page, Paged, TrailOf};
-use crate::domain::{NewEvent, Observed, TraceId};
-use crate::store::columns::{Span, Timestamp};
+use crate::domain::{EventKind, NewEvent, Observed, TraceId};
+use crate::store::columns::{Label, Span, Timestamp, TrailRequestId};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 
 const COLUMNS: &str = "user_id, key, resource_id, at, event, detail, request_id, operator, reason, \
-                       repeats, trace_id";
+                       repeats, trace_id, request_id_text";
 
 /// [`COLUMNS`] and the event's id, as a read returns them.
 const READ_COLUMNS: &str = "event_id, user_id, key, resource_id, at, event, detail, request_id, \
-                            operator, reason, repeats, trace_id";
+                            operator, reason, repeats, trace_id, request_id_text";
 
 /// Appends `event`, stamped with the database's clock, in the caller's transaction.
 pub async fn append<D: Db>(conn: &mut D::Connection, event: &NewEvent) -> Result<(), StoreError> {
     let sql = format!(
-        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, $3, {now}, $4, $5, $6, $7, $8, 1, $9)",
+        "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, $3, {now}, $4, $5, $6, $7, $8, 1, $9, $10)",
         now = D::NOW
     );
     D::execute(conn, bind_event::<D>(sqlx::query(&sql), event)).await?;
@@ -37,7 +37,7 @@ pub async fn append_observed<D: Db>(
     let sql = format!(
         "INSERT INTO key_events ({COLUMNS}) VALUES ($1, $2, \
              COALESCE($3, (SELECT resource_id FROM idempotency_keys WHERE user_id = $1 AND key = $2)), \
-             $10, $4, $5, $6, $7, $8, $11, $9)"
+             $11, $4, $5, $6, $7, $8, $12, $9, $10)"
     );
     let query = bind_event::<D>(sqlx::query(&sql), &observed.event)
         .arg(Timestamp(observed.at))
@@ -54,16 +54,18 @@ fn bind_event<'q, D: Db>(
         Some(action) => (Some(action.operator.clone()), action.reason.clone()),
         None => (None, None),
     };
+    let request_id = TrailRequestId::of(event.request_id.as_deref());
     query
         .arg(event.user_id)
         .arg(event.key)
         .arg(event.resource_id)
-        .arg(event.kind.name().to_owned())
+        .arg(Label(event.kind))
         .arg(event.detail.clone())
-        .arg(event.request_id.clone())
+        .arg(request_id.uuid)
         .arg(operator)
         .arg(reason)
         .arg(event.trace_id.map(|id| id.to_bytes().to_vec()))
+        .arg(request_id.text)
 }
 
 /// An event as read back.
@@ -156,9 +158,9 @@ pub fn event_from_row<D: Db>(row: &D::Row) -> Result<StoredEvent, StoreError> {
         key: fields.get("key")?,
         resource_id: fields.get("resource_id")?,
         at: fields.get::<Timestamp>("at")?.0,
-        event: fields.get("event")?,
+        event: fields.get::<Label<EventKind>>("event")?.0.name().to_owned(),
         detail: fields.get("detail")?,
-        request_id: fields.get("request_id")?,
+        request_id: TrailRequestId::read(fields.get("request_id")?, fields.get("request_id_text")?),
         trace_id: fields
             .get::<Option<Vec<u8>>>("trace_id")?
             .and_then(|bytes| <[u8; 16]>::try_from(bytes).ok())

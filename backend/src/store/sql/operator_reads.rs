@@ -352,7 +352,7 @@ pub async fn late_debits<D: Db>(
     };
     let sql = format!(
         "SELECT e.event_id, e.user_id, e.key, e.resource_id, e.at, e.event, e.detail, \
-                e.request_id, e.operator, e.reason, e.repeats, e.trace_id, \
+                e.request_id, e.operator, e.reason, e.repeats, e.trace_id, e.request_id_text, \
                 COALESCE(p.bank_reference, r.bank_reference) AS bank_reference, \
                 COALESCE(p.amount_paise, r.amount_paise) AS amount_paise \
          FROM key_events e \

@@ -1,0 +1,47 @@
+-- Two layouts of the audit trail that the schema does not use, measured on the same 400,000
+-- payments as bench/storage.sql (docs/figures.md, "Storage"), for the record of what would pay:
+-- - widest_first: today's columns (enum kind, UUID request id) in a rebuilt table ordered
+--   widest first, so no byte goes to alignment (what an in-place migration cannot do);
+-- - one_row_per_claim: the claim and the bank's answer as one row, updated by the outcome
+--   (two event times, two request ids, two trace ids, the outcome), not two appended rows.
+-- Run in a scratch database: psql -d scratch -f bench/trail-layouts.sql
+\set rows 400000
+CREATE TEMP TABLE generated AS
+SELECT n, (n % 50000) + 1 AS user_id, gen_random_uuid() AS key, gen_random_uuid() AS payment_id
+FROM generate_series(1, :rows) AS n;
+CREATE TYPE layout_event_kind AS ENUM ('claimed', 'bank_answered');
+
+CREATE TABLE widest_first (
+    user_id bigint NOT NULL, event_id bigint GENERATED ALWAYS AS IDENTITY,
+    at timestamptz NOT NULL DEFAULT now(), repeats bigint NOT NULL DEFAULT 1,
+    event layout_event_kind NOT NULL, key uuid, resource_id uuid, request_id uuid,
+    trace_id bytea, request_id_text text, detail text, operator text, reason text,
+    PRIMARY KEY (user_id, event_id));
+CREATE INDEX ON widest_first (at);
+INSERT INTO widest_first (user_id, key, resource_id, event, request_id, trace_id)
+SELECT user_id, key, payment_id, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
+FROM generated;
+INSERT INTO widest_first (user_id, key, resource_id, event, detail, request_id, trace_id)
+SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid(),
+       decode(md5(n::text), 'hex')
+FROM generated;
+
+CREATE TABLE one_row_per_claim (
+    user_id bigint NOT NULL, story_id bigint GENERATED ALWAYS AS IDENTITY,
+    claimed_at timestamptz NOT NULL, answered_at timestamptz, key uuid, resource_id uuid,
+    claim_request_id uuid, answer_request_id uuid, outcome layout_event_kind,
+    claim_trace_id bytea, answer_trace_id bytea, PRIMARY KEY (user_id, story_id));
+CREATE INDEX ON one_row_per_claim (claimed_at);
+INSERT INTO one_row_per_claim (user_id, key, resource_id, claimed_at, answered_at,
+                               claim_request_id, answer_request_id, outcome, claim_trace_id,
+                               answer_trace_id)
+SELECT user_id, key, payment_id, now(), now(), gen_random_uuid(), gen_random_uuid(),
+       'bank_answered', decode(md5(n::text), 'hex'), decode(md5(n::text), 'hex')
+FROM generated;
+
+VACUUM ANALYZE widest_first;
+VACUUM ANALYZE one_row_per_claim;
+SELECT layout, pg_total_relation_size(layout) / :rows AS bytes_per_payment
+FROM unnest(ARRAY['widest_first', 'one_row_per_claim']::regclass[]) AS layout;
+DROP TABLE widest_first, one_row_per_claim;
+DROP TYPE layout_event_kind;
