@@ -16,11 +16,15 @@ SELECT n,
        'elec-2026-11-' || lpad(n::text, 8, '0')     AS bill_id,
        100 + (n::bigint * 7919) % 500000            AS amount_paise,
        'customer' || (n % 50000) || '@okbank'       AS payer_vpa,
-       sha256(n::text::bytea)                       AS fingerprint
+       sha256(n::text::bytea)                       AS fingerprint,
+       -- Ten payments a second, each claimed at its own instant and answered a second later:
+       -- distinct times, as in a real table (equal ones would shrink every index on a time,
+       -- since a B-tree keeps one copy of a repeated value).
+       now() - (:rows - n) * interval '100 milliseconds' AS at
 FROM generate_series(1, :rows) AS n;
 
-INSERT INTO idem_keys (user_id, key, fp, status, code, response)
-SELECT user_id, key::text, encode(fingerprint, 'hex'), 'done', 201,
+INSERT INTO idem_keys (user_id, key, fp, status, code, created_at, response)
+SELECT user_id, key::text, encode(fingerprint, 'hex'), 'done', 201, at,
        jsonb_build_object(
          'payment_id', payment_id, 'bill_id', bill_id, 'amount_paise', amount_paise,
          'status', 'succeeded', 'bank_reference', 'pay-' || user_id || '-' || key,
@@ -28,23 +32,25 @@ SELECT user_id, key::text, encode(fingerprint, 'hex'), 'done', 201,
 FROM generated;
 
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
-                      bank_reference, finished_at)
+                      bank_reference, created_at, finished_at)
 SELECT payment_id, user_id, bill_id, amount_paise, payer_vpa, 'succeeded',
-       'pay-' || user_id || '-' || key, now()
+       'pay-' || user_id || '-' || key, at, at + interval '1 second'
 FROM generated;
 
-INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id)
-SELECT user_id, key, 'pay_bill', 'done', fingerprint, payment_id FROM generated;
+INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                              created_at, claimed_at, expires_at)
+SELECT user_id, key, 'pay_bill', 'done', fingerprint, payment_id, at, at, at + interval '48 hours'
+FROM generated;
 
 -- Each payment's audit trail as the backend writes it: `claimed` with the claim, then
 -- `bank_answered` with the outcome, each with the request's X-Request-Id (a UUID, as the edge
 -- mints it: the `request_id` column's 16 bytes) and its trace id (16 bytes).
-INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id)
-SELECT user_id, key, payment_id, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
+INSERT INTO key_events (user_id, key, resource_id, at, event, request_id, trace_id)
+SELECT user_id, key, payment_id, at, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
-INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id)
-SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid(),
-       decode(md5(n::text), 'hex')
+INSERT INTO key_events (user_id, key, resource_id, at, event, detail, request_id, trace_id)
+SELECT user_id, key, payment_id, at + interval '1 second', 'bank_answered', 'succeeded',
+       gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
 
 VACUUM ANALYZE idem_keys;

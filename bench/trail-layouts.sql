@@ -1,5 +1,6 @@
 -- Two layouts of the audit trail that the schema does not use, measured on the same 400,000
--- payments as bench/storage.sql (docs/figures.md, "Storage"), for the record of what would pay:
+-- payments as bench/storage.sql, with the same distinct times (docs/figures.md, "Storage"), for
+-- the record of what would pay:
 -- - widest_first: today's columns (enum kind, UUID request id) in a rebuilt table ordered
 --   widest first, so no byte goes to alignment (what an in-place migration cannot do);
 -- - one_row_per_claim: the claim and the bank's answer as one row, updated by the outcome
@@ -7,7 +8,8 @@
 -- Run in a scratch database: psql -d scratch -f bench/trail-layouts.sql
 \set rows 400000
 CREATE TEMP TABLE generated AS
-SELECT n, (n % 50000) + 1 AS user_id, gen_random_uuid() AS key, gen_random_uuid() AS payment_id
+SELECT n, (n % 50000) + 1 AS user_id, gen_random_uuid() AS key, gen_random_uuid() AS payment_id,
+       now() - (:rows - n) * interval '100 milliseconds' AS at
 FROM generate_series(1, :rows) AS n;
 CREATE TYPE layout_event_kind AS ENUM ('claimed', 'bank_answered');
 
@@ -18,12 +20,12 @@ CREATE TABLE widest_first (
     trace_id bytea, request_id_text text, detail text, operator text, reason text,
     PRIMARY KEY (user_id, event_id));
 CREATE INDEX ON widest_first (at);
-INSERT INTO widest_first (user_id, key, resource_id, event, request_id, trace_id)
-SELECT user_id, key, payment_id, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
+INSERT INTO widest_first (user_id, key, resource_id, at, event, request_id, trace_id)
+SELECT user_id, key, payment_id, at, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
-INSERT INTO widest_first (user_id, key, resource_id, event, detail, request_id, trace_id)
-SELECT user_id, key, payment_id, 'bank_answered', 'succeeded', gen_random_uuid(),
-       decode(md5(n::text), 'hex')
+INSERT INTO widest_first (user_id, key, resource_id, at, event, detail, request_id, trace_id)
+SELECT user_id, key, payment_id, at + interval '1 second', 'bank_answered', 'succeeded',
+       gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
 
 CREATE TABLE one_row_per_claim (
@@ -35,7 +37,7 @@ CREATE INDEX ON one_row_per_claim (claimed_at);
 INSERT INTO one_row_per_claim (user_id, key, resource_id, claimed_at, answered_at,
                                claim_request_id, answer_request_id, outcome, claim_trace_id,
                                answer_trace_id)
-SELECT user_id, key, payment_id, now(), now(), gen_random_uuid(), gen_random_uuid(),
+SELECT user_id, key, payment_id, at, at + interval '1 second', gen_random_uuid(), gen_random_uuid(),
        'bank_answered', decode(md5(n::text), 'hex'), decode(md5(n::text), 'hex')
 FROM generated;
 
