@@ -35,7 +35,11 @@ pub struct BeginRequest {
 
 /// The object's answer to a [`BeginRequest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(
+    tag = "outcome",
+    rename_all = "snake_case",
+    try_from = "BeginOutcomeFields"
+)]
 pub enum BeginOutcome {
     /// Forward the attempt; it holds the in-flight mark until it reports.
     Forward,
@@ -57,7 +61,7 @@ pub enum BeginOutcome {
 
 /// How an attempt's wait for the first attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "wait", rename_all = "snake_case")]
+#[serde(tag = "wait", rename_all = "snake_case", try_from = "WaitEndFields")]
 pub enum WaitEnd {
     /// The first attempt's answer arrived: replayed if final, passed on as it is if not (an
     /// outcome still pending is the same 503 for every waiter).
@@ -68,6 +72,72 @@ pub enum WaitEnd {
     /// The first attempt ended without an answer the edge could keep, or the wait ran out (or
     /// reached the end of the in-flight mark): 409, as without waiting.
     StillInProgress,
+}
+
+/// A [`BeginOutcome`] as read: the `outcome` tag and every variant's fields (flat, for the
+/// module's size, as `super::record` explains for the stored record).
+#[derive(Deserialize)]
+struct BeginOutcomeFields {
+    outcome: BeginOutcomeTag,
+    answer: Option<SavedReply>,
+    end: Option<WaitEnd>,
+}
+
+/// The `outcome` tag of a [`BeginOutcome`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BeginOutcomeTag {
+    Forward,
+    InProgress,
+    Mismatch,
+    Replay,
+    AfterWait,
+}
+
+impl TryFrom<BeginOutcomeFields> for BeginOutcome {
+    type Error = &'static str;
+
+    fn try_from(fields: BeginOutcomeFields) -> Result<BeginOutcome, Self::Error> {
+        Ok(match fields.outcome {
+            BeginOutcomeTag::Forward => BeginOutcome::Forward,
+            BeginOutcomeTag::InProgress => BeginOutcome::InProgress,
+            BeginOutcomeTag::Mismatch => BeginOutcome::Mismatch,
+            BeginOutcomeTag::Replay => BeginOutcome::Replay {
+                answer: fields.answer.ok_or("missing field `answer`")?,
+            },
+            BeginOutcomeTag::AfterWait => BeginOutcome::AfterWait {
+                end: fields.end.ok_or("missing field `end`")?,
+            },
+        })
+    }
+}
+
+/// A [`WaitEnd`] as read: the `wait` tag and the answer, if any.
+#[derive(Deserialize)]
+struct WaitEndFields {
+    wait: WaitEndTag,
+    answer: Option<SavedReply>,
+}
+
+/// The `wait` tag of a [`WaitEnd`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum WaitEndTag {
+    Answered,
+    StillInProgress,
+}
+
+impl TryFrom<WaitEndFields> for WaitEnd {
+    type Error = &'static str;
+
+    fn try_from(fields: WaitEndFields) -> Result<WaitEnd, Self::Error> {
+        Ok(match fields.wait {
+            WaitEndTag::Answered => WaitEnd::Answered {
+                answer: fields.answer.ok_or("missing field `answer`")?,
+            },
+            WaitEndTag::StillInProgress => WaitEnd::StillInProgress,
+        })
+    }
 }
 
 /// An attempt's forward ended.
@@ -151,6 +221,31 @@ mod tests {
             serde_json::to_string(&BeginOutcome::InProgress).expect("serialises"),
             r#"{"outcome":"in_progress"}"#
         );
+    }
+
+    #[test]
+    fn outcomes_read_back_with_the_tag_anywhere_and_refused_without_their_fields() {
+        assert_eq!(
+            serde_json::from_str::<BeginOutcome>(
+                r#"{"end":{"answer":{"status":201,"content_type":null,"location":null,"body":"{}"},"wait":"answered"},"outcome":"after_wait"}"#
+            )
+            .expect("parses"),
+            BeginOutcome::AfterWait {
+                end: WaitEnd::Answered { answer: created() }
+            }
+        );
+        for broken in [
+            r#"{"outcome":"replay"}"#,
+            r#"{"outcome":"after_wait"}"#,
+            r#"{"outcome":"after_wait","end":{"wait":"answered"}}"#,
+            r#"{"outcome":"later"}"#,
+            r#"{"answer":null}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<BeginOutcome>(broken).is_err(),
+                "{broken}"
+            );
+        }
     }
 
     fn created() -> SavedReply {

@@ -11,7 +11,7 @@ use super::waiters::WaiterNews;
 
 /// What an object remembers. No record means the key is free at the edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+#[serde(tag = "state", rename_all = "snake_case", try_from = "KeyRecordFields")]
 pub enum KeyRecord {
     /// An attempt is being forwarded to the backend.
     InFlight {
@@ -32,6 +32,53 @@ pub enum KeyRecord {
         /// key's row at its claim.
         keep_until_ms: u64,
     },
+}
+
+/// A stored [`KeyRecord`] as read: the `state` tag and every variant's fields. The JSON is the
+/// same; reading it through this flat struct, rather than serde's internally tagged enum (which
+/// first copies the whole object into its generic `Content` tree), keeps that machinery out of
+/// the Wasm module: about 11 KB gzipped, with the other tagged messages read the same way
+/// (`BeginOutcome`, `WaitEnd`, `TakeOutcome`).
+#[derive(Deserialize)]
+struct KeyRecordFields {
+    state: KeyRecordState,
+    attempt_id: Option<String>,
+    fingerprint: Fingerprint,
+    mark_expires_at_ms: Option<u64>,
+    answer: Option<SavedReply>,
+    keep_until_ms: Option<u64>,
+}
+
+/// The `state` tag of a stored [`KeyRecord`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum KeyRecordState {
+    InFlight,
+    Finished,
+}
+
+impl TryFrom<KeyRecordFields> for KeyRecord {
+    type Error = &'static str;
+
+    fn try_from(fields: KeyRecordFields) -> Result<KeyRecord, Self::Error> {
+        let fingerprint = fields.fingerprint;
+        Ok(match fields.state {
+            KeyRecordState::InFlight => KeyRecord::InFlight {
+                attempt_id: fields.attempt_id.ok_or("missing field `attempt_id`")?,
+                fingerprint,
+                mark_expires_at_ms: fields
+                    .mark_expires_at_ms
+                    .ok_or("missing field `mark_expires_at_ms`")?,
+            },
+            KeyRecordState::Finished => KeyRecord::Finished {
+                fingerprint,
+                answer: fields.answer.ok_or("missing field `answer`")?,
+                keep_until_ms: fields
+                    .keep_until_ms
+                    .ok_or("missing field `keep_until_ms`")?,
+            },
+        })
+    }
 }
 
 /// How a message changes the stored record.
@@ -503,6 +550,33 @@ mod tests {
             assert_eq!(
                 serde_json::from_str::<KeyRecord>(&json).expect("parses"),
                 record
+            );
+        }
+    }
+
+    #[test]
+    fn records_read_back_with_the_state_anywhere_and_refused_without_their_fields() {
+        let fingerprint = serde_json::to_string(&fp(1)).expect("serialises");
+        let in_flight = format!(
+            r#"{{"attempt_id":"a","mark_expires_at_ms":7,"fingerprint":{fingerprint},"state":"in_flight","extra":1}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<KeyRecord>(&in_flight).expect("parses"),
+            KeyRecord::InFlight {
+                attempt_id: "a".to_owned(),
+                fingerprint: fp(1),
+                mark_expires_at_ms: 7,
+            }
+        );
+        for broken in [
+            format!(r#"{{"state":"in_flight","attempt_id":"a","fingerprint":{fingerprint}}}"#),
+            format!(r#"{{"state":"finished","fingerprint":{fingerprint},"keep_until_ms":7}}"#),
+            format!(r#"{{"state":"lost","fingerprint":{fingerprint}}}"#),
+            format!(r#"{{"attempt_id":"a","mark_expires_at_ms":7,"fingerprint":{fingerprint}}}"#),
+        ] {
+            assert!(
+                serde_json::from_str::<KeyRecord>(&broken).is_err(),
+                "{broken}"
             );
         }
     }

@@ -21,7 +21,11 @@ pub struct TakeRequest {
 
 /// The object's answer to a [`TakeRequest`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(
+    tag = "outcome",
+    rename_all = "snake_case",
+    try_from = "TakeOutcomeFields"
+)]
 pub enum TakeOutcome {
     /// A token was taken: the request goes on.
     Allowed,
@@ -30,6 +34,38 @@ pub enum TakeOutcome {
         /// Until the next token, in milliseconds.
         retry_after_ms: u64,
     },
+}
+
+/// A [`TakeOutcome`] as read: the `outcome` tag and the wait, if any. Flat rather than serde's
+/// internally tagged enum, for the Wasm module's size (`crate::coordination` reads its
+/// messages the same way); the JSON is the same.
+#[derive(Deserialize)]
+struct TakeOutcomeFields {
+    outcome: TakeOutcomeTag,
+    retry_after_ms: Option<u64>,
+}
+
+/// The `outcome` tag of a [`TakeOutcome`].
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TakeOutcomeTag {
+    Allowed,
+    Limited,
+}
+
+impl TryFrom<TakeOutcomeFields> for TakeOutcome {
+    type Error = &'static str;
+
+    fn try_from(fields: TakeOutcomeFields) -> Result<TakeOutcome, Self::Error> {
+        Ok(match fields.outcome {
+            TakeOutcomeTag::Allowed => TakeOutcome::Allowed,
+            TakeOutcomeTag::Limited => TakeOutcome::Limited {
+                retry_after_ms: fields
+                    .retry_after_ms
+                    .ok_or("missing field `retry_after_ms`")?,
+            },
+        })
+    }
 }
 
 impl TakeRequest {
@@ -104,6 +140,17 @@ mod tests {
             assert_eq!(
                 serde_json::from_str::<TakeOutcome>(&json).expect("parses"),
                 outcome
+            );
+        }
+        assert_eq!(
+            serde_json::from_str::<TakeOutcome>(r#"{"retry_after_ms":5,"outcome":"limited"}"#)
+                .expect("parses"),
+            TakeOutcome::Limited { retry_after_ms: 5 }
+        );
+        for broken in [r#"{"outcome":"limited"}"#, r#"{"outcome":"maybe"}"#, "{}"] {
+            assert!(
+                serde_json::from_str::<TakeOutcome>(broken).is_err(),
+                "{broken}"
             );
         }
     }

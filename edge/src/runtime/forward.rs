@@ -15,13 +15,14 @@ use futures_util::future::{Either, select};
 use worker::js_sys::Uint8Array;
 use worker::wasm_bindgen::JsValue;
 use worker::{
-    AbortController, AbortSignal, Delay, Fetch, Headers, Method, Request, RequestInit,
-    RequestRedirect, Response, console_log, console_warn,
+    AbortController, AbortSignal, Delay, Fetch, Headers, Method, Request, RequestRedirect,
+    Response, console_log, console_warn,
 };
 
 use shared::edge_proof::{self, PROOF_HEADER, ProvedRequest};
 
 use super::clock::now_unix;
+use super::outgoing::Outgoing;
 use crate::config::EdgeConfig;
 use crate::coordination::SavedReply;
 use crate::forward_rules::{
@@ -142,12 +143,13 @@ fn backend_request(
             )?;
         }
         let url = config.backend_url_for(&path_and_query);
-        let mut init = RequestInit::new();
-        init.with_method(incoming.method())
-            .with_headers(headers)
-            .with_redirect(RequestRedirect::Manual)
-            .with_body(body);
-        Request::new_with_init(&url, &init)
+        let outgoing = Outgoing {
+            method: incoming.method(),
+            headers: Some(headers),
+            body,
+            redirect: RequestRedirect::Manual,
+        };
+        outgoing.to(&url)
     };
     build().map_err(|error| {
         console_log!(
@@ -186,7 +188,7 @@ where
 #[cfg(all(test, target_arch = "wasm32"))]
 mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
-    use worker::Method;
+    use worker::{Method, RequestInit};
 
     use super::*;
     use crate::trace::{FreshIds, IncomingTrace};

@@ -6,6 +6,12 @@
 //! together can never both be told to forward. Storage (the object's SQLite-backed key-value
 //! store) keeps the record across evictions; the alarm deletes it when its time is up: a lapsed
 //! in-flight mark, or a kept answer at the key's expiry.
+//!
+//! Messages and the stored record are JSON read with `serde_json::from_slice`, for the size of
+//! the Wasm module (its aim: `docs/figures.md`): not through `Request::json` or
+//! `Storage::get`/`put`, which would add serde-wasm-bindgen's deserializer for the same types,
+//! nor `from_str`, which would add a second copy of `serde_json`'s parser beside the one the
+//! gate's `from_slice` needs.
 
 use std::cell::RefCell;
 use std::pin::pin;
@@ -16,8 +22,9 @@ use futures_util::future::{Either, select};
 
 use worker::js_sys::Date as JsDate;
 use worker::wasm_bindgen::JsValue;
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
-    Delay, DurableObject, Env, Method, Request, Response, Result, ScheduledTime, State,
+    Delay, DurableObject, Env, Error, Method, Request, Response, Result, ScheduledTime, State,
     durable_object,
 };
 
@@ -53,7 +60,7 @@ impl DurableObject for KeyCoordinator {
     async fn fetch(&self, mut request: Request) -> Result<Response> {
         match (request.method(), request.path().as_str()) {
             (Method::Post, BEGIN_PATH) => {
-                let message: BeginRequest = request.json().await?;
+                let message: BeginRequest = serde_json::from_slice(&request.bytes().await?)?;
                 let current = self.load().await?;
                 let now = now_ms();
                 let (outcome, change) = begin(current.as_ref(), &message, now);
@@ -72,7 +79,7 @@ impl DurableObject for KeyCoordinator {
                 Response::from_json(&outcome)
             }
             (Method::Post, FINISH_PATH) => {
-                let report: FinishReport = request.json().await?;
+                let report: FinishReport = serde_json::from_slice(&request.bytes().await?)?;
                 let current = self.load().await?;
                 let step = finish(current.as_ref(), &report, now_ms());
                 if let Some(news) = &step.tell_waiters {
@@ -103,9 +110,16 @@ impl KeyCoordinator {
         if let Some(loaded) = self.record.borrow().as_ref() {
             return Ok(loaded.clone());
         }
-        let stored = match self.state.storage().get::<String>(RECORD_KEY).await? {
-            Some(json) => Some(serde_json::from_str::<KeyRecord>(&json)?),
-            None => None,
+        // The raw value, not `Storage::get::<String>` (see the module's docs).
+        let storage = self.state.storage();
+        let stored = JsFuture::from(storage.as_raw().get(RECORD_KEY)?).await?;
+        let stored = if stored.is_undefined() {
+            None
+        } else {
+            let json = stored
+                .as_string()
+                .ok_or_else(|| Error::RustError("the stored record is not text".to_owned()))?;
+            Some(serde_json::from_slice::<KeyRecord>(json.as_bytes())?)
         };
         Ok(self.record.borrow_mut().get_or_insert(stored).clone())
     }
@@ -119,7 +133,7 @@ impl KeyCoordinator {
                 let json = serde_json::to_string(&record)?;
                 let ends_at_ms = record.ends_at_ms();
                 *self.record.borrow_mut() = Some(Some(record));
-                storage.put(RECORD_KEY, json).await?;
+                storage.put_raw(RECORD_KEY, json).await?;
                 storage.set_alarm(scheduled_at(ends_at_ms)).await
             }
             RecordChange::Clear => {

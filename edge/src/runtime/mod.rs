@@ -14,6 +14,7 @@ mod fetch_handler;
 mod forward;
 mod identity;
 mod key_coordinator;
+mod outgoing;
 mod provider_keys;
 mod rate_limiter;
 mod rate_limiter_client;

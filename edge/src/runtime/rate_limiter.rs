@@ -34,7 +34,9 @@ impl DurableObject for RateLimiter {
     async fn fetch(&self, mut request: Request) -> Result<Response> {
         match (request.method(), request.path().as_str()) {
             (Method::Post, TAKE_PATH) => {
-                let message: TakeRequest = request.json().await?;
+                // `from_slice`, not `Request::json` (serde-wasm-bindgen) or `from_str`: one JSON
+                // parser in the Wasm module (see `key_coordinator`).
+                let message: TakeRequest = serde_json::from_slice(&request.bytes().await?)?;
                 let outcome = message.apply(&mut self.bucket.borrow_mut(), now_ms());
                 Response::from_json(&outcome)
             }

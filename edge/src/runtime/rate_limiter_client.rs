@@ -2,8 +2,9 @@
 //! [`Requester::limiter_name`], asked for a token before a request goes further.
 
 use worker::wasm_bindgen::JsValue;
-use worker::{Env, Error, Method, Request, RequestInit, Result};
+use worker::{Env, Error, Result};
 
+use super::outgoing::Outgoing;
 use crate::rate_limit::{Limit, Requester, TAKE_PATH, TakeOutcome, TakeRequest};
 
 /// The binding of the rate limiter namespace (`wrangler.toml`, `[[durable_objects.bindings]]`).
@@ -17,12 +18,8 @@ pub async fn take_token(env: &Env, requester: &Requester, limit: Limit) -> Resul
     let stub = env
         .durable_object(RATE_LIMITER_BINDING)?
         .get_by_name(&requester.limiter_name())?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(JsValue::from_str(&serde_json::to_string(
-            &TakeRequest { limit },
-        )?)));
-    let request = Request::new_with_init(&format!("{RATE_LIMITER_ORIGIN}{TAKE_PATH}"), &init)?;
+    let body = JsValue::from_str(&serde_json::to_string(&TakeRequest { limit })?);
+    let request = Outgoing::post(body).to(&format!("{RATE_LIMITER_ORIGIN}{TAKE_PATH}"))?;
     let mut response = stub.fetch_with_request(request).await?;
     let status = response.status_code();
     if !(200..300).contains(&status) {
@@ -30,5 +27,6 @@ pub async fn take_token(env: &Env, requester: &Requester, limit: Limit) -> Resul
             "the rate limiter answered {status}"
         )));
     }
-    response.json().await
+    // `from_slice`, not `Response::json`'s `from_str`: one JSON parser in the Wasm module.
+    Ok(serde_json::from_slice(&response.bytes().await?)?)
 }

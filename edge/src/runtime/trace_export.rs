@@ -4,8 +4,9 @@
 //! never delays or changes the client's answer; a failed export is only logged.
 
 use worker::wasm_bindgen::JsValue;
-use worker::{Context, Fetch, Headers, Method, Request, RequestInit, console_error};
+use worker::{Context, Fetch, Headers, Method, Request, RequestRedirect, console_error};
 
+use super::outgoing::Outgoing;
 use crate::config::SpanExport;
 use crate::trace::{
     EdgeSpan, FreshIds, IncomingTrace, TRACEPARENT_HEADER, TRACESTATE_HEADER, TraceContext, otlp,
@@ -48,13 +49,13 @@ pub fn export_span(context: &Context, export: &SpanExport, span: &EdgeSpan<'_>) 
 async fn post_json(url: &str, body: &str) -> worker::Result<()> {
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(JsValue::from_str(body)));
-    let response = Fetch::Request(Request::new_with_init(url, &init)?)
-        .send()
-        .await?;
+    let outgoing = Outgoing {
+        method: Method::Post,
+        headers: Some(headers),
+        body: Some(JsValue::from_str(body)),
+        redirect: RequestRedirect::Follow,
+    };
+    let response = Fetch::Request(outgoing.to(url)?).send().await?;
     match response.status_code() {
         200..=299 => Ok(()),
         status => Err(worker::Error::RustError(format!(
