@@ -1,7 +1,8 @@
 //! [`Appender`]: writes the trail's observations (replays, refusals, waits) off the request
 //! path. Requests hand their event to a bounded queue and go on; one task writes what has
-//! queued up as one transaction, folding identical observations of one key (a retry storm's
-//! thousand replays) into one row with a `repeats` count and the first request's id (and trace id).
+//! queued up, or arrives within a short gathering time, as one transaction, folding identical
+//! observations of one key (a retry storm's thousand replays) into one row with a `repeats`
+//! count and the first request's id (and trace id).
 //!
 //! Bounded both ways: a full queue drops the observation (counted in the log) rather than slow
 //! a replay down or grow without limit; state changes never go this way, so a dropped
@@ -9,10 +10,12 @@
 //! the task writes what is left and ends.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::{Cause, EventKind, NewEvent, Observed};
@@ -23,6 +26,12 @@ const QUEUE_CAPACITY: usize = 10_000;
 
 /// The most observations one transaction writes.
 const BATCH_LIMIT: usize = 500;
+
+/// How long the task gathers observations after the first of a batch before writing them (or
+/// until [`BATCH_LIMIT`]): a retry storm's replays of one key then fold into one row for this
+/// long, not one row per write's round trip (PostgreSQL's CPU per replay: docs/figures.md). An
+/// observation reaches the table this much later; none is on a request's path.
+const GATHER_FOR: Duration = Duration::from_millis(20);
 
 /// Hands observations to the writing task. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -76,9 +85,23 @@ impl Appender {
 async fn write_batches(store: SharedStore, mut waiting: mpsc::Receiver<Observed>) {
     let mut batch = Vec::with_capacity(BATCH_LIMIT);
     while waiting.recv_many(&mut batch, BATCH_LIMIT).await > 0 {
+        gather_more(&mut waiting, &mut batch).await;
         let rows = fold_repeats(std::mem::take(&mut batch));
         if let Err(error) = store.append_events(&rows).await {
             tracing::error!(%error, rows = rows.len(), "audit trail observations not written");
+        }
+    }
+}
+
+/// Adds to `batch` what arrives within [`GATHER_FOR`], up to [`BATCH_LIMIT`]; returns early
+/// once the queue is closed and empty (shutdown writes what is left at once).
+async fn gather_more(waiting: &mut mpsc::Receiver<Observed>, batch: &mut Vec<Observed>) {
+    let deadline = Instant::now() + GATHER_FOR;
+    while batch.len() < BATCH_LIMIT {
+        let room = BATCH_LIMIT - batch.len();
+        match tokio::time::timeout_at(deadline, waiting.recv_many(batch, room)).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
     }
 }
@@ -120,6 +143,37 @@ mod tests {
             at: OffsetDateTime::UNIX_EPOCH,
             repeats: 1,
         }
+    }
+
+    #[tokio::test]
+    async fn a_batch_gathers_what_arrives_after_its_first_up_to_its_limit() {
+        let (queue, mut waiting) = mpsc::channel(QUEUE_CAPACITY);
+        let mut batch = Vec::new();
+        queue.send(replay(1, 10, "r-1")).await.expect("queued");
+        assert_eq!(waiting.recv_many(&mut batch, BATCH_LIMIT).await, 1);
+        queue.send(replay(1, 10, "r-2")).await.expect("queued");
+        gather_more(&mut waiting, &mut batch).await;
+        assert_eq!(
+            batch.len(),
+            2,
+            "the second arrived within the gathering time"
+        );
+
+        for n in 0..BATCH_LIMIT + 200 {
+            queue
+                .send(replay(1, 10, &format!("r-{n}")))
+                .await
+                .expect("queued");
+        }
+        drop(queue);
+        let mut batch = Vec::new();
+        waiting.recv_many(&mut batch, 1).await;
+        gather_more(&mut waiting, &mut batch).await;
+        assert_eq!(batch.len(), BATCH_LIMIT, "a batch stops at its limit");
+        let mut rest = Vec::new();
+        assert_eq!(waiting.recv_many(&mut rest, BATCH_LIMIT).await, 200);
+        gather_more(&mut waiting, &mut rest).await;
+        assert_eq!(rest.len(), 200, "a closed, empty queue ends the gathering");
     }
 
     #[test]
