@@ -8,7 +8,9 @@
 #   git stash && cargo build --profile server -p backend && cp target/server/backend /tmp/base \
 #     && git stash pop && cargo build --profile server -p backend
 #   bench/backend-pair.sh /tmp/base target/server/backend
-# Usage: bench/backend-pair.sh A B [seconds per run, default 10] [rounds, default 3]
+# WHAT=replay runs replays of one answered key instead (bench/replay.lua), for a change to the
+# replay path.
+# Usage: [WHAT=new-key|replay] bench/backend-pair.sh A B [seconds per run, default 10] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
@@ -24,7 +26,13 @@ for round in $(seq 1 "$rounds"); do
     binary=$first
     [ "$side" = b ] && binary=$second
     DB_PARAMS=sslmode=disable start_stack "pair_$side" "$binary" >/dev/null
-    counted_wrk_run "$side" 16 "$duration" -s bench/new-key.lua "$api"
+    script=bench/new-key.lua
+    if [ "${WHAT:-new-key}" = replay ]; then
+      REPLAY_KEY=$(answered_key)
+      export REPLAY_KEY
+      script=bench/replay.lua
+    fi
+    counted_wrk_run "$side" 16 "$duration" -s "$script" "$api"
     check_money >/dev/null || { echo "money check failed on $binary" >&2; exit 1; }
     stop_stack
   done
@@ -45,10 +53,10 @@ awk '
       side = s ? "b" : "a"
       for (i = 1; i <= nr[side]; i++) { r[i] = rate[side, i]; c[i] = backend[side, i]; p[i] = pg[side, i] }
       mr[side] = median(r, nr[side]); mc[side] = median(c, nr[side]); mp[side] = median(p, nr[side])
-      printf "median %s: %.0f payments/s, backend %.1f us, PostgreSQL %.1f us per payment\n", toupper(side), mr[side], mc[side], mp[side]
+      printf "median %s: %.0f requests/s, backend %.1f us, PostgreSQL %.1f us per request\n", toupper(side), mr[side], mc[side], mp[side]
     }
-    printf "B / A: payments/s %.2f, backend CPU per payment %.2f", mr["b"] / mr["a"], mc["b"] / mc["a"]
+    printf "B / A: requests/s %.2f, backend CPU per request %.2f", mr["b"] / mr["a"], mc["b"] / mc["a"]
     # On SQLite the database is the backend'"'"'s own: no PostgreSQL CPU to compare.
-    if (mp["a"] > 0) printf ", PostgreSQL CPU per payment %.2f", mp["b"] / mp["a"]
+    if (mp["a"] > 0) printf ", PostgreSQL CPU per request %.2f", mp["b"] / mp["a"]
     printf "\n"
   }' "$results"
