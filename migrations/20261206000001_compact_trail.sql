@@ -6,7 +6,9 @@
 -- shows is lost.
 --
 -- Changed in place (ALTER), not rebuilt and swapped: the table keeps its privileges (a runtime
--- role's grants, docs/operations.md), its event ids and its identity sequence.
+-- role's grants, docs/operations.md), its event ids and its identity sequence. The type changes
+-- rewrite the table under an exclusive lock: on a large trail, run `backend migrate` as a
+-- release step in a quiet window (CHANGELOG.md).
 CREATE TYPE key_event_kind AS ENUM (
     'claimed', 'claimed_again', 'replayed', 'mismatch_refused', 'in_progress_refused', 'waited',
     'bank_answered', 'bank_answer_unknown', 'looked_up', 'released', 'late_debit_found',
