@@ -6,7 +6,9 @@
 # backend's CPU per request from /proc, then each subsystem's share of the backend's samples: a
 # sample counts for the innermost frame that names a subsystem (bench/profile_groups.py), so a
 # share of the CPU per request turns into microseconds.
-# Usage: bench/profile.sh [new-key|replay] [seconds, default 10]
+# healthz profiles `GET /healthz`, the server with none of the API's work: the baseline a replay
+# is compared with (issue 29: a replay's CPU at most 1.5x healthz's).
+# Usage: bench/profile.sh [new-key|replay|healthz] [seconds, default 10]
 # The raw profile stays in target/profiling/perf.data (`perf report -i ...` to browse it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -29,12 +31,15 @@ case $what in
     export REPLAY_KEY=$replay_key
     script=(-s bench/replay.lua)
     ;;
-  *) echo "usage: bench/profile.sh [new-key|replay] [seconds]" >&2; exit 2 ;;
+  healthz) script=() ;;
+  *) echo "usage: bench/profile.sh [new-key|replay|healthz] [seconds]" >&2; exit 2 ;;
 esac
+target=$api
+[ "$what" = healthz ] && target=$api/healthz
 profile=target/profiling/perf.data
 perf record -q -F 999 -g -p "$backend_pid" -o "$profile" -- sleep "$duration" 2>/dev/null &
 recording=$!
-counted_wrk_run "$what" 16 "$duration" "${script[@]}" "$api"
+counted_wrk_run "$what" 16 "$duration" "${script[@]}" "$target"
 wait "$recording" || true
 check_money
 awk '/_cpu / { printf "backend CPU per request: %s us (PostgreSQL %s, bank %s, wrk %s)\n", $2, $3, $4, $5; next }

@@ -1,11 +1,10 @@
-//! Bearer-token authentication for `/v1`: a middleware, so a request without a valid token is
+//! Bearer-token authentication for `/v1`: a step of `http::gate`, so a request without a valid token is
 //! answered 401 before its path, key or body is looked at (SPEC §4 "Identity"); and the
 //! [`Caller`] a handler behind it takes: the user, the request id, the trace id and its `Prefer: wait`.
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use shared::{Problem, UserId};
 
@@ -53,17 +52,13 @@ pub fn unix_now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-/// Verifies the token and puts the [`shared::UserId`] into the request's extensions.
-pub async fn require_user(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// The request with its verified [`shared::UserId`] in its extensions; else the 401 to answer.
+pub async fn authenticated(state: &AppState, mut request: Request) -> Result<Request, Response> {
     let header_value = authorization(request.headers());
     match state.tokens.user_of(header_value, unix_now()).await {
         Ok(user) => {
             request.extensions_mut().insert(user);
-            next.run(request).await
+            Ok(request)
         }
         Err(error) => {
             tracing::info!(%error, "request refused: not authenticated");
@@ -71,7 +66,7 @@ pub async fn require_user(
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
+            Err(response)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The `/v1` API answers only requests the edge forwarded: where `REQUIRE_EDGE_PROOF` is on
+//! The `/v1` API answers only requests the edge forwarded (a step of `http::gate`): where `REQUIRE_EDGE_PROOF` is on
 //! (production's default), a request without the edge's proof (`shared::edge_proof`), with a
 //! forged or stale one, or with one already used, is refused 403 before its token is looked
 //! at, so a client that calls the backend directly cannot skip the edge's rate limits and early
@@ -6,8 +6,7 @@
 //! handed on to the handler as read.
 
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use shared::edge_proof::{PROOF_HEADER, ProofError, ProvedRequest};
 use shared::{Problem, ProblemKind};
@@ -17,14 +16,11 @@ use super::body::read_request_body;
 use crate::error::Error;
 use crate::state::AppState;
 
-/// Middleware: passes a request on only with a good edge proof, when proofs are required.
-pub async fn require_edge_proof(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(proofs) = state.edge_proofs.clone() else {
-        return next.run(request).await;
+/// The request, to pass on, if it has a good edge proof or proofs are not required; else the
+/// 403 (or the body's problem) to answer.
+pub async fn proved(state: &AppState, request: Request) -> Result<Request, Response> {
+    let Some(proofs) = state.edge_proofs.as_deref() else {
+        return Ok(request);
     };
     let header = request
         .headers()
@@ -32,13 +28,12 @@ pub async fn require_edge_proof(
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned);
     if header.is_none() {
-        return refused(ProofError::Missing);
+        return Err(refused(ProofError::Missing));
     }
     let (parts, body) = request.into_parts();
-    let body = match read_request_body(&state, body).await {
-        Ok(body) => body,
-        Err(problem) => return Error::from(problem).into_response(),
-    };
+    let body = read_request_body(state, body)
+        .await
+        .map_err(|problem| Error::from(problem).into_response())?;
     let path_and_query = parts
         .uri
         .path_and_query()
@@ -49,9 +44,9 @@ pub async fn require_edge_proof(
         body: &body,
     };
     if let Err(refusal) = proofs.check(header.as_deref(), proved, unix_now()) {
-        return refused(refusal);
+        return Err(refused(refusal));
     }
-    next.run(Request::from_parts(parts, Body::from(body))).await
+    Ok(Request::from_parts(parts, Body::from(body)))
 }
 
 fn refused(reason: ProofError) -> Response {

@@ -1,4 +1,4 @@
-//! Load shedding and deadlines on the API (`crate::config::Limits`): more than
+//! Load shedding and deadlines on the API (steps of `http::gate`) (`crate::config::Limits`): more than
 //! `MAX_CONCURRENT_REQUESTS` at once are answered `503 service-unavailable` with `Retry-After`
 //! after a short wait for a place ([`ADMISSION_WAIT`]), before any work (rather than queued
 //! until the pool's timeouts turn them into slow errors), and every request answers within `REQUEST_TIMEOUT_MS`: past it, 503. A payment's
@@ -8,10 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use shared::{Problem, ProblemKind};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::Error;
 use crate::state::AppState;
@@ -24,21 +23,26 @@ use crate::state::AppState;
 /// fell to a quarter; docs/figures.md, "The limits' cost and effect").
 pub const ADMISSION_WAIT: Duration = Duration::from_millis(100);
 
-/// Middleware: serves the request once fewer than `MAX_CONCURRENT_REQUESTS` are in flight,
-/// waiting at most [`ADMISSION_WAIT`] for that; else answers 503.
-pub async fn shed_load(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// One of the `MAX_CONCURRENT_REQUESTS` places, held while the request is served: taken at
+/// once or within [`ADMISSION_WAIT`]; else the 503 to answer.
+pub async fn take_place(state: &AppState) -> Result<OwnedSemaphorePermit, Response> {
     let place = Arc::clone(&state.requests_in_flight).acquire_owned();
-    let Ok(Ok(_in_flight)) = tokio::time::timeout(ADMISSION_WAIT, place).await else {
-        state.metrics.requests_shed.inc();
-        return overloaded();
-    };
-    next.run(request).await
+    match tokio::time::timeout(ADMISSION_WAIT, place).await {
+        Ok(Ok(in_flight)) => Ok(in_flight),
+        _ => {
+            state.metrics.requests_shed.inc();
+            Err(overloaded())
+        }
+    }
 }
 
-/// Middleware: answers 503 if the request has not been answered within `REQUEST_TIMEOUT_MS`.
-pub async fn deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// `serving`'s answer, or 503 if it has not answered within `REQUEST_TIMEOUT_MS`.
+pub async fn within_deadline(
+    state: &AppState,
+    serving: impl Future<Output = Response>,
+) -> Response {
     let limit = state.limits.request_timeout;
-    match tokio::time::timeout(limit, next.run(request)).await {
+    match tokio::time::timeout(limit, serving).await {
         Ok(response) => response,
         Err(_) => Error::from(
             Problem::new(

@@ -9,6 +9,7 @@ mod body;
 mod docs;
 mod edge_proof;
 mod failures;
+mod gate;
 mod health;
 mod key_status;
 mod limits;

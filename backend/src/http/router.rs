@@ -3,9 +3,9 @@
 //! routes are `http::admin`.)
 //!
 //! Every request runs with its request id (`X-Request-Id`, taken or minted, echoed, stamped on
-//! the audit trail: `trail::request_id`) and trace id, in a span every log line carries. The `/v1` API runs inside, from the outside in: the
-//! answer deadline, load shedding, the edge's proof, then authentication (`http::limits`,
-//! `http::edge_proof`, `http::auth`).
+//! the audit trail: `trail::request_id`) and trace id, in a span every log line carries. The
+//! `/v1` API runs behind its gate (`http::gate`): the answer deadline, load shedding, the edge's
+//! proof, then authentication.
 
 use axum::Router;
 use axum::middleware::from_fn_with_state;
@@ -13,10 +13,7 @@ use shared::{Problem, ProblemKind};
 use tower_http::trace::TraceLayer;
 
 use super::request_id;
-use super::{
-    auth, docs, edge_proof, failures, health, key_status, limits, openapi, payments,
-    request_metrics,
-};
+use super::{docs, failures, gate, health, key_status, openapi, payments, request_metrics};
 use crate::error::Error;
 use crate::state::AppState;
 
@@ -24,13 +21,7 @@ use crate::state::AppState;
 pub fn router(state: AppState) -> Router {
     let authenticated = payments::router()
         .merge(key_status::router())
-        .route_layer(from_fn_with_state(state.clone(), auth::require_user))
-        .route_layer(from_fn_with_state(
-            state.clone(),
-            edge_proof::require_edge_proof,
-        ))
-        .route_layer(from_fn_with_state(state.clone(), limits::shed_load))
-        .route_layer(from_fn_with_state(state.clone(), limits::deadline));
+        .route_layer(from_fn_with_state(state.clone(), gate::guard_api));
     Router::new()
         .merge(authenticated)
         .merge(health::router())
