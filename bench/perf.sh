@@ -82,7 +82,7 @@ awk -v seconds="$duration" '
     ratio("PostgreSQL limit, the backend statements / the seed two", "pg_limit_new_key", "pg_limit_seed", ">= 0.8")
     ratio("PostgreSQL new-key limit, NOTIFY only when awaited / always", "pg_limit_new_key", "pg_limit_new_key_notify_always", "> 1")
     ratio("PostgreSQL new-key limit, one-statement outcome / before", "pg_limit_new_key", "pg_limit_new_key_before", "> 1")
-    ratio("backend PostgreSQL new-key / its statements limit", "pg_new_key", "pg_limit_new_key", ">= 0.9")
+    ratio("backend PostgreSQL new-key / its statements limit", "pg_new_key", "pg_limit_new_key", ">= 0.8")
     ratio("backend PostgreSQL replays / the replay read limit", "pg_replay", "pg_limit_replay_read", ">= 2")
     ratio("backend PostgreSQL replays, cache / no cache", "pg_replay", "pg_no_cache_replay", "> 1")
     ratio("backend SQLite new-key / PostgreSQL new-key", "sqlite_new_key", "pg_new_key", ">= 1")
