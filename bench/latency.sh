@@ -19,7 +19,7 @@ results=$scratch/results
 
 # steady_runs STORE: capacity, then the fixed-rate runs, on the stack just started.
 steady_runs() {
-  local store=$1 replay_key traffic capacity fraction rate
+  local store=$1 replay_key traffic capacity fraction rate report
   replay_key=$(answered_key)
   for traffic in new-key replay; do
     if [ "$traffic" = new-key ]; then
@@ -31,8 +31,11 @@ steady_runs() {
       rate=$(awk -v c="$capacity" -v f="$fraction" 'BEGIN { printf "%d", c * f / 100 }')
       sleep 2 # let the last run's backlog (the reconciler, the trail's queue) settle
       printf '%s %s %s %s ' "$store" "$traffic" "$fraction" "$capacity" >>"$results"
-      "$bin/steady-load" --api "$api" --token "$token" --rate "$rate" --seconds "$duration" \
-        --traffic "$traffic" --replay-key "$replay_key" | head -n 1 >>"$results"
+      # The first line is the figures; a run with errors adds its first error, shown here.
+      report=$("$bin/steady-load" --api "$api" --token "$token" --rate "$rate" \
+        --seconds "$duration" --traffic "$traffic" --replay-key "$replay_key")
+      head -n 1 <<<"$report" >>"$results"
+      tail -n +2 <<<"$report" | sed "s/^/$store $traffic at $fraction%: /" >&2
     done
   done
   check_money | sed "s/^/$store: /"
