@@ -1,5 +1,6 @@
 //! `steady-load`: sends payments to the backend at a fixed rate and prints their latency
-//! percentiles, for `bench/latency.sh`.
+//! percentiles, for `bench/latency.sh` (and `bench/fixed-rate-cpu.sh`, which compares the
+//! backend's CPU a request for replays and `GET /healthz` at one rate).
 //!
 //! Open loop: request *i* is due at `start + i / rate` and is sent then, whether or not the
 //! earlier ones have been answered, and its latency runs from when it was due, not from when it
@@ -9,8 +10,9 @@
 //! needs a fresh `Idempotency-Key` each time.
 //!
 //! Every payment pays the same amount from the same account; `new-key` uses a fresh key and
-//! bill id per request, `replay` repeats one key (which must already be answered). A reply other
-//! than 2xx, or no reply, is an error and is counted, not timed.
+//! bill id per request, `replay` repeats one key (which must already be answered); `healthz`
+//! sends `GET /healthz` instead, the server's baseline. A reply other than 2xx, or no reply, is
+//! an error and is counted, not timed.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,7 +35,7 @@ struct Args {
     /// How long to send, in seconds.
     #[arg(long, default_value_t = 10)]
     seconds: u32,
-    /// New keys, or one key replayed.
+    /// New keys, one key replayed, or the health check.
     #[arg(long, value_enum, default_value_t = Traffic::NewKey)]
     traffic: Traffic,
     /// The key `replay` repeats.
@@ -45,6 +47,7 @@ struct Args {
 enum Traffic {
     NewKey,
     Replay,
+    Healthz,
 }
 
 /// What one request came to: its latency, or an error.
@@ -106,6 +109,9 @@ async fn send_at_rate(client: &reqwest::Client, args: &Args) -> Vec<Outcome> {
 }
 
 fn build_request(client: &reqwest::Client, args: &Args, index: u32) -> reqwest::RequestBuilder {
+    if let Traffic::Healthz = args.traffic {
+        return client.get(format!("{}/healthz", args.api));
+    }
     let (bill, key) = match (&args.traffic, &args.replay_key) {
         (Traffic::Replay, Some(key)) => (REPLAYED_BILL.to_owned(), key.clone()),
         _ => (format!("steady-{index}"), uuid::Uuid::new_v4().to_string()),
