@@ -34,7 +34,6 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 check_money
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # shellcheck disable=SC2086 # the lists are words
 healthz=$(median ${cpu[healthz]}) replay=$(median ${cpu[replay]})
 awk -v h="$healthz" -v r="$replay" -v rate="$rate" 'BEGIN {

@@ -113,6 +113,9 @@ wrk_run() {
   wrk -t2 -c"$connections" -d"${seconds}s" --timeout 30s -H "Authorization: Bearer $token" "$@"
 }
 
+# median NUMBER...: the middle one (the upper middle of an even count).
+median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
 # requests_per_second: wrk's requests/s from its report on standard input.
 requests_per_second() { awk '/Requests\/sec/ { print $2 }'; }
 

@@ -22,7 +22,6 @@ for round in $(seq 1 "$rounds"); do
   b+=("$(pgbench_tps "$db" "$second" "$duration")")
   echo "round $round: $first ${a[-1]}/s, $second ${b[-1]}/s"
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 a_median=$(median "${a[@]}")
 b_median=$(median "${b[@]}")
 events=$(psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT count(*) FROM key_events")
