@@ -39,12 +39,15 @@ migrated_database() {
   done
 }
 
-# pgbench_tps DATABASE SCRIPT SECONDS: transactions per second of bench/pgbench/SCRIPT.sql on
+# pgbench_report DATABASE SCRIPT SECONDS: pgbench's report of bench/pgbench/SCRIPT.sql on
 # DATABASE (8 clients, 2 threads, prepared).
-pgbench_tps() {
+pgbench_report() {
   pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$3" \
-    -f "bench/pgbench/$2.sql" "$1" 2>/dev/null | awk '/^tps/ { print $3 }'
+    -f "bench/pgbench/$2.sql" "$1" 2>/dev/null
 }
+
+# pgbench_tps DATABASE SCRIPT SECONDS: its transactions per second.
+pgbench_tps() { pgbench_report "$@" | awk '/^tps/ { print $3 }'; }
 
 need_wrk() {
   command -v wrk >/dev/null || { apt-get install -y -qq wrk >/dev/null \

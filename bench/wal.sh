@@ -24,8 +24,7 @@ wal_position() { psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT pg_current_
 for script in "$@"; do
   pgbench_tps "$db" "$script" "$duration" >/dev/null
   start=$(wal_position)
-  report=$(pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 8 -j 2 -T "$duration" \
-    -f "bench/pgbench/$script.sql" "$db" 2>/dev/null)
+  report=$(pgbench_report "$db" "$script" "$duration")
   end=$(wal_position)
   runs=$(awk '/number of transactions actually processed/ { print $6 }' <<<"$report")
   tps=$(awk '/^tps/ { printf "%.0f", $3 }' <<<"$report")

@@ -1,6 +1,7 @@
-//! Bearer-token authentication for `/v1`: a step of `http::gate`, so a request without a valid token is
-//! answered 401 before its path, key or body is looked at (SPEC §4 "Identity"); and the
-//! [`Caller`] a handler behind it takes: the user, the request id, the trace id and its `Prefer: wait`.
+//! Bearer-token authentication for `/v1`, the last step of `http::gate`: a request without a
+//! valid token is answered 401 before its path, key or body is looked at (SPEC §4
+//! "Identity"). And the [`Caller`] a handler behind it takes: the user, the request id, the
+//! trace id and its `Prefer: wait`.
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;

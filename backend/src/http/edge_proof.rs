@@ -1,7 +1,7 @@
-//! The `/v1` API answers only requests the edge forwarded (a step of `http::gate`): where `REQUIRE_EDGE_PROOF` is on
-//! (production's default), a request without the edge's proof (`shared::edge_proof`), with a
-//! forged or stale one, or with one already used, is refused 403 before its token is looked
-//! at, so a client that calls the backend directly cannot skip the edge's rate limits and early
+//! The `/v1` API answers only requests the edge forwarded (a step of `http::gate`): where
+//! `REQUIRE_EDGE_PROOF` is on (production's default), a request without the edge's proof
+//! (`shared::edge_proof`), with a forged or stale one, or with one already used, is refused 403
+//! before its token is looked at, so a client that calls the backend directly cannot skip the edge's rate limits and early
 //! refusals. The proof covers the body, so the body is read here (within the usual limits) and
 //! handed on to the handler as read.
 

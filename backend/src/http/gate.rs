@@ -4,7 +4,7 @@
 //!
 //! One layer, not four: axum's `from_fn` layer clones and boxes the service beneath it for every
 //! request, and with the layers stacked each clone reached down through the ones below it; a
-//! measurable share of a replay's CPU (docs/figures.md, "Replays").
+//! measurable share of a replay's CPU (docs/figures.md, "The `/v1` gate").
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -22,11 +22,11 @@ pub async fn guard_api(State(state): State<AppState>, request: Request, next: Ne
             Ok(place) => place,
             Err(refusal) => return refusal,
         };
-        let checked = match edge_proof::proved(&state, request).await {
-            Ok(proved) => auth::authenticated(&state, proved).await,
-            Err(refusal) => Err(refusal),
+        let request = match edge_proof::proved(&state, request).await {
+            Ok(request) => request,
+            Err(refusal) => return refusal,
         };
-        match checked {
+        match auth::authenticated(&state, request).await {
             Ok(request) => next.run(request).await,
             Err(refusal) => refusal,
         }

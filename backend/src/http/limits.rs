@@ -1,8 +1,9 @@
-//! Load shedding and deadlines on the API (steps of `http::gate`) (`crate::config::Limits`): more than
-//! `MAX_CONCURRENT_REQUESTS` at once are answered `503 service-unavailable` with `Retry-After`
-//! after a short wait for a place ([`ADMISSION_WAIT`]), before any work (rather than queued
-//! until the pool's timeouts turn them into slow errors), and every request answers within `REQUEST_TIMEOUT_MS`: past it, 503. A payment's
-//! claimed work is not cut off by that: it runs in a task of its own
+//! Load shedding and deadlines on the API, the first steps of `http::gate`
+//! (`crate::config::Limits`): more than `MAX_CONCURRENT_REQUESTS` at once are answered
+//! `503 service-unavailable` with `Retry-After` after a short wait for a place
+//! ([`ADMISSION_WAIT`]), before any work (rather than queued until the pool's timeouts turn them
+//! into slow errors), and every request answers within `REQUEST_TIMEOUT_MS`: past it, 503. A
+//! payment's claimed work is not cut off by that: it runs in a task of its own
 //! (`flows::bank_call::run_to_completion`), and the retry finds its answer.
 
 use std::sync::Arc;

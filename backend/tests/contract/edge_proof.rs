@@ -1,9 +1,9 @@
 //! The backend's public API answers only what came through the edge (SPEC §7 "Here:"): with
 //! `EDGE_PROOF_SECRET` set, a payment without the edge's proof, with a forged one (another
 //! secret), a stale one (a minute old), one for another body, or one already used (the same
-//! request replayed) is refused 403 `forbidden` before its token is read, and nothing is
-//! claimed or debited; a request with a fresh proof pays. Health and the policy stay open to
-//! load balancers. (Through the real edge: `edge/tests/identity.rs`.)
+//! request replayed) is refused 403 `forbidden` before its token is read (so also without a
+//! token), and nothing is claimed or debited; a request with a fresh proof pays. Health and the
+//! policy stay open to load balancers. (Through the real edge: `edge/tests/identity.rs`.)
 
 use secret_settings::SecretString;
 use serde_json::Value;
@@ -72,6 +72,23 @@ async fn only_requests_with_a_fresh_proof_of_the_edge_reach_the_api() {
             "{what}"
         );
     }
+    // The proof is checked before the token: no proof and no token is 403, not 401; a good
+    // proof with no token reaches authentication, 401.
+    let unauthenticated = |proof: Option<String>| {
+        let mut request = app
+            .http
+            .post(format!("{}/v1/bills/elec-1/pay", app.url))
+            .header("Idempotency-Key", &key)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(proof) = proof {
+            request = request.header(PROOF_HEADER, proof);
+        }
+        async { Received::from(request.send().await.expect("the backend answers")).await }
+    };
+    unauthenticated(None).await.assert_problem(403, "forbidden");
+    let proved_only = proof(PROOF_SECRET, &body, now(), "no-token");
+    assert_eq!(unauthenticated(Some(proved_only)).await.status, 401);
     app.assert_nothing_written("refused proofs").await;
 
     let good = proof(PROOF_SECRET, &body, now(), "fresh-1");
