@@ -1,6 +1,7 @@
--- Two layouts of the audit trail that the schema does not use, measured on the same 400,000
--- payments as bench/storage.sql, with the same distinct times (docs/figures.md, "Storage"), for
--- the record of what would pay:
+-- Three layouts of a payment's routine audit trail that the schema does not use (it keeps them
+-- on the payment's row: bench/storage.sql), measured on the same 400,000 payments with the same
+-- distinct times (docs/figures.md, "Storage"), for the record:
+-- - event_rows: two `key_events` rows a payment, as the backend wrote them before;
 -- - widest_first: today's columns (enum kind, UUID request id) in a rebuilt table ordered
 --   widest first, so no byte goes to alignment (what an in-place migration cannot do);
 -- - one_row_per_claim: the claim and the bank's answer as one row, updated by the outcome
@@ -12,6 +13,15 @@ SELECT n, (n % 50000) + 1 AS user_id, gen_random_uuid() AS key, gen_random_uuid(
        now() - (:rows - n) * interval '100 milliseconds' AS at
 FROM generate_series(1, :rows) AS n;
 CREATE TYPE layout_event_kind AS ENUM ('claimed', 'bank_answered');
+
+CREATE TABLE event_rows (LIKE key_events INCLUDING ALL);
+INSERT INTO event_rows (user_id, key, resource_id, at, event, request_id, trace_id)
+SELECT user_id, key, payment_id, at, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
+FROM generated;
+INSERT INTO event_rows (user_id, key, resource_id, at, event, detail, request_id, trace_id)
+SELECT user_id, key, payment_id, at + interval '1 second', 'bank_answered', 'succeeded',
+       gen_random_uuid(), decode(md5(n::text), 'hex')
+FROM generated;
 
 CREATE TABLE widest_first (
     user_id bigint NOT NULL, event_id bigint GENERATED ALWAYS AS IDENTITY,
@@ -41,9 +51,10 @@ SELECT user_id, key, payment_id, at, at + interval '1 second', gen_random_uuid()
        'bank_answered', decode(md5(n::text), 'hex'), decode(md5(n::text), 'hex')
 FROM generated;
 
+VACUUM ANALYZE event_rows;
 VACUUM ANALYZE widest_first;
 VACUUM ANALYZE one_row_per_claim;
 SELECT layout, pg_total_relation_size(layout) / :rows AS bytes_per_payment
-FROM unnest(ARRAY['widest_first', 'one_row_per_claim']::regclass[]) AS layout;
-DROP TABLE widest_first, one_row_per_claim;
+FROM unnest(ARRAY['event_rows', 'widest_first', 'one_row_per_claim']::regclass[]) AS layout;
+DROP TABLE event_rows, widest_first, one_row_per_claim;
 DROP TYPE layout_event_kind;

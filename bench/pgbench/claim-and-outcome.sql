@@ -1,8 +1,8 @@
 -- pgbench: one new-key payment as the backend sends it to PostgreSQL, generated from
 -- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim
--- with its pending payment and its `claimed` event (one statement, committed before the
--- bank is called), then the bank's final word as one statement (movement, key `done`,
--- the NOTIFY if a request waits on the key, the `bank_answered` event).
+-- with its pending payment carrying its `claimed` event (one statement, committed before
+-- the bank is called), then the bank's final word as one statement (movement with its
+-- `bank_answered` event, key `done`, the NOTIFY if a request waits on the key).
 \set user random(1, 100000)
 \set key_n random(1, 281474976710655)
 \set payment_n random(1, 281474976710655)
@@ -13,21 +13,21 @@ WITH claimed AS (
            md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
            now() + interval '48 hours')
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
-told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id,
-                            request_id_text)
-    SELECT :user, md5(:key_n::text)::uuid, resource_id, 'claimed', gen_random_uuid(),
-           decode(md5(:payment_n::text), 'hex'), NULL FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
-                          bank_reference)
+                          bank_reference, claim_event_id, claim_request_id, claim_trace_id,
+                          claim_request_id_text)
     SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending',
-           'pay-' || md5('p' || :payment_n)::uuid FROM claimed
+           'pay-' || md5('p' || :payment_n)::uuid, nextval('key_events_event_id_seq'),
+           gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL FROM claimed
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
               decline_reason)
 SELECT paid.*, claimed.expires_at FROM paid, claimed;
 WITH moved AS (
-    UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now()
+    UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now(),
+           answer_event_id = nextval('key_events_event_id_seq'),
+                  answer_request_id = gen_random_uuid(),
+           answer_trace_id = decode(md5(:payment_n::text), 'hex'), answer_request_id_text = NULL
     WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
            decline_reason),
@@ -39,12 +39,7 @@ done AS (
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
 told AS (SELECT pg_notify('idempotency_key_changed',
-       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
-recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
-                            request_id_text)
-    SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
-           'succeeded', gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL FROM done)
+       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

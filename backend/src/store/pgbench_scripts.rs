@@ -99,7 +99,6 @@ fn claim_and_outcome() -> String {
             "'succeeded'",
             "NULL",
             KEY,
-            "'succeeded'",
             "gen_random_uuid()",
             TRACE_ID,
             "NULL",
@@ -110,9 +109,9 @@ fn claim_and_outcome() -> String {
     format!(
         "-- pgbench: one new-key payment as the backend sends it to PostgreSQL, generated from\n\
          -- backend/src/store/claims/postgres.rs (backend/src/store/pgbench_scripts.rs): the claim\n\
-         -- with its pending payment and its `claimed` event (one statement, committed before the\n\
-         -- bank is called), then the bank's final word as one statement (movement, key `done`,\n\
-         -- the NOTIFY if a request waits on the key, the `bank_answered` event).\n\
+         -- with its pending payment carrying its `claimed` event (one statement, committed before\n\
+         -- the bank is called), then the bank's final word as one statement (movement with its\n\
+         -- `bank_answered` event, key `done`, the NOTIFY if a request waits on the key).\n\
          \\set user random(1, 100000)\n\
          \\set key_n random(1, 281474976710655)\n\
          \\set payment_n random(1, 281474976710655)\n{}{}",

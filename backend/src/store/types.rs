@@ -66,7 +66,9 @@ pub enum FinalOutcome {
 }
 
 impl FinalOutcome {
-    /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`.
+    /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`. The
+    /// outcome statements' `bank_answered` events spell the same words in SQL from the status
+    /// and reason (`key_trail` on PostgreSQL, the statement itself on SQLite).
     pub fn describe(&self) -> String {
         match self {
             FinalOutcome::Succeeded => "succeeded".to_owned(),

@@ -96,7 +96,7 @@ async fn json_lines_carry_the_request_id_and_trace_id_and_the_access_log_is_at_i
         .await
         .expect("connect");
     let recorded: String =
-        sqlx::query_scalar("SELECT request_id_text FROM key_events WHERE event = 'claimed'")
+        sqlx::query_scalar("SELECT request_id_text FROM key_trail WHERE event = 'claimed'")
             .fetch_one(&pool)
             .await
             .expect("the claim's event");

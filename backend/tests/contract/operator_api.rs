@@ -192,6 +192,74 @@ async fn a_customer_shows_each_action_with_its_trail(store: StoreKind) {
     assert_eq!(nobody["actions"], json!([]));
 }
 
+/// A customer's whole trail read a page of two at a time: every event once, newest first by
+/// event id, whether it is a `key_events` row or (on PostgreSQL) a routine event kept on its
+/// payment's or refund's row; the pages together are the trail as the database holds it.
+async fn the_whole_trail_pages_newest_first_across_events_kept_on_rows_and_in_the_event_table(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    let body = payment_body(230_000);
+    let mut payment_id = String::new();
+    for bill in ["elec-1", "gas-1", "water-1"] {
+        let key = new_key();
+        let paid = app.pay(44, Some(&key), bill, &body).await;
+        assert_eq!(paid.status, 201);
+        payment_id = paid.json()["payment_id"].as_str().expect("id").to_owned();
+        assert!(app.pay(44, Some(&key), bill, &body).await.is_replay());
+    }
+    assert_eq!(
+        app.refund(44, &new_key(), &payment_id, 1_000).await.status,
+        201
+    );
+    let written = app.trail_of_length(44, 11).await;
+    assert_eq!(
+        written.len(),
+        11,
+        "three payments, their replays, a refund: {written:?}"
+    );
+    let in_the_event_table = app
+        .scalar("SELECT count(*) FROM key_events WHERE event IN ('claimed', 'bank_answered')")
+        .await;
+    let expected_in_the_event_table = match store {
+        // Only the refund's claim: its transaction is not one of the two routine statements.
+        StoreKind::Postgres => 1,
+        StoreKind::Sqlite => 8,
+    };
+    assert_eq!(in_the_event_table, expected_in_the_event_table);
+
+    let mut read: Vec<(i64, String)> = Vec::new();
+    let mut path = "/admin/api/customers/44/trail?limit=2".to_owned();
+    loop {
+        let (status, page) = operator(&app, "GET", &path, &Value::Null).await;
+        assert_eq!(status, 200, "{page}");
+        for event in page["events"].as_array().expect("events") {
+            let id = event["event_id"].as_i64().expect("every event has an id");
+            read.push((id, event["event"].as_str().expect("name").to_owned()));
+            if event["event"] == "claimed" || event["event"] == "bank_answered" {
+                assert!(event["request_id"].is_string(), "{event}");
+                assert!(event["trace_id"].is_string(), "{event}");
+            }
+        }
+        match page["next"].as_str() {
+            Some(next) => path = format!("/admin/api/customers/44/trail?limit=2&before={next}"),
+            None => break,
+        }
+    }
+    assert!(
+        read.windows(2).all(|pair| pair[0].0 > pair[1].0),
+        "newest first, none twice: {read:?}"
+    );
+    let mut oldest_first: Vec<String> = read
+        .into_iter()
+        .rev()
+        .map(|(_, event)| event)
+        .filter(|event| event != "customer_viewed")
+        .collect();
+    oldest_first.truncate(written.len());
+    assert_eq!(oldest_first, written);
+}
+
 async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_second_debit(
     store: StoreKind,
 ) {
@@ -387,6 +455,7 @@ async fn the_operator_openapi_document_lists_exactly_the_operator_routes() {
 for_each_store!(
     only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_listener,
     a_customer_shows_each_action_with_its_trail,
+    the_whole_trail_pages_newest_first_across_events_kept_on_rows_and_in_the_event_table,
     an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_second_debit,
     the_double_charge_check_names_one_bill_debited_under_two_references,
 );

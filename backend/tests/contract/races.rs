@@ -180,7 +180,7 @@ async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store:
     assert_eq!(retry.json()["payment_id"], payment_id.to_string());
     assert_eq!(retry.json()["status"], "succeeded");
     let events_named = |event: &str| {
-        format!("SELECT count(*) FROM key_events WHERE user_id = 7 AND event = '{event}'")
+        format!("SELECT count(*) FROM key_trail WHERE user_id = 7 AND event = '{event}'")
     };
     assert_eq!(app.scalar(&events_named("claimed")).await, 1);
     assert_eq!(app.scalar(&events_named("bank_answered")).await, 1);

@@ -112,7 +112,7 @@ async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay
         .await
         .expect("connect");
     let recorded: Vec<(String, Option<Vec<u8>>)> =
-        sqlx::query_as("SELECT event::text, trace_id FROM key_events ORDER BY event_id")
+        sqlx::query_as("SELECT event::text, trace_id FROM key_trail ORDER BY event_id")
             .fetch_all(&pool)
             .await
             .expect("the trail");

@@ -416,10 +416,12 @@ impl TestApp {
         .unwrap_or_else(|error| panic!("{sql}: {error}"))
     }
 
-    /// The names of `user`'s audit trail events, in the order they were written.
+    /// The names of `user`'s audit trail events, in the order they were written: the view
+    /// `key_trail`, which adds to `key_events` the routine events PostgreSQL keeps on movement
+    /// rows.
     pub async fn trail(&self, user: u64) -> Vec<String> {
         self.texts(&format!(
-            "SELECT CAST(event AS TEXT) FROM key_events WHERE user_id = {user} ORDER BY event_id"
+            "SELECT CAST(event AS TEXT) FROM key_trail WHERE user_id = {user} ORDER BY event_id"
         ))
         .await
     }
@@ -429,7 +431,7 @@ impl TestApp {
     /// other id from `request_id_text`.
     pub async fn request_ids(&self, user: u64) -> Vec<String> {
         let sql = format!(
-            "SELECT request_id, request_id_text FROM key_events WHERE user_id = {user} \
+            "SELECT request_id, request_id_text FROM key_trail WHERE user_id = {user} \
              ORDER BY event_id"
         );
         let rows: Vec<(Option<uuid::Uuid>, Option<String>)> = match &self.db {

@@ -176,7 +176,7 @@ pub async fn print_failovers(
             .find(|promoted| *promoted >= strike.wall);
         let after = promoted.unwrap_or(strike.wall).max(strike.wall);
         let first_claim: Option<OffsetDateTime> = sqlx::query_scalar(
-            "SELECT min(at) FROM key_events WHERE event IN ('claimed', 'claimed_again') \
+            "SELECT min(at) FROM key_trail WHERE event IN ('claimed', 'claimed_again') \
              AND at >= $1",
         )
         .bind(after)

@@ -19,35 +19,37 @@ use crate::store::sql::{keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 use crate::store::writer_connections::WriterConnections;
 
-/// The `pay_bill` claim with its pending payment and its `claimed` event, in one statement:
-/// the payment and the event are written only if the key was inserted.
+/// The `pay_bill` claim with its pending payment, in one statement: the payment is written only
+/// if the key was inserted, and carries the claim's `claimed` event (its id from the trail's
+/// sequence, its request id and trace id; the migration `20261207000001` says why).
 pub(in crate::store) const CLAIM_PAYMENT: &str = "
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
                                   lease_owner, lease_until, expires_at)
     VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13)
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
-told AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id,
-                            request_id_text)
-    SELECT $1, $2, resource_id, 'claimed', $12, $14, $15 FROM claimed),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
-                          bank_reference)
-    SELECT resource_id, $1, $6, $7, $8, 'pending', $9 FROM claimed
+                          bank_reference, claim_event_id, claim_request_id, claim_trace_id,
+                          claim_request_id_text)
+    SELECT resource_id, $1, $6, $7, $8, 'pending', $9, nextval('key_events_event_id_seq'),
+           $12, $14, $15 FROM claimed
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
               decline_reason)
 SELECT paid.*, claimed.expires_at FROM paid, claimed";
 
 /// The bank's final word on a movement of `operation`, in one statement: the movement's
-/// outcome, the key's `done` state (only if the movement moved), the announcement if a request
-/// waits on the key (its row says `awaited`) and the `bank_answered` event.
+/// outcome with its `bank_answered` event (id, request id, trace id; the event's time and words
+/// are the outcome's), the key's `done` state (only if the movement moved) and the announcement
+/// if a request waits on the key (its row says `awaited`).
 pub(in crate::store) fn finish_statement(operation: Operation) -> String {
     let (table, id_column, columns) = movements::table(operation);
     format!(
         "
 WITH moved AS (
-    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now()
+    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now(),
+           answer_event_id = nextval('key_events_event_id_seq'), answer_request_id = $6,
+           answer_trace_id = $7, answer_request_id_text = $8
     WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
     RETURNING {columns}),
 done AS (
@@ -56,11 +58,7 @@ done AS (
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
-told AS (SELECT pg_notify($10, $11) FROM done WHERE awaited),
-recorded AS (
-    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
-                            request_id_text)
-    SELECT $2, $5, $1, 'bank_answered', $6, $7, $8, $9 FROM done)
+told AS (SELECT pg_notify($9, $10) FROM done WHERE awaited)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

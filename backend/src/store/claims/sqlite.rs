@@ -59,7 +59,9 @@ WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND cha
 RETURNING {key_columns};
 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                         request_id_text)
-SELECT $2, $5, $1, 'bank_answered', $6, $7, $8, $9 WHERE changes() = 1",
+SELECT $2, $5, $1, 'bank_answered',
+       CASE WHEN $3 = 'declined' THEN 'declined: ' || $4 ELSE 'succeeded' END, $6, $7, $8
+WHERE changes() = 1",
         now = Sqlite::NOW,
         set_done = keys::SET_DONE,
         key_columns = keys::key_columns::<Sqlite>(""),

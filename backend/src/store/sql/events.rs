@@ -1,6 +1,11 @@
 //! Statements on `key_events`, the audit trail (`crate::trail`): appending an event in the
 //! caller's transaction (so a state change and its event commit together), appending a batch
 //! of observations, reading a customer's trail, and expiring old events.
+//!
+//! Reads go through the view `key_trail`: `key_events` and, on PostgreSQL, the routine events
+//! (`claimed`, `bank_answered`) that the claim and the outcome statements keep on the payment's
+//! or refund's own row (`store::claims`), with ids from the same sequence, so a trail reads and
+//! pages by event id wherever its events are kept.
 
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -73,7 +78,8 @@ fn bind_event<'q, D: Db>(
 pub struct StoredEvent {
     /// Its id: the order events were written in (a trail page's cursor).
     pub event_id: i64,
-    /// The key's storage UUID, if the event is a key's.
+    /// The key's storage UUID, if the event is a key's and kept in `key_events` (a routine
+    /// event kept on its movement's row names only its claim).
     pub key: Option<Uuid>,
     /// The claim's payment or refund.
     pub resource_id: Option<Uuid>,
@@ -108,7 +114,7 @@ pub async fn select_of_claims<D: Db>(
         .collect::<Vec<_>>()
         .join(", ");
     let sql = format!(
-        "SELECT {READ_COLUMNS} FROM key_events WHERE user_id = $1 AND resource_id IN ({ids}) \
+        "SELECT {READ_COLUMNS} FROM key_trail WHERE user_id = $1 AND resource_id IN ({ids}) \
          ORDER BY event_id LIMIT $2"
     );
     let mut query = sqlx::query(&sql).arg(user_id).arg(limit);
@@ -135,7 +141,7 @@ pub async fn select_trail<D: Db>(
         None => "",
     };
     let sql = format!(
-        "SELECT {READ_COLUMNS} FROM key_events WHERE user_id = $1 {only_own} {before} \
+        "SELECT {READ_COLUMNS} FROM key_trail WHERE user_id = $1 {only_own} {before} \
          ORDER BY event_id DESC LIMIT $2"
     );
     let mut query = sqlx::query(&sql).arg(user_id).arg(page.fetch());
