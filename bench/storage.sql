@@ -33,16 +33,16 @@ FROM generated;
 
 -- Each payment as the backend writes it, with its two routine audit-trail events on its row:
 -- `claimed` with the claim, then `bank_answered` with the outcome, each an id from the trail's
--- sequence, the request's X-Request-Id (a UUID, as the edge mints it: 16 bytes) and its trace
--- id (16 bytes). Nothing else goes to `key_events` for a payment that just succeeds.
+-- sequence, and the claiming request's X-Request-Id (a UUID, as the edge mints it: 16 bytes)
+-- and trace id (16 bytes), which the answer shares. Nothing goes to `key_events` for a payment
+-- its claimant saw through.
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference, created_at, finished_at, claim_event_id, answer_event_id,
-                      claim_request_id, answer_request_id, claim_trace_id, answer_trace_id)
+                      claim_request_id, claim_trace_id)
 SELECT payment_id, user_id, bill_id, amount_paise, payer_vpa, 'succeeded',
        'pay-' || user_id || '-' || key, at, at + interval '1 second',
        nextval('key_events_event_id_seq'), nextval('key_events_event_id_seq'),
-       gen_random_uuid(), gen_random_uuid(), decode(md5(n::text), 'hex'),
-       decode(md5(n::text), 'hex')
+       gen_random_uuid(), decode(md5(n::text), 'hex')
 FROM generated;
 
 -- The same payments without their trail columns (the row as it was before the routine events
@@ -50,8 +50,7 @@ FROM generated;
 CREATE TABLE payments_without_trail (LIKE payments INCLUDING INDEXES);
 ALTER TABLE payments_without_trail
     DROP COLUMN claim_event_id, DROP COLUMN answer_event_id, DROP COLUMN claim_request_id,
-    DROP COLUMN answer_request_id, DROP COLUMN claim_trace_id, DROP COLUMN answer_trace_id,
-    DROP COLUMN claim_request_id_text, DROP COLUMN answer_request_id_text;
+    DROP COLUMN claim_trace_id, DROP COLUMN claim_request_id_text;
 INSERT INTO payments_without_trail (payment_id, user_id, bill_id, amount_paise, payer_vpa,
                                     status, bank_reference, created_at, finished_at)
 SELECT payment_id, user_id, bill_id, amount_paise, payer_vpa, 'succeeded',

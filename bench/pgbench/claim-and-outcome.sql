@@ -25,12 +25,12 @@ paid AS (
 SELECT paid.*, claimed.expires_at FROM paid, claimed;
 WITH moved AS (
     UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now(),
-           answer_event_id = nextval('key_events_event_id_seq'),
-                  answer_request_id = gen_random_uuid(),
-           answer_trace_id = decode(md5(:payment_n::text), 'hex'), answer_request_id_text = NULL
+           answer_event_id = CASE WHEN claim_event_id IS NOT NULL AND (gen_random_uuid(),
+           decode(md5(:payment_n::text), 'hex'), NULL) IS NOT DISTINCT FROM (claim_request_id,
+           claim_trace_id, claim_request_id_text) THEN nextval('key_events_event_id_seq') END
     WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
-           decline_reason),
+           decline_reason, answer_event_id IS NOT NULL AS answered_on_the_row),
 done AS (
     UPDATE idempotency_keys SET state = 'done', next_lookup_at = NULL, lease_owner = NULL,
            lease_until = NULL
@@ -39,7 +39,14 @@ done AS (
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
 told AS (SELECT pg_notify('idempotency_key_changed',
-       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited)
+       :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
+recorded AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
+                            request_id_text)
+    SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
+           CASE WHEN 'succeeded' = 'declined' THEN 'declined: ' || NULL ELSE 'succeeded' END,
+                  gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL
+    FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

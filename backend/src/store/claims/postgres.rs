@@ -21,7 +21,8 @@ use crate::store::writer_connections::WriterConnections;
 
 /// The `pay_bill` claim with its pending payment, in one statement: the payment is written only
 /// if the key was inserted, and carries the claim's `claimed` event (its id from the trail's
-/// sequence, its request id and trace id; the migration `20261207000001` says why).
+/// sequence, the request's id and trace id; `migrations/20261207000001_routine_trail_on_movements.sql`
+/// says why).
 pub(in crate::store) const CLAIM_PAYMENT: &str = "
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
@@ -39,26 +40,42 @@ paid AS (
 SELECT paid.*, claimed.expires_at FROM paid, claimed";
 
 /// The bank's final word on a movement of `operation`, in one statement: the movement's
-/// outcome with its `bank_answered` event (id, request id, trace id; the event's time and words
-/// are the outcome's), the key's `done` state (only if the movement moved) and the announcement
-/// if a request waits on the key (its row says `awaited`).
+/// outcome, the key's `done` state (only if the movement moved), the announcement if a request
+/// waits on the key (its row says `awaited`) and the `bank_answered` event. The event goes on
+/// a payment's row when the request that claimed the payment records the answer (nearly
+/// always: only an id is written, the rest is the claim's and the outcome's), else into
+/// `key_events` naming the request that did.
 pub(in crate::store) fn finish_statement(operation: Operation) -> String {
     let (table, id_column, columns) = movements::table(operation);
+    let (answer_on_the_row, answered_on_the_row) = match operation {
+        Operation::PayBill => (
+            ", answer_event_id = CASE WHEN claim_event_id IS NOT NULL \
+                 AND ($6, $7, $8) IS NOT DISTINCT FROM \
+                     (claim_request_id, claim_trace_id, claim_request_id_text) \
+                 THEN nextval('key_events_event_id_seq') END",
+            "answer_event_id IS NOT NULL",
+        ),
+        Operation::RefundPayment => ("", "false"),
+    };
     format!(
         "
 WITH moved AS (
-    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now(),
-           answer_event_id = nextval('key_events_event_id_seq'), answer_request_id = $6,
-           answer_trace_id = $7, answer_request_id_text = $8
+    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now(){answer_on_the_row}
     WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
-    RETURNING {columns}),
+    RETURNING {columns}, {answered_on_the_row} AS answered_on_the_row),
 done AS (
     UPDATE idempotency_keys SET {set_done}
     WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
               now() AS read_at, awaited),
-told AS (SELECT pg_notify($9, $10) FROM done WHERE awaited)
+told AS (SELECT pg_notify($9, $10) FROM done WHERE awaited),
+recorded AS (
+    INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
+                            request_id_text)
+    SELECT $2, $5, $1, 'bank_answered',
+           CASE WHEN $3 = 'declined' THEN 'declined: ' || $4 ELSE 'succeeded' END, $6, $7, $8
+    FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

@@ -2,10 +2,10 @@
 //! caller's transaction (so a state change and its event commit together), appending a batch
 //! of observations, reading a customer's trail, and expiring old events.
 //!
-//! Reads go through the view `key_trail`: `key_events` and, on PostgreSQL, the routine events
-//! (`claimed`, `bank_answered`) that the claim and the outcome statements keep on the payment's
-//! or refund's own row (`store::claims`), with ids from the same sequence, so a trail reads and
-//! pages by event id wherever its events are kept.
+//! Reads go through the view `key_trail`: `key_events` and, on PostgreSQL, a payment's routine
+//! events (`claimed`, and the claimant's `bank_answered`) that the claim and the outcome
+//! statements keep on the payment's own row (`store::claims`), with ids from the same sequence,
+//! so a trail reads and pages by event id wherever its events are kept.
 
 use time::OffsetDateTime;
 use uuid::Uuid;
