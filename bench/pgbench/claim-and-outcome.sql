@@ -19,13 +19,13 @@ paid AS (
                           claim_request_id_text)
     SELECT resource_id, :user, 'elec-1', 230000, 'asha@okbank', 'pending',
            'pay-' || md5('p' || :payment_n)::uuid, nextval('key_events_event_id_seq'),
-           gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL FROM claimed
+           md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'), NULL FROM claimed
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
               decline_reason)
 SELECT paid.*, claimed.expires_at FROM paid, claimed;
 WITH moved AS (
     UPDATE payments SET status = 'succeeded', decline_reason = NULL, finished_at = now(),
-           answer_event_id = CASE WHEN claim_event_id IS NOT NULL AND (gen_random_uuid(),
+           answer_event_id = CASE WHEN claim_event_id IS NOT NULL AND (md5('r' || :payment_n)::uuid,
            decode(md5(:payment_n::text), 'hex'), NULL) IS NOT DISTINCT FROM (claim_request_id,
            claim_trace_id, claim_request_id_text) THEN nextval('key_events_event_id_seq') END
     WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
@@ -45,7 +45,7 @@ recorded AS (
                             request_id_text)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
            CASE WHEN 'succeeded' = 'declined' THEN 'declined: ' || NULL ELSE 'succeeded' END,
-                  gen_random_uuid(), decode(md5(:payment_n::text), 'hex'), NULL
+                  md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'), NULL
     FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,

@@ -22,6 +22,9 @@ const KEY: &str = "md5(:key_n::text)::uuid";
 const PAYMENT: &str = "md5('p' || :payment_n)::uuid";
 /// A request's trace id: 16 bytes, as the trail stores it.
 const TRACE_ID: &str = "decode(md5(:payment_n::text), 'hex')";
+/// The request's `X-Request-Id`, a UUID as the edge mints it: the same in the claim and the
+/// outcome, since one request makes both.
+const REQUEST_ID: &str = "md5('r' || :payment_n)::uuid";
 
 /// `statement` with each `$n` replaced by `values[n - 1]`.
 fn with_values(statement: &str, values: &[&str]) -> String {
@@ -83,7 +86,7 @@ fn claim_and_outcome() -> String {
             &reference,
             "gen_random_uuid()",
             "interval '6 seconds'",
-            "gen_random_uuid()",
+            REQUEST_ID,
             "interval '48 hours'",
             TRACE_ID,
             "NULL",
@@ -99,7 +102,7 @@ fn claim_and_outcome() -> String {
             "'succeeded'",
             "NULL",
             KEY,
-            "gen_random_uuid()",
+            REQUEST_ID,
             TRACE_ID,
             "NULL",
             &channel,
