@@ -44,9 +44,12 @@ SELECT $1, $2, $5, 'claimed', $12, $14, $15 WHERE changes() = 1",
     )
 }
 
-/// The bank's final word on a movement of `operation`: the movement's outcome, the key's `done`
-/// state (only if the movement moved) and the `bank_answered` event (only if the key moved).
-/// Its rows: none if the movement was not pending, else the movement, then the key if it moved.
+/// The bank's final word on a movement of `operation`: the movement's outcome, its
+/// `bank_answered` event and the key's `done` state, the last two only if the movement moved
+/// (as on PostgreSQL, whose statement writes the event with the movement). The key's update
+/// comes last so that its rows follow the movement's: none if the movement was not pending,
+/// else the movement, then the key if it moved (its `changes() = 1` reads the event's insert,
+/// which wrote a row exactly when the movement moved).
 fn finish_statements(operation: Operation) -> String {
     let (table, id_column, columns) = movements::table(operation);
     format!(
@@ -54,14 +57,14 @@ fn finish_statements(operation: Operation) -> String {
 UPDATE {table} SET status = $3, decline_reason = $4, finished_at = {now}
 WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
 RETURNING {columns};
-UPDATE idempotency_keys SET {set_done}
-WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND changes() = 1
-RETURNING {key_columns};
 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                         request_id_text)
 SELECT $2, $5, $1, 'bank_answered',
        CASE WHEN $3 = 'declined' THEN 'declined: ' || $4 ELSE 'succeeded' END, $6, $7, $8
-WHERE changes() = 1",
+WHERE changes() = 1;
+UPDATE idempotency_keys SET {set_done}
+WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND changes() = 1
+RETURNING {key_columns}",
         now = Sqlite::NOW,
         set_done = keys::SET_DONE,
         key_columns = keys::key_columns::<Sqlite>(""),
