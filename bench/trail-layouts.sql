@@ -30,13 +30,10 @@ CREATE TABLE widest_first (
     trace_id bytea, request_id_text text, detail text, operator text, reason text,
     PRIMARY KEY (user_id, event_id));
 CREATE INDEX ON widest_first (at);
-INSERT INTO widest_first (user_id, key, resource_id, at, event, request_id, trace_id)
-SELECT user_id, key, payment_id, at, 'claimed', gen_random_uuid(), decode(md5(n::text), 'hex')
-FROM generated;
+-- The same events, in the order they were written.
 INSERT INTO widest_first (user_id, key, resource_id, at, event, detail, request_id, trace_id)
-SELECT user_id, key, payment_id, at + interval '1 second', 'bank_answered', 'succeeded',
-       gen_random_uuid(), decode(md5(n::text), 'hex')
-FROM generated;
+SELECT user_id, key, resource_id, at, event::text::layout_event_kind, detail, request_id, trace_id
+FROM event_rows ORDER BY event_id;
 
 CREATE TABLE one_row_per_claim (
     user_id bigint NOT NULL, story_id bigint GENERATED ALWAYS AS IDENTITY,
