@@ -427,6 +427,53 @@ async fn an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished(stor
     );
 }
 
+/// A payment written before PostgreSQL kept its routine events on its row
+/// (`migrations/20261207000001_routine_trail_on_movements.sql`) has them as `key_events` rows
+/// and its row's event columns empty: the trail shows each of its events once, in the order
+/// written, beside a payment written now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once() {
+    let app = TestApp::spawn_on(StoreKind::Postgres).await;
+    let (older, newer) = (new_key(), new_key());
+    let body = payment_body(100);
+    assert_eq!(app.pay(12, Some(&older), "elec-1", &body).await.status, 201);
+    // The older payment as the backend wrote it before: its two events in `key_events`, under
+    // the same ids, and nothing on its row.
+    app.execute(
+        "INSERT INTO key_events (event_id, user_id, key, resource_id, at, event, detail, \
+                                 request_id, trace_id) OVERRIDING SYSTEM VALUE \
+         SELECT event_id, e.user_id, k.key, e.resource_id, e.at, e.event, e.detail, \
+                e.request_id, e.trace_id \
+         FROM key_trail e JOIN idempotency_keys k \
+           ON k.user_id = e.user_id AND k.resource_id = e.resource_id \
+         WHERE e.user_id = 12; \
+         UPDATE payments SET claim_event_id = NULL, answer_event_id = NULL, \
+                             claim_request_id = NULL, claim_trace_id = NULL \
+         WHERE user_id = 12;",
+    )
+    .await;
+    assert_eq!(app.scalar("SELECT count(*) FROM key_events").await, 2);
+    assert_eq!(app.pay(12, Some(&newer), "gas-1", &body).await.status, 201);
+    assert!(app.pay(12, Some(&older), "elec-1", &body).await.is_replay());
+
+    assert_eq!(
+        app.trail_of_length(12, 5).await,
+        [
+            "claimed",
+            "bank_answered",
+            "claimed",
+            "bank_answered",
+            "replayed"
+        ]
+    );
+    assert_eq!(
+        app.scalar("SELECT count(DISTINCT event_id) FROM key_trail WHERE user_id = 12")
+            .await,
+        5,
+        "no event twice, none without its id"
+    );
+}
+
 for_each_store!(
     a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request,
     a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one,
