@@ -73,6 +73,15 @@ done
 curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not answer /healthz within 120 s"; }
 curl -sf "$api/readyz" >/dev/null || { compose logs >&2 || true; fail "the backend was not ready within 120 s"; }
 ok "up: the backend answers /healthz and /readyz on $api"
+# The backend waits for the simulator's container to start, not for it to listen: a payment
+# sent before it listens is refused as "nothing charged" (correctly, but not this check's point).
+bank=http://127.0.0.1:$BANK_PORT
+for _ in $(seq 1 60); do
+  curl -sf "$bank/ledger" >/dev/null && break
+  sleep 1
+done
+curl -sf "$bank/ledger" >/dev/null || { compose logs >&2 || true; fail "the bank simulator did not answer within 60 s"; }
+ok "up: the bank simulator answers on $bank"
 
 # --- A payment and its replay.
 token=$(env -i POLICY_FILE=policy.yaml REQUIRE_EDGE_PROOF=false AUTH_JWT_SECRET="$AUTH_JWT_SECRET" \
@@ -87,7 +96,7 @@ pay() {
 [ "$(pay retry)" = 201 ] || fail "the retry: $(cat "$scratch/body-retry")"
 cmp -s "$scratch/body-first" "$scratch/body-retry" || fail "the retry's body differs from the payment's"
 grep -qi '^idempotent-replayed: true' "$scratch/headers-retry" || fail "the retry is not marked Idempotent-Replayed"
-debits=$(curl -sf "http://127.0.0.1:$BANK_PORT/ledger" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["debits"]))')
+debits=$(curl -sf "$bank/ledger" | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["debits"]))')
 [ "$debits" = 1 ] || fail "the bank's ledger holds $debits debits, not 1"
 ok "a payment and its replay: 201 twice, the same body, Idempotent-Replayed, one debit at the bank"
 backend_container=$(podman ps -a --format '{{.Names}}' \
