@@ -65,22 +65,23 @@ export BACKEND_IMAGE=$backend_image POSTGRES_PASSWORD=$(secret) AUTH_JWT_SECRET=
   EDGE_PROOF_SECRET=$(secret) REQUIRE_EDGE_PROOF=false \
   API_PORT=$(free_port) ADMIN_PORT=$(free_port) BANK_PORT=$(free_port)
 compose up -d >"$scratch/up.log" 2>&1 || { cat "$scratch/up.log" >&2; fail "podman-compose up"; }
+# awaited URL SECONDS WHAT: waits up to SECONDS for URL to answer 2xx, else fails with the
+# stack's logs, naming WHAT.
+awaited() {
+  for _ in $(seq 1 "$2"); do
+    curl -sf "$1" >/dev/null && return
+    sleep 1
+  done
+  curl -sf "$1" >/dev/null || { compose logs >&2 || true; fail "$3 did not answer within $2 s"; }
+}
 api=http://127.0.0.1:$API_PORT
-for _ in $(seq 1 120); do
-  curl -sf "$api/readyz" >/dev/null && break
-  sleep 1
-done
-curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not answer /healthz within 120 s"; }
-curl -sf "$api/readyz" >/dev/null || { compose logs >&2 || true; fail "the backend was not ready within 120 s"; }
+awaited "$api/readyz" 120 "the backend's /readyz"
+curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not answer /healthz"; }
 ok "up: the backend answers /healthz and /readyz on $api"
 # The backend waits for the simulator's container to start, not for it to listen: a payment
 # sent before it listens is refused as "nothing charged" (correctly, but not this check's point).
 bank=http://127.0.0.1:$BANK_PORT
-for _ in $(seq 1 60); do
-  curl -sf "$bank/ledger" >/dev/null && break
-  sleep 1
-done
-curl -sf "$bank/ledger" >/dev/null || { compose logs >&2 || true; fail "the bank simulator did not answer within 60 s"; }
+awaited "$bank/ledger" 60 "the bank simulator"
 ok "up: the bank simulator answers on $bank"
 
 # --- A payment and its replay.

@@ -44,9 +44,8 @@ recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                             request_id_text)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
-           CASE WHEN 'succeeded' = 'declined' THEN 'declined: ' || NULL ELSE 'succeeded' END,
-                  md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'), NULL
-    FROM moved WHERE NOT answered_on_the_row)
+           'succeeded', md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'),
+           NULL FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
        done.created_at, done.claimed_at, done.expires_at, done.read_at,
        (SELECT count(*) FROM told) AS told

@@ -105,6 +105,7 @@ fn claim_and_outcome() -> String {
             REQUEST_ID,
             TRACE_ID,
             "NULL",
+            "'succeeded'",
             &channel,
             &payload,
         ],

@@ -67,8 +67,8 @@ pub enum FinalOutcome {
 
 impl FinalOutcome {
     /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`. The
-    /// outcome statements' `bank_answered` events spell the same words in SQL from the status
-    /// and reason (`key_trail` on PostgreSQL, the statement itself on SQLite).
+    /// view `key_trail` spells the same words from the status and reason for an answer kept on
+    /// a payment's row (`migrations/20261207000001_routine_trail_on_movements.sql`).
     pub fn describe(&self) -> String {
         match self {
             FinalOutcome::Succeeded => "succeeded".to_owned(),

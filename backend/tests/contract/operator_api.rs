@@ -194,7 +194,7 @@ async fn a_customer_shows_each_action_with_its_trail(store: StoreKind) {
 
 /// A customer's whole trail read a page of two at a time: every event once, newest first by
 /// event id, whether it is a `key_events` row or (on PostgreSQL) a routine event kept on its
-/// payment's or refund's row; the pages together are the trail as the database holds it.
+/// payment's row; the pages together are the trail as the database holds it.
 async fn the_whole_trail_pages_newest_first_across_events_kept_on_rows_and_in_the_event_table(
     store: StoreKind,
 ) {

@@ -330,9 +330,8 @@ fn claim_payment_query<'q, D: Db>(
 
 /// The bank's final word's statement with its parameters, numbered alike on both databases:
 /// `$1` movement id, `$2` user, `$3` status, `$4` decline reason, `$5` key, `$6` request id (a
-/// UUID), `$7` trace id, `$8` request id (any other text). PostgreSQL's adds the announcement's
-/// `$9`, `$10`. The `bank_answered` event's words are the outcome's (`succeeded`, or
-/// `declined: ` and the reason), which each database's statement spells from `$3` and `$4`.
+/// UUID), `$7` trace id, `$8` request id (any other text), `$9` the event's words
+/// ([`FinalOutcome::describe`]). PostgreSQL's adds the announcement's `$10`, `$11`.
 fn finish_query<'q, D: Db>(
     sql: &'q str,
     key: KeyRef,
@@ -351,6 +350,7 @@ fn finish_query<'q, D: Db>(
         .arg(request_id.uuid)
         .arg(trace_id_of(cause))
         .arg(request_id.text)
+        .arg(result.describe())
 }
 
 /// The request id an event of `cause` is recorded with, as the trail's two columns.

@@ -59,9 +59,7 @@ WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
 RETURNING {columns};
 INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                         request_id_text)
-SELECT $2, $5, $1, 'bank_answered',
-       CASE WHEN $3 = 'declined' THEN 'declined: ' || $4 ELSE 'succeeded' END, $6, $7, $8
-WHERE changes() = 1;
+SELECT $2, $5, $1, 'bank_answered', $9, $6, $7, $8 WHERE changes() = 1;
 UPDATE idempotency_keys SET {set_done}
 WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND changes() = 1
 RETURNING {key_columns}",
