@@ -17,14 +17,19 @@
 //! after that would open a transaction of its own, and its `RELEASE` commit it, while the batch
 //! goes on to tell every caller "nothing written". So each write's savepoint is released before
 //! the next write's opens, and its name is private to the writer: a random one per writer task,
-//! which no write knows. Each step is one statement string, so one trip to SQLite's thread
-//! (sqlx hands every statement to a thread of the connection's own): `BEGIN IMMEDIATE;
-//! SAVEPOINT s` before the first write, `RELEASE s; SAVEPOINT s` between two, `RELEASE s;
-//! COMMIT` after the last. If the batch's transaction is gone, that `RELEASE` (or the undo
-//! of a failed write, `ROLLBACK TO s`) finds no such savepoint and fails, whatever the write did
-//! meanwhile. The first such failure stops the batch: the rest do not run, the batch is rolled
-//! back whole, every caller hears "not written" (a 503 to the client, with nothing saved), and
-//! the writer closes the connection and opens a fresh one for the next batch.
+//! which no write knows. sqlx hands every statement string to a thread of the connection's own,
+//! a trip of two thread wake-ups, so the boundaries ride with the statements: `BEGIN IMMEDIATE;
+//! SAVEPOINT s` is the batch's first trip; each later write's [`Opening`] (`RELEASE s;
+//! SAVEPOINT s; `) goes in front of that write's own first statements, in the same string; and
+//! `RELEASE s; COMMIT` follows the last. SQLite runs the statements of a string in order and
+//! stops at the first that fails, so a write's statements never run unless its opening did. If
+//! the batch's transaction is gone, that `RELEASE` (or the undo of a failed write, `ROLLBACK TO
+//! s`) finds no such savepoint and fails, whatever the write did meanwhile. The first such
+//! failure stops the batch: the rest do not run, the batch is rolled back whole, every caller
+//! hears "not written" (a 503 to the client, with nothing saved), and the writer closes the
+//! connection and opens a fresh one for the next batch. A write that returns without having
+//! sent its opening (a bug: its statements would have run in the write before it's savepoint)
+//! stops the batch the same way.
 //!
 //! **The writer is supervised.** Should its task end (a write that panics), the supervisor
 //! counts it, marks the writer stopped (readiness then says not ready: [`GroupCommit::health`])
@@ -54,11 +59,31 @@ const QUEUE_LENGTH: usize = 1024;
 /// meanwhile, and readiness reports the writer stopped.
 pub const RESTART_PAUSE: Duration = Duration::from_secs(1);
 
-/// One write's statements, run on the batch's connection.
-type Write = Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Ran> + Send>;
+/// One write's statements, run on the batch's connection after its [`Opening`].
+type Write =
+    Box<dyn for<'c> FnOnce(&'c mut SqliteConnection, Opening<'c>) -> BoxFuture<'c, Ran> + Send>;
 
-/// Answers a write's caller, given whether its batch committed.
-type Acknowledge = Box<dyn FnOnce(Result<(), String>) + Send>;
+/// The statements that open a write's savepoint, which the write sends in front of its own
+/// first statements, in one string: one trip to SQLite's thread rather than two.
+#[derive(Debug)]
+pub struct Opening<'c> {
+    /// Empty for a batch's first write (its savepoint opened with the transaction).
+    statements: &'c str,
+    /// Set once the statements are handed out, so the writer can tell a write that forgot.
+    sent: &'c AtomicBool,
+}
+
+impl Opening<'_> {
+    /// `first_statements` with the opening in front, to be sent as the write's first string.
+    pub fn before(self, first_statements: &str) -> String {
+        self.sent.store(true, Ordering::Relaxed);
+        format!("{}{first_statements}", self.statements)
+    }
+}
+
+/// Answers a write's caller, given whether its batch committed and whether the write's own
+/// failure, if it failed, was undone alone (so was its own, not its opening's).
+type Acknowledge = Box<dyn FnOnce(Result<(), String>, bool) + Send>;
 
 /// A write that ran in the batch.
 struct Ran {
@@ -66,6 +91,9 @@ struct Ran {
     acknowledge: Acknowledge,
     /// Whether its statements failed: their changes must be undone, back to its savepoint.
     failed: bool,
+    /// Whether that undo succeeded. If it did not, the failure may have been its opening's
+    /// (the batch's transaction gone), and the caller hears the batch's "not written".
+    undone_alone: bool,
 }
 
 /// Whether the writer runs, and how often it had to be started again.
@@ -114,19 +142,23 @@ impl GroupCommit {
     pub async fn write<T, F>(&self, statements: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, StoreError>>
+        F: for<'c> FnOnce(
+                &'c mut SqliteConnection,
+                Opening<'c>,
+            ) -> BoxFuture<'c, Result<T, StoreError>>
             + Send
             + 'static,
     {
         let (sender, answer) = oneshot::channel();
-        let write: Write = Box::new(move |conn: &mut SqliteConnection| {
+        let write: Write = Box::new(move |conn, opening| {
             Box::pin(async move {
-                let outcome = statements(conn).await;
+                let outcome = statements(conn, opening).await;
                 let failed = outcome.is_err();
-                let acknowledge = Box::new(move |committed: Result<(), String>| {
-                    let answer = match committed {
-                        Ok(()) => outcome,
-                        Err(why) => Err(outcome.err().unwrap_or_else(|| not_written(&why))),
+                let acknowledge = Box::new(move |committed: Result<(), String>, undone_alone| {
+                    let answer = match (committed, outcome) {
+                        (Ok(()), outcome) => outcome,
+                        (Err(_), Err(own)) if undone_alone => Err(own),
+                        (Err(why), _) => Err(not_written(&why)),
                     };
                     // The caller may have gone (its request timed out): nothing to tell then.
                     let _ = sender.send(answer);
@@ -134,6 +166,7 @@ impl GroupCommit {
                 Ran {
                     acknowledge,
                     failed,
+                    undone_alone: false,
                 }
             })
         });
@@ -207,7 +240,8 @@ async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Rec
 struct Savepoint {
     /// Begins the batch's transaction and opens the first write's savepoint.
     begin_and_open: String,
-    /// Closes the last write's savepoint, keeping its changes, and opens the next one's.
+    /// Closes the last write's savepoint, keeping its changes, and opens the next one's: a
+    /// later write's [`Opening`], so it ends with the separator before the write's own.
     release_and_open: String,
     /// Undoes a failed write's changes, leaving its savepoint open (empty).
     undo: String,
@@ -221,7 +255,7 @@ impl Savepoint {
         let name = format!("group_commit_{}", uuid::Uuid::new_v4().simple());
         Savepoint {
             begin_and_open: format!("BEGIN IMMEDIATE; SAVEPOINT {name}"),
-            release_and_open: format!("RELEASE {name}; SAVEPOINT {name}"),
+            release_and_open: format!("RELEASE {name}; SAVEPOINT {name}; "),
             undo: format!("ROLLBACK TO {name}"),
             release_and_commit: format!("RELEASE {name}; COMMIT"),
         }
@@ -246,23 +280,38 @@ async fn write_batch(
     let mut stopped: Option<String> = None;
     for (index, write) in batch.into_iter().enumerate() {
         // The first write's savepoint opened with the transaction; each later one opens as the
-        // write before it is released.
-        if index > 0
-            && let Err(error) =
-                Sqlite::execute(conn, sqlx::query(&savepoint.release_and_open)).await
-        {
-            stopped = Some(format!(
-                "the batch's transaction ended under a write, or its savepoint failed: {error}"
-            ));
-            break;
-        }
-        let one = write(conn).await;
+        // write before it is released, in the write's own first trip.
+        let sent = AtomicBool::new(false);
+        let opening = Opening {
+            statements: if index == 0 {
+                ""
+            } else {
+                &savepoint.release_and_open
+            },
+            sent: &sent,
+        };
+        let mut one = write(conn, opening).await;
         let failed = one.failed;
-        ran.push(one);
-        if failed && let Err(error) = Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
-            stopped = Some(format!("a failed write could not be undone alone: {error}"));
+        if !sent.load(Ordering::Relaxed) {
+            ran.push(one);
+            stopped = Some("a write ran without opening its savepoint (a bug)".to_owned());
             break;
         }
+        // A failure in the opening (the batch's transaction is gone) fails the undo too.
+        if failed {
+            match Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
+                Ok(_) => one.undone_alone = true,
+                Err(error) => {
+                    ran.push(one);
+                    stopped = Some(format!(
+                        "a failed write could not be undone alone (the batch's transaction \
+                         ended under it, or its savepoint failed): {error}"
+                    ));
+                    break;
+                }
+            }
+        }
+        ran.push(one);
     }
     // Writes the loop did not reach are dropped here, which tells their callers "not written".
     let committed = match stopped {
@@ -278,7 +327,7 @@ async fn write_batch(
         let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
     }
     for ran in ran {
-        (ran.acknowledge)(committed.clone());
+        (ran.acknowledge)(committed.clone(), ran.undone_alone);
     }
     committed.is_ok()
 }
@@ -311,18 +360,29 @@ mod tests {
         (dir, pool)
     }
 
-    fn insert(
-        id: i64,
-    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<u64, StoreError>>
+    /// A write's signature, as the tests' writes spell it.
+    trait TestWrite<T>:
+        for<'c> FnOnce(
+        &'c mut SqliteConnection,
+        Opening<'c>,
+    ) -> BoxFuture<'c, Result<T, StoreError>>
     {
-        move |conn| {
+    }
+
+    impl<T, F> TestWrite<T> for F where
+        F: for<'c> FnOnce(
+            &'c mut SqliteConnection,
+            Opening<'c>,
+        ) -> BoxFuture<'c, Result<T, StoreError>>
+    {
+    }
+
+    fn insert(id: i64) -> impl TestWrite<u64> {
+        move |conn, opening| {
             Box::pin(async move {
                 // Two statements, so a failing second one must undo the first.
-                Sqlite::execute(
-                    conn,
-                    sqlx::query("INSERT INTO t VALUES (?1 + 100000, 'first')").bind(id),
-                )
-                .await?;
+                let first = opening.before("INSERT INTO t VALUES (?1 + 100000, 'first')");
+                Sqlite::execute(conn, sqlx::query(&first).bind(id)).await?;
                 Ok(Sqlite::execute(
                     conn,
                     sqlx::query("INSERT INTO t VALUES (?1, 'second')").bind(id),
@@ -388,13 +448,11 @@ mod tests {
 
     /// A write that holds the writer until `release` fires, so that the writes sent meanwhile
     /// queue up and are taken as the next batch, together.
-    fn holding_the_writer(
-        release: oneshot::Receiver<()>,
-    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<(), StoreError>>
-    {
-        move |_conn| {
+    fn holding_the_writer(release: oneshot::Receiver<()>) -> impl TestWrite<()> {
+        move |conn, opening| {
             Box::pin(async move {
                 let _ = release.await;
+                Sqlite::execute(conn, sqlx::query(&opening.before("SELECT 1"))).await?;
                 Ok(())
             })
         }
@@ -415,13 +473,11 @@ mod tests {
         SavepointHidesIt,
     }
 
-    fn breaking(
-        how: RolledBack,
-    ) -> impl for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<u64, StoreError>>
-    {
-        move |conn| {
+    fn breaking(how: RolledBack) -> impl TestWrite<u64> {
+        move |conn, opening| {
             Box::pin(async move {
-                Sqlite::execute(conn, sqlx::query("INSERT INTO t VALUES (555, 'doomed')")).await?;
+                let first = opening.before("INSERT INTO t VALUES (555, 'doomed')");
+                Sqlite::execute(conn, sqlx::query(&first)).await?;
                 Sqlite::execute(conn, sqlx::query("ROLLBACK")).await?;
                 match how {
                     RolledBack::WriteFails => Err(StoreError::Corrupt("disk full".into())),
@@ -497,13 +553,67 @@ mod tests {
         assert_eq!(count(&pool).await, 2);
     }
 
+    /// A write that runs its statement without its opening: in the savepoint of the write
+    /// before it.
+    fn forgetting_its_opening() -> impl TestWrite<u64> {
+        |conn, _opening| {
+            Box::pin(async move {
+                Ok(
+                    Sqlite::execute(conn, sqlx::query("INSERT INTO t VALUES (777, 'stray')"))
+                        .await?,
+                )
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_write_that_does_not_send_its_opening_stops_its_batch() {
+        let (_dir, pool) = scratch_database().await;
+        let writer = GroupCommit::start(&pool);
+        for round in 0..10 {
+            let (release, held) = oneshot::channel();
+            let holding = tokio::spawn({
+                let writer = writer.clone();
+                async move { writer.write(holding_the_writer(held)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let before = tokio::spawn({
+                let writer = writer.clone();
+                async move { writer.write(insert(round * 10 + 1)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let stray = tokio::spawn({
+                let writer = writer.clone();
+                async move { writer.write(forgetting_its_opening()).await }
+            });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            release.send(()).expect("the holding write waits");
+            holding
+                .await
+                .expect("joins")
+                .expect("the holding write commits");
+            for (which, answer) in [
+                ("before", before.await.expect("joins")),
+                ("stray", stray.await.expect("joins")),
+            ] {
+                assert!(
+                    matches!(answer, Err(StoreError::Unavailable(_))),
+                    "round {round}: the {which} write is told it was not written: {answer:?}"
+                );
+            }
+            assert_eq!(count(&pool).await, 0, "round {round}: nothing committed");
+        }
+        writer.write(insert(9_999)).await.expect("written");
+        assert_eq!(count(&pool).await, 2);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_writer_that_dies_is_reported_stopped_and_started_again() {
         let (_dir, pool) = scratch_database().await;
         let writer = GroupCommit::start(&pool);
         writer.write(insert(1)).await.expect("written");
         let dying = writer
-            .write(|_conn| -> BoxFuture<'_, Result<(), StoreError>> {
+            .write(|_conn, _opening| -> BoxFuture<'_, Result<(), StoreError>> {
                 Box::pin(async { panic!("a bug in a write") })
             })
             .await;

@@ -155,7 +155,7 @@ mod tests {
         let killed = store
             .writer
             .write(
-                |_conn: &mut SqliteConnection| -> BoxFuture<'_, Result<(), StoreError>> {
+                |_conn: &mut SqliteConnection, _opening| -> BoxFuture<'_, Result<(), StoreError>> {
                     Box::pin(async { panic!("a bug in a write") })
                 },
             )

@@ -1,6 +1,6 @@
 //! SQLite's two writes of [`ClaimWrites`]: each one statement string through the group commit
 //! (`store::group_commit`), which shares one transaction and one fsync among the writes that
-//! arrive together.
+//! arrive together, with the statements that open the write's savepoint in front.
 //!
 //! SQLite cannot write inside a `WITH`, so where PostgreSQL has one statement
 //! (`claims/postgres.rs`) SQLite runs three, sent together: sqlx runs every statement of one
@@ -79,9 +79,9 @@ impl ClaimWrites for Sqlite {
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
         let (fingerprint, payment, cause) = (*fingerprint, payment.clone(), cause.clone());
         writer
-            .write(move |conn| {
+            .write(move |conn, opening| {
                 Box::pin(async move {
-                    let sql = claim_payment_statements();
+                    let sql = opening.before(&claim_payment_statements());
                     let query =
                         claim_payment_query(&sql, key, (&fingerprint, &payment), claim, &cause);
                     match Sqlite::fetch_all(conn, query).await?.as_slice() {
@@ -112,9 +112,9 @@ impl ClaimWrites for Sqlite {
     ) -> Result<Option<Finished>, StoreError> {
         let (result, cause) = (result.clone(), cause.clone());
         writer
-            .write(move |conn| {
+            .write(move |conn, opening| {
                 Box::pin(async move {
-                    let sql = finish_statements(operation);
+                    let sql = opening.before(&finish_statements(operation));
                     let query = finish_query(&sql, key, resource_id, &result, &cause);
                     let rows = Sqlite::fetch_all(conn, query).await?;
                     let (moved, key_now) = match rows.as_slice() {
