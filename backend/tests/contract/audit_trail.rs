@@ -15,7 +15,7 @@ use bank_simulator::Knobs;
 use serde_json::json;
 
 use crate::spec_rows::simulate_crash_after_claim;
-use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, send_pay};
+use crate::support::{Options, StoreKind, TestApp, new_key, payment_body, send_pay, wait_for};
 
 /// `POST /v1/bills/elec-1/pay` as `user` with `key` and `X-Request-Id: request_id`.
 async fn pay_as(app: &TestApp, user: u64, key: &str, request_id: &str) -> reqwest::Response {
@@ -474,6 +474,57 @@ async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once
     );
 }
 
+/// The bank's answer is recorded when the payment moves, whether or not its key moves with it.
+/// Here the key is deleted while the bank call is in flight (as a purge by hand would), so the
+/// outcome finds the payment pending but no key to finish: the payment moves alone, and the
+/// trail still says the bank answered, naming the claiming request.
+async fn an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone(store: StoreKind) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            latency_ms: 1_500,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = new_key();
+    let delete_the_key_once_claimed = async {
+        wait_for("the claim", Duration::from_secs(10), async || {
+            app.scalar("SELECT count(*) FROM payments WHERE user_id = 4")
+                .await
+                == 1
+        })
+        .await;
+        app.execute("DELETE FROM idempotency_keys WHERE user_id = 4")
+            .await;
+    };
+    let (paid, ()) = tokio::join!(
+        pay_as(&app, 4, &key, "phone-attempt-1"),
+        delete_the_key_once_claimed
+    );
+    assert!(
+        paid.status().is_success(),
+        "the client hears the bank's answer: {}",
+        paid.status()
+    );
+    assert_eq!(app.ledger().await.debits.len(), 1);
+    assert_eq!(
+        app.texts("SELECT CAST(status AS TEXT) FROM payments WHERE user_id = 4")
+            .await,
+        ["succeeded"]
+    );
+    assert_eq!(app.count("idempotency_keys").await, 0);
+    // The key's deletion leaves its last event, as its expiry would.
+    assert_eq!(app.trail(4).await, ["claimed", "expired", "bank_answered"]);
+    let ids = app.request_ids(4).await;
+    assert_eq!(
+        [ids[0].as_str(), ids[2].as_str()],
+        ["phone-attempt-1", "phone-attempt-1"],
+        "the claiming request recorded the answer"
+    );
+}
+
 for_each_store!(
     a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request,
     a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one,
@@ -487,4 +538,5 @@ for_each_store!(
     an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_keeping_period,
     a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_called,
     an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished,
+    an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone,
 );
