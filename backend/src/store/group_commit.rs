@@ -491,6 +491,46 @@ mod tests {
         }
     }
 
+    /// A test's write, boxed, so that writes of different kinds go in one list.
+    type Boxed = Box<
+        dyn for<'c> FnOnce(
+                &'c mut SqliteConnection,
+                Opening<'c>,
+            ) -> BoxFuture<'c, Result<u64, StoreError>>
+            + Send,
+    >;
+
+    /// Sends `writes` while the writer is held, a few milliseconds apart so that they queue in
+    /// that order, then frees the writer, so they go as one batch; their answers, in order.
+    async fn as_one_batch(
+        writer: &GroupCommit,
+        writes: Vec<Boxed>,
+    ) -> Vec<Result<u64, StoreError>> {
+        let (release, held) = oneshot::channel();
+        let holding = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.write(holding_the_writer(held)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut sent = Vec::new();
+        for write in writes {
+            let writer = writer.clone();
+            sent.push(tokio::spawn(async move { writer.write(write).await }));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        release.send(()).expect("the holding write waits");
+        holding
+            .await
+            .expect("joins")
+            .expect("the holding write commits");
+        let mut answers = Vec::new();
+        for write in sent {
+            answers.push(write.await.expect("joins"));
+        }
+        answers
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_batch_whose_transaction_ends_under_it_commits_nothing_and_tells_every_caller() {
         let (_dir, pool) = scratch_database().await;
@@ -501,46 +541,19 @@ mod tests {
                 RolledBack::WriteSucceeds,
                 RolledBack::SavepointHidesIt,
             ] {
-                let (release, held) = oneshot::channel();
-                let holding = tokio::spawn({
-                    let writer = writer.clone();
-                    async move { writer.write(holding_the_writer(held)).await }
-                });
-                // The writer is held: these three queue, and go as one batch once it is free.
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let first = tokio::spawn({
-                    let writer = writer.clone();
-                    async move { writer.write(insert(round * 10 + 1)).await }
-                });
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let second = tokio::spawn({
-                    let writer = writer.clone();
-                    async move { writer.write(breaking(how)).await }
-                });
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                let third = tokio::spawn({
-                    let writer = writer.clone();
-                    async move { writer.write(insert(round * 10 + 2)).await }
-                });
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                release.send(()).expect("the holding write waits");
-                holding
-                    .await
-                    .expect("joins")
-                    .expect("the holding write commits");
-                for (which, answer) in [
-                    ("first", first.await.expect("joins")),
-                    ("third", third.await.expect("joins")),
-                ] {
+                let writes: Vec<Boxed> = vec![
+                    Box::new(insert(round * 10 + 1)),
+                    Box::new(breaking(how)),
+                    Box::new(insert(round * 10 + 2)),
+                ];
+                let answers = as_one_batch(&writer, writes).await;
+                for (which, answer) in [("first", &answers[0]), ("third", &answers[2])] {
                     assert!(
                         matches!(answer, Err(StoreError::Unavailable(_))),
                         "{how:?}, round {round}: the {which} write is told it was not written: {answer:?}"
                     );
                 }
-                assert!(
-                    second.await.expect("joins").is_err(),
-                    "{how:?}: the breaking write"
-                );
+                assert!(answers[1].is_err(), "{how:?}: the breaking write");
                 assert_eq!(
                     count(&pool).await,
                     0,
@@ -571,31 +584,12 @@ mod tests {
         let (_dir, pool) = scratch_database().await;
         let writer = GroupCommit::start(&pool);
         for round in 0..10 {
-            let (release, held) = oneshot::channel();
-            let holding = tokio::spawn({
-                let writer = writer.clone();
-                async move { writer.write(holding_the_writer(held)).await }
-            });
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let before = tokio::spawn({
-                let writer = writer.clone();
-                async move { writer.write(insert(round * 10 + 1)).await }
-            });
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let stray = tokio::spawn({
-                let writer = writer.clone();
-                async move { writer.write(forgetting_its_opening()).await }
-            });
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            release.send(()).expect("the holding write waits");
-            holding
-                .await
-                .expect("joins")
-                .expect("the holding write commits");
-            for (which, answer) in [
-                ("before", before.await.expect("joins")),
-                ("stray", stray.await.expect("joins")),
-            ] {
+            let writes: Vec<Boxed> = vec![
+                Box::new(insert(round * 10 + 1)),
+                Box::new(forgetting_its_opening()),
+            ];
+            let answers = as_one_batch(&writer, writes).await;
+            for (which, answer) in [("before", &answers[0]), ("stray", &answers[1])] {
                 assert!(
                     matches!(answer, Err(StoreError::Unavailable(_))),
                     "round {round}: the {which} write is told it was not written: {answer:?}"

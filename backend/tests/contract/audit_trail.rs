@@ -109,15 +109,7 @@ async fn a_mismatch_and_a_decline_are_recorded_with_what_happened(store: StoreKi
 async fn a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waited(
     store: StoreKind,
 ) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            latency_ms: 800,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 800)).await;
     let key = new_key();
     let first = tokio::spawn({
         let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
@@ -479,15 +471,7 @@ async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once
 /// outcome finds the payment pending but no key to finish: the payment moves alone, and the
 /// trail still says the bank answered, naming the claiming request.
 async fn an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone(store: StoreKind) {
-    let app = TestApp::spawn_with(Options {
-        store,
-        knobs: Knobs {
-            latency_ms: 1_500,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 1_500)).await;
     let key = new_key();
     let delete_the_key_once_claimed = async {
         wait_for("the claim", Duration::from_secs(10), async || {

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use backend::config::Limits;
 use backend::store::KeyRef;
-use bank_simulator::Knobs;
 use futures_util::future::join_all;
 use serde_json::Value;
 use shared::{IdempotencyKey, UserId};
@@ -28,18 +27,6 @@ use sqlx::postgres::PgListener;
 use crate::support::{Options, Received, StoreKind, TestApp, new_key, payment_body, wait_for};
 
 const BILL: &str = "elec-42";
-
-/// A 2 s bank, so the first attempt stays in flight while the others arrive.
-fn slow_bank(store: StoreKind, latency_ms: u64) -> Options {
-    Options {
-        store,
-        knobs: Knobs {
-            latency_ms,
-            ..Knobs::default()
-        },
-        ..Options::default()
-    }
-}
 
 /// `POST /v1/bills/{BILL}/pay` with `key` and, when given, `Prefer: {prefer}`, to `base_url`.
 async fn pay(
@@ -113,7 +100,7 @@ async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Receive
 }
 
 async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: StoreKind) {
-    let app = TestApp::spawn_with(slow_bank(store, 2_000)).await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 2_000)).await;
     const ROUNDS: usize = 3;
     for round in 1..=ROUNDS {
         let key = new_key();
@@ -146,8 +133,8 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: Store
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn waiters_on_another_replica_hear_of_the_answer_through_postgres() {
-    let options = slow_bank(StoreKind::Postgres, 2_000);
-    let app = TestApp::spawn_with(slow_bank(StoreKind::Postgres, 2_000)).await;
+    let options = Options::slow_bank(StoreKind::Postgres, 2_000);
+    let app = TestApp::spawn_with(Options::slow_bank(StoreKind::Postgres, 2_000)).await;
     let replica = app.spawn_replica(&options).await;
     let replica_url = replica.url.clone();
     for round in 1..=3 {
@@ -244,7 +231,7 @@ async fn announcements_so_far(pool: &PgPool, listener: &mut PgListener) -> Vec<S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
-    let app = TestApp::spawn_with(slow_bank(StoreKind::Postgres, 1_500)).await;
+    let app = TestApp::spawn_with(Options::slow_bank(StoreKind::Postgres, 1_500)).await;
     let mut listener = PgListener::connect(&app.database_url)
         .await
         .expect("connects");
@@ -286,7 +273,7 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
 }
 
 async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
-    let app = TestApp::spawn_with(slow_bank(store, 3_000)).await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 3_000)).await;
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
     let waited = pay(&app.http, &app.url, &key, Some("wait=1"))
@@ -315,7 +302,7 @@ async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
 async fn a_bank_timeout_ends_every_wait_with_503_outcome_pending(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         bank_timeout: Duration::from_millis(1_000),
-        ..slow_bank(store, 3_000)
+        ..Options::slow_bank(store, 3_000)
     })
     .await;
     let key = new_key();
@@ -343,7 +330,7 @@ async fn a_bank_timeout_ends_every_wait_with_503_outcome_pending(store: StoreKin
 }
 
 async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
-    let app = TestApp::spawn_with(slow_bank(store, 2_000)).await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 2_000)).await;
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
     let impatient = reqwest::Client::builder()
@@ -386,7 +373,7 @@ async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
             max_waiting_requests: 2,
             ..Limits::default()
         },
-        ..slow_bank(store, 2_000)
+        ..Options::slow_bank(store, 2_000)
     })
     .await;
     let key = new_key();
@@ -406,7 +393,7 @@ async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
 }
 
 async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: StoreKind) {
-    let app = TestApp::spawn_with(slow_bank(store, 1_500)).await;
+    let app = TestApp::spawn_with(Options::slow_bank(store, 1_500)).await;
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
     // A wait shorter than the bank: it runs out, and the key is still `started`.

@@ -126,6 +126,19 @@ impl Options {
         }
     }
 
+    /// On `store`, a bank that takes `latency_ms` over every call, so that a request stays
+    /// in flight while a test does something beside it.
+    pub fn slow_bank(store: StoreKind, latency_ms: u64) -> Options {
+        Options {
+            store,
+            knobs: Knobs {
+                latency_ms,
+                ..Knobs::default()
+            },
+            ..Options::default()
+        }
+    }
+
     /// On `store`, a bank that answers every call with a 500 before it moves any money.
     pub fn bank_errors_before_debiting(store: StoreKind) -> Options {
         Options {
