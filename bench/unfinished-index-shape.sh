@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Issue 29: would moving the unfinished-work index from the keys to the payments pay? (a shape
-# docs/design.md names under "Not built: the key's outcome update"). Two scratch databases with
-# the migrations; in the second, the keys' partial index `idempotency_keys_unfinished` (its
-# predicate names the key's state, so the outcome's update of the key cannot be HOT) is dropped,
-# a partial index on pending payments stands in for it, and the keys get room on their pages
-# (fillfactor 80). pgbench (bench/lib.sh: 8 clients, prepared) runs the backend's own claim and
-# outcome (bench/pgbench/claim-and-outcome.sql) on each, alternating, ROUNDS times; prints each
-# run, the medians, and how many of each table's updates were HOT.
+# Issue 29: would the shapes docs/design.md names under "Not built: the key's outcome update"
+# pay? Two scratch databases with the migrations; in the second, the keys' partial index
+# `idempotency_keys_unfinished` (its predicate names the key's state, so the outcome's update of
+# the key cannot be HOT) is dropped, a partial index on pending payments stands in for it, and
+# the keys get room on their pages (fillfactor 80). pgbench (bench/lib.sh: 8 clients, prepared),
+# alternating, ROUNDS times:
+# - as is: the backend's own claim and outcome (bench/pgbench/claim-and-outcome.sql);
+# - moved: the same statements on the second database (the index moved);
+# - no key update: the second database without the key's update at the outcome
+#   (bench/pgbench/shape-no-key-update.sql, an upper bound for that shape);
+# - seed: the seed article's two statements (the baseline issue 29's aim of 0.8 is against).
+# Prints each run, the medians, their ratios to "as is" and to the seed, and how many of each
+# table's updates were HOT in the first two.
 # Usage: bench/unfinished-index-shape.sh [seconds per run, default 10] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,19 +22,37 @@ command -v pgbench >/dev/null || { echo "pgbench is missing (Debian: postgresql-
 as_is=shape_as_is_$$ moved=shape_moved_$$
 migrated_database "$as_is"
 migrated_database "$moved"
+psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$as_is" -f bench/pgbench/seed-table.sql
 psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$moved" <<'SQL'
 DROP INDEX idempotency_keys_unfinished;
 CREATE INDEX payments_pending ON payments (created_at) WHERE status = 'pending';
 ALTER TABLE idempotency_keys SET (fillfactor = 80);
 SQL
-a=() b=()
+results=$scratch/results
+: >"$results"
 for round in $(seq 1 "$rounds"); do
-  a+=("$(pgbench_tps "$as_is" claim-and-outcome "$duration")")
-  b+=("$(pgbench_tps "$moved" claim-and-outcome "$duration")")
-  echo "round $round: as is ${a[-1]}/s, the index on pending payments ${b[-1]}/s"
+  for run in "as_is $as_is claim-and-outcome" "moved $moved claim-and-outcome" \
+    "no_key_update $moved shape-no-key-update" "seed $as_is seed-two-statements"; do
+    read -r name database script <<<"$run"
+    echo "$name $(pgbench_tps "$database" "$script" "$duration")" | tee -a "$results"
+  done
 done
-awk -v a="$(median "${a[@]}")" -v b="$(median "${b[@]}")" \
-  'BEGIN { printf "medians: as is %.0f/s, moved %.0f/s; moved / as is %.2f\n", a, b, b / a }'
+awk '
+  { runs[$1] = runs[$1] " " $2; n[$1]++; v[$1, n[$1]] = $2 }
+  function median(name,   i, j, t, k) {
+    k = n[name]
+    for (i = 1; i <= k; i++) s[i] = v[name, i]
+    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
+    return s[int((k + 1) / 2)]
+  }
+  END {
+    as_is = median("as_is"); seed = median("seed")
+    split("as_is moved no_key_update seed", order, " ")
+    for (i = 1; i <= 4; i++) {
+      m = median(order[i])
+      printf "%-14s median %6.0f/s   / as is %.2f   / seed %.2f\n", order[i], m, m / as_is, m / seed
+    }
+  }' "$results"
 for database in "$as_is" "$moved"; do
   echo "$database: table, updates, of them HOT"
   psql -h 127.0.0.1 -U postgres -d "$database" -Atc \
