@@ -28,31 +28,23 @@ DROP INDEX idempotency_keys_unfinished;
 CREATE INDEX payments_pending ON payments (created_at) WHERE status = 'pending';
 ALTER TABLE idempotency_keys SET (fillfactor = 80);
 SQL
-results=$scratch/results
-: >"$results"
+declare -A rates
 for round in $(seq 1 "$rounds"); do
   for run in "as_is $as_is claim-and-outcome" "moved $moved claim-and-outcome" \
     "no_key_update $moved shape-no-key-update" "seed $as_is seed-two-statements"; do
     read -r name database script <<<"$run"
-    echo "$name $(pgbench_tps "$database" "$script" "$duration")" | tee -a "$results"
+    rate=$(pgbench_tps "$database" "$script" "$duration")
+    echo "round $round: $name $rate/s"
+    rates[$name]+=" $rate"
   done
 done
-awk '
-  { runs[$1] = runs[$1] " " $2; n[$1]++; v[$1, n[$1]] = $2 }
-  function median(name,   i, j, t, k) {
-    k = n[name]
-    for (i = 1; i <= k; i++) s[i] = v[name, i]
-    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
-    return s[int((k + 1) / 2)]
-  }
-  END {
-    as_is = median("as_is"); seed = median("seed")
-    split("as_is moved no_key_update seed", order, " ")
-    for (i = 1; i <= 4; i++) {
-      m = median(order[i])
-      printf "%-14s median %6.0f/s   / as is %.2f   / seed %.2f\n", order[i], m, m / as_is, m / seed
-    }
-  }' "$results"
+# shellcheck disable=SC2086 # each entry is a list of rates, one word each
+as_is_median=$(median ${rates[as_is]}) seed_median=$(median ${rates[seed]})
+for name in as_is moved no_key_update seed; do
+  # shellcheck disable=SC2086
+  awk -v name="$name" -v m="$(median ${rates[$name]})" -v a="$as_is_median" -v s="$seed_median" \
+    'BEGIN { printf "%-14s median %6.0f/s   / as is %.2f   / seed %.2f\n", name, m, m / a, m / s }'
+done
 for database in "$as_is" "$moved"; do
   echo "$database: table, updates, of them HOT"
   psql -h 127.0.0.1 -U postgres -d "$database" -Atc \

@@ -28,8 +28,8 @@
 //! failure stops the batch: the rest do not run, the batch is rolled back whole, every caller
 //! hears "not written" (a 503 to the client, with nothing saved), and the writer closes the
 //! connection and opens a fresh one for the next batch. A write that returns without having
-//! sent its opening (a bug: its statements would have run in the write before it's savepoint)
-//! stops the batch the same way.
+//! sent its opening (a bug: its statements would have run in the savepoint of the write before
+//! it) stops the batch the same way.
 //!
 //! **The writer is supervised.** Should its task end (a write that panics), the supervisor
 //! counts it, marks the writer stopped (readiness then says not ready: [`GroupCommit::health`])
@@ -291,27 +291,28 @@ async fn write_batch(
             sent: &sent,
         };
         let mut one = write(conn, opening).await;
-        let failed = one.failed;
-        if !sent.load(Ordering::Relaxed) {
-            ran.push(one);
-            stopped = Some("a write ran without opening its savepoint (a bug)".to_owned());
+        let stop = if !sent.load(Ordering::Relaxed) {
+            Some("a write ran without opening its savepoint (a bug)".to_owned())
+        } else if one.failed {
+            // A failure in the opening (the batch's transaction is gone) fails the undo too.
+            match Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
+                Ok(_) => {
+                    one.undone_alone = true;
+                    None
+                }
+                Err(error) => Some(format!(
+                    "a failed write could not be undone alone (the batch's transaction ended \
+                     under it, or its savepoint failed): {error}"
+                )),
+            }
+        } else {
+            None
+        };
+        ran.push(one);
+        if stop.is_some() {
+            stopped = stop;
             break;
         }
-        // A failure in the opening (the batch's transaction is gone) fails the undo too.
-        if failed {
-            match Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
-                Ok(_) => one.undone_alone = true,
-                Err(error) => {
-                    ran.push(one);
-                    stopped = Some(format!(
-                        "a failed write could not be undone alone (the batch's transaction \
-                         ended under it, or its savepoint failed): {error}"
-                    ));
-                    break;
-                }
-            }
-        }
-        ran.push(one);
     }
     // Writes the loop did not reach are dropped here, which tells their callers "not written".
     let committed = match stopped {
