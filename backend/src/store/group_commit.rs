@@ -18,18 +18,19 @@
 //! goes on to tell every caller "nothing written". So each write's savepoint is released before
 //! the next write's opens, and its name is private to the writer: a random one per writer task,
 //! which no write knows. sqlx hands every statement string to a thread of the connection's own,
-//! a trip of two thread wake-ups, so the boundaries ride with the statements: `BEGIN IMMEDIATE;
-//! SAVEPOINT s` is the batch's first trip; each later write's [`Opening`] (`RELEASE s;
-//! SAVEPOINT s; `) goes in front of that write's own first statements, in the same string; and
-//! `RELEASE s; COMMIT` follows the last. SQLite runs the statements of a string in order and
-//! stops at the first that fails, so a write's statements never run unless its opening did. If
-//! the batch's transaction is gone, that `RELEASE` (or the undo of a failed write, `ROLLBACK TO
-//! s`) finds no such savepoint and fails, whatever the write did meanwhile. The first such
-//! failure stops the batch: the rest do not run, the batch is rolled back whole, every caller
-//! hears "not written" (a 503 to the client, with nothing saved), and the writer closes the
-//! connection and opens a fresh one for the next batch. A write that returns without having
-//! sent its opening (a bug: its statements would have run in the savepoint of the write before
-//! it) stops the batch the same way.
+//! a trip of two thread wake-ups, so the boundaries ride with the statements: a write reaches
+//! the connection only through its [`Opening`], which sends the write's first statement string
+//! with the boundary in front (`BEGIN IMMEDIATE; SAVEPOINT s; ` for the batch's first write,
+//! `RELEASE s; SAVEPOINT s; ` for each later one) and only then hands the connection over;
+//! `RELEASE s; COMMIT` follows the last write. SQLite runs the statements of a string in order and
+//! stops at the first that fails, so a write's statements never run unless its opening did, and
+//! no write can send a statement without one. If the transaction could not begin or is gone,
+//! that `RELEASE` (or the undo of a failed write, `ROLLBACK TO s`) finds no such savepoint and
+//! fails, whatever the write did meanwhile. The first such failure stops the batch: the rest do
+//! not run, the batch is rolled back whole, every caller hears "not written" (a 503 to the
+//! client, with nothing saved), and the writer closes the connection and opens a fresh one for
+//! the next batch. A write that returns without sending anything changed nothing: its answer is
+//! its own, and the next write's opening is the one it did not send.
 //!
 //! **The writer is supervised.** Should its task end (a write that panics), the supervisor
 //! counts it, marks the writer stopped (readiness then says not ready: [`GroupCommit::health`])
@@ -42,7 +43,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteRow};
 use sqlx::{ConnectOptions, Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
@@ -59,25 +61,41 @@ const QUEUE_LENGTH: usize = 1024;
 /// meanwhile, and readiness reports the writer stopped.
 pub const RESTART_PAUSE: Duration = Duration::from_secs(1);
 
-/// One write's statements, run on the batch's connection after its [`Opening`].
-type Write =
-    Box<dyn for<'c> FnOnce(&'c mut SqliteConnection, Opening<'c>) -> BoxFuture<'c, Ran> + Send>;
+/// One write: its statements, sent through its [`Opening`], the only way it reaches the
+/// batch's connection.
+type Write = Box<dyn for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Ran> + Send>;
 
-/// The statements that open a write's savepoint, which the write sends in front of its own
-/// first statements, in one string: one trip to SQLite's thread rather than two.
-#[derive(Debug)]
+/// A write's way to the batch's connection. Its first statement string goes with the statements
+/// that open its savepoint (and, for the batch's first write, the batch's transaction), in one
+/// trip to SQLite's thread; only then is the connection handed over, for any later statements.
+/// So no write can send a statement that is not preceded by its opening.
 pub struct Opening<'c> {
-    /// Empty for a batch's first write (its savepoint opened with the transaction).
+    conn: &'c mut SqliteConnection,
+    /// The statements in front of the write's first string, ending with a separator.
     statements: &'c str,
-    /// Set once the statements are handed out, so the writer can tell a write that forgot.
+    /// Set as the opening is sent: the writer then knows the write may have changed something
+    /// (so its savepoint may need undoing) and that a transaction has begun.
     sent: &'c AtomicBool,
 }
 
-impl Opening<'_> {
-    /// `first_statements` with the opening in front, to be sent as the write's first string.
-    pub fn before(self, first_statements: &str) -> String {
+/// A query over the statements it is given, with the write's arguments bound.
+pub type Bound<'q> = Query<'q, Sqlite, SqliteArguments<'q>>;
+
+impl<'c> Opening<'c> {
+    /// Runs the write's first `statements`, with the opening in front and the arguments `bind`
+    /// binds, and returns their rows with the connection for the write's later statements.
+    pub async fn fetch_all<B>(
+        self,
+        statements: &str,
+        bind: B,
+    ) -> Result<(Vec<SqliteRow>, &'c mut SqliteConnection), StoreError>
+    where
+        B: for<'q> FnOnce(&'q str) -> Bound<'q>,
+    {
+        let sql = format!("{}{statements}", self.statements);
         self.sent.store(true, Ordering::Relaxed);
-        format!("{}{first_statements}", self.statements)
+        let rows = Sqlite::fetch_all(&mut *self.conn, bind(&sql)).await?;
+        Ok((rows, self.conn))
     }
 }
 
@@ -142,17 +160,12 @@ impl GroupCommit {
     pub async fn write<T, F>(&self, statements: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(
-                &'c mut SqliteConnection,
-                Opening<'c>,
-            ) -> BoxFuture<'c, Result<T, StoreError>>
-            + Send
-            + 'static,
+        F: for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
     {
         let (sender, answer) = oneshot::channel();
-        let write: Write = Box::new(move |conn, opening| {
+        let write: Write = Box::new(move |opening| {
             Box::pin(async move {
-                let outcome = statements(conn, opening).await;
+                let outcome = statements(opening).await;
                 let failed = outcome.is_err();
                 let acknowledge = Box::new(move |committed: Result<(), String>, undone_alone| {
                     let answer = match (committed, outcome) {
@@ -236,12 +249,12 @@ async fn write_batches(options: SqliteConnectOptions, queue: Arc<Mutex<mpsc::Rec
 }
 
 /// The statements that open, close and undo each write's savepoint, under a name no write
-/// knows, so none can open or close it by mistake (see the module docs).
+/// knows, so none can open or close it by mistake (see the module docs). The two openings end
+/// with the separator before the write's own statements.
 struct Savepoint {
-    /// Begins the batch's transaction and opens the first write's savepoint.
+    /// Begins the batch's transaction and opens its first write's savepoint.
     begin_and_open: String,
-    /// Closes the last write's savepoint, keeping its changes, and opens the next one's: a
-    /// later write's [`Opening`], so it ends with the separator before the write's own.
+    /// Closes the last write's savepoint, keeping its changes, and opens the next one's.
     release_and_open: String,
     /// Undoes a failed write's changes, leaving its savepoint open (empty).
     undo: String,
@@ -254,7 +267,7 @@ impl Savepoint {
     fn private() -> Savepoint {
         let name = format!("group_commit_{}", uuid::Uuid::new_v4().simple());
         Savepoint {
-            begin_and_open: format!("BEGIN IMMEDIATE; SAVEPOINT {name}"),
+            begin_and_open: format!("BEGIN IMMEDIATE; SAVEPOINT {name}; "),
             release_and_open: format!("RELEASE {name}; SAVEPOINT {name}; "),
             undo: format!("ROLLBACK TO {name}"),
             release_and_commit: format!("RELEASE {name}; COMMIT"),
@@ -270,53 +283,50 @@ async fn write_batch(
     batch: Vec<Write>,
 ) -> bool {
     let writes = batch.len();
-    if let Err(error) = Sqlite::execute(conn, sqlx::query(&savepoint.begin_and_open)).await {
-        // Nothing ran; dropping the writes tells each caller so. If the transaction began but
-        // the savepoint failed, the transaction is rolled back with the connection's close.
-        tracing::warn!(%error, writes, "could not begin a group commit");
-        return false;
-    }
     let mut ran = Vec::with_capacity(writes);
     let mut stopped: Option<String> = None;
-    for (index, write) in batch.into_iter().enumerate() {
-        // The first write's savepoint opened with the transaction; each later one opens as the
-        // write before it is released, in the write's own first trip.
+    // Whether a write has sent its opening: until one has, the transaction has not begun, and
+    // the next write's opening begins it.
+    let mut begun = false;
+    for write in batch {
         let sent = AtomicBool::new(false);
         let opening = Opening {
-            statements: if index == 0 {
-                ""
-            } else {
+            conn: &mut *conn,
+            statements: if begun {
                 &savepoint.release_and_open
+            } else {
+                &savepoint.begin_and_open
             },
             sent: &sent,
         };
-        let mut one = write(conn, opening).await;
-        let stop = if !sent.load(Ordering::Relaxed) {
-            Some("a write ran without opening its savepoint (a bug)".to_owned())
+        let mut one = write(opening).await;
+        let sent = sent.load(Ordering::Relaxed);
+        begun |= sent;
+        if one.failed && !sent {
+            // It failed before sending anything, so it changed nothing: its error is its own.
+            one.undone_alone = true;
         } else if one.failed {
-            // A failure in the opening (the batch's transaction is gone) fails the undo too.
-            match Sqlite::execute(conn, sqlx::query(&savepoint.undo)).await {
-                Ok(_) => {
-                    one.undone_alone = true;
-                    None
+            // A failed opening (the batch's transaction gone, or never begun) fails the undo
+            // too: the batch then stops.
+            match Sqlite::execute(&mut *conn, sqlx::query(&savepoint.undo)).await {
+                Ok(_) => one.undone_alone = true,
+                Err(error) => {
+                    stopped = Some(format!(
+                        "a failed write could not be undone alone (the batch's transaction \
+                         could not begin, or ended under it): {error}"
+                    ))
                 }
-                Err(error) => Some(format!(
-                    "a failed write could not be undone alone (the batch's transaction ended \
-                     under it, or its savepoint failed): {error}"
-                )),
             }
-        } else {
-            None
-        };
+        }
         ran.push(one);
-        if stop.is_some() {
-            stopped = stop;
+        if stopped.is_some() {
             break;
         }
     }
     // Writes the loop did not reach are dropped here, which tells their callers "not written".
     let committed = match stopped {
-        None => Sqlite::execute(conn, sqlx::query(&savepoint.release_and_commit))
+        None if !begun => Ok(()),
+        None => Sqlite::execute(&mut *conn, sqlx::query(&savepoint.release_and_commit))
             .await
             .map(drop)
             .map_err(|error| format!("the commit (or the last write's release) failed: {error}")),
@@ -325,7 +335,7 @@ async fn write_batch(
     if let Err(why) = &committed {
         tracing::warn!(why, writes, "a group commit wrote nothing");
         // Undo whatever is still open; "no transaction is active" if SQLite already rolled back.
-        let _ = Sqlite::execute(conn, sqlx::query("ROLLBACK")).await;
+        let _ = Sqlite::execute(&mut *conn, sqlx::query("ROLLBACK")).await;
     }
     for ran in ran {
         (ran.acknowledge)(committed.clone(), ran.undone_alone);
@@ -362,28 +372,22 @@ mod tests {
     }
 
     /// A write's signature, as the tests' writes spell it.
-    trait TestWrite<T>:
-        for<'c> FnOnce(
-        &'c mut SqliteConnection,
-        Opening<'c>,
-    ) -> BoxFuture<'c, Result<T, StoreError>>
-    {
-    }
+    trait TestWrite<T>: for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<T, StoreError>> {}
 
     impl<T, F> TestWrite<T> for F where
-        F: for<'c> FnOnce(
-            &'c mut SqliteConnection,
-            Opening<'c>,
-        ) -> BoxFuture<'c, Result<T, StoreError>>
+        F: for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<T, StoreError>>
     {
     }
 
     fn insert(id: i64) -> impl TestWrite<u64> {
-        move |conn, opening| {
+        move |opening| {
             Box::pin(async move {
                 // Two statements, so a failing second one must undo the first.
-                let first = opening.before("INSERT INTO t VALUES (?1 + 100000, 'first')");
-                Sqlite::execute(conn, sqlx::query(&first).bind(id)).await?;
+                let (_, conn) = opening
+                    .fetch_all("INSERT INTO t VALUES (?1 + 100000, 'first')", |sql| {
+                        sqlx::query(sql).bind(id)
+                    })
+                    .await?;
                 Ok(Sqlite::execute(
                     conn,
                     sqlx::query("INSERT INTO t VALUES (?1, 'second')").bind(id),
@@ -450,10 +454,10 @@ mod tests {
     /// A write that holds the writer until `release` fires, so that the writes sent meanwhile
     /// queue up and are taken as the next batch, together.
     fn holding_the_writer(release: oneshot::Receiver<()>) -> impl TestWrite<()> {
-        move |conn, opening| {
+        move |opening| {
             Box::pin(async move {
                 let _ = release.await;
-                Sqlite::execute(conn, sqlx::query(&opening.before("SELECT 1"))).await?;
+                opening.fetch_all("SELECT 1", sqlx::query).await?;
                 Ok(())
             })
         }
@@ -475,11 +479,12 @@ mod tests {
     }
 
     fn breaking(how: RolledBack) -> impl TestWrite<u64> {
-        move |conn, opening| {
+        move |opening| {
             Box::pin(async move {
-                let first = opening.before("INSERT INTO t VALUES (555, 'doomed')");
-                Sqlite::execute(conn, sqlx::query(&first)).await?;
-                Sqlite::execute(conn, sqlx::query("ROLLBACK")).await?;
+                let (_, conn) = opening
+                    .fetch_all("INSERT INTO t VALUES (555, 'doomed')", sqlx::query)
+                    .await?;
+                Sqlite::execute(&mut *conn, sqlx::query("ROLLBACK")).await?;
                 match how {
                     RolledBack::WriteFails => Err(StoreError::Corrupt("disk full".into())),
                     RolledBack::WriteSucceeds => Ok(1),
@@ -493,13 +498,8 @@ mod tests {
     }
 
     /// A test's write, boxed, so that writes of different kinds go in one list.
-    type Boxed = Box<
-        dyn for<'c> FnOnce(
-                &'c mut SqliteConnection,
-                Opening<'c>,
-            ) -> BoxFuture<'c, Result<u64, StoreError>>
-            + Send,
-    >;
+    type Boxed =
+        Box<dyn for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<u64, StoreError>> + Send>;
 
     /// Sends `writes` while the writer is held, a few milliseconds apart so that they queue in
     /// that order, then frees the writer, so they go as one batch; their answers, in order.
@@ -567,39 +567,86 @@ mod tests {
         assert_eq!(count(&pool).await, 2);
     }
 
-    /// A write that runs its statement without its opening: in the savepoint of the write
-    /// before it.
-    fn forgetting_its_opening() -> impl TestWrite<u64> {
-        |conn, _opening| {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_batch_whose_transaction_cannot_begin_writes_nothing_and_tells_every_caller() {
+        let (dir, _) = scratch_database().await;
+        // Another process's write lock outlasts this pool's busy timeout.
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join("t.sqlite"))
+            .busy_timeout(Duration::from_millis(50));
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .connect_with(options)
+            .await
+            .expect("open");
+        let writer = GroupCommit::start(&pool);
+        for round in 0..5 {
+            let mut holder = pool.acquire().await.expect("a connection");
+            Sqlite::execute(&mut *holder, sqlx::query("BEGIN IMMEDIATE"))
+                .await
+                .expect("the other write lock");
+            let answers = join_all((1..=3).map(|n| writer.write(insert(round * 10 + n)))).await;
+            for answer in &answers {
+                assert!(
+                    matches!(answer, Err(StoreError::Unavailable(_))),
+                    "round {round}: not written: {answer:?}"
+                );
+            }
+            Sqlite::execute(&mut *holder, sqlx::query("ROLLBACK"))
+                .await
+                .expect("released");
+            drop(holder);
+            assert_eq!(count(&pool).await, 0, "round {round}: nothing ran outside");
+        }
+        writer.write(insert(9_999)).await.expect("written");
+        assert_eq!(count(&pool).await, 2);
+    }
+
+    /// A write that returns without sending anything: `Ok(0)`, or its own error.
+    fn sending_nothing(fails: bool) -> impl TestWrite<u64> {
+        move |_opening| {
             Box::pin(async move {
-                Ok(
-                    Sqlite::execute(conn, sqlx::query("INSERT INTO t VALUES (777, 'stray')"))
-                        .await?,
-                )
+                if fails {
+                    Err(StoreError::Corrupt("refused before sending".into()))
+                } else {
+                    Ok(0)
+                }
             })
         }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_write_that_does_not_send_its_opening_stops_its_batch() {
+    async fn a_write_that_sends_nothing_changes_nothing_and_its_batch_commits() {
         let (_dir, pool) = scratch_database().await;
         let writer = GroupCommit::start(&pool);
         for round in 0..10 {
-            let writes: Vec<Boxed> = vec![
-                Box::new(insert(round * 10 + 1)),
-                Box::new(forgetting_its_opening()),
-            ];
-            let answers = as_one_batch(&writer, writes).await;
-            for (which, answer) in [("before", &answers[0]), ("stray", &answers[1])] {
-                assert!(
-                    matches!(answer, Err(StoreError::Unavailable(_))),
-                    "round {round}: the {which} write is told it was not written: {answer:?}"
-                );
+            // First in its batch, so the next write must begin the transaction; then after a
+            // write, whose savepoint it must neither undo nor close.
+            for fails in [false, true] {
+                let id = round * 100 + i64::from(fails) * 10;
+                let writes: Vec<Boxed> = vec![
+                    Box::new(sending_nothing(fails)),
+                    Box::new(insert(id + 1)),
+                    Box::new(sending_nothing(fails)),
+                    Box::new(insert(id + 2)),
+                ];
+                let answers = as_one_batch(&writer, writes).await;
+                for which in [1, 3] {
+                    assert_eq!(answers[which].as_ref().ok(), Some(&1), "round {round}");
+                }
+                for which in [0, 2] {
+                    match (&answers[which], fails) {
+                        (Ok(0), false) | (Err(StoreError::Corrupt(_)), true) => {}
+                        (answer, _) => panic!("round {round}: its own answer: {answer:?}"),
+                    }
+                }
             }
-            assert_eq!(count(&pool).await, 0, "round {round}: nothing committed");
+            let written = (round + 1) * 2 * 4;
+            assert_eq!(
+                count(&pool).await,
+                written,
+                "round {round}: both writes stand"
+            );
         }
-        writer.write(insert(9_999)).await.expect("written");
-        assert_eq!(count(&pool).await, 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -608,7 +655,7 @@ mod tests {
         let writer = GroupCommit::start(&pool);
         writer.write(insert(1)).await.expect("written");
         let dying = writer
-            .write(|_conn, _opening| -> BoxFuture<'_, Result<(), StoreError>> {
+            .write(|_opening| -> BoxFuture<'_, Result<(), StoreError>> {
                 Box::pin(async { panic!("a bug in a write") })
             })
             .await;

@@ -126,7 +126,7 @@ mod tests {
 
     use futures_util::future::BoxFuture;
     use shared::{IdempotencyKey, UserId};
-    use sqlx::{Sqlite, SqliteConnection};
+    use sqlx::Sqlite;
 
     use shared::{Fingerprint, Operation};
 
@@ -135,6 +135,7 @@ mod tests {
     use crate::durability::Replication;
     use crate::readiness::Readiness;
     use crate::store::dialect::Dialect;
+    use crate::store::group_commit::Opening;
     use crate::store::types::{ClaimResult, NewPayment};
     use crate::store::{Health, SharedStore};
 
@@ -155,7 +156,7 @@ mod tests {
         let killed = store
             .writer
             .write(
-                |_conn: &mut SqliteConnection, _opening| -> BoxFuture<'_, Result<(), StoreError>> {
+                |_opening: Opening<'_>| -> BoxFuture<'_, Result<(), StoreError>> {
                     Box::pin(async { panic!("a bug in a write") })
                 },
             )

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{ClaimWrites, claim_payment_query, finish_query};
 use crate::domain::{Cause, EventKind};
-use crate::store::db::{Exec, Fields};
+use crate::store::db::Fields;
 use crate::store::dialect::Dialect;
 use crate::store::error::StoreError;
 use crate::store::group_commit::GroupCommit;
@@ -79,12 +79,14 @@ impl ClaimWrites for Sqlite {
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
         let (fingerprint, payment, cause) = (*fingerprint, payment.clone(), cause.clone());
         writer
-            .write(move |conn, opening| {
+            .write(move |opening| {
                 Box::pin(async move {
-                    let sql = opening.before(&claim_payment_statements());
-                    let query =
-                        claim_payment_query(&sql, key, (&fingerprint, &payment), claim, &cause);
-                    match Sqlite::fetch_all(conn, query).await?.as_slice() {
+                    let (rows, _) = opening
+                        .fetch_all(&claim_payment_statements(), |sql| {
+                            claim_payment_query(sql, key, (&fingerprint, &payment), claim, &cause)
+                        })
+                        .await?;
+                    match rows.as_slice() {
                         [] => Ok(None),
                         [key_row, payment_row] => Ok(Some((
                             payment_from_row::<Sqlite>(payment_row, "")?,
@@ -112,11 +114,13 @@ impl ClaimWrites for Sqlite {
     ) -> Result<Option<Finished>, StoreError> {
         let (result, cause) = (result.clone(), cause.clone());
         writer
-            .write(move |conn, opening| {
+            .write(move |opening| {
                 Box::pin(async move {
-                    let sql = opening.before(&finish_statements(operation));
-                    let query = finish_query(&sql, key, resource_id, &result, &cause);
-                    let rows = Sqlite::fetch_all(conn, query).await?;
+                    let (rows, conn) = opening
+                        .fetch_all(&finish_statements(operation), |sql| {
+                            finish_query(sql, key, resource_id, &result, &cause)
+                        })
+                        .await?;
                     let (moved, key_now) = match rows.as_slice() {
                         [] => {
                             return outcome::finish_in::<Sqlite>(
