@@ -23,12 +23,20 @@
 //! least `max_bytes / max_entries`, so neither bound can be passed. Eviction is moka's
 //! (TinyLFU admission, LRU eviction); an evicted reply is read from the database on its next
 //! replay and remembered again. `REPLAY_CACHE_MAX_BYTES=0` turns the cache off.
+//!
+//! **The same bytes again.** An entry also keeps the [`SentBytes`] of the first repeat it
+//! replayed after the full checks (the body parsed, its canonical fingerprint matched). A later
+//! repeat that sends those very bytes, to the same operation and path, would pass the same
+//! checks and fingerprint the same, so it is judged on the remembered fingerprint without its
+//! body being parsed again (`flows::existing_key::replay_of_the_same_bytes`): parsing and
+//! fingerprinting the body were the largest part of a replay's own work (docs/figures.md).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use moka::Expiry;
 use moka::sync::Cache;
+use shared::fingerprint::SentBytes;
 use shared::{KeyState, Operation, StoredRecord};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -65,6 +73,8 @@ pub struct Remembered {
     read: Instant,
     /// How long the entry may live: the key's remaining life less [`CLOCK_MARGIN`].
     lives_for: Duration,
+    /// The bytes of the first repeat replayed after the full checks.
+    replayed_bytes: OnceLock<SentBytes>,
 }
 
 impl Remembered {
@@ -76,6 +86,17 @@ impl Remembered {
 }
 
 impl Remembered {
+    /// Keeps `sent` as the bytes of a repeat replayed after the full checks, if no such bytes
+    /// are kept yet.
+    pub fn note_replayed_bytes(&self, sent: SentBytes) {
+        let _ = self.replayed_bytes.set(sent);
+    }
+
+    /// Whether `sent` are the bytes of a repeat already replayed after the full checks.
+    pub fn replayed_bytes_are(&self, sent: SentBytes) -> bool {
+        self.replayed_bytes.get() == Some(&sent)
+    }
+
     /// The database's clock now, as estimated from the read, rounded up by [`CLOCK_MARGIN`] so
     /// that expiry is always judged early rather than late.
     pub fn estimated_now(&self) -> OffsetDateTime {
@@ -150,6 +171,7 @@ impl ReplayCache {
             read_at: stored.read_at,
             read: Instant::now(),
             lives_for,
+            replayed_bytes: OnceLock::new(),
         };
         entries.insert(cache_key(key), Arc::new(remembered));
     }
@@ -260,6 +282,26 @@ mod tests {
         let remembered = cache.recall(key(1)).expect("remembered");
         assert!(!remembered.reply.replayed && remembered.reply.waited.is_none());
         assert!(cache.recall(key(2)).is_none(), "another user's key");
+    }
+
+    #[test]
+    fn an_entry_keeps_the_first_replayed_bytes_only() {
+        let cache = ReplayCache::new(CacheBounds::default());
+        cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &reply());
+        let remembered = cache.recall(key(1)).expect("remembered");
+        let (first, second) = (
+            SentBytes::of(Operation::PayBill, "B", b"{}"),
+            SentBytes::of(Operation::PayBill, "B", b"{ }"),
+        );
+        assert!(
+            !remembered.replayed_bytes_are(first),
+            "none kept before a replay"
+        );
+        remembered.note_replayed_bytes(first);
+        remembered.note_replayed_bytes(second);
+        let again = cache.recall(key(1)).expect("remembered");
+        assert!(again.replayed_bytes_are(first));
+        assert!(!again.replayed_bytes_are(second));
     }
 
     #[test]

@@ -153,15 +153,38 @@ fn nesting_depth(body: &[u8]) -> usize {
     deepest
 }
 
+/// SHA-256 of length-prefixed parts, so that no two lists of parts run together into one.
+fn digest_of_parts(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+/// A digest of a request as sent: its operation, its path parameter and its body's bytes as
+/// they are, before any parsing. Equal digests mean the same bytes, hence the same
+/// [`Fingerprint`]; unequal ones mean nothing (the same JSON may be spelt another way). The
+/// backend's replay cache uses it to know a repeat's bytes again without parsing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentBytes([u8; 32]);
+
+impl SentBytes {
+    /// The digest of `body` sent to `operation` at `path_parameter`.
+    pub fn of(operation: Operation, path_parameter: &str, body: &[u8]) -> SentBytes {
+        SentBytes(digest_of_parts(&[
+            operation.name().as_bytes(),
+            path_parameter.as_bytes(),
+            body,
+        ]))
+    }
+}
+
 impl Fingerprint {
     /// Hashes length-prefixed parts.
     fn of_parts(parts: &[&[u8]]) -> Fingerprint {
-        let mut hasher = Sha256::new();
-        for part in parts {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part);
-        }
-        Fingerprint(hasher.finalize().into())
+        Fingerprint(digest_of_parts(parts))
     }
 
     /// The 32 digest bytes, for storage.
@@ -228,6 +251,25 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn sent_bytes_differ_with_the_operation_the_path_or_any_byte_of_the_body() {
+        let body = br#"{"amount_paise":100}"#;
+        let sent = SentBytes::of(Operation::PayBill, "BILL-1", body);
+        assert_eq!(sent, SentBytes::of(Operation::PayBill, "BILL-1", body));
+        let others = [
+            SentBytes::of(Operation::RefundPayment, "BILL-1", body),
+            SentBytes::of(Operation::PayBill, "BILL-2", body),
+            SentBytes::of(Operation::PayBill, "BILL-1", br#"{"amount_paise":101}"#),
+            // The same JSON spelt another way is other bytes: checked in full.
+            SentBytes::of(Operation::PayBill, "BILL-1", br#"{ "amount_paise": 100 }"#),
+            // The path's end and the body's start cannot trade bytes.
+            SentBytes::of(Operation::PayBill, "BILL-1{", &body[1..]),
+        ];
+        for other in others {
+            assert_ne!(sent, other);
+        }
+    }
 
     fn fp(body: &str) -> Fingerprint {
         fingerprint(

@@ -3,7 +3,7 @@
 //! via [`shared::decide`]), then the body's fields (422). Nothing here is saved.
 
 use shared::decision::Attempt;
-use shared::fingerprint::{CheckedBody, fingerprint};
+use shared::fingerprint::{CheckedBody, SentBytes, fingerprint};
 use shared::{Decision, IdempotencyKey, KeyError, Operation, Problem, decide};
 
 use crate::state::AppState;
@@ -29,6 +29,8 @@ pub(super) struct Admitted {
     pub attempt: Attempt,
     /// The parsed body.
     pub body: serde_json::Value,
+    /// The request's bytes, for the replay cache to know them again.
+    pub sent: SentBytes,
 }
 
 /// Checks the body and the key of a request, in a span of its own (`checks`) when traces are
@@ -72,5 +74,6 @@ pub(super) fn admit(
         key,
         attempt,
         body: value,
+        sent: SentBytes::of(operation, path_parameter, body),
     })
 }

@@ -116,7 +116,8 @@ pub(super) async fn claim_in_rounds(
 ) -> Result<Reply> {
     let key = KeyRef::new(caller.user, &admitted.key);
     let cause = caller.cause();
-    if let Some(reply) = reply_from_memory(state, key, &admitted.attempt, &cause) {
+    let attempt = (&admitted.attempt, admitted.sent);
+    if let Some(reply) = reply_from_memory(state, key, attempt, &cause) {
         return Ok(reply);
     }
     let operation = claiming.operation();

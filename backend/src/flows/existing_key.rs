@@ -5,11 +5,14 @@
 //! again under its claim's own reference; an expired key makes way for a new claim.
 
 use shared::decision::Attempt;
-use shared::{Decision, KeyState, Problem, decide};
+use shared::fingerprint::SentBytes;
+use shared::{Decision, KeyState, Operation, Problem, decide};
 use time::OffsetDateTime;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use uuid::Uuid;
 
+use super::Caller;
+use super::admit::Submitted;
 use super::bank_call::call_bank_and_save;
 use super::replies::{outcome_pending, saved_reply};
 use super::rounds::RoundEnd;
@@ -17,6 +20,7 @@ use crate::domain::{Cause, EventKind, Reply};
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
+use crate::replay_cache::Remembered;
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
 use crate::telemetry::traces;
@@ -111,14 +115,67 @@ async fn replay(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Rep
 
 /// The reply to a repeat of a finished key remembered in memory, judged by the same decision
 /// as a database read (fingerprint, expiry); `None` when the key is not remembered, or the
-/// decision is anything but a replay or a mismatch (then the database decides).
+/// decision is anything but a replay or a mismatch (then the database decides). A repeat
+/// replayed here has its bytes (`sent`) kept with the entry, for [`replay_of_the_same_bytes`].
 pub(super) fn reply_from_memory(
     state: &AppState,
     key: KeyRef,
-    attempt: &Attempt,
+    (attempt, sent): (&Attempt, SentBytes),
     cause: &Cause,
 ) -> Option<Reply> {
     let remembered = state.replay_cache.recall(key)?;
+    judge_remembered(state, key, attempt, (&remembered, Some(sent)), cause)
+}
+
+/// A repeat of a finished key that sends the very bytes of a repeat already replayed from
+/// memory, to the same operation and path: judged on the remembered fingerprint before its
+/// body is parsed again, since the same bytes pass the same checks and fingerprint the same
+/// (`replay_cache`, "The same bytes again"). `None` for any other request: it is checked in
+/// full, as before. The key header is parsed as [`super::admit`] parses it.
+pub(super) fn replay_of_the_same_bytes(
+    state: &AppState,
+    caller: &Caller,
+    operation: Operation,
+    submitted: &Submitted<'_>,
+) -> Option<Reply> {
+    if submitted.body.len() > state.body_limits.max_bytes {
+        return None;
+    }
+    let header_values = submitted.key_header_values.iter().copied();
+    let key = state
+        .policy
+        .parse_key_header(operation, header_values)
+        .ok()??;
+    let key_ref = KeyRef::new(caller.user, &key);
+    let remembered = state.replay_cache.recall(key_ref)?;
+    let sent = SentBytes::of(operation, submitted.path_parameter, submitted.body);
+    if !remembered.replayed_bytes_are(sent) {
+        return None;
+    }
+    tracing::Span::current().record("key", tracing::field::display(&key));
+    let attempt = Attempt {
+        key: Ok(Some(key)),
+        fingerprint: remembered.record.fingerprint,
+    };
+    judge_remembered(
+        state,
+        key_ref,
+        &attempt,
+        (&remembered, None),
+        &caller.cause(),
+    )
+}
+
+/// The decision on `remembered` carried out: a replay (of a repeat whose bytes, if `sent`, the
+/// entry keeps), a refused mismatch, or `None` (the entry is forgotten and the database
+/// decides).
+fn judge_remembered(
+    state: &AppState,
+    key: KeyRef,
+    attempt: &Attempt,
+    (remembered, sent): (&Remembered, Option<SentBytes>),
+    cause: &Cause,
+) -> Option<Reply> {
     let operation = remembered.operation.name();
     let resource = Some(remembered.resource_id);
     let reply = match decide(
@@ -128,6 +185,9 @@ pub(super) fn reply_from_memory(
         remembered.estimated_now(),
     ) {
         Decision::Replay => {
+            if let Some(sent) = sent {
+                remembered.note_replayed_bytes(sent);
+            }
             Metrics::count(&state.metrics.replays, operation);
             Metrics::count(&state.metrics.replays_from_memory, operation);
             let replayed = (EventKind::Replayed, REPLAYED_FROM_MEMORY);

@@ -7,6 +7,7 @@ use shared::api::{PayBillRequest, check_bill_id};
 use super::Caller;
 use super::admit::{Submitted, admit};
 use super::claim::{Claiming, claim_in_rounds};
+use super::existing_key::replay_of_the_same_bytes;
 use crate::domain::Reply;
 use crate::error::Result;
 use crate::state::AppState;
@@ -15,6 +16,9 @@ use crate::state::AppState;
 /// the caller's wait for its answer (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %caller.user, bill_id = bill.path_parameter, key))]
 pub async fn pay_bill(state: &AppState, caller: &Caller, bill: Submitted<'_>) -> Result<Reply> {
+    if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::PayBill, &bill) {
+        return Ok(reply);
+    }
     let admitted = admit(state, Operation::PayBill, &bill)?;
     check_bill_id(bill.path_parameter)?;
     let request = PayBillRequest::from_json(&admitted.body)?;

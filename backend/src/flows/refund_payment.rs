@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::Caller;
 use super::admit::{Submitted, admit};
 use super::claim::{Claiming, claim_in_rounds, payment_not_found};
+use super::existing_key::replay_of_the_same_bytes;
 use crate::domain::Reply;
 use crate::error::Result;
 use crate::state::AppState;
@@ -20,6 +21,10 @@ pub async fn refund_payment(
     caller: &Caller,
     refund: Submitted<'_>,
 ) -> Result<Reply> {
+    if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::RefundPayment, &refund)
+    {
+        return Ok(reply);
+    }
     let admitted = admit(state, Operation::RefundPayment, &refund)?;
     let request = RefundRequest::from_json(&admitted.body)?;
     let Ok(payment_id) = Uuid::try_parse(refund.path_parameter) else {

@@ -3,7 +3,8 @@
 //! from memory, so these tests see the cache was used); a different body under the key is
 //! still 422; another user's identical key is another payment; an entry is forgotten before
 //! its key expires, and a key reused after expiry is a new payment, never the old answer; two
-//! replicas on one database each remember the same answer. Money is counted at the bank's
+//! replicas on one database each remember the same answer; a repeat of bytes already replayed,
+//! answered without being parsed again, keeps each of these promises. Money is counted at the bank's
 //! ledger. Speed is measured by `bench/perf.sh`, never here.
 
 use std::time::Duration;
@@ -117,6 +118,58 @@ async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) 
     assert_money_moved(&app, 1).await;
 }
 
+/// `POST /v1/bills/{bill}/pay` as user 7 under `key`, with `body` sent as these very bytes.
+async fn pay_bytes(app: &TestApp, key: &str, bill: &str, body: &'static str) -> Received {
+    let response = app
+        .http
+        .post(format!("{}/v1/bills/{bill}/pay", app.url))
+        .bearer_auth(TestApp::token(7))
+        .header("Idempotency-Key", key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("backend answers");
+    Received::from(response).await
+}
+
+async fn the_very_bytes_of_a_replayed_repeat_keep_every_promise(store: StoreKind) {
+    // A repeat of bytes already replayed from memory is judged without its body being parsed
+    // again; every other request under the key is still checked in full.
+    let app = TestApp::spawn_on(store).await;
+    let key = new_key();
+    let sent = r#"{"amount_paise":23000,"payer_vpa":"asha@okbank"}"#;
+    let first = pay_bytes(&app, &key, "elec-1", sent).await;
+    assert_eq!(first.status, 201);
+    for n in 1..=3 {
+        let replay = pay_bytes(&app, &key, "elec-1", sent).await;
+        assert!(replay.is_replay(), "repeat {n}");
+        assert_eq!(wire(&replay), wire(&first), "repeat {n}");
+    }
+    // Tried under the key, after those repeats: the same bytes to another bill, and the body
+    // changed by one byte; both refused.
+    let other_bill = pay_bytes(&app, &key, "elec-2", sent).await;
+    other_bill.assert_problem(422, "idempotency-key-reused");
+    let changed = r#"{"amount_paise":23001,"payer_vpa":"asha@okbank"}"#;
+    let other_amount = pay_bytes(&app, &key, "elec-1", changed).await;
+    other_amount.assert_problem(422, "idempotency-key-reused");
+    // The same JSON spelt another way is other bytes, checked in full: the same payment.
+    let spelt = r#"{ "payer_vpa": "asha@okbank", "amount_paise": 23000 }"#;
+    let respelt = pay_bytes(&app, &key, "elec-1", spelt).await;
+    assert!(respelt.is_replay());
+    assert_eq!(wire(&respelt), wire(&first));
+    // Malformed JSON is refused as such, even under a remembered key.
+    let broken = pay_bytes(&app, &key, "elec-1", r#"{"amount_paise":23000,"#).await;
+    assert_eq!(broken.status, 400);
+    assert_eq!(app.metric(FROM_MEMORY).await, 4.0);
+    assert_eq!(
+        app.metric("idempotency_mismatches_total{operation=\"pay_bill\"}")
+            .await,
+        2.0
+    );
+    assert_money_moved(&app, 1).await;
+}
+
 async fn another_users_identical_key_is_another_payment(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
@@ -191,6 +244,7 @@ for_each_store!(
     a_replay_from_memory_is_the_saved_answer_byte_for_byte,
     a_replay_read_from_the_database_is_remembered_too,
     a_different_body_under_a_remembered_key_is_still_422,
+    the_very_bytes_of_a_replayed_repeat_keep_every_promise,
     another_users_identical_key_is_another_payment,
     a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer,
     an_answer_is_forgotten_before_its_key_expires,
