@@ -2,28 +2,39 @@
 //! percentiles, for `bench/latency.sh` (and `bench/fixed-rate-cpu.sh`, which compares the
 //! backend's CPU a request for replays and `GET /healthz` at one rate).
 //!
-//! Open loop: request *i* is due at `start + i / rate` and is sent then, whether or not the
-//! earlier ones have been answered, and its latency runs from when it was due, not from when it
-//! went out. A stall therefore shows in every request it delayed, as a user would see it, instead
-//! of only in the one request that met it (the coordinated omission of a closed-loop tool such
-//! as wrk). oha's fixed rate does the same, but sends one set of headers, and a new-key payment
-//! needs a fresh `Idempotency-Key` each time.
+//! Open loop, as wrk2 does it: request *i* is due at `start + i / rate` (`schedule`) and goes
+//! out then over whichever of the run's keep-alive connections is free (`connection`), whether
+//! or not the earlier ones have been answered, and its latency runs from when it was due, not
+//! from when it went out. A stall therefore shows in every request it delayed, as a user would
+//! see it, instead of only in the one request that met it (the coordinated omission of a
+//! closed-loop tool such as wrk). oha's fixed rate does the same, but sends one set of headers,
+//! and a new-key payment needs a fresh `Idempotency-Key` each time (`requests`).
 //!
-//! Every payment pays the same amount from the same account; `new-key` uses a fresh key and
-//! bill id per request, `replay` repeats one key (which must already be answered); `healthz`
-//! sends `GET /healthz` instead, the server's baseline. A reply other than 2xx, or no reply, is
-//! an error and is counted, not timed.
+//! The generator is built to cost little per request, since it shares the machine's cores with
+//! the server it measures: one thread, HTTP/1.1 connections opened once (hyper's own client
+//! connection, no pool), each driven by the task that sends on it. A reply other than 2xx, or
+//! no reply, is an error and is counted, not timed.
+
+mod connection;
+mod requests;
+mod schedule;
+#[cfg(test)]
+mod tests;
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
 
-use clap::{Parser, ValueEnum};
-use tokio::time::Instant;
+use clap::Parser;
+use hyper::Uri;
+
+use connection::{Outcome, send_over_one_connection};
+use requests::{Requests, Traffic};
+use schedule::Schedule;
 
 #[derive(Parser)]
 #[command(about = "Payments at a fixed rate, open loop; prints p50, p99 and p99.9")]
 struct Args {
-    /// The backend's base URL, e.g. http://127.0.0.1:18080.
+    /// The backend's base URL, plain HTTP, e.g. http://127.0.0.1:18080.
     #[arg(long)]
     api: String,
     /// A customer's bearer token.
@@ -41,93 +52,85 @@ struct Args {
     /// The key `replay` repeats.
     #[arg(long, required_if_eq("traffic", "replay"))]
     replay_key: Option<String>,
+    /// Keep-alive connections: the most requests in flight at once. A request due while every
+    /// connection waits for an answer goes out late, and is timed from when it was due.
+    #[arg(long, default_value_t = 128)]
+    connections: u32,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Traffic {
-    NewKey,
-    Replay,
-    Healthz,
-}
-
-/// What one request came to: its latency, or an error.
-type Outcome = Result<Duration, String>;
-
-const BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
-/// The bill the replayed key paid (`bench/lib.sh` pays `elec-replay` with it).
-const REPLAYED_BILL: &str = "elec-replay";
-
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    if args.rate == 0 || args.seconds == 0 {
-        eprintln!("steady-load: --rate and --seconds must be positive");
-        return ExitCode::FAILURE;
-    }
-    let client = match reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-    {
-        Ok(client) => client,
+    match run(&args).await {
+        Ok(outcomes) => {
+            report(&outcomes, &args);
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("steady-load: {error}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
-    let outcomes = send_at_rate(&client, &args).await;
-    report(&outcomes, &args);
-    ExitCode::SUCCESS
+    }
 }
 
-/// Sends `rate × seconds` requests, each when it is due, and gathers their outcomes.
-async fn send_at_rate(client: &reqwest::Client, args: &Args) -> Vec<Outcome> {
-    let total = args.rate * args.seconds;
-    let interval = Duration::from_secs(1) / args.rate;
-    let start = Instant::now();
-    let mut requests = Vec::with_capacity(total as usize);
-    for index in 0..total {
-        let due = start + interval * index;
-        tokio::time::sleep_until(due).await;
-        let request = build_request(client, args, index);
-        requests.push(tokio::spawn(async move {
-            let reply = request.send().await.map_err(|error| error.to_string())?;
-            let status = reply.status();
-            // The body is part of the answer the client waits for.
-            reply.bytes().await.map_err(|error| error.to_string())?;
-            if status.is_success() {
-                Ok(due.elapsed())
-            } else {
-                Err(format!("status {status}"))
-            }
-        }));
-    }
-    let mut outcomes = Vec::with_capacity(requests.len());
-    for request in requests {
-        outcomes.push(request.await.unwrap_or_else(|error| Err(error.to_string())));
-    }
-    outcomes
+/// What every connection of a run shares.
+struct Run {
+    schedule: Schedule,
+    /// The server's `host:port`.
+    address: String,
+    requests: Requests,
 }
 
-fn build_request(client: &reqwest::Client, args: &Args, index: u32) -> reqwest::RequestBuilder {
-    if let Traffic::Healthz = args.traffic {
-        return client.get(format!("{}/healthz", args.api));
+/// Sends the run's requests, each when it is due, and gathers their outcomes.
+async fn run(args: &Args) -> Result<Vec<Outcome>, String> {
+    if args.rate == 0 || args.seconds == 0 || args.connections == 0 {
+        return Err("--rate, --seconds and --connections must be positive".to_owned());
     }
-    let (bill, key) = match (&args.traffic, &args.replay_key) {
-        (Traffic::Replay, Some(key)) => (REPLAYED_BILL.to_owned(), key.clone()),
-        _ => (format!("steady-{index}"), uuid::Uuid::new_v4().to_string()),
-    };
-    client
-        .post(format!("{}/v1/bills/{bill}/pay", args.api))
-        .bearer_auth(&args.token)
-        .header("Idempotency-Key", key)
-        .header("Content-Type", "application/json")
-        .body(BODY)
+    let address = address_of(&args.api)?;
+    let requests = Requests::new(
+        args.traffic,
+        &address,
+        &args.token,
+        args.replay_key.as_deref(),
+    )?;
+    let run = Arc::new(Run {
+        schedule: Schedule::new(args.rate, args.seconds),
+        address,
+        requests,
+    });
+    let mut connections = tokio::task::JoinSet::new();
+    for _ in 0..args.connections {
+        let run = Arc::clone(&run);
+        connections.spawn(async move {
+            send_over_one_connection(&run.address, &run.schedule, &run.requests).await
+        });
+    }
+    let mut outcomes = Vec::with_capacity(usize::try_from(run.schedule.total()).unwrap_or(0));
+    while let Some(sent) = connections.join_next().await {
+        outcomes.extend(sent.map_err(|error| format!("a connection's task failed: {error}"))?);
+    }
+    Ok(outcomes)
+}
+
+/// The `host:port` of a plain-HTTP base URL.
+fn address_of(api: &str) -> Result<String, String> {
+    let uri: Uri = api
+        .parse()
+        .map_err(|error| format!("--api {api:?}: {error}"))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(format!("--api {api:?}: only plain http:// is sent"));
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("--api {api:?}: no host"))?;
+    let port = authority.port_u16().unwrap_or(80);
+    Ok(format!("{}:{port}", authority.host()))
 }
 
 /// One line: `requests N errors E p50 P p99 P p99.9 P max P` (milliseconds), then the first
 /// error if there was one.
 fn report(outcomes: &[Outcome], args: &Args) {
-    let mut latencies: Vec<Duration> = outcomes
+    let mut latencies: Vec<_> = outcomes
         .iter()
         .filter_map(|o| o.as_ref().ok().copied())
         .collect();
