@@ -112,7 +112,7 @@ async fn a_stall_counts_against_every_request_it_delayed() {
     assert!(latencies.iter().any(|l| *l >= Duration::from_millis(290)));
     let quick = latencies
         .iter()
-        .filter(|l| **l < Duration::from_millis(20))
+        .filter(|l| **l < Duration::from_millis(100))
         .count();
     assert!(
         quick >= 500,
