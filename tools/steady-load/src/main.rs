@@ -1,6 +1,7 @@
 //! `steady-load`: sends payments to the backend at a fixed rate and prints their latency
 //! percentiles, for `bench/latency.sh` (and `bench/fixed-rate-cpu.sh`, which compares the
-//! backend's CPU a request for replays and `GET /healthz` at one rate).
+//! backend's CPU a request for replays and `GET /healthz` at one rate, and
+//! `bench/commit-flush-tail.sh`, which compares the tail with and without the commit's flush).
 //!
 //! Open loop, as wrk2 does it: request *i* is due at `start + i / rate` (`schedule`) and goes
 //! out then over whichever of the run's keep-alive connections is free (`connection`), whether
