@@ -26,7 +26,7 @@ for round in $(seq 1 "$rounds"); do
     report=$("$bin/steady-load" --api "$api" --token "$token" --rate "$rate" \
       --seconds "$duration" --traffic new-key)
     syncs=$(($(wal_syncs) - syncs_before))
-    check_money >/dev/null
+    check_money
     stop_stack
     awk -v round="$round" -v flush="$flush" -v syncs="$syncs" 'NR == 1 {
       printf "round %s, synchronous_commit %-3s: %s requests, %s errors, p50 %s ms, p99 %s ms, p99.9 %s ms, p99/p50 %.2f, WAL syncs a payment %.2f\n",
