@@ -2,11 +2,11 @@
 //! payments keep their bank calls while support staff check customers.
 //!
 //! A ledger check asks the bank about every reference of a customer; several at once, each with
-//! hundreds of references, would otherwise take every one of `MAX_BANK_CALLS` and customers'
-//! payments would be refused "bank at capacity". So:
+//! hundreds of references, would otherwise take every one of `MAX_BANK_LOOKUPS` and the
+//! reconciler's look-ups would wait. So:
 //! - one check per customer at a time (a second is told one is running: 409);
-//! - the look-ups of all checks together hold at most a quarter of `MAX_BANK_CALLS` (at least
-//!   one), on top of which each look-up still takes its turn in the bank client's own bound.
+//! - the look-ups of all checks together hold at most a quarter of `MAX_BANK_LOOKUPS` (at least
+//!   one), on top of which each look-up still takes its turn in the bank's own bound.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use shared::Operation;
 use tokio::sync::Semaphore;
 
-use crate::bank_client::{BankClient, LookUp, LookUpError};
+use crate::bank::{Bank, LookUp, LookUpError};
 
 /// The bounds, shared by every ledger check of this process.
 #[derive(Debug)]
@@ -32,9 +32,9 @@ pub struct RunningCheck {
 }
 
 impl LedgerCheckBounds {
-    /// Bounds for a bank that may have `max_bank_calls` calls in flight.
-    pub fn new(max_bank_calls: usize) -> LedgerCheckBounds {
-        let share = (max_bank_calls / 4).max(1);
+    /// Bounds for a bank that may have `max_look_ups` look-ups in flight.
+    pub fn new(max_look_ups: usize) -> LedgerCheckBounds {
+        let share = (max_look_ups / 4).max(1);
         LedgerCheckBounds {
             look_ups: Semaphore::new(share),
             share,
@@ -63,7 +63,7 @@ impl LedgerCheckBounds {
     /// Asks the bank about `reference` within the checks' share of its calls.
     pub async fn look_up(
         &self,
-        bank: &BankClient,
+        bank: &Bank,
         operation: Operation,
         reference: &str,
     ) -> Result<LookUp, LookUpError> {

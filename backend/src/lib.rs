@@ -5,10 +5,10 @@
 //!
 //! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
 //! carried out) → [`replay_cache`] (a repeat of a finished key, answered from memory) or
-//! [`store`] (the claim and the saved outcome) and [`bank_client`] (the debit).
+//! [`store`] (the claim and the saved outcome) and [`bank`] (the debit, through the bank port).
 //! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`].
 
-pub mod bank_client;
+pub mod bank;
 pub mod config;
 pub mod domain;
 pub mod durability;

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use shared::{KeyState, Operation};
 
-use crate::bank_client::LookUp;
+use crate::bank::LookUp;
 use crate::domain::Cause;
 use crate::metrics::{Metrics, OutcomeLabels, ResolvedLabels};
 use crate::state::AppState;

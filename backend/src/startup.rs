@@ -11,7 +11,7 @@ use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::bank_client::BankClient;
+use crate::bank::{Bank, BankApiHttp, BankBounds};
 use crate::config::Config;
 use crate::config::{Identity, TokenKeys};
 use crate::identity::{
@@ -170,9 +170,19 @@ impl Application {
 
 /// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    let bank_http =
-        transport_security::bank_http_client(config.bank_timeout, config.bank_ca_file.as_deref())?;
-    let bank = BankClient::new(&config.bank_url, bank_http, config.limits.max_bank_calls);
+    let bank_http = transport_security::bank_http_client(
+        config.bank_timeout,
+        config.bank_ca_file.as_deref(),
+        config.bank.proxy_url.as_ref(),
+    )?;
+    let metrics = Arc::new(metrics_for(config));
+    let bounds = BankBounds {
+        money_calls: config.limits.max_bank_calls,
+        look_ups: config.limits.max_bank_lookups,
+        look_up_wait: config.bank_timeout,
+    };
+    let port = Arc::new(BankApiHttp::new(&config.bank_url, bank_http));
+    let bank = Bank::new(port, bounds, config.bank.breaker, Arc::clone(&metrics));
     let (trail, _written_in_background) = Appender::start(store.clone());
     let (customer_signing, operator_signing) = signing(&config.identity)?;
     Ok(AppState::new(Parts {
@@ -195,8 +205,8 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             .as_ref()
             .map(|secret| Arc::new(EdgeProofs::new(secret.expose_secret().as_bytes().to_vec()))),
         trail_kept_after_key: config.trail_kept_after_key,
-        ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_calls)),
-        metrics: Arc::new(metrics_for(config)),
+        ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_lookups)),
+        metrics,
         body_limits: BodyLimits::default(),
         limits: config.limits,
         readiness: Arc::new(Readiness::new(config.replication)),

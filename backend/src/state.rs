@@ -7,7 +7,7 @@ use shared::Policy;
 use shared::fingerprint::BodyLimits;
 use tokio::sync::Semaphore;
 
-use crate::bank_client::BankClient;
+use crate::bank::Bank;
 use crate::config::Limits;
 use crate::identity::{CustomerTokens, EdgeProofs, OperatorTokens};
 use crate::ledger_check_bounds::LedgerCheckBounds;
@@ -72,8 +72,8 @@ pub struct Parts {
     pub store: SharedStore,
     /// Finished answers kept in memory, replayed without a database read.
     pub replay_cache: ReplayCache,
-    /// The partner bank.
-    pub bank: BankClient,
+    /// The partner bank, within its bounds and behind its breaker.
+    pub bank: Bank,
     /// The idempotency policy.
     pub policy: Arc<Policy>,
     /// Checks customers' bearer tokens: their keys (or secret) and rules.

@@ -31,13 +31,24 @@ pub const ALLOW_PLAINTEXT_SETTING: &str = "ALLOW_PLAINTEXT_TRANSPORT";
 
 /// The HTTP client for the bank: every call gives up after `timeout`; with `ca_file`, the
 /// bank's certificate must chain to one of that file's certificates and to nothing else.
+/// Redirects are never followed (a 307 would send a debit's body to another host: the answer
+/// is read as it is, a call that may be in flight), and calls go through `proxy` when it is
+/// set and direct otherwise, whatever `HTTP_PROXY`/`HTTPS_PROXY` say.
 pub fn bank_http_client(
     timeout: Duration,
     ca_file: Option<&Path>,
+    proxy: Option<&reqwest::Url>,
 ) -> anyhow::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .timeout(timeout)
-        .connect_timeout(timeout);
+        .connect_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none());
+    builder = match proxy {
+        Some(proxy) => builder.proxy(
+            reqwest::Proxy::all(proxy.clone()).context("BANK_PROXY_URL is not a usable proxy")?,
+        ),
+        None => builder.no_proxy(),
+    };
     if let Some(ca_file) = ca_file {
         let pem = std::fs::read(ca_file)
             .with_context(|| format!("reading {BANK_CA_FILE_SETTING} ({})", ca_file.display()))?;
@@ -187,8 +198,12 @@ mod tests {
 
     #[test]
     fn a_ca_file_that_is_missing_or_not_pem_is_refused_naming_the_setting() {
-        let missing = bank_http_client(Duration::from_secs(1), Some(Path::new("/nonexistent.pem")))
-            .expect_err("missing file");
+        let missing = bank_http_client(
+            Duration::from_secs(1),
+            Some(Path::new("/nonexistent.pem")),
+            None,
+        )
+        .expect_err("missing file");
         assert!(
             format!("{missing:#}").contains(BANK_CA_FILE_SETTING),
             "{missing:#}"
@@ -198,7 +213,7 @@ mod tests {
         let not_pem = directory.path().join("ca.pem");
         std::fs::write(&not_pem, "not a certificate").expect("write");
         let refused =
-            bank_http_client(Duration::from_secs(1), Some(&not_pem)).expect_err("not PEM");
+            bank_http_client(Duration::from_secs(1), Some(&not_pem), None).expect_err("not PEM");
         assert!(
             format!("{refused:#}").contains(BANK_CA_FILE_SETTING),
             "{refused:#}"

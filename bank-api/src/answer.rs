@@ -7,7 +7,7 @@
 //! bank never saw). [`AnswerBody`] reads that word, a refusal's `reason` and the `reference` a
 //! "never seen" answer names, and ignores everything else; [`StatusWord`] parses the word. What
 //! an answer *means* (which HTTP statuses count, what a missing body says) is the client's
-//! reading rule, not this crate's: the backend's is `backend/src/bank_client.rs`.
+//! reading rule, not this crate's: the backend's is `backend/src/bank/bank_api_http.rs`.
 
 use serde::Deserialize;
 
@@ -72,15 +72,28 @@ pub struct AnswerBody {
     /// Why the bank refused, when it says.
     #[serde(default)]
     pub reason: Option<String>,
-    /// The reference a look-up's answer names (a "never seen" answer names the one asked about).
+    /// The reference a look-up's answer names (a "never seen" answer names the one asked about),
+    /// or a "not executed" error names (the call's).
     #[serde(default)]
     pub reference: Option<String>,
+    /// The reference an outcome names (`debited`, `refunded`: the bank's name for the movement,
+    /// which is the call's reference).
+    #[serde(default)]
+    pub bank_reference: Option<String>,
 }
 
 impl AnswerBody {
     /// The status word, if it is one a client acts on.
     pub fn word(&self) -> Option<StatusWord> {
         StatusWord::parse(&self.status)
+    }
+
+    /// Every reference the body names (`reference`, `bank_reference`): a client checks each is
+    /// its own before it believes the answer.
+    pub fn named_references(&self) -> impl Iterator<Item = &str> {
+        [self.reference.as_deref(), self.bank_reference.as_deref()]
+            .into_iter()
+            .flatten()
     }
 
     /// The bank's reason for a refusal, or the status word itself when it gave none.

@@ -26,7 +26,7 @@ pub struct Knobs {
     pub jitter_ms: u64,
     /// Probability that a debit is declined for insufficient funds (no money moves).
     pub decline_rate: f64,
-    /// Probability that a request is answered 500 before anything is done or recorded.
+    /// Probability that a request is answered 503 (naming its reference) before anything is done or recorded.
     pub error_rate: f64,
     /// Probability that a request is executed and recorded but its reply is held back for
     /// `lost_reply_delay_ms`, so the caller gives up before it arrives.

@@ -94,10 +94,18 @@ pub struct UnknownReference {
 
 /// The body of every other answer that is not an outcome: an unknown route
 /// (`{"status": "not_found"}`), a malformed request, or a simulated failure.
+///
+/// An answer to a money-moving call that did nothing (`503 error`, or a 4xx `invalid_request`
+/// whose body could be read) names the call's `reference`: that is how a client tells the
+/// bank's own "not executed" from a gateway's error page in front of it, which may have
+/// forwarded the call (SPEC §7, "Not executed").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// Which kind of error.
     pub status: ErrorStatus,
+    /// The reference of the call that was not executed, when the bank could read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// What was wrong, for a human; absent on `not_found`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -111,8 +119,19 @@ pub enum ErrorStatus {
     NotFound,
     /// 400/415/422: the request could not be read or has a wrong value; nothing was done.
     InvalidRequest,
-    /// 500: a simulated failure (`error_rate`); nothing was done or recorded.
+    /// 503: a simulated failure (`error_rate`); nothing was done or recorded.
     Error,
+}
+
+impl ErrorStatus {
+    /// The word as it appears on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorStatus::NotFound => "not_found",
+            ErrorStatus::InvalidRequest => "invalid_request",
+            ErrorStatus::Error => "error",
+        }
+    }
 }
 
 /// A request field with a value the bank refuses; nothing was done.
@@ -189,6 +208,7 @@ mod tests {
         );
         let not_found = ErrorBody {
             status: ErrorStatus::NotFound,
+            reference: None,
             message: None,
         };
         assert_eq!(

@@ -58,6 +58,9 @@ pub enum ProblemKind {
     RateLimited,
     /// 503: a dependency (the database) is unavailable; nothing was done.
     ServiceUnavailable,
+    /// 503: the partner bank is failing (the backend's breaker is open); nothing was claimed,
+    /// sent or charged. Retry with the same key after `Retry-After`.
+    BankUnavailable,
     /// 502: the edge could not reach the backend.
     BackendUnreachable,
     /// 504: the backend did not answer the edge in time.
@@ -68,7 +71,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 22] = [
         ProblemKind::Unauthenticated,
         ProblemKind::Forbidden,
         ProblemKind::IdempotencyKeyMissing,
@@ -87,6 +90,7 @@ impl ProblemKind {
         ProblemKind::MethodNotAllowed,
         ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
+        ProblemKind::BankUnavailable,
         ProblemKind::BackendUnreachable,
         ProblemKind::BackendTimeout,
         ProblemKind::Internal,
@@ -113,6 +117,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "method-not-allowed",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
+            ProblemKind::BankUnavailable => "bank-unavailable",
             ProblemKind::BackendUnreachable => "backend-unreachable",
             ProblemKind::BackendTimeout => "backend-timeout",
             ProblemKind::Internal => "internal",
@@ -140,7 +145,9 @@ impl ProblemKind {
             | ProblemKind::BodyTooDeep => 400,
             ProblemKind::Internal => 500,
             ProblemKind::BackendUnreachable => 502,
-            ProblemKind::OutcomePending | ProblemKind::ServiceUnavailable => 503,
+            ProblemKind::OutcomePending
+            | ProblemKind::ServiceUnavailable
+            | ProblemKind::BankUnavailable => 503,
             ProblemKind::BackendTimeout => 504,
         }
     }
@@ -168,6 +175,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "Method not allowed",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
+            ProblemKind::BankUnavailable => "The bank is unavailable; nothing was charged",
             ProblemKind::BackendUnreachable => "The payments service could not be reached",
             ProblemKind::BackendTimeout => "The payments service did not answer in time",
             ProblemKind::Internal => "Internal error",

@@ -31,10 +31,15 @@ pub struct LimitSettings {
     /// than `MAX_CONCURRENT_REQUESTS`; past it, 409 at once.
     #[arg(long, env = "MAX_WAITING_REQUESTS", default_value_t = 128)]
     pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once (payments, refunds, look-ups): the bound the partner
-    /// bank agreed to.
+    /// Money-moving calls to the bank in flight at once (payments, refunds): with
+    /// `MAX_BANK_LOOKUPS`, the bound the partner bank agreed to.
     #[arg(long, env = "MAX_BANK_CALLS", default_value_t = 64)]
     pub max_bank_calls: usize,
+    /// Status look-ups at the bank in flight at once (reconciliation, the look-up after a call
+    /// the bank did not execute, operators' ledger checks): a bound of their own, so look-ups
+    /// and money-moving calls never starve each other.
+    #[arg(long, env = "MAX_BANK_LOOKUPS", default_value_t = 16)]
+    pub max_bank_lookups: usize,
     /// How long a claimed payment waits for a free bank call, in milliseconds, before its claim
     /// is released and it answers 503.
     #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
@@ -47,7 +52,7 @@ pub struct LimitSettings {
     #[arg(long, env = "REPLAY_CACHE_MAX_ENTRIES", default_value_t = CacheBounds::default().max_entries)]
     pub replay_cache_max_entries: u64,
     /// Bank look-ups the reconciler runs at once, per replica (they count against
-    /// `MAX_BANK_CALLS` too).
+    /// `MAX_BANK_LOOKUPS` too).
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = ReconcileBounds::default().concurrency)]
     pub reconcile_concurrency: usize,
     /// The most look-ups the reconciler starts per second, per replica, to spare the bank while a
@@ -73,9 +78,10 @@ pub struct Limits {
     pub max_concurrent_requests: usize,
     /// Of those, requests waiting at once for their key's first attempt.
     pub max_waiting_requests: usize,
-    /// Calls to the bank in flight at once (payments, refunds, look-ups): the bound the partner
-    /// bank agreed to.
+    /// Money-moving calls to the bank in flight at once (payments, refunds).
     pub max_bank_calls: usize,
+    /// Status look-ups at the bank in flight at once.
+    pub max_bank_lookups: usize,
     /// How long a claimed payment or refund waits for a free bank call before its claim is
     /// released (nothing was sent) and the request answered 503.
     pub bank_queue_wait: Duration,
@@ -95,6 +101,7 @@ impl Default for Limits {
             max_concurrent_requests: 256,
             max_waiting_requests: 128,
             max_bank_calls: 64,
+            max_bank_lookups: 16,
             bank_queue_wait: Duration::from_secs(1),
             replay_cache: CacheBounds::default(),
             reconcile: ReconcileBounds::default(),
@@ -118,6 +125,7 @@ impl LimitSettings {
             max_concurrent_requests: self.max_concurrent_requests,
             max_waiting_requests: self.max_waiting_requests,
             max_bank_calls: self.max_bank_calls,
+            max_bank_lookups: self.max_bank_lookups,
             bank_queue_wait: Duration::from_millis(self.bank_queue_wait_ms),
             replay_cache: CacheBounds {
                 max_bytes: self.replay_cache_max_bytes,
@@ -138,6 +146,7 @@ impl LimitSettings {
             ),
             ("MAX_WAITING_REQUESTS", limits.max_waiting_requests == 0),
             ("MAX_BANK_CALLS", limits.max_bank_calls == 0),
+            ("MAX_BANK_LOOKUPS", limits.max_bank_lookups == 0),
             ("BANK_QUEUE_WAIT_MS", limits.bank_queue_wait.is_zero()),
             (
                 "REPLAY_CACHE_MAX_ENTRIES",

@@ -16,11 +16,13 @@ use anyhow::{Context, bail};
 use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
+pub mod bank;
 pub mod drain;
 pub mod identity;
 pub mod limits;
 pub mod reference;
 
+pub use bank::{BankConfig, BankSettings};
 pub use drain::{Drain, DrainSettings};
 pub use identity::{Identity, IdentitySettings, TokenKeys};
 pub use limits::{LimitSettings, Limits};
@@ -108,6 +110,9 @@ pub struct Settings {
     /// The bounds on requests and bank calls.
     #[command(flatten)]
     pub limits: LimitSettings,
+    /// The bank's proxy and breaker.
+    #[command(flatten)]
+    pub bank: BankSettings,
     /// Tokens' keys and rules, and the edge's proof.
     #[command(flatten)]
     pub identity: IdentitySettings,
@@ -137,6 +142,8 @@ pub struct Config {
     pub policy: Policy,
     /// Bank call timeout.
     pub bank_timeout: Duration,
+    /// The bank's proxy and breaker.
+    pub bank: BankConfig,
     /// How long a request waits for a database connection before answering 503.
     pub database_acquire_timeout: Duration,
     /// Reconciler pause when idle.
@@ -189,6 +196,7 @@ impl Settings {
             }),
             policy,
             bank_timeout,
+            bank: self.bank.into_bank_config()?,
             database_acquire_timeout: Duration::from_secs(3),
             reconcile_interval: Duration::from_millis(self.reconcile_interval_ms),
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),

@@ -3,9 +3,11 @@
 //!
 //! From the bank call on, every failure leaves the key `started` or `unknown` for
 //! reconciliation and answers "outcome pending": money may have moved, so no error is final.
-//! The one exception is a bank call that ended with a definite error (a 500, say): the key is
-//! looked up at once, and if the bank never saw the reference the claim is released on the spot
-//! and the attempt told that nothing was charged (SPEC §4, "bank answered a definite error").
+//! The one exception is a call the bank port calls *not executed* (the bank said it did nothing
+//! with it, or it never left): the key is looked up at once, and if the bank never saw the
+//! reference the claim is released on the spot and the attempt told that nothing was charged
+//! (SPEC §4, "bank did not execute the call"). A gateway's 503 is not that: it may have
+//! forwarded the call, which is left to reconciliation.
 
 use std::time::Instant;
 
@@ -14,13 +16,15 @@ use tracing::Instrument;
 use shared::Operation;
 
 use super::replies::{nothing_charged, outcome_pending, saved_reply};
-use crate::bank_client::BankOutcome;
+use crate::bank::{Admitted, CallOutcome, MoneyCall};
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{CLAIM_LEASE_RENEWAL, FinalOutcome, KeyRef, SavedMovement, UnknownCall};
+use crate::store::{
+    CLAIM_LEASE_RENEWAL, ClaimToken, FinalOutcome, KeyRef, SavedMovement, UnknownCall,
+};
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
@@ -34,9 +38,9 @@ pub(super) async fn run_to_completion<T: Send + 'static>(
         .unwrap_or_else(|aborted| Err(Error::WorkAborted(aborted.to_string())))
 }
 
-/// Renews this process's lease on a claimed key every [`CLAIM_LEASE_RENEWAL`] until dropped,
-/// which is when the claim's bank call has ended and its outcome is saved: while the process
-/// lives, no reconciler takes the key; if it dies, the lease lapses within [`CLAIM_LEASE`] and
+/// Renews the lease of one claim on its key every [`CLAIM_LEASE_RENEWAL`] until dropped, which
+/// is when the claim's bank call has ended and its outcome is saved: while the process lives,
+/// no reconciler takes the key; if it dies, the lease lapses within [`CLAIM_LEASE`] and
 /// reconciliation asks the bank at once.
 ///
 /// [`CLAIM_LEASE`]: crate::store::CLAIM_LEASE
@@ -45,12 +49,12 @@ struct ClaimRenewal {
 }
 
 impl ClaimRenewal {
-    fn start(state: &AppState, key: KeyRef) -> ClaimRenewal {
+    fn start(state: &AppState, key: KeyRef, claim: ClaimToken) -> ClaimRenewal {
         let store = state.store.clone();
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CLAIM_LEASE_RENEWAL).await;
-                match store.renew_claim(key).await {
+                match store.renew_claim(key, claim).await {
                     Ok(true) => {}
                     // The key moved on, or a reconciler took it: nothing left to hold.
                     Ok(false) => return,
@@ -68,83 +72,102 @@ impl Drop for ClaimRenewal {
     }
 }
 
-/// Calls the bank once for the claimed (or re-claimed) `movement` and saves what it said,
-/// recorded against `cause`. If the bank already has all the calls it may have
-/// (`MAX_BANK_CALLS`) and none ends within `BANK_QUEUE_WAIT_MS`, nothing is sent: the claim is
-/// released at once and the request answered 503, and its retry claims the key again.
+/// The claim this request holds on a key: the key, the claim's token and its pending movement.
+pub(super) struct HeldClaim<'a> {
+    pub key: KeyRef,
+    pub claim: ClaimToken,
+    pub movement: &'a SavedMovement,
+}
+
+impl HeldClaim<'_> {
+    /// The one money-moving call the claim makes.
+    fn call(&self) -> MoneyCall<'_> {
+        match self.movement {
+            SavedMovement::Payment(payment) => MoneyCall::Debit {
+                reference: &payment.bank_reference,
+                amount_paise: payment.amount_paise,
+                account: &payment.payer_vpa,
+            },
+            SavedMovement::Refund(refund) => MoneyCall::Refund {
+                reference: &refund.bank_reference,
+                debit_reference: &refund.debit_reference,
+                amount_paise: refund.amount_paise,
+            },
+        }
+    }
+}
+
+/// Calls the bank once for the claimed (or re-claimed) movement, `admitted` by the breaker,
+/// and saves what it said, recorded against `cause`. If the bank already has all the calls it
+/// may have (`MAX_BANK_CALLS`) and none ends within `BANK_QUEUE_WAIT_MS`, nothing is sent: the
+/// claim is released at once and the request answered 503, and its retry claims the key again.
 pub(super) async fn call_bank_and_save(
     state: &AppState,
-    key: KeyRef,
-    movement: &SavedMovement,
+    held: HeldClaim<'_>,
+    admitted: Admitted,
     cause: &Cause,
 ) -> Result<Reply> {
-    let _renewing = ClaimRenewal::start(state, key);
-    let Some(permit) = state.bank.reserve_call(state.limits.bank_queue_wait).await else {
-        return bank_busy(state, key, movement, cause).await;
+    let _renewing = ClaimRenewal::start(state, held.key, held.claim);
+    let call = held.call();
+    let wait = state.limits.bank_queue_wait;
+    let Some(permit) = state.bank.reserve_call(admitted, wait).await else {
+        return bank_busy(state, &held, cause).await;
     };
     let calling = Instant::now();
-    let (operation, resource_id, call, outcome) = match movement {
-        SavedMovement::Payment(payment) => (
-            Operation::PayBill,
-            payment.payment_id,
-            "debit",
-            state
-                .bank
-                .debit(
-                    &permit,
-                    &payment.bank_reference,
-                    payment.amount_paise,
-                    &payment.payer_vpa,
-                )
-                .await,
-        ),
-        SavedMovement::Refund(refund) => (
-            Operation::RefundPayment,
-            refund.refund_id,
-            "refund",
-            state
-                .bank
-                .refund(
-                    &permit,
-                    &refund.bank_reference,
-                    &refund.debit_reference,
-                    refund.amount_paise,
-                )
-                .await,
-        ),
-    };
+    // The permit is given back when the call ends, before anything else: a look-up that
+    // follows never holds a money call's place.
+    let outcome = state.bank.move_money(permit, call).await;
     let took = calling.elapsed();
+    let (operation, resource_id, name) = (call.operation(), held.movement.id(), call.name());
     Metrics::count(&state.metrics.claims, operation.name());
     let result = match outcome {
-        BankOutcome::Succeeded => FinalOutcome::Succeeded,
-        BankOutcome::Declined { reason } => FinalOutcome::Declined { reason },
-        BankOutcome::Unknown { reason, call_ended } => {
-            state.metrics.bank_call_took(call, "unknown", took);
-            state.metrics.outcome(operation.name(), "unknown");
-            tracing::warn!(%reason, call_ended, "bank outcome unknown; the key goes to reconciliation");
-            let call = if call_ended {
-                UnknownCall::Ended
-            } else {
-                UnknownCall::MayBeInFlight
-            };
-            let claims = state.claims();
-            return match claims.mark_unknown(key, resource_id, call, cause).await {
-                Ok(true) if call_ended => look_up_at_once(state, key, cause).await,
-                Ok(_) => Ok(outcome_pending()),
-                Err(error) => {
-                    tracing::error!(%error, "could not mark the key unknown; it stays started");
-                    Ok(outcome_pending())
-                }
-            };
+        CallOutcome::Succeeded => FinalOutcome::Succeeded,
+        CallOutcome::Declined { reason } => FinalOutcome::Declined { reason },
+        CallOutcome::NotExecuted { reason } => {
+            let unknown = (UnknownCall::NotExecuted, reason);
+            return no_final_answer(state, &held, unknown, (name, took), cause).await;
+        }
+        CallOutcome::MayBeInFlight { reason } => {
+            let unknown = (UnknownCall::MayBeInFlight, reason);
+            return no_final_answer(state, &held, unknown, (name, took), cause).await;
         }
     };
     let label = match result {
         FinalOutcome::Succeeded => "succeeded",
         FinalOutcome::Declined { .. } => "declined",
     };
-    state.metrics.bank_call_took(call, label, took);
+    state.metrics.bank_call_took(name, label, took);
     let saved = (operation, resource_id, label);
-    save(state, key, saved, &result, cause).await
+    save(state, held.key, saved, &result, cause).await
+}
+
+/// The bank gave no final answer: the key goes `unknown` for reconciliation, and a call the
+/// bank did not execute is looked up at once.
+async fn no_final_answer(
+    state: &AppState,
+    held: &HeldClaim<'_>,
+    (call, reason): (UnknownCall, String),
+    (name, took): (&'static str, std::time::Duration),
+    cause: &Cause,
+) -> Result<Reply> {
+    let operation = held.movement.operation();
+    state.metrics.bank_call_took(name, "unknown", took);
+    state.metrics.outcome(operation.name(), "unknown");
+    let not_executed = call == UnknownCall::NotExecuted;
+    tracing::warn!(%reason, not_executed, "no final answer from the bank; the key goes to reconciliation");
+    let this_claim = (held.movement.id(), held.claim);
+    match state
+        .claims()
+        .mark_unknown(held.key, this_claim, call, cause)
+        .await
+    {
+        Ok(true) if not_executed => look_up_at_once(state, held.key, cause).await,
+        Ok(_) => Ok(outcome_pending()),
+        Err(error) => {
+            tracing::error!(%error, "could not mark the key unknown; it stays started");
+            Ok(outcome_pending())
+        }
+    }
 }
 
 /// Writes the bank's final word and renders it as the first reply, remembered for replays.
@@ -178,19 +201,15 @@ async fn save(
             tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
             // Best effort: an `unknown` key is looked up at once, a `started` one only after
             // `stuck_after`. If the database is away this fails too, and the key stays `started`.
-            let call = UnknownCall::MayBeInFlight;
-            let claims = state.claims();
-            if let Err(error) = claims.mark_unknown(key, resource_id, call, cause).await {
-                tracing::warn!(%error, "could not mark the key unknown either");
-            }
+            // The lease lapses and the reconciler takes the key within `CLAIM_LEASE`.
             outcome_pending()
         }
     })
 }
 
-/// The bank ended the call with an error and no outcome: ask it at once what it did, as the
-/// reconciler would. Never seen → the claim is released and the attempt hears that nothing was
-/// charged, so its retry runs again at once instead of waiting for `stuck_after`.
+/// The bank did not execute the call: ask it at once what it did, as the reconciler would.
+/// Never seen → the claim is released and the attempt hears that nothing was charged, so its
+/// retry runs again at once instead of waiting for `stuck_after`.
 async fn look_up_at_once(state: &AppState, key: KeyRef, cause: &Cause) -> Result<Reply> {
     let pending = || Ok(outcome_pending());
     let leased = match state.leases().lease_key(key, None).await {
@@ -205,8 +224,8 @@ async fn look_up_at_once(state: &AppState, key: KeyRef, cause: &Cause) -> Result
     match resolve_leased(state, leased, cause).await {
         Ok(Resolution::Finished(movement)) => Ok(saved_reply(&movement)?),
         Ok(Resolution::Released) => Ok(nothing_charged(
-            "The bank answered with an error and has no record of this request: no money \
-             moved. Retry with the same Idempotency-Key and body.",
+            "The bank did not execute this request and has no record of it: no money moved. \
+             Retry with the same Idempotency-Key and body.",
         )),
         Ok(Resolution::Voided | Resolution::NotYet) => pending(),
         Err(error) => {
@@ -218,20 +237,13 @@ async fn look_up_at_once(state: &AppState, key: KeyRef, cause: &Cause) -> Result
 
 /// No bank call could be had: the claim is released (nothing was sent, so nothing can be on its
 /// way) and the request told to come back.
-async fn bank_busy(
-    state: &AppState,
-    key: KeyRef,
-    movement: &SavedMovement,
-    cause: &Cause,
-) -> Result<Reply> {
-    let call = match movement.operation() {
-        Operation::PayBill => "debit",
-        Operation::RefundPayment => "refund",
-    };
-    state.metrics.bank_call(call, "busy");
+async fn bank_busy(state: &AppState, held: &HeldClaim<'_>, cause: &Cause) -> Result<Reply> {
+    state.metrics.bank_call(held.call().name(), "busy");
+    let this_claim = (held.movement.id(), held.claim);
+    let stuck_after = state.policy.stuck_after;
     state
         .claims()
-        .release_unsent(key, movement.id(), state.policy.stuck_after, cause)
+        .release_unsent(held.key, this_claim, stuck_after, cause)
         .await?;
     Ok(nothing_charged(
         "The bank is at capacity; nothing was sent to it. Retry with the same \

@@ -12,14 +12,15 @@ use uuid::Uuid;
 
 use super::Caller;
 use super::admit::Admitted;
-use super::bank_call::call_bank_and_save;
+use super::bank_call::{HeldClaim, call_bank_and_save};
 use super::existing_key::{answer_existing_key, reply_from_memory};
+use super::replies::bank_unavailable;
 use super::rounds::{Round, RoundEnd, answer_in_rounds};
 use super::waiting::Waiting;
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::{ClaimResult, KeyRef, NewPayment, NewRefund, StoreError};
+use crate::store::{ClaimResult, ClaimToken, KeyRef, NewPayment, NewRefund, StoreError, StoredKey};
 
 /// How many claims a round makes at most. Reusing an expired key that was released with a
 /// check still to come takes three (settle the old claim, delete the key, claim it); one more
@@ -53,12 +54,12 @@ impl Claiming {
         }
     }
 
-    /// Claims `key` with a fresh pending movement whose id is `id` (a new id, so a new bank
-    /// reference).
+    /// Claims `key` as the claim `claim`, with a fresh pending movement whose id is `id` (a new
+    /// id, so a new bank reference).
     async fn claim(
         &self,
         state: &AppState,
-        (key, id): (KeyRef, Uuid),
+        (key, id, claim): (KeyRef, Uuid, ClaimToken),
         fingerprint: &Fingerprint,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
@@ -76,7 +77,7 @@ impl Claiming {
                 };
                 let claims = state.claims();
                 claims
-                    .claim_payment(key, fingerprint, &payment, cause)
+                    .claim_payment(key, fingerprint, &payment, claim, cause)
                     .await
             }
             Claiming::Refund {
@@ -92,7 +93,7 @@ impl Claiming {
                 };
                 state
                     .claims()
-                    .claim_refund(key, fingerprint, &refund, cause)
+                    .claim_refund(key, fingerprint, &refund, claim, cause)
                     .await
             }
         }
@@ -147,37 +148,12 @@ async fn claim_and_carry_out(
     };
     let fingerprint = &admitted.attempt.fingerprint;
     for _ in 0..CLAIM_TRIES {
-        let claimed = match read_first.take() {
-            Some(stored) => ClaimResult::Existing(stored),
-            None => {
-                let id = Uuid::new_v4();
-                let writing = Instant::now();
-                let claim = claiming.claim(state, (key, id), fingerprint, cause).await;
-                state.metrics.write_took("claim", writing.elapsed());
-                match claim {
-                    Ok(claimed) => claimed,
-                    Err(error @ StoreError::Unavailable(_)) => {
-                        release_when_reachable(state, (key, id), cause);
-                        return Err(error.into());
-                    }
-                    Err(error) => return Err(error.into()),
-                }
-            }
-        };
-        let stored = match claimed {
-            ClaimResult::Claimed {
-                movement,
-                expires_at,
-            } => {
-                let reply = call_bank_and_save(state, key, &movement, cause).await?;
-                return Ok(RoundEnd::Reply(reply.expiring(expires_at)));
-            }
-            ClaimResult::Existing(stored) => stored,
-            ClaimResult::PaymentNotFound => return Ok(RoundEnd::Reply(payment_not_found())),
-            ClaimResult::ExceedsRemaining { remaining_paise } => {
-                let refused = exceeds_remaining(claiming.amount_paise(), remaining_paise);
-                return Ok(RoundEnd::Reply(refused));
-            }
+        let stored = match read_first.take() {
+            Some(stored) => stored,
+            None => match claim_new(state, (key, fingerprint, claiming), cause).await? {
+                NewClaim::Answered(end) => return Ok(end),
+                NewClaim::Existing(stored) => stored,
+            },
         };
         let attempt = &admitted.attempt;
         if let Some(end) = answer_existing_key(state, key, attempt, &stored, cause).await? {
@@ -187,13 +163,80 @@ async fn claim_and_carry_out(
     Err(Error::ClaimRoundsExhausted)
 }
 
-/// Releases the claim (`key`, `id`) whose statement the database never answered, once the
-/// database answers again (a failover between the commit and its reply, say), in a task of its
-/// own. The claim may have committed or not; either way no bank call was made for it, and only
-/// this process would have made one, so releasing it is safe and lets the client's retry claim
-/// it again at once, instead of waiting for reconciliation to find it `stuck_after` old. Tries
-/// for at most `stuck_after`, when reconciliation would release it anyway.
-fn release_when_reachable(state: &AppState, (key, id): (KeyRef, Uuid), cause: &Cause) {
+/// What a new claim came to: the round's end, or a key stored already to decide on.
+enum NewClaim {
+    /// The claim was made and carried out, or refused.
+    Answered(RoundEnd),
+    /// The (user, key) exists.
+    Existing(StoredKey),
+}
+
+/// Claims `key` for a new bank call once the bank breaker admits one, and carries it out. While
+/// the breaker refuses, nothing is claimed: a stored key is still decided on (a replay,
+/// outcome pending), and a new one is answered 503 `bank-unavailable`.
+async fn claim_new(
+    state: &AppState,
+    (key, fingerprint, claiming): (KeyRef, &Fingerprint, &Claiming),
+    cause: &Cause,
+) -> Result<NewClaim> {
+    let admission = match state.bank.admit() {
+        Ok(admission) => admission,
+        Err(refused) => {
+            return Ok(match state.claims().load_key(key).await? {
+                Some(stored) => NewClaim::Existing(stored),
+                None => NewClaim::Answered(RoundEnd::Reply(bank_unavailable(refused))),
+            });
+        }
+    };
+    let (id, claim) = (Uuid::new_v4(), ClaimToken::mint());
+    let writing = Instant::now();
+    let claimed = claiming
+        .claim(state, (key, id, claim), fingerprint, cause)
+        .await;
+    state.metrics.write_took("claim", writing.elapsed());
+    let reply = match claimed {
+        Ok(ClaimResult::Claimed {
+            movement,
+            claim,
+            expires_at,
+        }) => {
+            let held = HeldClaim {
+                key,
+                claim,
+                movement: &movement,
+            };
+            let reply = call_bank_and_save(state, held, admission, cause).await?;
+            reply.expiring(expires_at)
+        }
+        Ok(ClaimResult::Existing(stored)) => return Ok(NewClaim::Existing(stored)),
+        Ok(ClaimResult::PaymentNotFound) => payment_not_found(),
+        Ok(ClaimResult::ExceedsRemaining { remaining_paise }) => {
+            exceeds_remaining(claiming.amount_paise(), remaining_paise)
+        }
+        Err(error @ StoreError::Unavailable(_)) => {
+            release_when_reachable(state, (key, id, claim), cause);
+            return Err(error.into());
+        }
+        Err(error) => return Err(error.into()),
+    };
+    Ok(NewClaim::Answered(RoundEnd::Reply(reply)))
+}
+
+/// Releases the claim `claim` (of `key`, with the movement `id`) whose statement the database
+/// never answered, once the database answers again (a failover between the commit and its
+/// reply, say), in a task of its own. The claim may have committed or not; either way no bank
+/// call was made for it, and only this request would have made one, so releasing it is safe and
+/// lets the client's retry claim it again at once, instead of waiting for reconciliation to
+/// find it `stuck_after` old. The release matches this claim alone, and only while its row is
+/// younger than `stuck_after` on the database's clock: a key released since and claimed again
+/// (by a reconciler's release and a retry on another replica, while this one was cut off) is
+/// another claim and is left alone. Tries for at most `stuck_after` here too, after which the
+/// statement would refuse anyway.
+fn release_when_reachable(
+    state: &AppState,
+    (key, id, claim): (KeyRef, Uuid, ClaimToken),
+    cause: &Cause,
+) {
     let (state, cause) = (state.clone(), cause.clone());
     tokio::spawn(async move {
         let give_up = tokio::time::Instant::now() + state.policy.stuck_after;
@@ -203,7 +246,7 @@ fn release_when_reachable(state: &AppState, (key, id): (KeyRef, Uuid), cause: &C
             let stuck_after = state.policy.stuck_after;
             match state
                 .claims()
-                .release_unsent(key, id, stuck_after, &cause)
+                .release_unsent(key, (id, claim), stuck_after, &cause)
                 .await
             {
                 Ok(()) => return,

@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::Caller;
 use super::admit::Submitted;
-use super::bank_call::call_bank_and_save;
-use super::replies::{outcome_pending, saved_reply};
+use super::bank_call::{HeldClaim, call_bank_and_save};
+use super::replies::{bank_unavailable, outcome_pending, saved_reply};
 use super::rounds::RoundEnd;
 use crate::domain::{Cause, EventKind, Reply};
 use crate::error::Result;
@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{Resolution, resolve_leased};
 use crate::replay_cache::Remembered;
 use crate::state::AppState;
-use crate::store::{KeyRef, StoreError, StoredKey};
+use crate::store::{ClaimToken, KeyRef, StoreError, StoredKey};
 use crate::telemetry::traces;
 
 /// The trail's word for a replay read from the database.
@@ -84,12 +84,25 @@ pub(super) async fn answer_existing_key(
         }
         Decision::Reconcile => return reconcile_inline(state, key, expires_at, cause).await,
         Decision::ClaimReleased => {
-            let claims = state.claims();
+            // A re-claim calls the bank again: the breaker admits it first, or the key stays
+            // released for a later retry.
+            let admitted = match state.bank.admit() {
+                Ok(admitted) => admitted,
+                Err(refused) => return Ok(Some(RoundEnd::Reply(bank_unavailable(refused)))),
+            };
+            let (claims, claim) = (state.claims(), ClaimToken::mint());
             match claims
-                .reclaim_released(key, &attempt.fingerprint, cause)
+                .reclaim_released(key, &attempt.fingerprint, claim, cause)
                 .await?
             {
-                Some(movement) => call_bank_and_save(state, key, &movement, cause).await?,
+                Some(movement) => {
+                    let held = HeldClaim {
+                        key,
+                        claim,
+                        movement: &movement,
+                    };
+                    call_bank_and_save(state, held, admitted, cause).await?
+                }
                 // Another retry re-claimed it first, a reconciler is checking it, or its last
                 // check voided it (the next round finds it expired).
                 None => return Ok(busy),

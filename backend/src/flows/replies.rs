@@ -9,6 +9,7 @@ use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
 use shared::{Problem, ProblemKind};
 
+use crate::bank::BankUnavailable;
 use crate::domain::Reply;
 use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
 
@@ -107,6 +108,19 @@ pub(super) fn outcome_pending() -> Reply {
              Retry with the same Idempotency-Key and body; you will not be charged twice.",
         )
         .with_retry_after(OUTCOME_PENDING_RETRY_AFTER),
+    )
+}
+
+/// The bank breaker is open: nothing was claimed or sent; retry after `refused.retry_after`
+/// (503 `bank-unavailable`).
+pub(super) fn bank_unavailable(refused: BankUnavailable) -> Reply {
+    Reply::problem(
+        Problem::new(
+            ProblemKind::BankUnavailable,
+            "The bank is failing; nothing was sent to it and nothing was charged. Retry with \
+             the same Idempotency-Key and body after Retry-After.",
+        )
+        .with_retry_after(refused.retry_after.max(Duration::from_secs(1))),
     )
 }
 

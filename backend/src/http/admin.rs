@@ -49,6 +49,12 @@ async fn metrics(State(state): State<AppState>) -> Response {
     metrics
         .bank_calls_in_flight
         .set(i64::try_from(state.bank.calls_in_flight()).unwrap_or(i64::MAX));
+    if let Some(breaker) = state.bank.breaker_state() {
+        metrics.bank_breaker_state.set(breaker.gauge_value());
+    }
+    metrics
+        .bank_look_ups_in_flight
+        .set(i64::try_from(state.bank.look_ups_in_flight()).unwrap_or(i64::MAX));
     let pool = state.store.connections();
     for (label, count) in [("in_use", pool.in_use), ("idle", pool.idle)] {
         metrics

@@ -121,6 +121,13 @@ pub struct BankCallLabels {
     pub outcome: &'static str,
 }
 
+/// Labels of a change of the bank breaker's state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BreakerLabels {
+    /// The state it changed to: `closed`, `open` or `half_open`.
+    pub to: &'static str,
+}
+
 /// Labels of a final outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -144,8 +151,17 @@ pub struct Metrics {
     /// For keys settled by reconciliation: the time from their claim to the taking of the key
     /// whose look-up settled them (both on the database's clock; the look-up itself not counted).
     pub reconcile_claim_to_final: Family<ResolvedLabels, Histogram, fn() -> Histogram>,
-    /// Calls to the bank in flight now (of `MAX_BANK_CALLS`), read when metrics are scraped.
+    /// Money-moving calls to the bank in flight now (of `MAX_BANK_CALLS`), read when metrics are
+    /// scraped.
     pub bank_calls_in_flight: Gauge,
+    /// Look-ups at the bank in flight now (of `MAX_BANK_LOOKUPS`), read when metrics are scraped.
+    pub bank_look_ups_in_flight: Gauge,
+    /// The bank breaker's state: 0 closed, 1 open, 2 half-open (probing).
+    pub bank_breaker_state: Gauge,
+    /// The bank breaker's changes of state, by the state it changed to.
+    pub bank_breaker_transitions: Family<BreakerLabels, Counter>,
+    /// New payments and refunds refused by the open breaker, before their claim.
+    pub bank_breaker_refusals: Counter,
     /// The database pool's connections, by state, read when metrics are scraped.
     pub database_pool_connections: Family<PoolLabels, Gauge>,
     /// The pool's bound.
@@ -228,6 +244,10 @@ impl Metrics {
             database_write_duration: Family::new_with_constructor(latency_histogram),
             reconcile_claim_to_final: Family::new_with_constructor(resolution_histogram),
             bank_calls_in_flight: Gauge::default(),
+            bank_look_ups_in_flight: Gauge::default(),
+            bank_breaker_state: Gauge::default(),
+            bank_breaker_transitions: Family::default(),
+            bank_breaker_refusals: Counter::default(),
             database_pool_connections: Family::default(),
             database_pool_max_connections: Gauge::default(),
             build_info: Family::default(),
@@ -300,6 +320,16 @@ impl Metrics {
             "bank_calls",
             "Calls to the bank",
             metrics.bank_calls.clone(),
+        );
+        registry.register(
+            "bank_breaker_transitions",
+            "The bank breaker's changes of state, by the state it changed to",
+            metrics.bank_breaker_transitions.clone(),
+        );
+        registry.register(
+            "bank_breaker_refusals",
+            "New payments and refunds refused by the open bank breaker, before their claim",
+            metrics.bank_breaker_refusals.clone(),
         );
         registry.register(
             "payment_outcomes",
@@ -427,8 +457,18 @@ impl Metrics {
         );
         registry.register(
             "bank_calls_in_flight",
-            "Calls to the bank in flight now (bounded by MAX_BANK_CALLS)",
+            "Money-moving calls to the bank in flight now (bounded by MAX_BANK_CALLS)",
             self.bank_calls_in_flight.clone(),
+        );
+        registry.register(
+            "bank_look_ups_in_flight",
+            "Look-ups at the bank in flight now (bounded by MAX_BANK_LOOKUPS)",
+            self.bank_look_ups_in_flight.clone(),
+        );
+        registry.register(
+            "bank_breaker_state",
+            "The bank breaker's state: 0 closed, 1 open (new payments refused), 2 half-open (probing)",
+            self.bank_breaker_state.clone(),
         );
         registry.register(
             "database_pool_connections",

@@ -33,8 +33,8 @@ use super::sql::operator_reads::{
 };
 use super::sql_store::SqlStore;
 use super::types::{
-    ClaimResult, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow,
-    RefundRow, ReplicationState, SavedMovement, StoredKey, UnknownCall,
+    ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund,
+    PaymentRow, RefundRow, ReplicationState, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -58,23 +58,25 @@ pub trait Claims: Send + Sync {
     /// change committed before the mark was not announced.
     async fn mark_awaited(&self, key: KeyRef) -> Result<(), StoreError>;
 
-    /// Claims a `pay_bill` key and writes its pending payment, committed before the bank is
-    /// called; or returns the existing key.
+    /// Claims a `pay_bill` key as the claim `claim` and writes its pending payment, committed
+    /// before the bank is called; or returns the existing key.
     async fn claim_payment(
         &self,
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError>;
 
-    /// Claims a `refund_payment` key and writes its pending refund, checking the remaining
-    /// amount one refund of the payment at a time; or says why not.
+    /// Claims a `refund_payment` key as the claim `claim` and writes its pending refund,
+    /// checking the remaining amount one refund of the payment at a time; or says why not.
     async fn claim_refund(
         &self,
         key: KeyRef,
         fingerprint: &Fingerprint,
         refund: &NewRefund,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError>;
 
@@ -120,23 +122,27 @@ pub trait Claims: Send + Sync {
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError>;
 
-    /// Moves a `started` key to `unknown` after a bank call without a readable outcome.
+    /// Moves a `started` key to `unknown` after the bank call of `claim` got no final answer;
+    /// `false` if the key is no longer that claim's (a reconciler took it, or it was released
+    /// and claimed again).
     async fn mark_unknown(
         &self,
         key: KeyRef,
-        resource_id: Uuid,
+        (resource_id, claim): (Uuid, ClaimToken),
         call: UnknownCall,
         cause: &Cause,
     ) -> Result<bool, StoreError>;
 
-    /// Releases a `started` key whose bank call was never sent (no call could be had): the
-    /// retry claims it again; its first check for a late debit comes `check_after` from now,
-    /// as for any release.
+    /// Releases a `started` key whose bank call `claim` never sent (no call could be had, or
+    /// the claim's answer was lost): the retry claims it again; its first check for a late
+    /// debit comes `stuck_after` from now, as for any release. Only while the key is still that
+    /// claim's, and younger than `stuck_after` by its row's `claimed_at` on the database's clock
+    /// (after that, reconciliation decides): never by this process's clock.
     async fn release_unsent(
         &self,
         key: KeyRef,
-        resource_id: Uuid,
-        check_after: Duration,
+        (resource_id, claim): (Uuid, ClaimToken),
+        stuck_after: Duration,
         cause: &Cause,
     ) -> Result<(), StoreError>;
 
@@ -147,12 +153,13 @@ pub trait Claims: Send + Sync {
         &self,
         key: KeyRef,
         fingerprint: &Fingerprint,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError>;
 
-    /// Renews this process's lease on a key it claimed, while the claim's bank call runs;
-    /// `false` if the key moved on (or a reconciler took it after the lease lapsed).
-    async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError>;
+    /// Renews the lease of `claim` on its key, while the claim's bank call runs; `false` if the
+    /// key moved on (or a reconciler took it after the lease lapsed).
+    async fn renew_claim(&self, key: KeyRef, claim: ClaimToken) -> Result<bool, StoreError>;
 
     /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
     /// changed meanwhile, or is released with its last check for a late debit still to come.

@@ -24,9 +24,6 @@ pub struct SqlStore<D: Db> {
     /// Writes the claims and outcomes ([`super::dialect::Dialect::Writer`]).
     pub(super) writer: D::Writer,
     pub(super) changes: Arc<KeyChanges>,
-    /// Names this process on the keys it claims (their lease owner), minted at start: a
-    /// restarted process is another holder, so the dead one's claims lapse.
-    pub(super) holder: Uuid,
 }
 
 impl<D: Db> SqlStore<D> {
@@ -36,13 +33,7 @@ impl<D: Db> SqlStore<D> {
             writer: D::writer(&pool),
             pool,
             changes,
-            holder: Uuid::new_v4(),
         }
-    }
-
-    /// The lease this process takes on a key it claims.
-    pub(super) fn claim(&self) -> Lease {
-        Lease::for_claim(self.holder)
     }
 
     /// Commits `tx`, which moved `key` out of `started`, announcing the change: to the other
@@ -136,7 +127,7 @@ mod tests {
     use crate::readiness::Readiness;
     use crate::store::dialect::Dialect;
     use crate::store::group_commit::Opening;
-    use crate::store::types::{ClaimResult, NewPayment};
+    use crate::store::types::{ClaimResult, ClaimToken, NewPayment};
     use crate::store::{Health, SharedStore};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -188,7 +179,13 @@ mod tests {
         let key = KeyRef::new(UserId::new(1).expect("positive"), &IdempotencyKey::mint());
         let fingerprint = Fingerprint::from_slice(&[7; 32]).expect("32 bytes");
         let claimed = shared
-            .claim_payment(key, &fingerprint, &payment, &Cause::background())
+            .claim_payment(
+                key,
+                &fingerprint,
+                &payment,
+                ClaimToken::mint(),
+                &Cause::background(),
+            )
             .await;
         assert!(
             matches!(claimed, Ok(ClaimResult::Claimed { .. })),

@@ -211,6 +211,8 @@ pub enum ClaimResult {
     Claimed {
         /// The pending payment or refund.
         movement: SavedMovement,
+        /// The claim, for the writes made on its behalf.
+        claim: ClaimToken,
         /// The key's expiry, as written on its row.
         expires_at: OffsetDateTime,
     },
@@ -257,6 +259,35 @@ pub struct LeasedKey {
     pub(in crate::store) owner: Uuid,
 }
 
+/// One claim of a key: its first claim, or a re-claim after a release. The claiming request
+/// mints it ([`ClaimToken::mint`]) and the claim writes it on the key row as the claim's lease
+/// owner; every later write on behalf of that claim (renewing its lease, marking its call
+/// unknown, releasing it unsent) matches it. So a write left over from an earlier claim (a
+/// release retried after the database came back, say) never changes a later one, even in the
+/// same process (docs/design.md, "A release is tied to its claim").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimToken(Uuid);
+
+impl ClaimToken {
+    /// A token never used before.
+    pub fn mint() -> ClaimToken {
+        ClaimToken(Uuid::new_v4())
+    }
+
+    /// The lease the claim takes on its key.
+    pub(in crate::store) fn lease(self) -> Lease {
+        Lease {
+            owner: self.0,
+            lasts: CLAIM_LEASE,
+        }
+    }
+
+    /// The id written on the row.
+    pub(in crate::store) fn id(self) -> Uuid {
+        self.0
+    }
+}
+
 /// A lease to take on a key: a fresh owner id, for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::store) struct Lease {
@@ -267,14 +298,6 @@ pub(in crate::store) struct Lease {
 }
 
 impl Lease {
-    /// The lease a process takes on each key it claims; `holder` names the process.
-    pub fn for_claim(holder: Uuid) -> Lease {
-        Lease {
-            owner: holder,
-            lasts: CLAIM_LEASE,
-        }
-    }
-
     /// A new lease for a reconciler.
     pub fn for_reconciler() -> Lease {
         Lease {
@@ -299,14 +322,15 @@ pub struct LookupHistory {
 /// a look-up and whether "never seen" may release it at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnknownCall {
-    /// A timeout, a dropped connection, a gateway's 502/504 or an unreadable answer: the call
-    /// may still reach the bank. Due for a look-up at once; released only once the claim is
-    /// `stuck_after` old.
+    /// No final answer (a timeout, a dropped connection, a gateway's error, an answer that
+    /// cannot be believed): the call may still reach the bank. Due for a look-up at once;
+    /// released only once the claim is `stuck_after` old.
     MayBeInFlight,
-    /// A definite error answer (a 500, say): nothing of the call is still on its way. The
-    /// attempt that got it looks the key up itself at once; the reconciler steps in only after
-    /// [`UnknownCall::OWN_LOOK_UP_GRACE`], should that attempt not finish the job.
-    Ended,
+    /// The bank said it did not execute the call, or the call never left (the bank port's
+    /// "not executed"): nothing of it is on its way. The attempt that got it looks the key up
+    /// itself at once; the reconciler steps in only after [`UnknownCall::OWN_LOOK_UP_GRACE`],
+    /// should that attempt not finish the job.
+    NotExecuted,
 }
 
 impl UnknownCall {
@@ -314,9 +338,9 @@ impl UnknownCall {
     pub fn describe(self) -> &'static str {
         match self {
             UnknownCall::MayBeInFlight => {
-                "no readable answer (timeout or lost connection): the call may still reach the bank"
+                "no final answer (timeout, lost connection, a gateway's error): the call may still reach the bank"
             }
-            UnknownCall::Ended => "the bank answered an error without an outcome",
+            UnknownCall::NotExecuted => "the bank did not execute the call (or it never left)",
         }
     }
 
@@ -325,14 +349,14 @@ impl UnknownCall {
 
     /// Whether the call ended (see [`LookupHistory::bank_call_ended`]).
     pub fn ended(self) -> bool {
-        self == UnknownCall::Ended
+        self == UnknownCall::NotExecuted
     }
 
     /// When the reconciler should look the key up.
     pub fn look_up_after(self) -> Duration {
         match self {
             UnknownCall::MayBeInFlight => Duration::ZERO,
-            UnknownCall::Ended => UnknownCall::OWN_LOOK_UP_GRACE,
+            UnknownCall::NotExecuted => UnknownCall::OWN_LOOK_UP_GRACE,
         }
     }
 }

@@ -212,7 +212,12 @@ async fn a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_ag
         let reclaimed = app
             .state
             .store
-            .reclaim_released(key_ref, &fingerprint, &backend::domain::Cause::background())
+            .reclaim_released(
+                key_ref,
+                &fingerprint,
+                backend::store::ClaimToken::mint(),
+                &backend::domain::Cause::background(),
+            )
             .await
             .expect("the statement runs");
         assert_eq!(

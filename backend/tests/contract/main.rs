@@ -30,6 +30,7 @@ mod observability;
 mod openapi;
 mod operator_api;
 mod operator_completeness;
+mod partner_bank;
 mod prefer_wait;
 mod races;
 mod reconciler;

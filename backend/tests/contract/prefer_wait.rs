@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use backend::config::Limits;
-use backend::store::KeyRef;
+use backend::store::{ClaimToken, KeyRef};
 use futures_util::future::join_all;
 use serde_json::Value;
 use shared::{IdempotencyKey, UserId};
@@ -175,8 +175,9 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
         "the listener started"
     );
     let mut watch = other_replica.key_changes().watch(key_ref);
+    let claim = ClaimToken::mint();
     let reference = app
-        .claim_without_paying(7, &key, &payment_body(230_000))
+        .claim_without_paying_as(claim, (7, &key), &payment_body(230_000))
         .await;
     // A request on the second replica waits on the key: only a key marked so is announced.
     other_replica
@@ -188,7 +189,7 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
         .store
         .release_unsent(
             key_ref,
-            payment_id.parse().expect("uuid"),
+            (payment_id.parse().expect("uuid"), claim),
             Duration::from_secs(60),
             &backend::domain::Cause::background(),
         )

@@ -33,6 +33,8 @@ pub struct ClientRun {
     pub outcome_pending: u32,
     /// 503 "service unavailable" answers (database away) before it.
     pub service_unavailable: u32,
+    /// 503 "bank unavailable" answers (the bank breaker open; nothing claimed) before it.
+    pub bank_unavailable: u32,
     /// 409 "request in progress" answers before it.
     pub in_progress: u32,
     /// From the first attempt to the final answer.
@@ -41,7 +43,7 @@ pub struct ClientRun {
 
 /// Sends `user`'s payment with `key` (and the same body every time) until the answer is final
 /// (201 or 402), retrying the answers a client must retry: 409 in progress, 503 outcome
-/// pending, 503 service unavailable. Any other answer (a 500 above all) fails the test.
+/// pending, 503 service unavailable, 503 bank unavailable. Any other answer (a 500 above all) fails the test.
 pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun {
     let body = payment_body(1_000 + user);
     let started = Instant::now();
@@ -55,6 +57,7 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
         },
         outcome_pending: 0,
         service_unavailable: 0,
+        bank_unavailable: 0,
         in_progress: 0,
         took: Duration::ZERO,
     };
@@ -68,6 +71,7 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
             }
             (503, Some("outcome-pending")) => run.outcome_pending += 1,
             (503, Some("service-unavailable")) => run.service_unavailable += 1,
+            (503, Some("bank-unavailable")) => run.bank_unavailable += 1,
             (409, Some("request-in-progress")) => run.in_progress += 1,
             (status, _) => panic!(
                 "unexpected {status} for key {}: {}",

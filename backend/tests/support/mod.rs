@@ -13,17 +13,17 @@ pub mod process;
 
 use std::time::Duration;
 
-use backend::config::{Config, Drain, Identity, Limits};
+use backend::config::{BankConfig, Config, Drain, Identity, Limits};
 use backend::durability::Replication;
 use backend::startup::Application;
 use backend::state::AppState;
-use backend::store::{ClaimResult, KeyRef, NewPayment};
+use backend::store::{ClaimResult, ClaimToken, KeyRef, NewPayment};
 use bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use tokio::sync::oneshot;
 
-pub use test_harness::{LostAnswerProxy, Received, TestDatabase, metric_in, wait_for};
+pub use test_harness::{BankGateway, LostAnswerProxy, Received, TestDatabase, metric_in, wait_for};
 
 /// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
 /// and `on_sqlite::NAME`: one contract, checked against each store.
@@ -78,6 +78,11 @@ pub struct Options {
     pub bank_path: &'static str,
     /// The backend's bounds on requests and bank calls.
     pub limits: Limits,
+    /// The bank's proxy and breaker (the production defaults unless a test sets them).
+    pub bank: BankConfig,
+    /// Whether the backend reaches the bank simulator through a [`BankGateway`] (a load
+    /// balancer the test switches between behaviours: [`TestApp::gateway`]).
+    pub behind_gateway: bool,
     /// The bank the backend calls, when not the simulator the test started (whose ledger the
     /// test still reads): a port where nothing listens yet, say.
     pub bank_url: Option<String>,
@@ -101,6 +106,8 @@ impl Default for Options {
             store: StoreKind::Postgres,
             bank_path: "",
             limits: Limits::default(),
+            bank: BankConfig::default(),
+            behind_gateway: false,
             bank_url: None,
             replication: Replication::None,
             database_via: None,
@@ -139,7 +146,7 @@ impl Options {
         }
     }
 
-    /// On `store`, a bank that answers every call with a 500 before it moves any money.
+    /// On `store`, a bank that answers every call with its own 503 (naming the reference) before it moves any money.
     pub fn bank_errors_before_debiting(store: StoreKind) -> Options {
         Options {
             store,
@@ -186,6 +193,8 @@ pub struct TestApp {
     pub http: reqwest::Client,
     /// The bank simulator (its ledger is read over HTTP, as an outside observer would).
     pub bank: RunningBank,
+    /// The gateway in front of it, if [`Options::behind_gateway`].
+    gateway: Option<BankGateway>,
     /// The backend's state: store (for row counts) and metrics.
     pub state: AppState,
     /// The URL of its fresh database (for a second "replica" on the same rows).
@@ -246,6 +255,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         replication: options.replication,
         policy: options.policy.clone(),
         bank_timeout: options.bank_timeout,
+        bank: options.bank.clone(),
         database_acquire_timeout: Duration::from_secs(3),
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),
@@ -284,7 +294,12 @@ impl TestApp {
             .expect("bank simulator starts");
         let store = FreshStore::create(options.store, options.postgres_server.as_deref()).await;
         let database_url = store.url.clone();
+        let gateway = match options.behind_gateway {
+            true => Some(BankGateway::start(&bank.url).await),
+            false => None,
+        };
         let bank_url = (options.bank_url.clone())
+            .or_else(|| gateway.as_ref().map(BankGateway::url))
             .unwrap_or_else(|| format!("{}{}", bank.url, options.bank_path));
         let backend_database_url = (options.database_via.as_ref()).map_or_else(
             || database_url.clone(),
@@ -312,12 +327,20 @@ impl TestApp {
                 .build()
                 .expect("client"),
             bank,
+            gateway,
             state,
             database_url,
             db,
             _stop: stop,
             _store: store,
         }
+    }
+
+    /// The gateway between the backend and the bank ([`Options::behind_gateway`]).
+    pub fn gateway(&self) -> &BankGateway {
+        self.gateway
+            .as_ref()
+            .expect("the test app was spawned behind_gateway")
     }
 
     /// A valid token for `user`, valid for an hour.
@@ -556,6 +579,18 @@ impl TestApp {
     /// does before it calls the bank, and leaves it `started`: what a crash right after the
     /// claim leaves behind. Returns the claim's bank reference.
     pub async fn claim_without_paying(&self, user: u64, key: &str, body: &Value) -> String {
+        let claim = ClaimToken::mint();
+        self.claim_without_paying_as(claim, (user, key), body).await
+    }
+
+    /// [`TestApp::claim_without_paying`] as the claim `claim`, for a test that then writes on
+    /// the claim's behalf.
+    pub async fn claim_without_paying_as(
+        &self,
+        claim: ClaimToken,
+        (user, key): (u64, &str),
+        body: &Value,
+    ) -> String {
         let user = UserId::new(user).expect("positive");
         let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
         let fingerprint = payment_fingerprint(body);
@@ -575,6 +610,7 @@ impl TestApp {
                 KeyRef::new(user, &key),
                 &fingerprint,
                 &payment,
+                claim,
                 &backend::domain::Cause::background(),
             )
             .await

@@ -12,6 +12,9 @@
 //!   rotates or takes away, and the RS256 and ES256 keys that sign its tokens;
 //! - [`LostAnswerProxy`]: a proxy in front of PostgreSQL that loses the answer to one
 //!   statement, as a failover between a commit and its reply does;
+//! - [`BankGateway`]: an HTTP gateway in front of the bank simulator that fails as a real
+//!   bank's front door does ([`GatewayMode`]: down, 503 after forwarding, redirects, huge
+//!   answers, another payment's reference), which the simulator itself never does;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that keeps the spans it is sent;
@@ -20,6 +23,7 @@
 //! - [`mutations`]: a seeded corpus of mutated requests for the bad-input tests of edge and
 //!   backend alike, sent over raw sockets.
 
+mod bank_gateway;
 pub mod browser;
 mod certificates;
 mod database;
@@ -34,6 +38,7 @@ mod tls_postgres;
 mod wait;
 pub mod workerd;
 
+pub use bank_gateway::{BankGateway, GatewayMode};
 pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
 pub use ha_cluster::{HaCluster, HaMode};

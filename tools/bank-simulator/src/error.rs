@@ -16,9 +16,10 @@ pub(crate) enum SimulatorError {
     /// The body is not JSON, lacks a field, has a wrong type, or is not labelled JSON.
     #[error(transparent)]
     UnreadableBody(#[from] JsonRejection),
-    /// The body parsed but a value is refused (an empty reference, a zero amount).
-    #[error(transparent)]
-    InvalidRequest(#[from] RequestError),
+    /// The body parsed but a value is refused (an empty reference, a zero amount): the
+    /// refusal, and the call's reference if it has one.
+    #[error("{0}")]
+    InvalidRequest(RequestError, Option<String>),
     /// `PUT /knobs` with a rate outside `0..=1`.
     #[error(transparent)]
     InvalidKnobs(#[from] KnobsError),
@@ -28,14 +29,14 @@ pub(crate) enum SimulatorError {
     /// No such route.
     #[error("no such route")]
     NoSuchRoute,
-    /// `error_rate` fired: answered before anything was done.
+    /// `error_rate` fired: answered before anything was done, naming the call's reference.
     #[error("simulated bank failure (error_rate); nothing was done")]
-    SimulatedFailure,
+    SimulatedFailure(String),
 }
 
 impl IntoResponse for SimulatorError {
     fn into_response(self) -> Response {
-        let (status_code, status, message) = match &self {
+        let (status_code, status, reference, message) = match &self {
             Self::UnknownReference(reference) => {
                 let body = UnknownReference {
                     reference: reference.clone(),
@@ -45,20 +46,34 @@ impl IntoResponse for SimulatorError {
             Self::UnreadableBody(rejection) => (
                 rejection.status(),
                 ErrorStatus::InvalidRequest,
+                None,
                 Some(rejection.body_text()),
             ),
-            Self::InvalidRequest(_) | Self::InvalidKnobs(_) => (
+            Self::InvalidRequest(_, reference) => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorStatus::InvalidRequest,
+                reference.clone(),
                 Some(self.to_string()),
             ),
-            Self::NoSuchRoute => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None),
-            Self::SimulatedFailure => (
-                StatusCode::INTERNAL_SERVER_ERROR,
+            Self::InvalidKnobs(_) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorStatus::InvalidRequest,
+                None,
+                Some(self.to_string()),
+            ),
+            Self::NoSuchRoute => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None, None),
+            Self::SimulatedFailure(reference) => (
+                StatusCode::SERVICE_UNAVAILABLE,
                 ErrorStatus::Error,
+                Some(reference.clone()),
                 Some(self.to_string()),
             ),
         };
-        (status_code, Json(ErrorBody { status, message })).into_response()
+        let body = ErrorBody {
+            status,
+            reference,
+            message,
+        };
+        (status_code, Json(body)).into_response()
     }
 }

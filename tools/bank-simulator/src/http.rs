@@ -10,6 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bank_api::{
     DebitOutcome, DebitRequest, Knobs, Ledger, LookupStatus, RefundOutcome, RefundRequest,
+    RequestError,
 };
 use serde_json::{Value, json};
 use tower_http::trace::TraceLayer;
@@ -37,12 +38,20 @@ impl BankSimulator {
     }
 }
 
+/// A refused call's error, naming its reference when it has one (SPEC §7, "Not executed").
+fn refused_naming(refused: RequestError, reference: &str) -> SimulatorError {
+    let named = (!reference.trim().is_empty()).then(|| reference.to_owned());
+    SimulatorError::InvalidRequest(refused, named)
+}
+
 /// 201 debited, 402 declined.
 async fn post_debit(
     State(bank): State<BankSimulator>,
     JsonBody(request): JsonBody<DebitRequest>,
 ) -> Result<(StatusCode, Json<DebitOutcome>), SimulatorError> {
-    request.validate()?;
+    request
+        .validate()
+        .map_err(|refused| refused_naming(refused, &request.reference))?;
     let outcome = bank.debit(request).await?;
     let status = match outcome {
         DebitOutcome::Debited { .. } => StatusCode::CREATED,
@@ -73,7 +82,9 @@ async fn post_refund(
     State(bank): State<BankSimulator>,
     JsonBody(request): JsonBody<RefundRequest>,
 ) -> Result<(StatusCode, Json<RefundOutcome>), SimulatorError> {
-    request.validate()?;
+    request
+        .validate()
+        .map_err(|refused| refused_naming(refused, &request.reference))?;
     let outcome = bank.refund(request).await?;
     let status = match outcome {
         RefundOutcome::Refunded { .. } => StatusCode::CREATED,

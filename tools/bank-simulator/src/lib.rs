@@ -2,7 +2,7 @@
 //!
 //! It executes debits and refunds by reference into an in-memory ledger and, like a real bank,
 //! answers a repeated reference with its first outcome without moving money again. Knobs
-//! ([`Knobs`]) make it slow (latency plus jitter), declining (`decline_rate`), failing (500
+//! ([`Knobs`]) make it slow (latency plus jitter), declining (`decline_rate`), failing (503
 //! before doing anything, `error_rate`), forgetful of its replies (executes, then holds the
 //! answer until the caller has given up, `lost_reply_rate`) or careless (dedupe off, so a
 //! repeat debits twice: the backend must prevent doubles on its own). All random draws come

@@ -23,7 +23,7 @@ pub(crate) struct Behaviour {
 pub(crate) struct RequestPlan {
     /// How long to wait before deciding.
     pub(crate) latency: Duration,
-    /// Received 500 without doing anything.
+    /// Received 503 without doing anything.
     pub(crate) fail: bool,
     /// Decline the debit (ignored by refunds).
     pub(crate) decline: bool,

@@ -1,7 +1,7 @@
 //! The simulated bank itself: shared state and what one debit or refund goes through.
 //!
 //! A money-moving request draws its [`RequestPlan`] on arrival, sleeps the planned latency,
-//! fails with a 500 if planned (nothing recorded), then checks and records its outcome under a
+//! fails with a 503 if planned (nothing recorded), then checks and records its outcome under a
 //! single acquisition of the books' lock (so concurrent repeats of a reference execute once
 //! while dedupe is on), and finally, if the reply is planned lost, holds it back. A caller that
 //! hangs up before the decision cancels it, unless the `executes_abandoned_calls` knob is on:
@@ -84,8 +84,11 @@ impl BankSimulator {
         request: DebitRequest,
     ) -> Result<DebitOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
+        let reference = request.reference.clone();
         let outcome = self
-            .decide_after_latency(&plan, move |bank, plan| bank.decide_debit(&request, plan))
+            .decide_after_latency(&plan, reference, move |bank, plan| {
+                bank.decide_debit(&request, plan)
+            })
             .await?;
         tracing::info!(
             ?outcome,
@@ -103,8 +106,11 @@ impl BankSimulator {
         request: RefundRequest,
     ) -> Result<RefundOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
+        let reference = request.reference.clone();
         let outcome = self
-            .decide_after_latency(&plan, move |bank, plan| bank.decide_refund(&request, plan))
+            .decide_after_latency(&plan, reference, move |bank, plan| {
+                bank.decide_refund(&request, plan)
+            })
             .await?;
         tracing::info!(
             ?outcome,
@@ -130,28 +136,32 @@ impl BankSimulator {
         self.shared.held_replies_released.send_replace(true);
     }
 
-    /// Waits the planned latency, fails if planned, then decides; in a task of its own when
-    /// abandoned calls are executed, so the caller hanging up cannot cancel it.
+    /// Waits the planned latency, fails if planned (naming the call's `reference`), then
+    /// decides; in a task of its own when abandoned calls are executed, so the caller hanging up
+    /// cannot cancel it.
     async fn decide_after_latency<T: Send + 'static>(
         &self,
         plan: &RequestPlan,
+        reference: String,
         decide: impl FnOnce(&BankSimulator, &RequestPlan) -> T + Send + 'static,
     ) -> Result<T, SimulatorError> {
         let (bank, planned) = (self.clone(), plan.clone());
+        let failed = SimulatorError::SimulatedFailure;
         let work = async move {
             tokio::time::sleep(planned.latency).await;
             if planned.fail {
                 tracing::info!("simulated failure");
-                return Err(SimulatorError::SimulatedFailure);
+                return Err(failed(reference));
             }
             Ok(decide(&bank, &planned))
         };
         if !plan.executes_abandoned {
             return work.await;
         }
-        tokio::spawn(work)
-            .await
-            .unwrap_or(Err(SimulatorError::SimulatedFailure))
+        tokio::spawn(work).await.unwrap_or_else(|aborted| {
+            tracing::error!(%aborted, "a decision's task ended without deciding");
+            Err(SimulatorError::SimulatedFailure(String::new()))
+        })
     }
 
     /// Replays or records the debit's outcome under one lock acquisition.

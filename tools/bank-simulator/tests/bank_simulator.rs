@@ -227,7 +227,7 @@ async fn a_decline_rate_of_one_declines_every_debit_and_moves_no_money() {
 }
 
 #[tokio::test]
-async fn a_simulated_failure_records_nothing() {
+async fn a_simulated_failure_records_nothing_and_names_the_reference() {
     let bank = bank(Knobs {
         error_rate: 1.0,
         ..Knobs::default()
@@ -237,8 +237,12 @@ async fn a_simulated_failure_records_nothing() {
     let request = debit_request("pay-1-h", 500, PAYER);
 
     let (status, body) = post_debit(&client, &bank, &request).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["status"], "error");
+    assert_eq!(
+        body["reference"], "pay-1-h",
+        "the bank's own 'not executed'"
+    );
     assert_eq!(
         get(&client, &bank, "/debits/pay-1-h").await,
         (

@@ -108,7 +108,7 @@ struct Cli {
     /// Probability that the bank declines a debit.
     #[arg(long, default_value_t = 0.05)]
     decline_rate: f64,
-    /// Probability that the bank answers a call with a 500 before doing anything.
+    /// Probability that the bank answers a call with a 503 before doing anything.
     #[arg(long, default_value_t = 0.0)]
     bank_error_rate: f64,
     /// How many times the plain phones (a) and (b) try before giving up.

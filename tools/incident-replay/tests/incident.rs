@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use backend::config::{Config, Drain, Identity, Limits};
+use backend::config::{BankConfig, Config, Drain, Identity, Limits};
 use backend::durability::Replication;
 use backend::startup::Application;
 use bank_simulator::{BankSimulator, Knobs, RunningBank};
@@ -46,6 +46,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         replication: Replication::None,
         policy,
         bank_timeout: Duration::from_millis(30 * TIME_SCALE_MS),
+        bank: BankConfig::default(),
         database_acquire_timeout: Duration::from_secs(3),
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),

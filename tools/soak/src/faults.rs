@@ -113,7 +113,7 @@ pub enum Fault {
     BankSlow,
     /// Half the bank's replies are lost after it moved the money.
     BankLosesReplies,
-    /// Half the bank's calls fail with 500 before it does anything.
+    /// Half the bank's calls fail with 503 before it does anything.
     BankFails,
     /// Half the debits are declined.
     BankDeclines,

@@ -31,7 +31,7 @@ use shared::{Operation, Problem, ProblemKind};
 use time::OffsetDateTime;
 
 use super::{CustomerRequest, action_of, rfc3339};
-use crate::bank_client::LookUp;
+use crate::bank::LookUp;
 use crate::domain::{EventKind, NewEvent};
 use crate::error::Error;
 use crate::state::AppState;

@@ -31,8 +31,8 @@ use super::slices::Claims;
 use super::sql::{events, keys, movements};
 use super::sql_store::{SqlStore, claim_event};
 use super::types::{
-    ClaimResult, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund, PaymentRow,
-    RefundRow, SavedMovement, StoredKey, UnknownCall,
+    ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund,
+    PaymentRow, RefundRow, SavedMovement, StoredKey, UnknownCall,
 };
 use crate::domain::{Cause, EventKind, NewEvent, RequestId};
 
@@ -82,6 +82,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         key: KeyRef,
         fingerprint: &Fingerprint,
         payment: &NewPayment,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
         for _ in 0..CLAIM_ATTEMPTS {
@@ -89,13 +90,14 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
                 &self.writer,
                 key,
                 (fingerprint, payment),
-                self.claim(),
+                claim.lease(),
                 cause,
             )
             .await?;
             if let Some((movement, expires_at)) = claimed {
                 return Ok(ClaimResult::Claimed {
                     movement: SavedMovement::Payment(movement),
+                    claim,
                     expires_at,
                 });
             }
@@ -115,6 +117,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         key: KeyRef,
         fingerprint: &Fingerprint,
         refund: &NewRefund,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
         let user_id = key.user.as_i64();
@@ -135,7 +138,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
                 (Operation::RefundPayment, refund.refund_id),
                 fingerprint,
                 refund.key_kept_for,
-                self.claim(),
+                claim.lease(),
             )
             .await?;
             let Some(expires_at) = inserted else {
@@ -164,6 +167,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             tx.commit().await?;
             return Ok(ClaimResult::Claimed {
                 movement: SavedMovement::Refund(row),
+                claim,
                 expires_at,
             });
         }
@@ -205,13 +209,13 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     async fn mark_unknown(
         &self,
         key: KeyRef,
-        resource_id: Uuid,
+        (resource_id, claim): (Uuid, ClaimToken),
         call: UnknownCall,
         cause: &Cause,
     ) -> Result<bool, StoreError> {
         let detail = call.describe();
         let mut tx = D::begin_write(&self.pool).await?;
-        let moved = keys::set_unknown::<D>(&mut tx, key, resource_id, call, self.holder).await?;
+        let moved = keys::set_unknown::<D>(&mut tx, key, (resource_id, claim), call).await?;
         if !moved {
             return Ok(false);
         }
@@ -230,14 +234,13 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     async fn release_unsent(
         &self,
         key: KeyRef,
-        resource_id: Uuid,
-        check_after: Duration,
+        (resource_id, claim): (Uuid, ClaimToken),
+        stuck_after: Duration,
         cause: &Cause,
     ) -> Result<(), StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
-        if keys::release_started_key::<D>(&mut tx, key, resource_id, check_after, self.holder)
-            .await?
-        {
+        let claim = (resource_id, claim);
+        if keys::release_unsent_claim::<D>(&mut tx, key, claim, stuck_after).await? {
             let detail = "no bank call could be sent; a retry claims the key again";
             let event = claim_event(key, resource_id, (EventKind::Released, detail), cause);
             events::append::<D>(&mut tx, &event).await?;
@@ -250,11 +253,12 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         &self,
         key: KeyRef,
         fingerprint: &Fingerprint,
+        claim: ClaimToken,
         cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
         let Some((operation, resource_id)) =
-            keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, self.claim()).await?
+            keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, claim.lease()).await?
         else {
             return Ok(None);
         };
@@ -267,9 +271,9 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         Ok(movement)
     }
 
-    async fn renew_claim(&self, key: KeyRef) -> Result<bool, StoreError> {
+    async fn renew_claim(&self, key: KeyRef, claim: ClaimToken) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        keys::renew_claim::<D>(&mut conn, key, self.claim()).await
+        keys::renew_claim::<D>(&mut conn, key, claim.lease()).await
     }
 
     async fn release_expired(
@@ -300,7 +304,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
 /// The `pay_bill` claim's statement (`claims/postgres.rs`, `claims/sqlite.rs`) with its
 /// parameters, numbered alike on both databases: `$1` user, `$2` key, `$3` operation, `$4`
 /// fingerprint, `$5` payment id, `$6` bill, `$7` amount, `$8` payer, `$9` bank reference, `$10`
-/// claim holder, `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
+/// claim token, `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
 /// id, `$15` request id (any other text; `store::columns::TrailRequestId`).
 fn claim_payment_query<'q, D: Db>(
     sql: &'q str,

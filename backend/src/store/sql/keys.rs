@@ -13,7 +13,7 @@ use super::movements::saved_movement_from_joined_row;
 use crate::store::columns::{Label, Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
-use crate::store::types::{KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
+use crate::store::types::{ClaimToken, KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
 
 /// The key columns [`stored_key_from_row`] reads, of the table aliased `alias` (`"k."`, or `""`
 /// where `RETURNING` takes no alias), and the database's clock as `read_at`.
@@ -120,30 +120,23 @@ pub async fn set_done<D: Db>(
     row.map(|row| stored_key_from_row::<D>(&row)).transpose()
 }
 
-/// The lease columns after the claim's holder `$holder` (a numbered parameter) lets go of the
-/// key: freed if it holds them, left to a reconciler that took the key over.
-fn let_go_of_claim(holder: &str) -> String {
-    format!(
-        "lease_owner = CASE WHEN lease_owner = {holder} THEN NULL ELSE lease_owner END, \
-         lease_until = CASE WHEN lease_owner = {holder} THEN NULL ELSE lease_until END"
-    )
-}
-
-/// Moves a `started` key to `unknown`, due for a look-up when `call` says, letting go of the
-/// claim's lease held by `holder`. `true` if it moved.
+/// Moves a `started` key of this resource to `unknown`, due for a look-up when `call` says,
+/// ending the claim's lease: only while the row is still the claim `claim`'s (its lease owner),
+/// so an attempt whose key was taken over by a reconciler, or released and claimed again, changes
+/// nothing. `true` if it moved.
 pub async fn set_unknown<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    resource_id: Uuid,
+    (resource_id, claim): (Uuid, ClaimToken),
     call: UnknownCall,
-    holder: Uuid,
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, {let_go} \
-         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
+         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, \
+             lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started' \
+           AND lease_owner = $6",
         now = D::NOW,
-        let_go = let_go_of_claim("$6"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
@@ -151,7 +144,7 @@ pub async fn set_unknown<D: Db>(
         .arg(resource_id)
         .arg(call.ended())
         .arg(Span(call.look_up_after()))
-        .arg(holder);
+        .arg(claim.id());
     Ok(D::execute(conn, query).await? == 1)
 }
 
@@ -440,29 +433,31 @@ pub async fn set_released<D: Db>(
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Releases a `started` key of this resource whose bank call was never sent, with its first
-/// check for a late debit `check_after` from now, letting go of the claim's lease held by
-/// `holder` (the request that claimed it gave up before calling the bank); `true` if it did.
-pub async fn release_started_key<D: Db>(
+/// Releases a `started` key of this resource whose bank call the claim `claim` never sent,
+/// with its first check for a late debit `stuck_after` from now, ending the claim's lease.
+/// Only while the row is still that claim's (its lease owner: not taken over by a reconciler,
+/// not released and claimed again) and younger than `stuck_after` by its `claimed_at`, both
+/// on the database's clock: past that, reconciliation owns the key. `true` if it did.
+pub async fn release_unsent_claim<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    resource_id: Uuid,
-    check_after: std::time::Duration,
-    holder: Uuid,
+    (resource_id, claim): (Uuid, ClaimToken),
+    stuck_after: std::time::Duration,
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, {let_go} \
-         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started'",
+         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, \
+             lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started' \
+           AND lease_owner = $5 AND claimed_at > {now} - $4",
         now = D::NOW,
-        let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
         .arg(resource_id)
-        .arg(Span(check_after))
-        .arg(holder);
+        .arg(Span(stuck_after))
+        .arg(claim.id());
     Ok(D::execute(conn, query).await? == 1)
 }
 
