@@ -204,3 +204,134 @@ impl Bank {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use tokio::sync::Semaphore as Gate;
+
+    use super::*;
+
+    /// A bank whose calls and look-ups each wait at a gate the test opens, then answer "not
+    /// executed" and "never seen".
+    struct GatedBank {
+        calls: Gate,
+        look_ups: Gate,
+        calls_made: AtomicUsize,
+    }
+
+    impl GatedBank {
+        fn shut() -> Arc<GatedBank> {
+            Arc::new(GatedBank {
+                calls: Gate::new(0),
+                look_ups: Gate::new(0),
+                calls_made: AtomicUsize::new(0),
+            })
+        }
+    }
+
+    #[async_trait]
+    impl BankPort for GatedBank {
+        async fn move_money(&self, _call: MoneyCall<'_>) -> CallOutcome {
+            self.calls_made.fetch_add(1, Ordering::SeqCst);
+            drop(self.calls.acquire().await);
+            CallOutcome::NotExecuted {
+                reason: "the test's bank".to_owned(),
+            }
+        }
+
+        async fn look_up(&self, _: Operation, _: &str) -> Result<LookUp, LookUpError> {
+            drop(self.look_ups.acquire().await);
+            Ok(LookUp::NeverSeen)
+        }
+    }
+
+    const CALL: MoneyCall<'static> = MoneyCall::Debit {
+        reference: "pay-1",
+        amount_paise: 100,
+        account: "asha@okbank",
+    };
+
+    fn bank(port: &Arc<GatedBank>, breaker: Option<BreakerSettings>) -> Arc<Bank> {
+        let bounds = BankBounds {
+            money_calls: 1,
+            look_ups: 1,
+            look_up_wait: Duration::from_millis(50),
+        };
+        let port = Arc::clone(port) as Arc<dyn BankPort>;
+        Arc::new(Bank::new(port, bounds, breaker, Arc::new(Metrics::new())))
+    }
+
+    async fn permit(bank: &Bank) -> Option<CallPermit> {
+        let admitted = bank.admit().expect("admitted");
+        bank.reserve_call(admitted, Duration::from_millis(50)).await
+    }
+
+    #[tokio::test]
+    async fn a_look_up_never_waits_for_a_money_calls_place() {
+        let port = GatedBank::shut();
+        let bank = bank(&port, None);
+        let held = permit(&bank).await.expect("the one place");
+        let calling = tokio::spawn({
+            let bank = Arc::clone(&bank);
+            async move { bank.move_money(held, CALL).await }
+        });
+        assert!(
+            permit(&bank).await.is_none(),
+            "the money call holds the place"
+        );
+        port.look_ups.add_permits(1);
+        let looked_up = bank.look_up(Operation::PayBill, "pay-1").await;
+        assert_eq!(looked_up.expect("asked"), LookUp::NeverSeen);
+        port.calls.add_permits(1);
+        calling.await.expect("the call ended");
+        assert!(
+            permit(&bank).await.is_some(),
+            "given back when the call ended"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_look_up_without_a_place_fails_after_its_wait_instead_of_queueing_for_ever() {
+        let port = GatedBank::shut();
+        let bank = bank(&port, None);
+        let first = tokio::spawn({
+            let bank = Arc::clone(&bank);
+            async move { bank.look_up(Operation::PayBill, "pay-1").await }
+        });
+        while bank.look_ups_in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        let second = bank.look_up(Operation::PayBill, "pay-2").await;
+        assert!(second.is_err(), "no place within the wait: {second:?}");
+        port.look_ups.add_permits(1);
+        assert!(first.await.expect("ran").is_ok());
+    }
+
+    #[tokio::test]
+    async fn calls_without_a_final_answer_open_the_breaker_and_new_calls_are_refused() {
+        let port = GatedBank::shut();
+        port.calls.add_permits(10);
+        let breaker = BreakerSettings {
+            min_calls: 2,
+            ..BreakerSettings::default()
+        };
+        let bank = bank(&port, Some(breaker));
+        for _ in 0..2 {
+            let held = permit(&bank).await.expect("a place");
+            let outcome = bank.move_money(held, CALL).await;
+            assert!(!outcome.is_final());
+        }
+        let refused = bank.admit().err().expect("the breaker is open");
+        assert!(refused.retry_after >= Duration::from_secs(1));
+        assert_eq!(bank.breaker_state(), Some(BreakerState::Open));
+        assert_eq!(bank.metrics.bank_breaker_refusals.get(), 1);
+        assert_eq!(
+            port.calls_made.load(Ordering::SeqCst),
+            2,
+            "nothing sent since"
+        );
+    }
+}
