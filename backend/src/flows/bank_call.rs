@@ -74,8 +74,11 @@ impl Drop for ClaimRenewal {
 
 /// The claim this request holds on a key: the key, the claim's token and its pending movement.
 pub(super) struct HeldClaim<'a> {
+    /// The key claimed.
     pub key: KeyRef,
+    /// This claim of it: every write on its behalf matches it.
     pub claim: ClaimToken,
+    /// The pending payment or refund the claim calls the bank for.
     pub movement: &'a SavedMovement,
 }
 
@@ -118,7 +121,7 @@ pub(super) async fn call_bank_and_save(
     // follows never holds a money call's place.
     let outcome = state.bank.move_money(permit, call).await;
     let took = calling.elapsed();
-    let (operation, resource_id, name) = (call.operation(), held.movement.id(), call.name());
+    let (operation, name) = (call.operation(), call.name());
     Metrics::count(&state.metrics.claims, operation.name());
     let result = match outcome {
         CallOutcome::Succeeded => FinalOutcome::Succeeded,
@@ -137,8 +140,7 @@ pub(super) async fn call_bank_and_save(
         FinalOutcome::Declined { .. } => "declined",
     };
     state.metrics.bank_call_took(name, label, took);
-    let saved = (operation, resource_id, label);
-    save(state, held.key, saved, &result, cause).await
+    save(state, &held, (operation, label), &result, cause).await
 }
 
 /// The bank gave no final answer: the key goes `unknown` for reconciliation, and a call the
@@ -173,11 +175,12 @@ async fn no_final_answer(
 /// Writes the bank's final word and renders it as the first reply, remembered for replays.
 async fn save(
     state: &AppState,
-    key: KeyRef,
-    (operation, resource_id, label): (Operation, uuid::Uuid, &'static str),
+    held: &HeldClaim<'_>,
+    (operation, label): (Operation, &'static str),
     result: &FinalOutcome,
     cause: &Cause,
 ) -> Result<Reply> {
+    let (key, resource_id) = (held.key, held.movement.id());
     let writing = Instant::now();
     let finished = state
         .claims()
@@ -199,9 +202,14 @@ async fn save(
         }
         Err(error) => {
             tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
-            // Best effort: an `unknown` key is looked up at once, a `started` one only after
-            // `stuck_after`. If the database is away this fails too, and the key stays `started`.
-            // The lease lapses and the reconciler takes the key within `CLAIM_LEASE`.
+            // Best effort: an `unknown` key is looked up at once. If the database is away this
+            // fails too, the key stays `started`, and the reconciler takes it when the claim's
+            // lease lapses.
+            let (this_claim, call) = ((resource_id, held.claim), UnknownCall::MayBeInFlight);
+            let claims = state.claims();
+            if let Err(error) = claims.mark_unknown(key, this_claim, call, cause).await {
+                tracing::warn!(%error, "could not mark the key unknown either");
+            }
             outcome_pending()
         }
     })

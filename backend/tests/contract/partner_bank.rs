@@ -365,6 +365,9 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
         ..two_bank_calls(store, Knobs::default())
     })
     .await;
+    let (paid_before, paid_body) = (new_key(), payment_body(4_900));
+    let first_answer = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
+    assert_eq!(first_answer.status, 201);
     app.gateway().set_mode(GatewayMode::Unavailable);
     let (mut keys, mut refused) = (Vec::new(), 0);
     for payment in 0..30u64 {
@@ -380,8 +383,14 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
         keys.push((key, body));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Stored keys are answered as ever, the breaker open or not: the replay, outcome pending.
+    let replayed = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
+    assert_eq!((replayed.status, replayed.is_replay()), (201, true));
+    let (first_key, first_body) = &keys[0];
+    let pending = app.pay(15, Some(first_key), "elec-1", first_body).await;
+    pending.assert_problem(503, "outcome-pending");
     let counts = OutageCounts {
-        claims: app.count("payments").await,
+        claims: app.count("payments").await - 1,
         bank_calls: app.gateway().answered_itself(),
         unknown_keys: app
             .scalar("SELECT count(*) FROM idempotency_keys WHERE state = 'unknown'")
@@ -394,6 +403,7 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
     for (key, body) in &keys {
         paid.push(pay_until_paid(&app, 15, key, body).await);
     }
+    paid.push(first_answer);
     assert_one_debit_each(&app, &paid).await;
     if breaker.is_some() {
         assert!(
