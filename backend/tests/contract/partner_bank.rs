@@ -421,7 +421,7 @@ async fn the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fail
 ) {
     let breaker = BreakerSettings {
         min_calls: 4,
-        open_for: Duration::from_secs(1),
+        open_for: Duration::from_secs(2),
         probes_to_close: 1,
         ..BreakerSettings::default()
     };
@@ -434,8 +434,9 @@ async fn the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fail
     assert_eq!(without.bank_calls, 30, "without: every payment sent");
     assert_eq!(without.unknown_keys, 30, "without: every key unknown");
     assert_eq!(without.refused_before_claim, 0);
+    // Four calls open it; then one probe every two seconds of the stream's three or more.
     assert!(
-        with.refused_before_claim >= 20,
+        with.refused_before_claim >= 15,
         "with: most refused at once: {with:?}"
     );
     assert_eq!(with.claims + with.refused_before_claim as i64, 30);
