@@ -9,6 +9,10 @@
 //!   connections, so the first payments once the database takes writes again go through
 //!   instead of failing on read-only sessions the pool kept.
 //!
+//! - a replica cut off from the database past `stuck_after` whose claim was released and claimed
+//!   again elsewhere meanwhile releases only its own claim when its link comes back, never the
+//!   claim made since (issue 45).
+//!
 //! Connections cut while idle are the `database_restart` suite's (the failover mark is one per
 //! process, and these tests set it).
 
@@ -17,7 +21,13 @@ use std::time::Duration;
 
 use sqlx::Connection;
 
-use crate::support::{LostAnswerProxy, Options, TestApp, new_key, payment_body, wait_for};
+use backend::config::Limits;
+use backend::reconcile::{Step, try_reconcile_once};
+use bank_simulator::Knobs;
+
+use crate::support::{
+    LostAnswerProxy, Options, TestApp, new_key, payment_body, send_pay, wait_for,
+};
 
 /// The part of the `pay_bill` claim statement the proxy recognises it by.
 const CLAIM_SQL: &str = "INSERT INTO payments (payment_id";
@@ -92,6 +102,109 @@ async fn a_claim_whose_commit_lost_its_answer_is_never_followed_by_a_bank_call()
     assert_eq!(
         app.trail_of_length(7, 4).await,
         ["claimed", "released", "claimed_again", "bank_answered"]
+    );
+}
+
+/// Issue 45's stale release, end to end: replica A's claim commits but its link is cut before
+/// the answer (the proxy holds the connection silent for 4 s, then closes it). Meanwhile the key
+/// is released by reconciliation (past `stuck_after`) and claimed again through replica B, whose
+/// bank call takes 8 s. A's link comes back during that call, and A releases the claim it made,
+/// as it should; the release must not touch B's claim, or the next retry would call the bank a
+/// second time under the same reference (dedupe off: a second debit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cut_off_replicas_late_release_never_releases_the_key_claimed_again_elsewhere() {
+    let proxy = LostAnswerProxy::start(local_postgres()).await;
+    let options = Options {
+        knobs: Knobs {
+            dedupe: false,
+            ..Knobs::default()
+        },
+        bank_timeout: Duration::from_secs(10),
+        limits: Limits {
+            request_timeout: Duration::from_secs(20),
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let replica_a = TestApp::spawn_with(Options {
+        database_via: Some(proxy.clone()),
+        ..options.clone()
+    })
+    .await;
+    let replica_b = replica_a.spawn_replica(&options).await;
+    let (key, body) = (new_key(), payment_body(45_000));
+    let http = replica_a.http.clone();
+
+    proxy.lose_the_answer_and_hold(CLAIM_SQL, Duration::from_secs(4));
+    let cut_off = {
+        let (http, url, key, body) = (
+            http.clone(),
+            replica_a.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { send_pay(&http, &url, 7, Some(&key), "elec-1", &body).await })
+    };
+    wait_for("A's claim committed", Duration::from_secs(10), async || {
+        replica_a.key_state(7, &key).await.as_deref() == Some("started")
+    })
+    .await;
+    replica_a
+        .age_keys(Some(&key), Duration::from_secs(6 * 60))
+        .await;
+    while try_reconcile_once(&replica_a.state).await.expect("a step") != Step::NothingDue {}
+    assert_eq!(
+        replica_a.key_state(7, &key).await.as_deref(),
+        Some("released")
+    );
+
+    replica_a.bank.simulator.set_knobs(Knobs {
+        latency_ms: 8_000,
+        dedupe: false,
+        ..Knobs::default()
+    });
+    let reclaimed = {
+        let (http, url, key, body) = (
+            http.clone(),
+            replica_b.url.clone(),
+            key.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move { send_pay(&http, &url, 7, Some(&key), "elec-1", &body).await })
+    };
+    wait_for("B's re-claim", Duration::from_secs(10), async || {
+        replica_a.key_state(7, &key).await.as_deref() == Some("started")
+    })
+    .await;
+    let lost = cut_off
+        .await
+        .expect("ran")
+        .expect("A answers once its link is back");
+    lost.assert_problem(503, "service-unavailable");
+    assert_eq!(proxy.answers_lost(), 1);
+    // A's release runs half a second after its error; give it that and a little more.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        replica_a.key_state(7, &key).await.as_deref(),
+        Some("started"),
+        "B's claim was not A's to release"
+    );
+    let meanwhile = send_pay(&http, &replica_b.url, 7, Some(&key), "elec-1", &body)
+        .await
+        .expect("B answers");
+    meanwhile.assert_problem(409, "request-in-progress");
+
+    let paid = reclaimed.await.expect("ran").expect("B answers");
+    assert_eq!(paid.status, 201, "{paid:?}");
+    let reference = paid.json()["bank_reference"].clone();
+    let debits = replica_a.ledger().await.debits;
+    assert_eq!(
+        debits
+            .iter()
+            .filter(|debit| debit.reference == reference.as_str().expect("a reference"))
+            .count(),
+        1,
+        "one call under the reference: {debits:?}"
     );
 }
 

@@ -64,6 +64,7 @@ pub const SECRET: &str = "test-secret-that-is-at-least-32-bytes-long";
 pub const OPERATOR_SECRET: &str = "test-operator-secret-at-least-32-bytes";
 
 /// How a test app is set up.
+#[derive(Clone)]
 pub struct Options {
     /// The bank simulator's knobs.
     pub knobs: Knobs,

@@ -6,8 +6,10 @@
 //! `Parse` message whose query holds that SQL names a prepared statement; the next `Bind` of
 //! that statement on the same connection is the statement's execution. That execution is
 //! forwarded, so the server runs it and commits, but from then on nothing the server sends
-//! reaches the client, and a moment later both sides are closed. The client sees a connection
-//! that broke while its statement ran; the database holds whatever the statement wrote.
+//! reaches the client, and a moment later both sides are closed (or after a hold the test
+//! chooses, [`LostAnswerProxy::lose_the_answer_and_hold`]: a link cut off for that long). The
+//! client sees a connection that broke while its statement ran; the database holds whatever the
+//! statement wrote.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,11 +23,19 @@ use tokio::net::{TcpListener, TcpStream};
 /// the server to run it and commit.
 const CLOSE_AFTER: Duration = Duration::from_millis(500);
 
+/// The statement whose answer is to be lost, and how long its connection is held before it is
+/// closed.
+#[derive(Debug)]
+struct Armed {
+    sql: String,
+    close_after: Duration,
+}
+
 /// The proxy, listening on 127.0.0.1; it stops with the test's runtime.
 #[derive(Debug, Clone)]
 pub struct LostAnswerProxy {
     address: SocketAddr,
-    armed: Arc<Mutex<Option<String>>>,
+    armed: Arc<Mutex<Option<Armed>>>,
     answers_lost: Arc<AtomicUsize>,
 }
 
@@ -69,7 +79,18 @@ impl LostAnswerProxy {
 
     /// Loses the answer to the next execution of a statement whose SQL contains `sql`.
     pub fn lose_the_answer_to(&self, sql: &str) {
-        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(sql.to_owned());
+        self.lose_the_answer_and_hold(sql, CLOSE_AFTER);
+    }
+
+    /// As [`LostAnswerProxy::lose_the_answer_to`], but the connection is held open, silent,
+    /// for `hold` before it is closed: a link cut off for that long, whose client learns of it
+    /// only then.
+    pub fn lose_the_answer_and_hold(&self, sql: &str, hold: Duration) {
+        let armed = Armed {
+            sql: sql.to_owned(),
+            close_after: hold.max(CLOSE_AFTER),
+        };
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(armed);
     }
 
     /// How many answers were lost so far.
@@ -108,14 +129,14 @@ impl LostAnswerProxy {
                     return;
                 }
                 let lose = messages.feed(&buffer[..read], &self.armed);
-                if lose {
+                if lose.is_some() {
                     losing.store(true, Ordering::SeqCst);
                 }
                 if server_writes.write_all(&buffer[..read]).await.is_err() {
                     return;
                 }
-                if lose {
-                    tokio::time::sleep(CLOSE_AFTER).await;
+                if let Some(close_after) = lose {
+                    tokio::time::sleep(close_after).await;
                     self.answers_lost.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
@@ -139,11 +160,11 @@ struct FrontendMessages {
 }
 
 impl FrontendMessages {
-    /// Takes in `bytes`; `true` if they hold the execution whose answer must be lost (which
-    /// disarms the proxy).
-    fn feed(&mut self, bytes: &[u8], armed: &Mutex<Option<String>>) -> bool {
+    /// Takes in `bytes`; if they hold the execution whose answer must be lost (which disarms
+    /// the proxy), how long to hold its connection before closing it.
+    fn feed(&mut self, bytes: &[u8], armed: &Mutex<Option<Armed>>) -> Option<Duration> {
         self.pending.extend_from_slice(bytes);
-        let mut lose = false;
+        let mut lose = None;
         loop {
             // The startup message has no type byte: a length, then its body.
             let header = if self.started { 5 } else { 4 };
@@ -165,36 +186,35 @@ impl FrontendMessages {
                 self.started = true;
                 continue;
             }
-            lose |= self.look_at(message[0], &message[5..], armed);
+            lose = lose.or(self.look_at(message[0], &message[5..], armed));
         }
         lose
     }
 
-    fn look_at(&mut self, kind: u8, body: &[u8], armed: &Mutex<Option<String>>) -> bool {
+    fn look_at(&mut self, kind: u8, body: &[u8], armed: &Mutex<Option<Armed>>) -> Option<Duration> {
         let mut fields = body.split(|byte| *byte == 0);
         let mut armed = armed.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(sql) = armed.as_deref() else {
-            return false;
-        };
+        let Armed { sql, close_after } = armed.as_ref()?;
+        let close_after = *close_after;
         match kind {
             b'P' => {
                 let statement = fields.next().unwrap_or_default();
                 let query = String::from_utf8_lossy(fields.next().unwrap_or_default());
-                if query.contains(sql) {
+                if query.contains(sql.as_str()) {
                     self.watched_statement = Some(statement.to_vec());
                 }
-                false
+                None
             }
             b'B' => {
                 let _portal = fields.next();
                 let statement = fields.next().unwrap_or_default();
                 if self.watched_statement.as_deref() == Some(statement) {
                     *armed = None;
-                    return true;
+                    return Some(close_after);
                 }
-                false
+                None
             }
-            _ => false,
+            _ => None,
         }
     }
 }
