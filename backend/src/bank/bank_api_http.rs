@@ -60,6 +60,34 @@ impl BankApiHttp {
         }
     }
 
+    /// Sends `call` as the contract's request.
+    async fn send(&self, call: MoneyCall<'_>) -> CallOutcome {
+        let (reference, amount) = (call.reference(), call.amount_paise());
+        let Ok(amount_paise) = u64::try_from(amount) else {
+            return negative_amount(amount);
+        };
+        match call {
+            MoneyCall::Debit { account, .. } => {
+                let body = DebitRequest {
+                    reference: reference.to_owned(),
+                    amount_paise,
+                    account: account.to_owned(),
+                };
+                self.post("debits", &body, reference).await
+            }
+            MoneyCall::Refund {
+                debit_reference, ..
+            } => {
+                let body = RefundRequest {
+                    reference: reference.to_owned(),
+                    debit_reference: debit_reference.to_owned(),
+                    amount_paise,
+                };
+                self.post("refunds", &body, reference).await
+            }
+        }
+    }
+
     async fn post(&self, collection: &str, body: &impl Serialize, reference: &str) -> CallOutcome {
         let url = format!("{}/{collection}", self.base_url);
         let sent = self.http.post(url).headers(trace_context()).json(body);
@@ -118,45 +146,6 @@ impl BankPort for BankApiHttp {
             .await
             .map_err(|reason| LookUpError(format!("HTTP {status}: {reason}")))?;
         read_look_up(status, serde_json::from_slice(&body).ok(), reference)
-    }
-}
-
-impl BankApiHttp {
-    /// Sends `call` as the contract's request.
-    async fn send(&self, call: MoneyCall<'_>) -> CallOutcome {
-        let reference = call.reference();
-        match call {
-            MoneyCall::Debit {
-                amount_paise,
-                account,
-                ..
-            } => {
-                let Ok(amount_paise) = u64::try_from(amount_paise) else {
-                    return negative_amount(amount_paise);
-                };
-                let body = DebitRequest {
-                    reference: reference.to_owned(),
-                    amount_paise,
-                    account: account.to_owned(),
-                };
-                self.post("debits", &body, reference).await
-            }
-            MoneyCall::Refund {
-                debit_reference,
-                amount_paise,
-                ..
-            } => {
-                let Ok(amount_paise) = u64::try_from(amount_paise) else {
-                    return negative_amount(amount_paise);
-                };
-                let body = RefundRequest {
-                    reference: reference.to_owned(),
-                    debit_reference: debit_reference.to_owned(),
-                    amount_paise,
-                };
-                self.post("refunds", &body, reference).await
-            }
-        }
     }
 }
 

@@ -48,6 +48,15 @@ impl MoneyCall<'_> {
         }
     }
 
+    /// How much the call moves, in paise.
+    pub fn amount_paise(&self) -> i64 {
+        match self {
+            MoneyCall::Debit { amount_paise, .. } | MoneyCall::Refund { amount_paise, .. } => {
+                *amount_paise
+            }
+        }
+    }
+
     /// The operation the call carries out.
     pub fn operation(&self) -> Operation {
         match self {
