@@ -88,6 +88,7 @@ impl BankApiHttp {
         }
     }
 
+    /// Posts `body` to `collection` and reads the answer as the call under `reference`.
     async fn post(&self, collection: &str, body: &impl Serialize, reference: &str) -> CallOutcome {
         let url = format!("{}/{collection}", self.base_url);
         let sent = self.http.post(url).headers(trace_context()).json(body);
