@@ -8,10 +8,10 @@
 \set payment_n random(1, 281474976710655)
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                                  lease_owner, lease_until, expires_at)
+                                  lease_owner, lease_until, expires_at, claim_token)
     VALUES (:user, md5(:key_n::text)::uuid, 'pay_bill', 'started', sha256('body'::bytea),
            md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
-           now() + interval '48 hours')
+           now() + interval '48 hours', gen_random_uuid())
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,

@@ -260,9 +260,10 @@ pub struct LeasedKey {
 }
 
 /// One claim of a key: its first claim, or a re-claim after a release. The claiming request
-/// mints it ([`ClaimToken::mint`]) and the claim writes it on the key row as the claim's lease
-/// owner; every later write on behalf of that claim (renewing its lease, marking its call
-/// unknown, releasing it unsent) matches it. So a write left over from an earlier claim (a
+/// mints it ([`ClaimToken::mint`]) and the claim writes it on the key row, as `claim_token`
+/// (which a reconciler's lease never changes) and as the owner of the claim's lease; every
+/// later write on behalf of that claim (marking its call unknown, releasing it unsent) matches
+/// the first, renewing its lease the second. So a write left over from an earlier claim (a
 /// release retried after the database came back, say) never changes a later one, even in the
 /// same process (docs/design.md, "A release is tied to its claim").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use backend::bank::BreakerSettings;
 use backend::config::{BankConfig, Limits};
 use backend::reconcile::{Step, try_reconcile_once};
-use backend::store::{ClaimToken, KeyRef};
+use backend::store::{CLAIM_LEASE, ClaimToken, KeyRef};
 use bank_simulator::BankSimulator;
 use bank_simulator::Knobs;
 use futures_util::future::join_all;
@@ -315,6 +315,47 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
             "round {round}: one call under the reference: {debits:?}"
         );
     }
+
+    // A claimant cut off past its claim's lease: a reconciler took the key meanwhile, found it
+    // too young to release and let go. The claimant's release, once its link is back, still
+    // finds its own claim (the token is not the lease).
+    let (key, body) = (new_key(), payment_body(4_998));
+    let own = ClaimToken::mint();
+    let reference = app.claim_without_paying_as(own, (14, &key), &body).await;
+    let payment_id = reference
+        .strip_prefix("pay-")
+        .expect("a payment")
+        .parse()
+        .expect("uuid");
+    app.age_keys(Some(&key), CLAIM_LEASE + Duration::from_secs(1))
+        .await;
+    reconcile_all(&app).await;
+    assert_eq!(app.key_state(14, &key).await.as_deref(), Some("started"));
+    let taken_over = app
+        .scalar(
+            "SELECT count(*) FROM idempotency_keys \
+             WHERE state = 'started' AND next_lookup_at IS NOT NULL",
+        )
+        .await;
+    assert_eq!(
+        taken_over, 1,
+        "a reconciler asked the bank and will ask again"
+    );
+    let key_ref = KeyRef::new(
+        UserId::new(14).expect("positive"),
+        &IdempotencyKey::try_from(key.clone()).expect("valid"),
+    );
+    app.state
+        .store
+        .release_unsent(
+            key_ref,
+            (payment_id, own),
+            stuck_after,
+            &backend::domain::Cause::background(),
+        )
+        .await
+        .expect("the statement runs");
+    assert_eq!(app.key_state(14, &key).await.as_deref(), Some("released"));
 
     // A claim older than `stuck_after` by its row is reconciliation's, even to its own claimant.
     let (key, body) = (new_key(), payment_body(4_999));

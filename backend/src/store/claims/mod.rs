@@ -304,7 +304,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
 /// The `pay_bill` claim's statement (`claims/postgres.rs`, `claims/sqlite.rs`) with its
 /// parameters, numbered alike on both databases: `$1` user, `$2` key, `$3` operation, `$4`
 /// fingerprint, `$5` payment id, `$6` bill, `$7` amount, `$8` payer, `$9` bank reference, `$10`
-/// claim token, `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
+/// claim token (the claim's lease owner and its `claim_token`), `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
 /// id, `$15` request id (any other text; `store::columns::TrailRequestId`).
 fn claim_payment_query<'q, D: Db>(
     sql: &'q str,

@@ -26,8 +26,8 @@ use crate::store::writer_connections::WriterConnections;
 pub(in crate::store) const CLAIM_PAYMENT: &str = "
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                                  lease_owner, lease_until, expires_at)
-    VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13)
+                                  lease_owner, lease_until, expires_at, claim_token)
+    VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13, $10)
     ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,

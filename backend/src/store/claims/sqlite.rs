@@ -31,8 +31,8 @@ fn claim_payment_statements() -> String {
     format!(
         "
 INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                              lease_owner, lease_until, expires_at)
-VALUES ($1, $2, $3, 'started', $4, $5, $10, {now} + $11, {now} + $13)
+                              lease_owner, lease_until, expires_at, claim_token)
+VALUES ($1, $2, $3, 'started', $4, $5, $10, {now} + $11, {now} + $13, $10)
 ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at;
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference)

@@ -60,7 +60,8 @@ WHERE k.user_id = $1 AND k.key = $2",
     )
 }
 
-/// The claim: inserts the key as `started`, held by the claiming process (`claim`), expiring
+/// The claim: inserts the key as `started`, held by the claim `claim` (its lease and its
+/// `claim_token`), expiring
 /// `kept_for` from now by the database's clock, unless the (user, key) exists. The key's expiry
 /// if this call inserted it, else `None`. Run inside the claim's transaction, never around the
 /// bank call.
@@ -74,8 +75,8 @@ pub async fn insert_started_key<D: Db>(
 ) -> Result<Option<time::OffsetDateTime>, StoreError> {
     let sql = format!(
         "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id, \
-                                       lease_owner, lease_until, expires_at) \
-         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7, {now} + $8) \
+                                       lease_owner, lease_until, expires_at, claim_token) \
+         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7, {now} + $8, $6) \
          ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at",
         now = D::NOW
     );
@@ -120,10 +121,20 @@ pub async fn set_done<D: Db>(
     row.map(|row| stored_key_from_row::<D>(&row)).transpose()
 }
 
+/// The lease columns after the claim whose token is the numbered parameter `token` lets go of
+/// the key: freed if the claim holds the lease (its owner is the token), left to a reconciler
+/// that took the key over.
+fn let_go_of_claim(token: &str) -> String {
+    format!(
+        "lease_owner = CASE WHEN lease_owner = {token} THEN NULL ELSE lease_owner END, \
+         lease_until = CASE WHEN lease_owner = {token} THEN NULL ELSE lease_until END"
+    )
+}
+
 /// Moves a `started` key of this resource to `unknown`, due for a look-up when `call` says,
-/// ending the claim's lease: only while the row is still the claim `claim`'s (its lease owner),
-/// so an attempt whose key was taken over by a reconciler, or released and claimed again, changes
-/// nothing. `true` if it moved.
+/// ending the claim's lease if it still holds it (a reconciler that took the key over keeps
+/// its own): only while the row is still the claim `claim`'s (its `claim_token`), so the
+/// attempt of a key released and claimed again since changes nothing. `true` if it moved.
 pub async fn set_unknown<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -132,11 +143,11 @@ pub async fn set_unknown<D: Db>(
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, \
-             lease_owner = NULL, lease_until = NULL \
+         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, {let_go} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started' \
-           AND lease_owner = $6",
+           AND claim_token = $6",
         now = D::NOW,
+        let_go = let_go_of_claim("$6"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
@@ -164,7 +175,7 @@ pub async fn reclaim_released_key<D: Db>(
     let sql = format!(
         "UPDATE idempotency_keys \
          SET state = 'started', claimed_at = {now}, next_lookup_at = NULL, failed_lookups = 0, \
-             lease_owner = $4, lease_until = {now} + $5 \
+             lease_owner = $4, lease_until = {now} + $5, claim_token = $4 \
          WHERE user_id = $1 AND key = $2 AND state = 'released' AND fingerprint = $3 \
            AND (lease_until IS NULL OR lease_until <= {now}) \
            AND expires_at > {now} AND next_lookup_at IS NOT NULL \
@@ -434,10 +445,11 @@ pub async fn set_released<D: Db>(
 }
 
 /// Releases a `started` key of this resource whose bank call the claim `claim` never sent,
-/// with its first check for a late debit `stuck_after` from now, ending the claim's lease.
-/// Only while the row is still that claim's (its lease owner: not taken over by a reconciler,
-/// not released and claimed again) and younger than `stuck_after` by its `claimed_at`, both
-/// on the database's clock: past that, reconciliation owns the key. `true` if it did.
+/// with its first check for a late debit `stuck_after` from now, ending the claim's lease if
+/// it still holds it. Only while the row is still that claim's (its `claim_token`: not released
+/// and claimed again since; a reconciler asking the bank meanwhile does not change it, and
+/// finds the key released when it writes) and younger than `stuck_after` by its `claimed_at`,
+/// on the database's clock: past that, reconciliation decides. `true` if it did.
 pub async fn release_unsent_claim<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -446,11 +458,11 @@ pub async fn release_unsent_claim<D: Db>(
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, \
-             lease_owner = NULL, lease_until = NULL \
+         SET state = 'released', failed_lookups = 0, next_lookup_at = {now} + $4, {let_go} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started' \
-           AND lease_owner = $5 AND claimed_at > {now} - $4",
+           AND claim_token = $5 AND claimed_at > {now} - $4",
         now = D::NOW,
+        let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
