@@ -233,6 +233,37 @@ async fn a_gateway_503_after_forwarding_is_never_read_as_nothing_moved(store: St
     assert_one_debit_each(&app, &paid).await;
 }
 
+/// A claim of `key` by user 14 whose answer was lost, as the store has it: its token, its
+/// payment's id and its bank reference. No call was made for it.
+async fn lost_claim(
+    app: &TestApp,
+    key: &str,
+    body: &serde_json::Value,
+) -> (ClaimToken, uuid::Uuid, String) {
+    let lost = ClaimToken::mint();
+    let reference = app.claim_without_paying_as(lost, (14, key), body).await;
+    let payment_id = reference
+        .strip_prefix("pay-")
+        .and_then(|id| id.parse().ok())
+        .expect("a payment reference");
+    (lost, payment_id, reference)
+}
+
+/// The release the claimant of `claim` sends once its link to the database is back.
+async fn release_late(app: &TestApp, key: &str, (payment_id, claim): (uuid::Uuid, ClaimToken)) {
+    let key_ref = KeyRef::new(
+        UserId::new(14).expect("positive"),
+        &IdempotencyKey::try_from(key.to_owned()).expect("valid"),
+    );
+    let stuck_after = app.state.policy.stuck_after;
+    let cause = backend::domain::Cause::background();
+    app.state
+        .store
+        .release_unsent(key_ref, (payment_id, claim), stuck_after, &cause)
+        .await
+        .expect("the statement runs");
+}
+
 async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         store,
@@ -246,18 +277,7 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
     let stuck_after = app.state.policy.stuck_after;
     for round in 0..ROUNDS {
         let (key, body) = (new_key(), payment_body(4_000 + round as u64));
-        let key_ref = KeyRef::new(
-            UserId::new(14).expect("positive"),
-            &IdempotencyKey::try_from(key.clone()).expect("valid"),
-        );
-        // A claim whose answer was lost: no call was made; its replica is cut off.
-        let lost = ClaimToken::mint();
-        let reference = app.claim_without_paying_as(lost, (14, &key), &body).await;
-        let payment_id = reference
-            .strip_prefix("pay-")
-            .expect("a payment")
-            .parse()
-            .expect("uuid");
+        let (lost, payment_id, reference) = lost_claim(&app, &key, &body).await;
         // Past `stuck_after`, another replica's reconciler finds it never seen and releases it.
         app.age_keys(Some(&key), stuck_after + Duration::from_secs(60))
             .await;
@@ -282,16 +302,7 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
         })
         .await;
         // …while the cut-off replica's release of its own claim finally reaches the database.
-        app.state
-            .store
-            .release_unsent(
-                key_ref,
-                (payment_id, lost),
-                stuck_after,
-                &backend::domain::Cause::background(),
-            )
-            .await
-            .expect("the statement runs");
+        release_late(&app, &key, (payment_id, lost)).await;
         assert_eq!(
             app.key_state(14, &key).await.as_deref(),
             Some("started"),
@@ -315,18 +326,17 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
             "round {round}: one call under the reference: {debits:?}"
         );
     }
+}
 
-    // A claimant cut off past its claim's lease: a reconciler took the key meanwhile, found it
-    // too young to release and let go. The claimant's release, once its link is back, still
-    // finds its own claim (the token is not the lease).
+async fn a_claimants_late_release_finds_its_claim_after_a_reconciler_took_the_lease(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_on(store).await;
+    // The claimant is cut off past its claim's lease: a reconciler took the key meanwhile,
+    // found it too young to release and let go. The claimant's release, once its link is back,
+    // still finds its own claim (the token is not the lease).
     let (key, body) = (new_key(), payment_body(4_998));
-    let own = ClaimToken::mint();
-    let reference = app.claim_without_paying_as(own, (14, &key), &body).await;
-    let payment_id = reference
-        .strip_prefix("pay-")
-        .expect("a payment")
-        .parse()
-        .expect("uuid");
+    let (own, payment_id, _) = lost_claim(&app, &key, &body).await;
     app.age_keys(Some(&key), CLAIM_LEASE + Duration::from_secs(1))
         .await;
     reconcile_all(&app).await;
@@ -341,47 +351,19 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
         taken_over, 1,
         "a reconciler asked the bank and will ask again"
     );
-    let key_ref = KeyRef::new(
-        UserId::new(14).expect("positive"),
-        &IdempotencyKey::try_from(key.clone()).expect("valid"),
-    );
-    app.state
-        .store
-        .release_unsent(
-            key_ref,
-            (payment_id, own),
-            stuck_after,
-            &backend::domain::Cause::background(),
-        )
-        .await
-        .expect("the statement runs");
+    release_late(&app, &key, (payment_id, own)).await;
     assert_eq!(app.key_state(14, &key).await.as_deref(), Some("released"));
+}
 
-    // A claim older than `stuck_after` by its row is reconciliation's, even to its own claimant.
+async fn a_claim_older_than_stuck_after_is_not_its_claimants_to_release(store: StoreKind) {
+    let app = TestApp::spawn_on(store).await;
+    // By its row's `claimed_at`, on the database's clock: reconciliation's from then on.
     let (key, body) = (new_key(), payment_body(4_999));
-    let own = ClaimToken::mint();
-    let reference = app.claim_without_paying_as(own, (14, &key), &body).await;
-    let payment_id = reference
-        .strip_prefix("pay-")
-        .expect("a payment")
-        .parse()
-        .expect("uuid");
+    let (own, payment_id, _) = lost_claim(&app, &key, &body).await;
+    let stuck_after = app.state.policy.stuck_after;
     app.age_keys(Some(&key), stuck_after + Duration::from_secs(1))
         .await;
-    let key_ref = KeyRef::new(
-        UserId::new(14).expect("positive"),
-        &IdempotencyKey::try_from(key.clone()).expect("valid"),
-    );
-    app.state
-        .store
-        .release_unsent(
-            key_ref,
-            (payment_id, own),
-            stuck_after,
-            &backend::domain::Cause::background(),
-        )
-        .await
-        .expect("the statement runs");
+    release_late(&app, &key, (payment_id, own)).await;
     assert_eq!(app.key_state(14, &key).await.as_deref(), Some("started"));
 }
 
@@ -599,6 +581,8 @@ for_each_store!(
     a_gateway_down_for_everything_then_back_loses_and_doubles_nothing,
     a_gateway_503_after_forwarding_is_never_read_as_nothing_moved,
     a_leftover_release_never_releases_a_key_claimed_again,
+    a_claimants_late_release_finds_its_claim_after_a_reconciler_took_the_lease,
+    a_claim_older_than_stuck_after_is_not_its_claimants_to_release,
     the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fails,
     answers_a_bank_would_not_give_are_looked_up_not_believed,
 );
