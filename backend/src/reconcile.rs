@@ -30,21 +30,29 @@
 //! once, within [`ReconcileBounds`].
 
 mod drain;
+mod rail;
 
 use std::time::{Duration, Instant};
 
 use shared::{KeyState, Operation};
 
-use crate::bank::LookUp;
+use crate::bank::{LookUp, LookUpError};
 use crate::domain::Cause;
 use crate::metrics::{Metrics, OutcomeLabels, ResolvedLabels};
 use crate::state::AppState;
-use crate::store::{FinalOutcome, LeasedKey, SavedMovement, StoreError};
+use crate::store::{CheckSlot, FinalOutcome, LeasedKey, SavedMovement, StoreError, StoredKey};
+
+pub use rail::zone_of as status_check_zone;
+use rail::{CheckAsked, Gate};
 
 pub use drain::run_until_stopped;
 
-/// The longest pause between two look-ups of one key.
-const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
+/// How far ahead a check may queue for its slot of the deployment's pace; beyond that it is
+/// put off rather than held.
+const PACE_QUEUE: Duration = Duration::from_secs(2);
+
+/// The shortest wait before a key is taken again, so a key is never spun on.
+const MIN_CHECK_GAP: Duration = Duration::from_secs(1);
 
 /// What became of one locked key.
 #[derive(Debug)]
@@ -55,9 +63,15 @@ pub enum Resolution {
     Released,
     /// A released claim's last check found nothing: its movement is void and the key may expire.
     Voided,
-    /// No answer yet (look-up failed, too early to release, or a released key's next check is
-    /// still to come): asked again later.
+    /// No answer yet (look-up failed or pending, too early to release, or the rules put the
+    /// check off): asked again later.
     NotYet,
+    /// Every check the rail allows was made with no final answer: the key waits for the bank's
+    /// settlement file, due at `due_at`.
+    AwaitingSettlement {
+        /// When the file is due.
+        due_at: time::OffsetDateTime,
+    },
 }
 
 /// What one reconciler step did.
@@ -73,8 +87,9 @@ pub enum Step {
     Skipped,
 }
 
-/// Asks the bank about a leased key and writes what it says, recorded against `cause` (the
-/// request or operator that asked at once, or [`Cause::background`] for the reconciler's own).
+/// Asks the bank about a leased key, if the rail's rules allow a check now, and writes what
+/// it says, recorded against `cause` (the request or operator that asked at once, or
+/// [`Cause::background`] for the reconciler's own).
 #[tracing::instrument(skip_all, fields(user_id = %leased.key.user, key = %leased.key.key))]
 pub async fn resolve_leased(
     state: &AppState,
@@ -82,12 +97,59 @@ pub async fn resolve_leased(
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
+    let rules = &state.policy.status_checks;
+    let zone = rail::zone_of(rules).unwrap_or(jiff::tz::TimeZone::UTC);
+    let stored = &leased.stored;
+    let asked = CheckAsked {
+        checks_made: leased.stored.status_checks,
+        since_call: since_the_call_landed(state, stored),
+        local_minute: rail::local_minute(&zone, stored.read_at),
+        asked_by_someone: cause.request_id.is_some(),
+    };
+    match rail::gate(rules, asked) {
+        Gate::CheckNow => {}
+        Gate::WaitFor(wait) => return not_yet(state, leased, wait, cause).await,
+        Gate::NoChecksLeft => return out_of_checks(state, leased, &zone, cause).await,
+    }
+    let pace = (rules.pace(), PACE_QUEUE);
+    match state
+        .leases()
+        .take_status_check(&leased, rules.at_most, pace)
+        .await?
+    {
+        Some(CheckSlot::SendAfter(wait)) => tokio::time::sleep(wait).await,
+        Some(CheckSlot::PaceFull(wait)) => {
+            state.metrics.status_checks_paced.inc();
+            return not_yet(state, leased, wait, cause).await;
+        }
+        None => return Err(StoreError::LeaseLost),
+    }
+    ask_the_bank(state, leased, cause).await
+}
+
+/// How long ago the key's latest bank call reached the bank at the latest (its claim plus the
+/// bank timeout, [`crate::bank::Bank::calls_land_within`]): the rail's schedule counts from
+/// then, so no check is early by the call's own time on the way.
+pub fn since_the_call_landed(state: &AppState, stored: &StoredKey) -> Duration {
+    let since_claim: Duration = (stored.read_at - stored.record.claimed_at)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    since_claim.saturating_sub(state.bank.calls_land_within())
+}
+
+/// Sends the counted check and writes what the bank says.
+async fn ask_the_bank(
+    state: &AppState,
+    leased: LeasedKey,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
     let operation = leased.stored.operation;
     let reference = leased.movement.bank_reference();
     let asked = Instant::now();
     let answer = state.bank.look_up(operation, reference).await;
     let took = asked.elapsed();
-    match answer {
+    let checks_made = f64::from(leased.stored.status_checks + 1);
+    let resolution = match answer {
         Ok(LookUp::Succeeded) => {
             state.metrics.bank_call_took("look_up", "succeeded", took);
             let succeeded = (FinalOutcome::Succeeded, "succeeded");
@@ -102,19 +164,108 @@ pub async fn resolve_leased(
             state.metrics.bank_call_took("look_up", "never_seen", took);
             never_seen(state, leased, cause).await
         }
+        Ok(LookUp::Pending) => {
+            state.metrics.bank_call_took("look_up", "pending", took);
+            check_again(state, leased, false, cause).await
+        }
         Err(error) => {
             state.metrics.bank_call_took("look_up", "failed", took);
             state.metrics.lookup_failures.inc();
-            tracing::warn!(%error, "bank look-up failed; will retry");
-            let wait = backoff(leased.history.failed_lookups);
-            state.leases().look_again(leased, wait, true, cause).await?;
-            Ok(Resolution::NotYet)
+            if matches!(error, LookUpError::RefusedByRules(_)) {
+                state.metrics.status_checks_refused.inc();
+                tracing::error!(%error, "the bank refused a status check under the rail's rules");
+            } else {
+                tracing::warn!(%error, "bank look-up failed; will ask again within the rules");
+            }
+            check_again(state, leased, true, cause).await
         }
+    }?;
+    if !matches!(resolution, Resolution::NotYet) {
+        let per_movement = &state.metrics.status_checks_per_movement;
+        per_movement.observe(checks_made);
     }
+    Ok(resolution)
+}
+
+/// No final answer from this check: the key is asked again at its next check's time, or waits
+/// for the settlement file when that was its last.
+async fn check_again(
+    state: &AppState,
+    leased: LeasedKey,
+    failed: bool,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
+    let rules = &state.policy.status_checks;
+    let checks_made = leased.stored.status_checks + 1;
+    let Some(due) = rules.earliest_check(checks_made) else {
+        let mut leased = leased;
+        leased.stored.status_checks = checks_made;
+        let zone = rail::zone_of(rules).unwrap_or(jiff::tz::TimeZone::UTC);
+        return out_of_checks(state, leased, &zone, cause).await;
+    };
+    let since_call = since_the_call_landed(state, &leased.stored);
+    let wait = due.saturating_sub(since_call).max(MIN_CHECK_GAP);
+    state
+        .leases()
+        .look_again(leased, wait, failed, cause)
+        .await?;
+    Ok(Resolution::NotYet)
+}
+
+/// Gives the key back, to be taken again after `wait`; no check was sent.
+async fn not_yet(
+    state: &AppState,
+    leased: LeasedKey,
+    wait: Duration,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
+    state
+        .leases()
+        .look_again(leased, wait.max(MIN_CHECK_GAP), false, cause)
+        .await?;
+    Ok(Resolution::NotYet)
+}
+
+/// The movement has had every check the rail allows. A released key (the bank said "never
+/// seen" after its call's landing time) is void once it expires; an undecided one waits for
+/// the bank's settlement file, and is never checked again.
+async fn out_of_checks(
+    state: &AppState,
+    leased: LeasedKey,
+    zone: &jiff::tz::TimeZone,
+    cause: &Cause,
+) -> Result<Resolution, StoreError> {
+    let stored = &leased.stored;
+    let operation = stored.operation;
+    if stored.record.state == KeyState::Released {
+        let expires_at = stored.record.expires_at;
+        if stored.read_at >= expires_at {
+            state.leases().void_leased(leased, cause).await?;
+            resolved(state, operation, "void");
+            return Ok(Resolution::Voided);
+        }
+        let until_expiry = (expires_at - stored.read_at).unsigned_abs();
+        return not_yet(state, leased, until_expiry, cause).await;
+    }
+    let already_waiting = leased.stored.settlement_due_at.is_some();
+    let due_in = rail::until_settlement(zone, stored.read_at);
+    let due_at = state
+        .leases()
+        .await_settlement(leased, due_in, cause)
+        .await?;
+    if !already_waiting {
+        state.metrics.awaiting_settlement.inc();
+        tracing::warn!(
+            %due_at,
+            "status checks ran out with no final answer; the key waits for the settlement file"
+        );
+    }
+    Ok(Resolution::AwaitingSettlement { due_at })
 }
 
 /// The bank has no record of the claim's reference: release the claim if no call for it can
-/// still arrive, end a released claim's checks when its key expires, or ask again later.
+/// still arrive, end a released claim's checks when its key expires, or ask again at the next
+/// check's time.
 async fn never_seen(
     state: &AppState,
     leased: LeasedKey,
@@ -125,29 +276,19 @@ async fn never_seen(
     if stored.record.state == KeyState::Released {
         // The row's expiry, decided at the claim: every replica voids at the same instant,
         // whatever its own policy says, and the re-claim statement refuses from then on.
-        let expires_at = stored.record.expires_at;
-        if stored.read_at >= expires_at {
+        if stored.read_at >= stored.record.expires_at {
             state.leases().void_leased(leased, cause).await?;
             resolved(state, operation, "void");
             return Ok(Resolution::Voided);
         }
-        let until_expiry = (expires_at - stored.read_at).unsigned_abs();
-        let leases = state.leases();
-        leases
-            .look_again(leased, until_expiry, false, cause)
-            .await?;
-        return Ok(Resolution::NotYet);
+        return check_again(state, leased, false, cause).await;
     }
     let claim_age = stored.read_at - stored.record.claimed_at;
-    if !leased.history.bank_call_ended && claim_age < policy.stuck_after {
+    if claim_age < policy.stuck_after {
         // A call that timed out may still be on its way to the bank, so nothing is released
-        // before the claim is `stuck_after` old (bank calls give up sooner). But a slow bank
-        // executes it any moment: ask again soon, backing off, so that money that moved is
-        // found within seconds rather than at `stuck_after`.
-        let until_stuck = policy.stuck_after.saturating_sub(claim_age.unsigned_abs());
-        let wait = backoff(leased.history.failed_lookups).min(until_stuck);
-        state.leases().look_again(leased, wait, true, cause).await?;
-        return Ok(Resolution::NotYet);
+        // before the claim is `stuck_after` old (bank calls give up sooner): asked again at
+        // the next check's time.
+        return check_again(state, leased, false, cause).await;
     }
     state
         .leases()
@@ -249,10 +390,4 @@ fn resolved(state: &AppState, operation: Operation, outcome: &'static str) {
     if !matches!(outcome, "released" | "void") {
         state.metrics.outcome(operation.name(), outcome);
     }
-}
-
-/// 1 s, 2 s, 4 s, … up to five minutes.
-fn backoff(failed_lookups: i16) -> Duration {
-    let doublings = u32::try_from(failed_lookups).unwrap_or(0).min(16);
-    Duration::from_secs(1u64 << doublings).min(MAX_LOOKUP_BACKOFF)
 }

@@ -256,6 +256,8 @@ mod tests {
             operation: Operation::PayBill,
             resource_id: Uuid::from_u128(9),
             read_at,
+            status_checks: 0,
+            settlement_due_at: None,
             saved: None,
         }
     }

@@ -170,6 +170,9 @@ impl Application {
 
 /// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
+    // The policy's quiet hours need a zone the time-zone database knows: checked before
+    // anything starts, naming the field.
+    reconcile::status_check_zone(&config.policy.status_checks).map_err(anyhow::Error::msg)?;
     let bank_http = transport_security::bank_http_client(
         config.bank_timeout,
         config.bank_ca_file.as_deref(),

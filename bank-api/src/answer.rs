@@ -4,7 +4,7 @@
 //! Banks differ in the HTTP status they answer and in the fields they add, but SPEC §7 has a
 //! client judge every answer by its body's `status`: `debited` / `refunded` (the money moved),
 //! `declined` / `rejected` (refused; no money moved), `unknown` (a look-up of a reference the
-//! bank never saw). [`AnswerBody`] reads that word, a refusal's `reason` and the `reference` a
+//! bank never saw), `pending` (a look-up of a reference the bank holds undecided). [`AnswerBody`] reads that word, a refusal's `reason` and the `reference` a
 //! "never seen" answer names, and ignores everything else; [`StatusWord`] parses the word. What
 //! an answer *means* (which HTTP statuses count, what a missing body says) is the client's
 //! reading rule, not this crate's: the backend's is `backend/src/bank/bank_api_http.rs`.
@@ -25,16 +25,20 @@ pub enum StatusWord {
     Rejected,
     /// A look-up of a reference the bank never saw (with 404).
     Unknown,
+    /// A look-up of a reference the bank holds but has not decided (with 202): the rail's
+    /// "deemed" or in-progress state. Neither moved nor refused, and not "never seen".
+    Pending,
 }
 
 impl StatusWord {
     /// Every word, for tests and documentation.
-    pub const ALL: [StatusWord; 5] = [
+    pub const ALL: [StatusWord; 6] = [
         StatusWord::Debited,
         StatusWord::Refunded,
         StatusWord::Declined,
         StatusWord::Rejected,
         StatusWord::Unknown,
+        StatusWord::Pending,
     ];
 
     /// The word as it appears on the wire.
@@ -45,6 +49,7 @@ impl StatusWord {
             StatusWord::Declined => "declined",
             StatusWord::Rejected => "rejected",
             StatusWord::Unknown => "unknown",
+            StatusWord::Pending => "pending",
         }
     }
 

@@ -13,7 +13,8 @@ pub const DEFAULT_LOST_REPLY_DELAY_MS: u64 = 60_000;
 
 /// The simulator's behaviour. Rates are probabilities in `0.0..=1.0`, drawn per money-moving
 /// request (`POST /debits`, `POST /refunds`); lookups, the ledger and the knobs themselves are
-/// never slowed down or failed.
+/// never failed (look-ups are slowed by `lookup_latency_ms`, answered `pending` for `pending_ms`
+/// and refused when they break the rail's rules, `status_check_*`).
 ///
 /// As JSON every field is optional on input (an omitted field takes its default) and unknown
 /// fields are refused, so a misspelt knob is an error rather than silently ignored.
@@ -49,6 +50,15 @@ pub struct Knobs {
     /// Fixed delay in milliseconds before a status look-up is answered: a bank whose status API
     /// is slow (money-moving calls keep `latency_ms`).
     pub lookup_latency_ms: u64,
+    /// How long after a call arrives a look-up of its reference answers `pending` (the bank
+    /// holds it undecided, UPI's deemed state), even once it is decided; 0: never.
+    pub pending_ms: u64,
+    /// The rail's first-check rule as the bank enforces it: a look-up sooner than this after
+    /// its reference's call arrived is refused (`429 status_check_refused`); 0: not enforced.
+    pub status_check_first_after_ms: u64,
+    /// The rail's per-transaction limit: look-ups of one reference beyond this many are
+    /// refused (`429 status_check_refused`); 0: no limit.
+    pub status_checks_at_most: u32,
 }
 
 /// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
@@ -110,6 +120,9 @@ impl Default for Knobs {
             executes_abandoned_calls: false,
             lookup_status: LookupStatus::Ok,
             lookup_latency_ms: 0,
+            pending_ms: 0,
+            status_check_first_after_ms: 0,
+            status_checks_at_most: 0,
         }
     }
 }

@@ -25,6 +25,6 @@ pub use knobs::{
 };
 pub use ledger::{Ledger, LedgerEntry};
 pub use wire::{
-    DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus, RefundOutcome,
-    RefundRejection, RefundRequest, RequestError, UnknownReference,
+    DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus, PendingReference,
+    RefundOutcome, RefundRejection, RefundRequest, RequestError, UnknownReference,
 };

@@ -83,6 +83,15 @@ pub enum RefundRejection {
     ExceedsDebit,
 }
 
+/// The answer to a look-up of a reference the bank holds but has not decided:
+/// `202 {"status": "pending", "reference": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename = "pending")]
+pub struct PendingReference {
+    /// The reference looked up.
+    pub reference: String,
+}
+
 /// The answer to a look-up of a reference the bank never saw:
 /// `{"status": "unknown", "reference": …}` with 404.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +130,9 @@ pub enum ErrorStatus {
     InvalidRequest,
     /// 503: a simulated failure (`error_rate`); nothing was done or recorded.
     Error,
+    /// 429: a status look-up the rail's rules forbid (sooner than the first-check delay after
+    /// the call, or beyond the checks allowed per reference); not answered, and counted.
+    StatusCheckRefused,
 }
 
 impl ErrorStatus {
@@ -130,6 +142,7 @@ impl ErrorStatus {
             ErrorStatus::NotFound => "not_found",
             ErrorStatus::InvalidRequest => "invalid_request",
             ErrorStatus::Error => "error",
+            ErrorStatus::StatusCheckRefused => "status_check_refused",
         }
     }
 }

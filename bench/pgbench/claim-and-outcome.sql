@@ -37,7 +37,7 @@ done AS (
     WHERE user_id = :user AND key = md5(:key_n::text)::uuid AND resource_id = md5('p' || :payment_n)::uuid AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              now() AS read_at, awaited),
+              status_checks, settlement_due_at, now() AS read_at, awaited),
 told AS (SELECT pg_notify('idempotency_key_changed',
        :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
 recorded AS (
@@ -47,6 +47,7 @@ recorded AS (
            'succeeded', md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'),
            NULL FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
-       done.created_at, done.claimed_at, done.expires_at, done.read_at,
+       done.created_at, done.claimed_at, done.expires_at, done.status_checks,
+       done.settlement_due_at, done.read_at,
        (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true;

@@ -3,7 +3,7 @@
 -- in one joined query, for one of the keys replay-keys.sql wrote.
 \set n random(1, 100000)
 SELECT k.user_id, k.key, k.operation, k.state, k.fingerprint, k.resource_id, k.created_at,
-       k.claimed_at, k.expires_at, k.failed_lookups, k.bank_call_ended, now() AS read_at,
+       k.claimed_at, k.expires_at, k.status_checks, k.settlement_due_at, now() AS read_at,
        p.payment_id AS p_payment_id, p.user_id AS p_user_id, p.bill_id AS p_bill_id,
        p.amount_paise AS p_amount_paise, p.payer_vpa AS p_payer_vpa, p.status AS p_status,
        p.bank_reference AS p_bank_reference, p.decline_reason AS p_decline_reason,

@@ -30,6 +30,7 @@ pub mod policy;
 pub mod prefer;
 pub mod problem;
 pub mod retry;
+pub mod status_checks;
 pub mod trace_context;
 
 pub use auth::UserId;

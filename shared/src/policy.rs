@@ -10,6 +10,13 @@
 //!   stuck_after_minutes: 5
 //!   when_stuck: ask_bank_for_status
 //!   max_wait_seconds: 10
+//!   status_checks:
+//!     first_after_seconds: 90
+//!     at_most: 3
+//!     within_minutes: 120
+//!     per_second: 20
+//!     quiet_hours: ["10:00-13:00", "17:00-21:30"]
+//!     quiet_hours_zone: Asia/Kolkata
 //! ```
 //!
 //! Loading is strict, because a typo in a file that support and security staff edit must stop
@@ -18,7 +25,9 @@
 //! `unique_per` and `when_stuck` accept the one value this system implements, so the file states
 //! the behaviour rather than leaving it implied. `max_wait_seconds` (0 to 60; 10 when left out)
 //! caps how long a retry sent with `Prefer: wait=N` waits for the first attempt's answer
-//! ([`crate::prefer`]); 0 turns waiting off.
+//! ([`crate::prefer`]); 0 turns waiting off. `status_checks` is the rail's rules for asking the
+//! bank about a call without a final answer ([`crate::status_checks`]); each field left out
+//! takes NPCI's value, and its errors name the field as `status_checks.<field>`.
 
 use std::time::Duration;
 
@@ -27,6 +36,7 @@ use thiserror::Error;
 
 use crate::key::{IdempotencyKey, KeyError};
 use crate::operation::Operation;
+use crate::status_checks::{RawStatusChecks, StatusCheckRules};
 
 /// The policy that ships with the project; `policy.yaml` at the repository root holds the same.
 pub const DEFAULT_POLICY_YAML: &str = include_str!("../../policy.yaml");
@@ -50,6 +60,9 @@ pub struct Policy {
     /// zero when waiting is off.
     #[serde(serialize_with = "as_seconds")]
     pub max_wait: Duration,
+    /// When and how often the bank may be asked about a call without a final answer
+    /// ([`crate::status_checks`]); NPCI's rules when the file leaves them out.
+    pub status_checks: StatusCheckRules,
 }
 
 /// The accepted key formats.
@@ -98,6 +111,8 @@ struct RawPolicy {
     when_stuck: WhenStuck,
     #[serde(default = "default_max_wait_seconds")]
     max_wait_seconds: i64,
+    #[serde(default)]
+    status_checks: RawStatusChecks,
 }
 
 /// The cap on `Prefer: wait` when the file does not set one.
@@ -168,6 +183,7 @@ impl Policy {
             keep_keys_for,
             stuck_after,
             max_wait,
+            status_checks: raw.status_checks.validate()?,
         })
     }
 

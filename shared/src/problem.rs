@@ -35,6 +35,9 @@ pub enum ProblemKind {
     RequestInProgress,
     /// 503: the bank's answer to the first attempt is unknown and is being looked up.
     OutcomePending,
+    /// 503: the bank's answer is still unknown after every status check the rail allows; the
+    /// bank's settlement file, due at `settlement_due_at`, will say. No new bank call is made.
+    OutcomeAwaitingSettlement,
     /// 400: the body is not JSON.
     BodyNotJson,
     /// 400: the body nests too deeply.
@@ -71,7 +74,7 @@ pub enum ProblemKind {
 
 impl ProblemKind {
     /// Every kind, for documentation and tests.
-    pub const ALL: [ProblemKind; 22] = [
+    pub const ALL: [ProblemKind; 23] = [
         ProblemKind::Unauthenticated,
         ProblemKind::Forbidden,
         ProblemKind::IdempotencyKeyMissing,
@@ -79,6 +82,7 @@ impl ProblemKind {
         ProblemKind::IdempotencyKeyReused,
         ProblemKind::RequestInProgress,
         ProblemKind::OutcomePending,
+        ProblemKind::OutcomeAwaitingSettlement,
         ProblemKind::BodyNotJson,
         ProblemKind::BodyTooDeep,
         ProblemKind::BodyTooLarge,
@@ -106,6 +110,7 @@ impl ProblemKind {
             ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
             ProblemKind::RequestInProgress => "request-in-progress",
             ProblemKind::OutcomePending => "outcome-pending",
+            ProblemKind::OutcomeAwaitingSettlement => "outcome-awaiting-settlement",
             ProblemKind::BodyNotJson => "body-not-json",
             ProblemKind::BodyTooDeep => "body-too-deep",
             ProblemKind::BodyTooLarge => "body-too-large",
@@ -146,6 +151,7 @@ impl ProblemKind {
             ProblemKind::Internal => 500,
             ProblemKind::BackendUnreachable => 502,
             ProblemKind::OutcomePending
+            | ProblemKind::OutcomeAwaitingSettlement
             | ProblemKind::ServiceUnavailable
             | ProblemKind::BankUnavailable => 503,
             ProblemKind::BackendTimeout => 504,
@@ -164,6 +170,9 @@ impl ProblemKind {
             }
             ProblemKind::RequestInProgress => "A request with this Idempotency-Key is in progress",
             ProblemKind::OutcomePending => "The outcome of this request is still being confirmed",
+            ProblemKind::OutcomeAwaitingSettlement => {
+                "The outcome of this request awaits the bank's settlement file"
+            }
             ProblemKind::BodyNotJson => "Request body is not valid JSON",
             ProblemKind::BodyTooDeep => "Request body nests too deeply",
             ProblemKind::BodyTooLarge => "Request body is too large",
@@ -211,9 +220,14 @@ pub struct Problem {
     /// The body field at fault, for `invalid-field`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// The wait to suggest; the HTTP layer sends it as `Retry-After`, never in the body.
+    /// For `outcome-awaiting-settlement`: when the bank's settlement file is due (RFC 3339).
+    /// Boxed, so the rare field costs every problem one pointer, not a string's three words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settlement_due_at: Option<Box<String>>,
+    /// The wait to suggest, in whole seconds (rounded up): the HTTP layer sends it as
+    /// `Retry-After`, never in the body.
     #[serde(skip)]
-    pub retry_after: Option<Duration>,
+    pub retry_after: Option<u32>,
 }
 
 impl Problem {
@@ -225,6 +239,7 @@ impl Problem {
             status: kind.status(),
             detail: Some(detail.into()),
             field: None,
+            settlement_due_at: None,
             retry_after: None,
         }
     }
@@ -239,8 +254,15 @@ impl Problem {
 
     /// Adds the `Retry-After` wait.
     pub fn with_retry_after(mut self, wait: Duration) -> Problem {
-        self.retry_after = Some(wait);
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        self.retry_after = Some(u32::try_from(seconds).unwrap_or(u32::MAX));
         self
+    }
+
+    /// The `Retry-After` wait, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+            .map(|seconds| Duration::from_secs(u64::from(seconds)))
     }
 
     /// The kind, recovered from the `type` (for clients reading a body).
@@ -252,9 +274,7 @@ impl Problem {
 
     /// The `Retry-After` header value in whole seconds (rounded up), if any.
     pub fn retry_after_header(&self) -> Option<String> {
-        self.retry_after
-            .map(|wait| wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
-            .map(|seconds| seconds.to_string())
+        self.retry_after.map(|seconds| seconds.to_string())
     }
 
     /// The body as JSON bytes.

@@ -141,11 +141,11 @@ impl BankPort for BankApiHttp {
             .headers(trace_context())
             .send()
             .await
-            .map_err(|error| LookUpError(with_causes(&error)))?;
+            .map_err(|error| LookUpError::Failed(with_causes(&error)))?;
         let status = response.status().as_u16();
         let body = read_bounded(response)
             .await
-            .map_err(|reason| LookUpError(format!("HTTP {status}: {reason}")))?;
+            .map_err(|reason| LookUpError::Failed(format!("HTTP {status}: {reason}")))?;
         read_look_up(status, serde_json::from_slice(&body).ok(), reference)
     }
 }
@@ -199,6 +199,7 @@ enum Meaning {
     Moved,
     Refused,
     NeverSeen,
+    Pending,
     Other,
 }
 
@@ -208,6 +209,7 @@ fn meaning(answer: Option<&AnswerBody>) -> Meaning {
         Some(StatusWord::Debited | StatusWord::Refunded) => Meaning::Moved,
         Some(StatusWord::Declined | StatusWord::Rejected) => Meaning::Refused,
         Some(StatusWord::Unknown) => Meaning::NeverSeen,
+        Some(StatusWord::Pending) => Meaning::Pending,
         None => Meaning::Other,
     }
 }
@@ -262,7 +264,7 @@ fn read_look_up(
 ) -> Result<LookUp, LookUpError> {
     if let Some(other) = names_another(answer.as_ref(), reference) {
         let failed = format!("HTTP {status} naming another reference ({other:?})");
-        return Err(LookUpError(failed));
+        return Err(LookUpError::Failed(failed));
     }
     match (status, meaning(answer.as_ref()), answer) {
         (200..=299, Meaning::Moved, _) => Ok(LookUp::Succeeded),
@@ -273,7 +275,13 @@ fn read_look_up(
             reason: answer.map_or_else(declined, AnswerBody::into_reason),
         }),
         (404, Meaning::NeverSeen, Some(_)) => Ok(LookUp::NeverSeen),
-        (status, _, answer) => Err(LookUpError(format!(
+        (200..=299, Meaning::Pending, Some(answer)) if answer.reference.is_some() => {
+            Ok(LookUp::Pending)
+        }
+        (429, _, Some(answer)) if answer.status == ErrorStatus::StatusCheckRefused.as_str() => Err(
+            LookUpError::RefusedByRules(answer.reason.unwrap_or(answer.status)),
+        ),
+        (status, _, answer) => Err(LookUpError::Failed(format!(
             "HTTP {status} with status {:?}",
             answer.map(|answer| answer.status)
         ))),
@@ -404,6 +412,35 @@ mod tests {
         assert!(matches!(declined, Ok(LookUp::Declined { .. })));
         let rejected = read_look_up(422, answer(r#"{"status":"rejected"}"#), "refund-1");
         assert!(matches!(rejected, Ok(LookUp::Declined { .. })));
+    }
+
+    #[test]
+    fn pending_needs_a_2xx_naming_our_reference_and_a_rules_refusal_is_told_apart() {
+        let pending = answer(r#"{"status":"pending","reference":"pay-1"}"#);
+        assert_eq!(
+            read_look_up(202, pending, "pay-1").expect("read"),
+            LookUp::Pending
+        );
+        for (status, body) in [
+            (202, r#"{"status":"pending"}"#),
+            (202, r#"{"status":"pending","reference":"pay-2"}"#),
+            (503, r#"{"status":"pending","reference":"pay-1"}"#),
+        ] {
+            assert!(matches!(
+                read_look_up(status, answer(body), "pay-1"),
+                Err(LookUpError::Failed(_))
+            ));
+        }
+        let refused = answer(r#"{"status":"status_check_refused","reference":"pay-1"}"#);
+        assert!(matches!(
+            read_look_up(429, refused, "pay-1"),
+            Err(LookUpError::RefusedByRules(_))
+        ));
+        let busy = answer(r#"{"status":"error"}"#);
+        assert!(matches!(
+            read_look_up(429, busy, "pay-1"),
+            Err(LookUpError::Failed(_))
+        ));
     }
 
     #[test]

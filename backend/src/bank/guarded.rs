@@ -93,6 +93,13 @@ impl Bank {
         }
     }
 
+    /// How long after its start a money call may still reach the bank: the bank timeout, after
+    /// which the caller stops waiting (the same bound a look-up waits for its place). The
+    /// rail's status checks count from then, so none is early however slow the call's way.
+    pub fn calls_land_within(&self) -> Duration {
+        self.bounds.look_up_wait
+    }
+
     /// Money-moving calls in flight now.
     pub fn calls_in_flight(&self) -> usize {
         let free = self.money_calls.available_permits();
@@ -171,7 +178,11 @@ impl Bank {
         let place = Arc::clone(&self.look_ups).acquire_owned();
         let _place = match tokio::time::timeout(self.bounds.look_up_wait, place).await {
             Ok(Ok(place)) => place,
-            _ => return Err(LookUpError("every look-up place is taken".to_owned())),
+            _ => {
+                return Err(LookUpError::Failed(
+                    "every look-up place is taken".to_owned(),
+                ));
+            }
         };
         self.port.look_up(operation, reference).await
     }

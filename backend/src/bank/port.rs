@@ -119,12 +119,22 @@ pub enum LookUp {
     /// The bank never executed this reference: nothing moved (yet: a call still on its way may
     /// land later, which is why the reconciler believes this only once none can).
     NeverSeen,
+    /// The bank holds the reference and has not decided it (the rail's "deemed" or in-progress
+    /// state): not final, not released, asked again within the rail's rules.
+    Pending,
 }
 
-/// A status look-up that got no usable answer; try again later.
+/// A status look-up that got no usable answer; asked again later, within the rail's rules.
 #[derive(Debug, thiserror::Error)]
-#[error("bank look-up failed: {0}")]
-pub struct LookUpError(pub String);
+pub enum LookUpError {
+    /// No usable answer: the bank was unreachable, slow, or said something unreadable.
+    #[error("bank look-up failed: {0}")]
+    Failed(String),
+    /// The bank refused the check as breaking the rail's rules (too soon, too many): a defect
+    /// in our pacing, counted and alerted on.
+    #[error("the bank refused the status check under the rail's rules: {0}")]
+    RefusedByRules(String),
+}
 
 /// A partner bank, as the flows and the reconciler use it. Implementations are adapters for one
 /// bank's API each; bounds, the breaker and metrics are the caller's ([`super::Bank`]), not the

@@ -38,7 +38,7 @@ impl Reply {
         Reply {
             status: problem.status,
             content_type: PROBLEM_CONTENT_TYPE,
-            retry_after: problem.retry_after,
+            retry_after: problem.retry_after(),
             body: problem.to_json(),
             location: None,
             replayed: false,

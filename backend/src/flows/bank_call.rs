@@ -4,10 +4,10 @@
 //! From the bank call on, every failure leaves the key `started` or `unknown` for
 //! reconciliation and answers "outcome pending": money may have moved, so no error is final.
 //! The one exception is a call the bank port calls *not executed* (the bank said it did nothing
-//! with it, or it never left): the key is looked up at once, and if the bank never saw the
-//! reference the claim is released on the spot and the attempt told that nothing was charged
-//! (SPEC §4, "bank did not execute the call"). A gateway's 503 is not that: it may have
-//! forwarded the call, which is left to reconciliation.
+//! with it, or it never left): the claim is released on the spot, with no status check (the
+//! rail allows none that soon, and none is needed), and the attempt told that nothing was
+//! charged (SPEC §4, "bank did not execute the call"). A gateway's 503 is not that: it may
+//! have forwarded the call, which is left to reconciliation, within the rail's rules.
 
 use std::time::Instant;
 
@@ -20,11 +20,8 @@ use crate::bank::{Admitted, CallOutcome, MoneyCall};
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::reconcile::{Resolution, resolve_leased};
 use crate::state::AppState;
-use crate::store::{
-    CLAIM_LEASE_RENEWAL, ClaimToken, FinalOutcome, KeyRef, SavedMovement, UnknownCall,
-};
+use crate::store::{CLAIM_LEASE_RENEWAL, ClaimToken, FinalOutcome, KeyRef, SavedMovement};
 
 /// Runs the claimed work in its own task, so that a client giving up (a phone's timeout closes
 /// the connection, and the server drops the request's future) cannot cut it off between the
@@ -127,12 +124,10 @@ pub(super) async fn call_bank_and_save(
         CallOutcome::Succeeded => FinalOutcome::Succeeded,
         CallOutcome::Declined { reason } => FinalOutcome::Declined { reason },
         CallOutcome::NotExecuted { reason } => {
-            let unknown = (UnknownCall::NotExecuted, reason);
-            return no_final_answer(state, &held, unknown, (name, took), cause).await;
+            return not_executed(state, &held, reason, (name, took), cause).await;
         }
         CallOutcome::MayBeInFlight { reason } => {
-            let unknown = (UnknownCall::MayBeInFlight, reason);
-            return no_final_answer(state, &held, unknown, (name, took), cause).await;
+            return no_final_answer(state, &held, reason, (name, took), cause).await;
         }
     };
     let label = match result {
@@ -143,33 +138,66 @@ pub(super) async fn call_bank_and_save(
     save(state, &held, (operation, label), &result, cause).await
 }
 
-/// The bank gave no final answer: the key goes `unknown` for reconciliation, and a call the
-/// bank did not execute is looked up at once.
+/// The bank gave no final answer: the key goes `unknown`, due for its first status check when
+/// the rail allows one.
 async fn no_final_answer(
     state: &AppState,
     held: &HeldClaim<'_>,
-    (call, reason): (UnknownCall, String),
+    reason: String,
     (name, took): (&'static str, std::time::Duration),
     cause: &Cause,
 ) -> Result<Reply> {
     let operation = held.movement.operation();
     state.metrics.bank_call_took(name, "unknown", took);
     state.metrics.outcome(operation.name(), "unknown");
-    let not_executed = call == UnknownCall::NotExecuted;
-    tracing::warn!(%reason, not_executed, "no final answer from the bank; the key goes to reconciliation");
+    tracing::warn!(%reason, "no final answer from the bank; the key goes to reconciliation");
     let this_claim = (held.movement.id(), held.claim);
-    match state
+    let first_check = first_check_in(state, took);
+    if let Err(error) = state
         .claims()
-        .mark_unknown(held.key, this_claim, call, cause)
+        .mark_unknown(held.key, this_claim, first_check, cause)
         .await
     {
-        Ok(true) if not_executed => look_up_at_once(state, held.key, cause).await,
-        Ok(_) => Ok(outcome_pending()),
-        Err(error) => {
-            tracing::error!(%error, "could not mark the key unknown; it stays started");
-            Ok(outcome_pending())
-        }
+        tracing::error!(%error, "could not mark the key unknown; it stays started");
     }
+    Ok(outcome_pending())
+}
+
+/// How long from now until the rail allows the first status check of a call that took `took`
+/// (counted from when the call reached the bank at the latest, `reconcile::since_the_call_landed`).
+fn first_check_in(state: &AppState, took: std::time::Duration) -> std::time::Duration {
+    let rules = &state.policy.status_checks;
+    let after_claim = rules.first_after + state.bank.calls_land_within();
+    after_claim.saturating_sub(took)
+}
+
+/// The bank said it did not execute the call (or the call never left): nothing moved and
+/// nothing of it is on its way, so the claim is released now, with no status check, and the
+/// attempt hears that nothing was charged; its retry calls the bank again under the same
+/// reference.
+async fn not_executed(
+    state: &AppState,
+    held: &HeldClaim<'_>,
+    reason: String,
+    (name, took): (&'static str, std::time::Duration),
+    cause: &Cause,
+) -> Result<Reply> {
+    state.metrics.bank_call_took(name, "not_executed", took);
+    tracing::warn!(%reason, "the bank did not execute the call; the claim is released");
+    let this_claim = (held.movement.id(), held.claim);
+    let stuck_after = state.policy.stuck_after;
+    if let Err(error) = state
+        .claims()
+        .release_unsent(held.key, this_claim, stuck_after, cause)
+        .await
+    {
+        tracing::warn!(%error, "could not release the claim; reconciliation will");
+        return Ok(outcome_pending());
+    }
+    Ok(nothing_charged(
+        "The bank did not execute this request and has no record of it: no money moved. \
+         Retry with the same Idempotency-Key and body.",
+    ))
 }
 
 /// Writes the bank's final word and renders it as the first reply, remembered for replays.
@@ -205,42 +233,18 @@ async fn save(
             // Best effort: an `unknown` key is looked up at once. If the database is away this
             // fails too, the key stays `started`, and the reconciler takes it when the claim's
             // lease lapses.
-            let (this_claim, call) = ((resource_id, held.claim), UnknownCall::MayBeInFlight);
+            let this_claim = (resource_id, held.claim);
+            let first_check = first_check_in(state, std::time::Duration::ZERO);
             let claims = state.claims();
-            if let Err(error) = claims.mark_unknown(key, this_claim, call, cause).await {
+            if let Err(error) = claims
+                .mark_unknown(key, this_claim, first_check, cause)
+                .await
+            {
                 tracing::warn!(%error, "could not mark the key unknown either");
             }
             outcome_pending()
         }
     })
-}
-
-/// The bank did not execute the call: ask it at once what it did, as the reconciler would.
-/// Never seen → the claim is released and the attempt hears that nothing was charged, so its
-/// retry runs again at once instead of waiting for `stuck_after`.
-async fn look_up_at_once(state: &AppState, key: KeyRef, cause: &Cause) -> Result<Reply> {
-    let pending = || Ok(outcome_pending());
-    let leased = match state.leases().lease_key(key, None).await {
-        Ok(Some(leased)) => leased,
-        // The reconciler took it first, or the database is away: it will be resolved.
-        Ok(None) => return pending(),
-        Err(error) => {
-            tracing::warn!(%error, "could not take the key for an immediate look-up");
-            return pending();
-        }
-    };
-    match resolve_leased(state, leased, cause).await {
-        Ok(Resolution::Finished(movement)) => Ok(saved_reply(&movement)?),
-        Ok(Resolution::Released) => Ok(nothing_charged(
-            "The bank did not execute this request and has no record of it: no money moved. \
-             Retry with the same Idempotency-Key and body.",
-        )),
-        Ok(Resolution::Voided | Resolution::NotYet) => pending(),
-        Err(error) => {
-            tracing::warn!(%error, "immediate look-up could not be saved; reconciliation will");
-            pending()
-        }
-    }
 }
 
 /// No bank call could be had: the claim is released (nothing was sent, so nothing can be on its

@@ -14,12 +14,12 @@ use uuid::Uuid;
 use super::Caller;
 use super::admit::Submitted;
 use super::bank_call::{HeldClaim, call_bank_and_save};
-use super::replies::{bank_unavailable, outcome_pending, saved_reply};
+use super::replies::{awaiting_settlement, bank_unavailable, outcome_pending, saved_reply};
 use super::rounds::RoundEnd;
 use crate::domain::{Cause, EventKind, Reply};
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::reconcile::{Resolution, resolve_leased};
+use crate::reconcile::{Resolution, resolve_leased, since_the_call_landed};
 use crate::replay_cache::Remembered;
 use crate::state::AppState;
 use crate::store::{ClaimToken, KeyRef, StoreError, StoredKey};
@@ -78,7 +78,19 @@ pub(super) async fn answer_existing_key(
             replay(state, key, stored).await?
         }
         Decision::InProgress { .. } => return Ok(busy),
-        Decision::OutcomePending { .. } => outcome_pending(),
+        Decision::OutcomePending { .. } => match stored.settlement_due_at {
+            Some(due_at) => awaiting_settlement(due_at),
+            // The customer's own retry asks the bank when the rail allows the movement's next
+            // check (even in quiet hours, which hold only the reconciler's own checks).
+            None if status_check_due(state, stored) => {
+                match reconcile_inline(state, key, expires_at, cause).await? {
+                    // Someone else is asking the bank right now: still pending, as before.
+                    Some(RoundEnd::InProgress { .. }) => outcome_pending(),
+                    asked => return Ok(asked),
+                }
+            }
+            None => outcome_pending(),
+        },
         Decision::RejectMismatch => {
             refuse_mismatch(state, (key, stored.resource_id), operation, cause)
         }
@@ -219,8 +231,21 @@ fn judge_remembered(
     Some(reply.expiring(remembered.record.expires_at))
 }
 
-/// The key has been `started` past `stuck_after`: its attempt crashed or hangs. Ask the bank
-/// now, holding the key as reconcilers do, and answer the true result.
+/// Whether the rail's rules allow the `unknown` key's next status check now (by its row: the
+/// checks made and its claim's age), or its checks ran out and it is yet to be marked awaiting
+/// settlement.
+fn status_check_due(state: &AppState, stored: &StoredKey) -> bool {
+    let since_call = since_the_call_landed(state, stored);
+    state
+        .policy
+        .status_checks
+        .earliest_check(stored.status_checks)
+        .is_none_or(|due| since_call >= due)
+}
+
+/// The key has been `started` past `stuck_after` (its attempt crashed or hangs), or it is
+/// `unknown` and its next status check is due. Ask the bank now, holding the key as reconcilers
+/// do, within the rail's rules, and answer the true result.
 async fn reconcile_inline(
     state: &AppState,
     key: KeyRef,
@@ -237,6 +262,7 @@ async fn reconcile_inline(
         // Released: the next round finds it released and claims it again for this request.
         Ok(Resolution::Released | Resolution::Voided) => return Ok(None),
         Ok(Resolution::NotYet) => outcome_pending(),
+        Ok(Resolution::AwaitingSettlement { due_at }) => awaiting_settlement(due_at),
         // The look-up outlasted the lease and another reconciler took the key over; nothing
         // was written, and the key is being resolved. The client retries shortly.
         Err(StoreError::LeaseLost) => return Ok(busy),
@@ -269,7 +295,7 @@ async fn make_way_for_new_claim(
     };
     match resolve_leased(state, leased, cause).await {
         Ok(Resolution::Finished(_) | Resolution::Voided | Resolution::Released) => Ok(None),
-        Ok(Resolution::NotYet) => {
+        Ok(Resolution::NotYet | Resolution::AwaitingSettlement { .. }) => {
             let pending = outcome_pending().expiring(stored.record.expires_at);
             Ok(Some(RoundEnd::Reply(pending)))
         }

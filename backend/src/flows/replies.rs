@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use time::OffsetDateTime;
+
 use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
 use shared::{Problem, ProblemKind};
@@ -109,6 +111,29 @@ pub(super) fn outcome_pending() -> Reply {
         )
         .with_retry_after(OUTCOME_PENDING_RETRY_AFTER),
     )
+}
+
+/// The bank's answer is unknown after every status check the rail allows: 503
+/// `outcome-awaiting-settlement`, naming when the settlement file is due and asking the client
+/// to come back then. No bank call is made for it.
+pub(super) fn awaiting_settlement(due_at: OffsetDateTime) -> Reply {
+    let due = due_at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let until_due = (due_at - OffsetDateTime::now_utc())
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    let mut problem = Problem::new(
+        ProblemKind::OutcomeAwaitingSettlement,
+        format!(
+            "The bank has not confirmed the outcome of this request after every status check \
+             the payment rail allows; its settlement file, due at {due}, will. You will not be \
+             charged twice: retry with the same Idempotency-Key and body after then."
+        ),
+    )
+    .with_retry_after(until_due.max(Duration::from_secs(1)));
+    problem.settlement_due_at = Some(Box::new(due));
+    Reply::problem(problem)
 }
 
 /// The bank breaker is open: nothing was claimed or sent; retry after `refused.retry_after`

@@ -44,6 +44,9 @@ fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
 
+/// Checks per movement: the rail allows three; more means a policy that allows more.
+const CHECKS_PER_MOVEMENT_BUCKETS: [f64; 8] = [1.0, 2.0, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0];
+
 fn resolution_histogram() -> Histogram {
     Histogram::new(RESOLUTION_BUCKETS)
 }
@@ -192,6 +195,14 @@ pub struct Metrics {
     pub keys_resolved: Family<OutcomeLabels, Counter>,
     /// Bank look-ups that got no usable answer.
     pub lookup_failures: Counter,
+    /// Status checks the bank refused as breaking the rail's rules (a defect in our pacing).
+    pub status_checks_refused: Counter,
+    /// Status checks put off because the deployment's pace was spoken for.
+    pub status_checks_paced: Counter,
+    /// How many status checks each movement settled by a check (or sent to settlement) took.
+    pub status_checks_per_movement: Histogram,
+    /// Movements whose checks ran out with no final answer, left to the settlement file.
+    pub awaiting_settlement: Counter,
     /// Due keys whose rows could not be read (corrupt), skipped by reconciliation.
     pub corrupt_keys_skipped: Counter,
     /// Movements the bank executed after their claim was released (a first call that arrived
@@ -263,6 +274,10 @@ impl Metrics {
             stuck_keys_found: Counter::default(),
             keys_resolved: Family::default(),
             lookup_failures: Counter::default(),
+            status_checks_refused: Counter::default(),
+            status_checks_paced: Counter::default(),
+            status_checks_per_movement: Histogram::new(CHECKS_PER_MOVEMENT_BUCKETS),
+            awaiting_settlement: Counter::default(),
             corrupt_keys_skipped: Counter::default(),
             late_movements_found: Family::default(),
             keys_expired: Counter::default(),
@@ -350,6 +365,26 @@ impl Metrics {
             "reconcile_lookup_failures",
             "Bank look-ups without a usable answer",
             metrics.lookup_failures.clone(),
+        );
+        registry.register(
+            "bank_status_checks_refused",
+            "Status checks the bank refused as breaking the rail's rules (too soon, too many)",
+            metrics.status_checks_refused.clone(),
+        );
+        registry.register(
+            "reconcile_status_checks_paced",
+            "Status checks put off because the deployment's pace (status_checks.per_second) was spoken for",
+            metrics.status_checks_paced.clone(),
+        );
+        registry.register(
+            "reconcile_status_checks_per_movement",
+            "Status checks each movement took, observed when a check settled it or its checks ran out",
+            metrics.status_checks_per_movement.clone(),
+        );
+        registry.register(
+            "reconcile_sent_to_settlement",
+            "Movements whose status checks ran out with no final answer, left to the bank's settlement file",
+            metrics.awaiting_settlement.clone(),
         );
         registry.register(
             "reconcile_corrupt_keys_skipped",

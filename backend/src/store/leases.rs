@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use shared::KeyState;
+use time::OffsetDateTime;
 
 use super::db::Db;
 use super::error::StoreError;
 use super::slices::Leases;
-use super::sql::{events, keys, movements, outcome};
+use super::sql::{events, keys, movements, outcome, pace};
 use super::sql_store::{SqlStore, claim_event};
-use super::types::{FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement};
+use super::types::{CheckSlot, FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement};
 use crate::domain::{Cause, EventKind};
 
 #[async_trait]
@@ -163,6 +164,57 @@ impl<D: Db> Leases for SqlStore<D> {
         events::append::<D>(&mut tx, &event).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn take_status_check(
+        &self,
+        leased: &LeasedKey,
+        at_most: u16,
+        (spacing, queue_at_most): (Duration, Duration),
+    ) -> Result<Option<CheckSlot>, StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some(wait) = pace::take_slot::<D>(&mut tx, spacing, queue_at_most).await? else {
+            return Ok(Some(CheckSlot::PaceFull(queue_at_most)));
+        };
+        if !keys::count_status_check::<D>(&mut tx, leased.key, leased.owner, at_most).await? {
+            return Ok(None);
+        }
+        tx.commit().await?;
+        Ok(Some(CheckSlot::SendAfter(wait)))
+    }
+
+    async fn await_settlement(
+        &self,
+        leased: LeasedKey,
+        due_in: Duration,
+        cause: &Cause,
+    ) -> Result<OffsetDateTime, StoreError> {
+        let LeasedKey {
+            key, stored, owner, ..
+        } = leased;
+        let mut tx = D::begin_write(&self.pool).await?;
+        let this = (stored.resource_id, owner);
+        let Some(due_at) = keys::await_settlement::<D>(&mut tx, key, this, due_in).await? else {
+            return Err(StoreError::LeaseLost);
+        };
+        if stored.settlement_due_at.is_some() {
+            tx.commit().await?;
+            return Ok(due_at.0);
+        }
+        let detail = format!(
+            "every status check the rail allows was made with no final answer; the bank's \
+             settlement file is due in {} min",
+            due_in.as_secs() / 60
+        );
+        let event = claim_event(
+            key,
+            stored.resource_id,
+            (EventKind::LookedUp, &detail),
+            cause,
+        );
+        events::append::<D>(&mut tx, &event).await?;
+        self.commit_announced(tx, key).await?;
+        Ok(due_at.0)
     }
 
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {

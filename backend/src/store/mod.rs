@@ -49,7 +49,7 @@ pub use sql::operator_reads::{
     QueueCursor, QueuedKey, TrailOf,
 };
 pub use types::{
-    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef,
-    LeasedKey, LookupHistory, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow,
-    ReplicationState, SavedMovement, StoredKey, UnknownCall,
+    CLAIM_LEASE, CLAIM_LEASE_RENEWAL, CheckSlot, ClaimResult, ClaimToken, FinalOutcome, Finished,
+    KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow,
+    ReplicationState, SavedMovement, StoredKey,
 };

@@ -33,8 +33,8 @@ use super::sql::operator_reads::{
 };
 use super::sql_store::SqlStore;
 use super::types::{
-    ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment, NewRefund,
-    PaymentRow, RefundRow, ReplicationState, SavedMovement, StoredKey, UnknownCall,
+    CheckSlot, ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment,
+    NewRefund, PaymentRow, RefundRow, ReplicationState, SavedMovement, StoredKey,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -122,14 +122,14 @@ pub trait Claims: Send + Sync {
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError>;
 
-    /// Moves a `started` key to `unknown` after the bank call of `claim` got no final answer;
-    /// `false` if the key is no longer that claim's (a reconciler took it, or it was released
-    /// and claimed again).
+    /// Moves a `started` key to `unknown` after the bank call of `claim` got no final answer,
+    /// due for its first status check `first_check_in` from now; `false` if the key is no longer
+    /// that claim's (a reconciler took it, or it was released and claimed again).
     async fn mark_unknown(
         &self,
         key: KeyRef,
         (resource_id, claim): (Uuid, ClaimToken),
-        call: UnknownCall,
+        first_check_in: Duration,
         cause: &Cause,
     ) -> Result<bool, StoreError>;
 
@@ -234,6 +234,26 @@ pub trait Leases: Send + Sync {
         failed: bool,
         cause: &Cause,
     ) -> Result<(), StoreError>;
+
+    /// Counts a status check of the leased key and takes its slot of the deployment's pace
+    /// (`spacing` apart, queued at most `queue_at_most` ahead), in one transaction, before the
+    /// check is sent; `None` if the key has had `at_most` checks or the lease was lost.
+    async fn take_status_check(
+        &self,
+        leased: &LeasedKey,
+        at_most: u16,
+        (spacing, queue_at_most): (Duration, Duration),
+    ) -> Result<Option<CheckSlot>, StoreError>;
+
+    /// The leased key's checks ran out with no final answer: it waits for the bank's settlement
+    /// file, due `due_in` from now (a key that waits already keeps its time), and no reconciler
+    /// takes it again. When the file is due.
+    async fn await_settlement(
+        &self,
+        leased: LeasedKey,
+        due_in: Duration,
+        cause: &Cause,
+    ) -> Result<OffsetDateTime, StoreError>;
 
     /// The ages of the oldest `started` and `unknown` keys, for the metrics.
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;

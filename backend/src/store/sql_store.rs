@@ -14,7 +14,7 @@ use super::db::Db;
 use super::error::StoreError;
 use super::key_changes::KeyChanges;
 use super::sql::{keys, movements};
-use super::types::{KeyRef, Lease, LeasedKey, LookupHistory, StoredKey};
+use super::types::{KeyRef, Lease, LeasedKey, StoredKey};
 use crate::domain::{Cause, EventKind, NewEvent};
 
 /// The store on a pool of database `D`. Cheap to clone (a pool handle).
@@ -68,7 +68,7 @@ impl<D: Db> SqlStore<D> {
     pub(super) async fn with_movement(
         &self,
         conn: &mut D::Connection,
-        (key, stored, history): (KeyRef, StoredKey, LookupHistory),
+        (key, stored): (KeyRef, StoredKey),
         lease: Lease,
     ) -> Result<LeasedKey, StoreError> {
         let movement = movements::select::<D>(
@@ -90,7 +90,6 @@ impl<D: Db> SqlStore<D> {
             key,
             stored,
             movement,
-            history,
             owner: lease.owner,
         })
     }

@@ -38,6 +38,11 @@ pub struct StoredKey {
     pub resource_id: Uuid,
     /// The database's clock when the row was read, so expiry and stuck checks use one clock.
     pub read_at: OffsetDateTime,
+    /// How many status checks were sent for its movement, by any replica, across re-claims
+    /// (the rail's `at_most` counts these).
+    pub status_checks: u16,
+    /// When the bank's settlement file is due, if the movement's checks ran out undecided.
+    pub settlement_due_at: Option<OffsetDateTime>,
     /// For a finished key read by [`crate::store::Store::load_key`] or a claim: its payment or
     /// refund, read in the same query, so a replay costs no further round trip.
     pub saved: Option<Box<SavedMovement>>,
@@ -253,8 +258,6 @@ pub struct LeasedKey {
     pub stored: StoredKey,
     /// Its pending movement.
     pub movement: SavedMovement,
-    /// What earlier bank calls and look-ups for it said.
-    pub history: LookupHistory,
     /// Who holds the lease: every write of this taking checks the row still names it.
     pub(in crate::store) owner: Uuid,
 }
@@ -308,58 +311,13 @@ impl Lease {
     }
 }
 
-/// What the key row remembers of the bank calls and look-ups made for it.
+/// Where a movement's status checks stand after one was taken or refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LookupHistory {
-    /// How many bank look-ups for it have failed so far (for the back-off).
-    pub failed_lookups: i16,
-    /// Whether its latest bank call ended with a definite answer that carried no outcome (a
-    /// 500, say): nothing of that call is still on its way, so "never seen" may release it at
-    /// once rather than after `stuck_after`.
-    pub bank_call_ended: bool,
-}
-
-/// How a bank call that left its key `unknown` ended, which decides when the key is due for
-/// a look-up and whether "never seen" may release it at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnknownCall {
-    /// No final answer (a timeout, a dropped connection, a gateway's error, an answer that
-    /// cannot be believed): the call may still reach the bank. Due for a look-up at once;
-    /// released only once the claim is `stuck_after` old.
-    MayBeInFlight,
-    /// The bank said it did not execute the call, or the call never left (the bank port's
-    /// "not executed"): nothing of it is on its way. The attempt that got it looks the key up
-    /// itself at once; the reconciler steps in only after [`UnknownCall::OWN_LOOK_UP_GRACE`],
-    /// should that attempt not finish the job.
-    NotExecuted,
-}
-
-impl UnknownCall {
-    /// What the call's end means, for the audit trail.
-    pub fn describe(self) -> &'static str {
-        match self {
-            UnknownCall::MayBeInFlight => {
-                "no final answer (timeout, lost connection, a gateway's error): the call may still reach the bank"
-            }
-            UnknownCall::NotExecuted => "the bank did not execute the call (or it never left)",
-        }
-    }
-
-    /// How long the reconciler leaves an ended call's key to the attempt that got the error.
-    pub const OWN_LOOK_UP_GRACE: Duration = Duration::from_secs(5);
-
-    /// Whether the call ended (see [`LookupHistory::bank_call_ended`]).
-    pub fn ended(self) -> bool {
-        self == UnknownCall::NotExecuted
-    }
-
-    /// When the reconciler should look the key up.
-    pub fn look_up_after(self) -> Duration {
-        match self {
-            UnknownCall::MayBeInFlight => Duration::ZERO,
-            UnknownCall::NotExecuted => UnknownCall::OWN_LOOK_UP_GRACE,
-        }
-    }
+pub enum CheckSlot {
+    /// The check is counted on the key; send it after this wait (the deployment's pace).
+    SendAfter(Duration),
+    /// The deployment's pace is spoken for; nothing was counted. Try again after this wait.
+    PaceFull(Duration),
 }
 
 /// What a PostgreSQL server says of its own replication, as start-up and readiness read it

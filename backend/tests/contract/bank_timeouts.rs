@@ -59,7 +59,7 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
     // may still be on its way to the bank until then); a second keeps the run short.
     let policy = Policy {
         stuck_after: Duration::from_secs(1),
-        ..Policy::default_policy()
+        ..crate::support::test_policy()
     };
     let app = TestApp::spawn_with(Options {
         store,

@@ -23,7 +23,7 @@ const HOUR: Duration = Duration::from_secs(3600);
 fn keeping_keys_for(hours: u64) -> Policy {
     Policy {
         keep_keys_for: HOUR * u32::try_from(hours).expect("small"),
-        ..Policy::default_policy()
+        ..crate::support::test_policy()
     }
 }
 

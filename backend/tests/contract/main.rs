@@ -41,6 +41,7 @@ mod scaling;
 mod sharding_by_user;
 mod spec_rows;
 mod startup_config;
+mod status_check_rules;
 
 mod tls;
 mod traces;

@@ -221,9 +221,16 @@ async fn a_gateway_503_after_forwarding_is_never_read_as_nothing_moved(store: St
             async || app.ledger().await.debits.len() == round + 1,
         )
         .await;
-        app.make_lookup_due(&key).await;
-        reconcile_all(&app).await;
-        assert_eq!(app.key_state(13, &key).await.as_deref(), Some("done"));
+        // Its next status check comes at its time under the rail's rules (scaled to seconds).
+        wait_for(
+            "a status check to find the debit",
+            Duration::from_secs(20),
+            async || {
+                reconcile_all(&app).await;
+                app.key_state(13, &key).await.as_deref() == Some("done")
+            },
+        )
+        .await;
         let replayed = app.pay(13, Some(&key), "elec-1", &body).await;
         assert_eq!(replayed.status, 201, "round {round}: {replayed:?}");
         assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
@@ -406,12 +413,6 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
         keys.push((key, body));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Stored keys are answered as ever, the breaker open or not: the replay, outcome pending.
-    let replayed = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
-    assert_eq!((replayed.status, replayed.is_replay()), (201, true));
-    let (first_key, first_body) = &keys[0];
-    let pending = app.pay(15, Some(first_key), "elec-1", first_body).await;
-    pending.assert_problem(503, "outcome-pending");
     let counts = OutageCounts {
         claims: app.count("payments").await - 1,
         bank_calls: app.gateway().answered_itself(),
@@ -420,6 +421,14 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
             .await,
         refused_before_claim: refused,
     };
+    // Stored keys are answered as ever, the breaker open or not: the replay, outcome pending
+    // (a retry whose status check is due asks the bank through the failing gateway: after the
+    // counts, which count the payments' own calls).
+    let replayed = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
+    assert_eq!((replayed.status, replayed.is_replay()), (201, true));
+    let (first_key, first_body) = &keys[0];
+    let pending = app.pay(15, Some(first_key), "elec-1", first_body).await;
+    pending.assert_problem(503, "outcome-pending");
 
     app.gateway().set_mode(GatewayMode::PassThrough);
     let mut paid = Vec::new();

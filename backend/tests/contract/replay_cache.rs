@@ -203,7 +203,7 @@ fn short_lived_keys(store: StoreKind) -> Options {
         store,
         policy: Policy {
             keep_keys_for: Duration::from_secs(3),
-            ..Policy::default_policy()
+            ..crate::support::test_policy()
         },
         ..Options::default()
     }

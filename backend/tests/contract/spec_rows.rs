@@ -156,7 +156,10 @@ async fn bank_decline_is_saved_and_replayed_as_402(store: StoreKind) {
 async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_truth(
     store: StoreKind,
 ) {
-    let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
+    // The rail's first status check 2 s after the call (scaled from NPCI's 90 s).
+    let mut options = Options::replies_lost_past_the_timeout(store);
+    options.policy.status_checks.first_after = Duration::from_secs(2);
+    let app = TestApp::spawn_with(options).await;
     let key = new_key();
     let body = payment_body(230_000);
     let first = app.pay(9, Some(&key), "elec-1", &body).await;
@@ -164,6 +167,7 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
     assert_eq!(first.header("retry-after"), Some("5"));
     assert_eq!(app.key_state(9, &key).await.as_deref(), Some("unknown"));
 
+    // Before the first check's time, a retry asks nothing and hears "pending".
     let retry = app.pay(9, Some(&key), "elec-1", &body).await;
     retry.assert_problem(503, "outcome-pending");
     assert_eq!(
@@ -171,12 +175,17 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
         1,
         "the first call did debit"
     );
+    assert_eq!(app.bank.simulator.check_stats().status_checks, 0);
 
-    let step = backend::reconcile::try_reconcile_once(&app.state)
-        .await
-        .expect("step");
-    assert_eq!(step, backend::reconcile::Step::Handled);
-    assert_eq!(app.key_state(9, &key).await.as_deref(), Some("done"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while app.key_state(9, &key).await.as_deref() != Some("done") {
+        assert!(std::time::Instant::now() < deadline, "never reconciled");
+        backend::reconcile::try_reconcile_once(&app.state)
+            .await
+            .expect("step");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(app.bank.simulator.check_stats().status_checks, 1);
 
     let after = app.pay(9, Some(&key), "elec-1", &body).await;
     assert_eq!(after.status, 201);

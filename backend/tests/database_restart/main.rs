@@ -150,7 +150,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
     let mut cluster = Cluster::local();
     let policy = Policy {
         stuck_after: Duration::from_secs(1),
-        ..Policy::default_policy()
+        ..support::test_policy()
     };
     let app = Arc::new(
         TestApp::spawn_with(Options {

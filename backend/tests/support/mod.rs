@@ -96,19 +96,32 @@ pub struct Options {
     /// The PostgreSQL server the fresh database is made on, by its maintenance database's URL
     /// (a replicated cluster's); the local server when `None`.
     pub postgres_server: Option<String>,
+    /// Whether the backend runs its own workers (the reconciler's drain, the janitor), as a
+    /// deployed replica does; tests drive their steps themselves otherwise.
+    pub run_workers: bool,
 }
+
+/// The policy tests run under (`tests/policy-for-tests.yaml`): the shipped one with the rail's
+/// status-check rules scaled from hours to seconds.
+pub fn test_policy() -> Policy {
+    Policy::from_yaml(TEST_POLICY_YAML).expect("tests/policy-for-tests.yaml is valid")
+}
+
+/// The text of `tests/policy-for-tests.yaml`.
+pub const TEST_POLICY_YAML: &str = include_str!("../../../tests/policy-for-tests.yaml");
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             knobs: Knobs::default(),
-            policy: Policy::default_policy(),
+            policy: test_policy(),
             bank_timeout: Duration::from_secs(5),
             store: StoreKind::Postgres,
             bank_path: "",
             limits: Limits::default(),
             bank: BankConfig::default(),
             behind_gateway: false,
+            run_workers: false,
             bank_url: None,
             replication: Replication::None,
             database_via: None,
@@ -261,8 +274,8 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         reconcile_interval: Duration::from_millis(50),
         janitor_interval: Duration::from_secs(3600),
         trail_kept_after_key: Duration::from_secs(90 * 24 * 3600),
-        // Tests drive the workers' steps themselves.
-        run_workers: false,
+        // Tests drive the workers' steps themselves, unless they ask for them.
+        run_workers: options.run_workers,
         limits: options.limits,
         // Stopped by dropping: nothing to drain for.
         migrate_on_start: true,

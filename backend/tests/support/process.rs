@@ -11,8 +11,12 @@ use test_harness::{ServerProcess, listening_urls};
 
 use super::SECRET;
 
-/// The policy file the crash tests run with: the project's own (`stuck_after_minutes: 5`).
-pub const POLICY_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
+/// The policy file the crash tests run with: the project's own (`stuck_after_minutes: 5`) with
+/// the status-check rules scaled to seconds (`tests/policy-for-tests.yaml`).
+pub const POLICY_FILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/policy-for-tests.yaml"
+);
 
 /// The environment of a backend child.
 #[derive(Debug, Clone)]

@@ -10,6 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bank_api::{ErrorBody, ErrorStatus, KnobsError, RequestError, UnknownReference};
 
+use crate::status_checks::Refusal;
+
 /// Why a request got no outcome.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SimulatorError {
@@ -26,6 +28,9 @@ pub(crate) enum SimulatorError {
     /// A look-up of a reference the bank never saw.
     #[error("the bank never saw reference {0}")]
     UnknownReference(String),
+    /// A look-up the rail's rules forbid (the simulator's `status_check_*` knobs).
+    #[error("{}", .1.message())]
+    StatusCheckRefused(String, Refusal),
     /// No such route.
     #[error("no such route")]
     NoSuchRoute,
@@ -59,6 +64,12 @@ impl IntoResponse for SimulatorError {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorStatus::InvalidRequest,
                 None,
+                Some(self.to_string()),
+            ),
+            Self::StatusCheckRefused(reference, _) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorStatus::StatusCheckRefused,
+                Some(reference.clone()),
                 Some(self.to_string()),
             ),
             Self::NoSuchRoute => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None, None),

@@ -1,16 +1,18 @@
 //! The simulator's HTTP routes: JSON in, [`BankSimulator`] calls, status codes out.
 //!
-//! Only `POST /debits` and `POST /refunds` are subject to the knobs. Lookups, the ledger, the
-//! knobs and `reset` always answer at once, so reconciliation and tests can ask about what
-//! happened even while the bank is set to be slow or failing.
+//! Only `POST /debits` and `POST /refunds` are subject to the failure knobs. Look-ups follow the
+//! look-up knobs (latency, `pending`, the rail's rules); the ledger, `/stats`, the knobs and
+//! `reset` always answer at once, so tests can ask about what happened even while the bank is
+//! set to be slow or failing.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bank_api::{
-    DebitOutcome, DebitRequest, Knobs, Ledger, LookupStatus, RefundOutcome, RefundRequest,
-    RequestError,
+    DebitOutcome, DebitRequest, Knobs, Ledger, LookupStatus, PendingReference, RefundOutcome,
+    RefundRequest, RequestError,
 };
 use serde_json::{Value, json};
 use tower_http::trace::TraceLayer;
@@ -18,6 +20,7 @@ use tower_http::trace::TraceLayer;
 use crate::error::SimulatorError;
 use crate::extract::JsonBody;
 use crate::simulator::BankSimulator;
+use crate::status_checks::{CheckStats, CheckVerdict};
 
 impl BankSimulator {
     /// The HTTP API over this simulator (SPEC section 7), for [`crate::serve`]
@@ -29,6 +32,7 @@ impl BankSimulator {
             .route("/refunds", post(post_refund))
             .route("/refunds/{reference}", get(get_refund))
             .route("/ledger", get(get_ledger))
+            .route("/stats", get(get_stats))
             .route("/knobs", get(get_knobs).put(put_knobs))
             .route("/reset", post(reset))
             .route("/healthz", get(healthz))
@@ -65,8 +69,10 @@ async fn post_debit(
 async fn get_debit(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
-) -> Result<(StatusCode, Json<DebitOutcome>), SimulatorError> {
-    bank.look_up_latency().await;
+) -> Result<Response, SimulatorError> {
+    if let Some(early) = answer_by_the_rules(&bank, &reference).await? {
+        return Ok(early);
+    }
     let outcome = bank
         .debit_outcome(&reference)
         .ok_or(SimulatorError::UnknownReference(reference))?;
@@ -74,7 +80,36 @@ async fn get_debit(
         DebitOutcome::Debited { .. } => StatusCode::CREATED,
         DebitOutcome::Declined { .. } => StatusCode::PAYMENT_REQUIRED,
     };
-    Ok((lookup_status(&bank, original), Json(outcome)))
+    Ok((lookup_status(&bank, original), Json(outcome)).into_response())
+}
+
+/// Waits the look-up latency, counts the look-up and applies the rail's rules: a refusal, a
+/// `202 pending` answer, or `None` to answer from the books.
+async fn answer_by_the_rules(
+    bank: &BankSimulator,
+    reference: &str,
+) -> Result<Option<Response>, SimulatorError> {
+    bank.look_up_latency().await;
+    match bank.admit_look_up(reference) {
+        CheckVerdict::Answer => Ok(None),
+        CheckVerdict::Pending => {
+            let pending = PendingReference {
+                reference: reference.to_owned(),
+            };
+            Ok(Some((StatusCode::ACCEPTED, Json(pending)).into_response()))
+        }
+        CheckVerdict::Refused(refusal) => {
+            tracing::warn!(
+                reference,
+                refusal = refusal.message(),
+                "status check refused"
+            );
+            Err(SimulatorError::StatusCheckRefused(
+                reference.to_owned(),
+                refusal,
+            ))
+        }
+    }
 }
 
 /// 201 refunded, 422 rejected.
@@ -97,8 +132,10 @@ async fn post_refund(
 async fn get_refund(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
-) -> Result<(StatusCode, Json<RefundOutcome>), SimulatorError> {
-    bank.look_up_latency().await;
+) -> Result<Response, SimulatorError> {
+    if let Some(early) = answer_by_the_rules(&bank, &reference).await? {
+        return Ok(early);
+    }
     let outcome = bank
         .refund_outcome(&reference)
         .ok_or(SimulatorError::UnknownReference(reference))?;
@@ -106,7 +143,7 @@ async fn get_refund(
         RefundOutcome::Refunded { .. } => StatusCode::CREATED,
         RefundOutcome::Rejected { .. } => StatusCode::UNPROCESSABLE_ENTITY,
     };
-    Ok((lookup_status(&bank, original), Json(outcome)))
+    Ok((lookup_status(&bank, original), Json(outcome)).into_response())
 }
 
 /// A found look-up's status: 200, or `original` when the knob says so.
@@ -119,6 +156,11 @@ fn lookup_status(bank: &BankSimulator, original: StatusCode) -> StatusCode {
 
 async fn get_ledger(State(bank): State<BankSimulator>) -> Json<Ledger> {
     Json(bank.ledger())
+}
+
+/// The look-ups counted and refused ([`CheckStats`]).
+async fn get_stats(State(bank): State<BankSimulator>) -> Json<CheckStats> {
+    Json(bank.check_stats())
 }
 
 async fn get_knobs(State(bank): State<BankSimulator>) -> Json<Knobs> {

@@ -8,6 +8,10 @@
 //! repeat debits twice: the backend must prevent doubles on its own). All random draws come
 //! from one generator seeded by `seed`, so a run repeats for the same arrival order.
 //!
+//! Status look-ups follow the rail's rules when the knobs say so ([`status_checks`]): answered
+//! `pending` for a while after the call, refused (`429 status_check_refused`) when sooner than
+//! the first-check delay or beyond the per-reference limit, and counted at `GET /stats`.
+//!
 //! Sandbox rule: a debit from an account whose name part starts with `decline`
 //! (`decline@okbank`) is always declined; see [`is_always_declined`].
 //!
@@ -25,14 +29,16 @@ mod plan;
 mod sandbox;
 mod server;
 mod simulator;
+mod status_checks;
 mod tls;
 
 pub use bank_api::{
     DEFAULT_LOST_REPLY_DELAY_MS, DebitOutcome, DebitRequest, DeclineReason, ErrorBody, ErrorStatus,
-    Knobs, KnobsError, Ledger, LedgerEntry, LookupStatus, RefundOutcome, RefundRejection,
-    RefundRequest, RequestError, UnknownReference,
+    Knobs, KnobsError, Ledger, LedgerEntry, LookupStatus, PendingReference, RefundOutcome,
+    RefundRejection, RefundRequest, RequestError, UnknownReference,
 };
 pub use sandbox::{ALWAYS_DECLINED_PREFIX, is_always_declined};
 pub use server::{RunningBank, serve};
 pub use simulator::BankSimulator;
+pub use status_checks::CheckStats;
 pub use tls::{HANDSHAKE_TIMEOUT, TlsListener, server_config};

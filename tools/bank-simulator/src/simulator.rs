@@ -18,6 +18,7 @@ use crate::books::Books;
 use crate::error::SimulatorError;
 use crate::plan::{Behaviour, RequestPlan};
 use crate::sandbox::is_always_declined;
+use crate::status_checks::{CheckLog, CheckStats, CheckVerdict};
 
 /// A simulated partner bank. Cheap to clone: clones share one ledger and one set of knobs.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct BankSimulator {
 struct Shared {
     behaviour: Mutex<Behaviour>,
     books: Mutex<Books>,
+    /// Every call's arrival and every look-up, for the rail's rules and `GET /stats`.
+    checks: Mutex<CheckLog>,
     /// Set to `true` when a server of this simulator shuts down, so replies held back as
     /// "lost" are released at once instead of delaying the shutdown by a minute.
     held_replies_released: watch::Sender<bool>,
@@ -41,6 +44,7 @@ impl BankSimulator {
         let shared = Shared {
             behaviour: Mutex::new(Behaviour::new(knobs)),
             books: Mutex::new(Books::default()),
+            checks: Mutex::new(CheckLog::default()),
             held_replies_released: watch::Sender::new(false),
         };
         Self {
@@ -72,9 +76,23 @@ impl BankSimulator {
         *self.behaviour() = Behaviour::new(knobs);
     }
 
-    /// Forgets every movement and every recorded outcome (the knobs stay).
+    /// Forgets every movement, every recorded outcome and every look-up counted (the knobs
+    /// stay).
     pub fn reset(&self) {
         self.books().clear();
+        self.checks().clear();
+    }
+
+    /// The look-ups counted so far ([`CheckStats`], `GET /stats`).
+    pub fn check_stats(&self) -> CheckStats {
+        self.checks().stats()
+    }
+
+    /// Counts a look-up of `reference` and says whether to answer, answer `pending` or refuse
+    /// it under the rail's rules.
+    pub(crate) fn admit_look_up(&self, reference: &str) -> CheckVerdict {
+        let knobs = self.knobs();
+        self.checks().look_up(reference, &knobs)
     }
 
     /// Carries out a `POST /debits`.
@@ -85,6 +103,7 @@ impl BankSimulator {
     ) -> Result<DebitOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
         let reference = request.reference.clone();
+        self.checks().call_arrived(&reference);
         let outcome = self
             .decide_after_latency(&plan, reference, move |bank, plan| {
                 bank.decide_debit(&request, plan)
@@ -107,6 +126,7 @@ impl BankSimulator {
     ) -> Result<RefundOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
         let reference = request.reference.clone();
+        self.checks().call_arrived(&reference);
         let outcome = self
             .decide_after_latency(&plan, reference, move |bank, plan| {
                 bank.decide_refund(&request, plan)
@@ -205,6 +225,14 @@ impl BankSimulator {
     fn books(&self) -> MutexGuard<'_, Books> {
         self.shared
             .books
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The look-up log; a poisoned lock is recovered, as no code panics while holding it.
+    fn checks(&self) -> MutexGuard<'_, CheckLog> {
+        self.shared
+            .checks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }

@@ -68,8 +68,11 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
     RunningBackend { url, _stop: stop }
 }
 
+/// The tests' policy: the shipped one with the status-check rules scaled to seconds.
+const TEST_POLICY_YAML: &str = include_str!("../../../tests/policy-for-tests.yaml");
+
 fn policy_requiring_no_key() -> Policy {
-    let yaml = shared::policy::DEFAULT_POLICY_YAML
+    let yaml = TEST_POLICY_YAML
         .lines()
         .map(|line| {
             if line.trim_start().starts_with("required_for:") {
@@ -141,7 +144,12 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         .expect("bank starts");
     let database = TestDatabase::create().await;
     let database_url = database.url().to_owned();
-    let backend = start_backend(&database_url, &bank, Policy::default_policy()).await;
+    let backend = start_backend(
+        &database_url,
+        &bank,
+        Policy::from_yaml(TEST_POLICY_YAML).expect("valid"),
+    )
+    .await;
     let no_key_backend = start_backend(&database_url, &bank, policy_requiring_no_key()).await;
     let chart = std::env::temp_dir().join(format!("incident-night-{}.svg", std::process::id()));
 

@@ -274,12 +274,13 @@ impl Stack {
     }
 }
 
-/// The shipped policy with `stuck_after_minutes: 1`, so that a claim the bank never saw is
+/// The tests' policy (the shipped one with the status-check rules scaled to seconds) with
+/// `stuck_after_minutes: 1`, so that a claim the bank never saw is
 /// released (and its late-debit check done) within the soak's settle time rather than after
 /// five minutes.
 fn soak_policy(repo_root: &Path) -> anyhow::Result<String> {
-    let shipped = std::fs::read_to_string(repo_root.join("policy.yaml"))
-        .context("reading the shipped policy.yaml")?;
+    let shipped = std::fs::read_to_string(repo_root.join("tests/policy-for-tests.yaml"))
+        .context("reading tests/policy-for-tests.yaml")?;
     let policy: String = shipped
         .lines()
         .map(|line| {

@@ -53,6 +53,8 @@ enum BankStatus {
     Succeeded,
     Declined,
     NeverSeen,
+    /// The bank holds it undecided: no final word to compare yet.
+    Pending,
     LookupFailed,
 }
 
@@ -62,6 +64,7 @@ impl BankStatus {
             BankStatus::Succeeded => "succeeded",
             BankStatus::Declined => "declined",
             BankStatus::NeverSeen => "never_seen",
+            BankStatus::Pending => "pending",
             BankStatus::LookupFailed => "lookup_failed",
         }
     }
@@ -112,7 +115,7 @@ pub async fn ledger_check(
     let findings = findings(&entries);
     let lookups_failed = entries
         .iter()
-        .filter(|entry| entry.bank == BankStatus::LookupFailed)
+        .filter(|entry| matches!(entry.bank, BankStatus::LookupFailed | BankStatus::Pending))
         .count();
     let complete = !unread_left && lookups_failed == 0;
     let detail = format!(
@@ -157,6 +160,7 @@ async fn ask(state: AppState, ours: CustomerMovement) -> Entry {
         Ok(LookUp::Succeeded) => BankStatus::Succeeded,
         Ok(LookUp::Declined { .. }) => BankStatus::Declined,
         Ok(LookUp::NeverSeen) => BankStatus::NeverSeen,
+        Ok(LookUp::Pending) => BankStatus::Pending,
         Err(error) => {
             tracing::warn!(%error, reference = ours.bank_reference, "ledger check: look-up failed");
             BankStatus::LookupFailed
@@ -187,6 +191,11 @@ fn findings(entries: &[Entry]) -> Vec<Value> {
             debits_by_bill.entry(&ours.bill_id).or_default().push(entry);
         }
         match (entry.bank, ours.status) {
+            (BankStatus::Pending, _) => findings.push(finding(
+                "pending_at_bank",
+                format!("The bank holds {reference} undecided: check again later."),
+                &[reference],
+            )),
             (BankStatus::LookupFailed, _) => findings.push(finding(
                 "lookup_failed",
                 format!("The bank could not be asked about {reference}: check again later."),

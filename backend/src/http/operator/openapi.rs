@@ -167,7 +167,7 @@ fn schemas() -> Value {
             "late_debits_next": next.clone(),
         })),
         "AskBankResult": object(json!({
-            "result": { "enum": ["resolved", "released", "voided", "not_yet", "already_final"] },
+            "result": { "enum": ["resolved", "released", "voided", "not_yet", "awaiting_settlement", "already_final"] },
             "state": text, "status": maybe_text,
         })),
         "LedgerCheck": object(json!({
@@ -178,7 +178,7 @@ fn schemas() -> Value {
             "entries": { "type": "array", "items": object(json!({
                 "reference": text, "operation": text, "bill_id": text, "amount_paise": { "type": "integer" },
                 "our_status": text,
-                "bank_status": { "enum": ["succeeded", "declined", "never_seen", "lookup_failed"] },
+                "bank_status": { "enum": ["succeeded", "declined", "never_seen", "pending", "lookup_failed"] },
             })) },
             "findings": { "type": "array", "items": object(json!({
                 "kind": { "enum": ["double_charge", "bank_moved_we_did_not", "we_moved_bank_did_not", "lookup_failed"] },

@@ -12,7 +12,9 @@
 //! the reconciler does
 //! (`reconcile::resolve_leased`): a look-up by the claim's reference, never a debit. The answer
 //! says what came of it: `resolved`, `released`, `voided`, `not_yet` (no final word at the
-//! bank yet), or `already_final` (nothing to ask). 409 while someone else holds the key (its
+//! bank yet, or the rail's rules put the check off), `awaiting_settlement` (that was the
+//! movement's last check the rail allows), or `already_final` (nothing to ask). The operator's
+//! check counts against the movement's `status_checks.at_most` like any other. 409 while someone else holds the key (its
 //! own request's bank call, or a reconciler); 404 for a key the customer does not have.
 
 use axum::Json;
@@ -114,6 +116,7 @@ pub async fn ask_bank(
         Resolution::Released => "released",
         Resolution::Voided => "voided",
         Resolution::NotYet => "not_yet",
+        Resolution::AwaitingSettlement { .. } => "awaiting_settlement",
     };
     answer(&state, key, result).await
 }

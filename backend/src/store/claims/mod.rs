@@ -32,7 +32,7 @@ use super::sql::{events, keys, movements};
 use super::sql_store::{SqlStore, claim_event};
 use super::types::{
     ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, Lease, NewPayment, NewRefund,
-    PaymentRow, RefundRow, SavedMovement, StoredKey, UnknownCall,
+    PaymentRow, RefundRow, SavedMovement, StoredKey,
 };
 use crate::domain::{Cause, EventKind, NewEvent, RequestId};
 
@@ -210,12 +210,14 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         &self,
         key: KeyRef,
         (resource_id, claim): (Uuid, ClaimToken),
-        call: UnknownCall,
+        first_check_in: Duration,
         cause: &Cause,
     ) -> Result<bool, StoreError> {
-        let detail = call.describe();
+        let detail = "no final answer (timeout, lost connection, a gateway's error): the call \
+                      may still reach the bank";
         let mut tx = D::begin_write(&self.pool).await?;
-        let moved = keys::set_unknown::<D>(&mut tx, key, (resource_id, claim), call).await?;
+        let claim = (resource_id, claim);
+        let moved = keys::set_unknown::<D>(&mut tx, key, claim, first_check_in).await?;
         if !moved {
             return Ok(false);
         }
@@ -241,7 +243,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         let mut tx = D::begin_write(&self.pool).await?;
         let claim = (resource_id, claim);
         if keys::release_unsent_claim::<D>(&mut tx, key, claim, stuck_after).await? {
-            let detail = "no bank call could be sent; a retry claims the key again";
+            let detail = "no bank call was sent, or the bank did not execute it; a retry claims \
+                          the key again";
             let event = claim_event(key, resource_id, (EventKind::Released, detail), cause);
             events::append::<D>(&mut tx, &event).await?;
         }

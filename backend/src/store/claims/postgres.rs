@@ -68,14 +68,15 @@ done AS (
     WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
     RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              now() AS read_at, awaited),
+              status_checks, settlement_due_at, now() AS read_at, awaited),
 told AS (SELECT pg_notify($10, $11) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                             request_id_text)
     SELECT $2, $5, $1, 'bank_answered', $9, $6, $7, $8 FROM moved WHERE NOT answered_on_the_row)
 SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
-       done.created_at, done.claimed_at, done.expires_at, done.read_at,
+       done.created_at, done.claimed_at, done.expires_at, done.status_checks,
+       done.settlement_due_at, done.read_at,
        (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true",
         set_done = keys::SET_DONE,

@@ -13,7 +13,7 @@ use super::movements::saved_movement_from_joined_row;
 use crate::store::columns::{Label, Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
-use crate::store::types::{ClaimToken, KeyRef, Lease, LookupHistory, StoredKey, UnknownCall};
+use crate::store::types::{ClaimToken, KeyRef, Lease, StoredKey};
 
 /// The key columns [`stored_key_from_row`] reads, of the table aliased `alias` (`"k."`, or `""`
 /// where `RETURNING` takes no alias), and the database's clock as `read_at`.
@@ -21,7 +21,7 @@ pub fn key_columns<D: Db>(alias: &str) -> String {
     format!(
         "{alias}user_id, {alias}key, {alias}operation, {alias}state, {alias}fingerprint, \
          {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}expires_at, \
-         {alias}failed_lookups, {alias}bank_call_ended, {now} AS read_at",
+         {alias}status_checks, {alias}settlement_due_at, {now} AS read_at",
         now = D::NOW
     )
 }
@@ -131,7 +131,8 @@ fn let_go_of_claim(token: &str) -> String {
     )
 }
 
-/// Moves a `started` key of this resource to `unknown`, due for a look-up when `call` says,
+/// Moves a `started` key of this resource to `unknown`, due for a status check `first_check_in`
+/// from now,
 /// ending the claim's lease if it still holds it (a reconciler that took the key over keeps
 /// its own): only while the row is still the claim `claim`'s (its `claim_token`), so the
 /// attempt of a key released and claimed again since changes nothing. `true` if it moved.
@@ -139,22 +140,21 @@ pub async fn set_unknown<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     (resource_id, claim): (Uuid, ClaimToken),
-    call: UnknownCall,
+    first_check_in: std::time::Duration,
 ) -> Result<bool, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys \
-         SET state = 'unknown', bank_call_ended = $4, next_lookup_at = {now} + $5, {let_go} \
+         SET state = 'unknown', next_lookup_at = {now} + $4, {let_go} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'started' \
-           AND claim_token = $6",
+           AND claim_token = $5",
         now = D::NOW,
-        let_go = let_go_of_claim("$6"),
+        let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
         .arg(resource_id)
-        .arg(call.ended())
-        .arg(Span(call.look_up_after()))
+        .arg(Span(first_check_in))
         .arg(claim.id());
     Ok(D::execute(conn, query).await? == 1)
 }
@@ -274,7 +274,7 @@ pub async fn lease_key<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
     lease: Lease,
-) -> Result<Option<(KeyRef, StoredKey, LookupHistory)>, StoreError> {
+) -> Result<Option<(KeyRef, StoredKey)>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys SET lease_owner = $3, lease_until = {now} + $4 \
          WHERE user_id = $1 AND key = $2 AND state <> 'done' \
@@ -325,12 +325,12 @@ pub async fn lease_due_keys<D: Db>(
     stuck_after: std::time::Duration,
     lease: Lease,
     limit: usize,
-) -> Result<Vec<Result<(KeyRef, StoredKey, LookupHistory), StoreError>>, StoreError> {
+) -> Result<Vec<Result<(KeyRef, StoredKey), StoreError>>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys SET lease_owner = $2, lease_until = {now} + $3 \
          WHERE (user_id, key) IN ( \
              SELECT user_id, key FROM idempotency_keys \
-             WHERE state <> 'done' \
+             WHERE state <> 'done' AND settlement_due_at IS NULL \
                AND (((state = 'unknown' \
                       OR (state = 'started' \
                           AND (claimed_at <= {now} - $1 OR lease_until IS NOT NULL \
@@ -359,7 +359,7 @@ pub async fn lease_due_keys<D: Db>(
         let claimed_at = taken
             .as_ref()
             .ok()
-            .map(|(_, stored, _)| stored.record.claimed_at);
+            .map(|(_, stored)| stored.record.claimed_at);
         (claimed_at.is_none(), claimed_at)
     });
     Ok(taken)
@@ -415,6 +415,60 @@ pub async fn schedule_lookup<D: Db>(
         .arg(failed)
         .arg(Span(wait));
     Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Counts one more status check on the key `owner` leases, unless it has had `at_most`; `true`
+/// if counted. Run in the transaction that takes the check's slot of the pace, before the check
+/// is sent: a check that went and whose answer was lost still counts.
+pub async fn count_status_check<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    owner: Uuid,
+    at_most: u16,
+) -> Result<bool, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET status_checks = status_checks + 1, last_status_check_at = {now} \
+         WHERE user_id = $1 AND key = $2 AND lease_owner = $3 AND status_checks < $4",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(owner)
+        .arg(i16::try_from(at_most).unwrap_or(i16::MAX));
+    Ok(D::execute(conn, query).await? == 1)
+}
+
+/// Sets an unfinished key of this resource, whose checks ran out undecided, to wait for the
+/// bank's settlement file due `due_in` from now (or when it was already due, for a key that
+/// waits already): `unknown`, never due for a check again, and ends `owner`'s lease. When the
+/// file is due; `None` if the lease had been taken over.
+pub async fn await_settlement<D: Db>(
+    conn: &mut D::Connection,
+    key: KeyRef,
+    (resource_id, owner): (Uuid, Uuid),
+    due_in: std::time::Duration,
+) -> Result<Option<Timestamp>, StoreError> {
+    let sql = format!(
+        "UPDATE idempotency_keys \
+         SET state = 'unknown', settlement_due_at = COALESCE(settlement_due_at, {now} + $5), \
+             next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL \
+         WHERE user_id = $1 AND key = $2 AND resource_id = $3 \
+           AND state IN ('started', 'unknown') AND lease_owner = $4 \
+         RETURNING settlement_due_at",
+        now = D::NOW
+    );
+    let query = sqlx::query(&sql)
+        .arg(key.user.as_i64())
+        .arg(key.key)
+        .arg(resource_id)
+        .arg(owner)
+        .arg(Span(due_in));
+    let Some(row) = D::fetch_optional(conn, query).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Fields::<D>::of(&row).get("settlement_due_at")?))
 }
 
 /// Releases an unfinished key of this resource (the bank never saw its reference), with its
@@ -491,9 +545,7 @@ pub async fn end_checks<D: Db>(
     Ok(())
 }
 
-fn leased_key_from_row<D: Db>(
-    row: &D::Row,
-) -> Result<(KeyRef, StoredKey, LookupHistory), StoreError> {
+fn leased_key_from_row<D: Db>(row: &D::Row) -> Result<(KeyRef, StoredKey), StoreError> {
     let fields = Fields::<D>::of(row);
     let user: i64 = fields.get("user_id")?;
     let key = KeyRef {
@@ -501,11 +553,7 @@ fn leased_key_from_row<D: Db>(
             .ok_or_else(|| StoreError::Corrupt(format!("user_id {user} is not positive")))?,
         key: fields.get("key")?,
     };
-    let history = LookupHistory {
-        failed_lookups: fields.get("failed_lookups")?,
-        bank_call_ended: fields.get("bank_call_ended")?,
-    };
-    Ok((key, stored_key_from_row::<D>(row)?, history))
+    Ok((key, stored_key_from_row::<D>(row)?))
 }
 
 /// A key row as [`key_columns`] (or a statement naming the same columns) returned it.
@@ -514,6 +562,8 @@ pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError>
     let fingerprint: Vec<u8> = fields.get("fingerprint")?;
     let state: Label<KeyState> = fields.get("state")?;
     let operation: Label<Operation> = fields.get("operation")?;
+    let status_checks: i16 = fields.get("status_checks")?;
+    let settlement_due_at: Option<Timestamp> = fields.get("settlement_due_at")?;
     Ok(StoredKey {
         record: StoredRecord {
             fingerprint: Fingerprint::from_slice(&fingerprint)
@@ -526,6 +576,8 @@ pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError>
         operation: operation.0,
         resource_id: fields.get("resource_id")?,
         read_at: fields.time("read_at")?,
+        status_checks: u16::try_from(status_checks).unwrap_or(0),
+        settlement_due_at: settlement_due_at.map(|due| due.0),
         saved: None,
     })
 }

@@ -9,3 +9,4 @@ pub mod keys;
 pub mod movements;
 pub mod operator_reads;
 pub mod outcome;
+pub mod pace;

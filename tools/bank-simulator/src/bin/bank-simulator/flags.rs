@@ -57,6 +57,16 @@ pub struct KnobFlags {
     /// is slow (money-moving calls keep `latency_ms`).
     #[arg(long, env = "BANK_LOOKUP_LATENCY_MS", default_value_t = 0)]
     lookup_latency_ms: u64,
+    /// How long after a call arrives a look-up of its reference answers `pending`; 0: never.
+    #[arg(long, env = "BANK_PENDING_MS", default_value_t = 0)]
+    pending_ms: u64,
+    /// Refuse a look-up sooner than this after its call arrived (the rail's first-check
+    /// rule); 0: not enforced.
+    #[arg(long, env = "BANK_STATUS_CHECK_FIRST_AFTER_MS", default_value_t = 0)]
+    status_check_first_after_ms: u64,
+    /// Refuse look-ups of one reference beyond this many (the rail's limit); 0: no limit.
+    #[arg(long, env = "BANK_STATUS_CHECKS_AT_MOST", default_value_t = 0)]
+    status_checks_at_most: u32,
 }
 
 impl From<KnobFlags> for Knobs {
@@ -73,6 +83,9 @@ impl From<KnobFlags> for Knobs {
             executes_abandoned_calls: flags.executes_abandoned_calls,
             lookup_status: flags.lookup_status,
             lookup_latency_ms: flags.lookup_latency_ms,
+            pending_ms: flags.pending_ms,
+            status_check_first_after_ms: flags.status_check_first_after_ms,
+            status_checks_at_most: flags.status_checks_at_most,
         }
     }
 }
@@ -115,6 +128,9 @@ mod tests {
             "--executes-abandoned-calls=true",
             "--lookup-status=original",
             "--lookup-latency-ms=9",
+            "--pending-ms=10",
+            "--status-check-first-after-ms=11",
+            "--status-checks-at-most=12",
         ]);
         let expected = Knobs {
             latency_ms: 5,
@@ -128,6 +144,9 @@ mod tests {
             executes_abandoned_calls: true,
             lookup_status: LookupStatus::Original,
             lookup_latency_ms: 9,
+            pending_ms: 10,
+            status_check_first_after_ms: 11,
+            status_checks_at_most: 12,
         };
         assert_eq!(knobs, expected);
     }
@@ -156,6 +175,12 @@ mod tests {
             ("executes-abandoned-calls", "BANK_EXECUTES_ABANDONED_CALLS"),
             ("lookup-status", "BANK_LOOKUP_STATUS"),
             ("lookup-latency-ms", "BANK_LOOKUP_LATENCY_MS"),
+            ("pending-ms", "BANK_PENDING_MS"),
+            (
+                "status-check-first-after-ms",
+                "BANK_STATUS_CHECK_FIRST_AFTER_MS",
+            ),
+            ("status-checks-at-most", "BANK_STATUS_CHECKS_AT_MOST"),
         ]
         .map(|(flag, env)| (flag.to_owned(), env.to_owned()));
         assert_eq!(names, expected);
