@@ -15,3 +15,7 @@ CREATE TABLE status_check_pace (
     next_slot_at timestamptz NOT NULL
 );
 INSERT INTO status_check_pace (id, next_slot_at) VALUES (1, to_timestamp(0));
+
+-- The bank's settlement file names movements by their reference (`backend settle`).
+CREATE INDEX payments_by_bank_reference ON payments (bank_reference);
+CREATE INDEX refunds_by_bank_reference ON refunds (bank_reference);

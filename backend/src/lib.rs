@@ -6,7 +6,9 @@
 //! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
 //! carried out) → [`replay_cache`] (a repeat of a finished key, answered from memory) or
 //! [`store`] (the claim and the saved outcome) and [`bank`] (the debit, through the bank port).
-//! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`].
+//! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`];
+//! [`settlement`] imports the bank's end-of-day file for what the rail's status checks left
+//! undecided.
 
 pub mod bank;
 pub mod config;
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
 pub mod replay_cache;
+pub mod settlement;
 pub mod shutdown;
 pub mod startup;
 pub mod state;

@@ -38,6 +38,13 @@ enum Command {
     ReconcileOnce,
     /// Delete every expired key, in batches, then exit.
     ExpireOnce,
+    /// Import the bank's end-of-day settlement file (CSV, SPEC §7): resolve every undecided
+    /// movement it names, report lines that disagree with our records, print a summary. Exits
+    /// non-zero on a malformed file (naming the line), with nothing applied.
+    Settle {
+        /// The settlement file.
+        file: std::path::PathBuf,
+    },
     /// Exit 0 if the server at LISTEN_ADDR answers `GET /healthz` (the container's health check).
     Healthcheck,
     /// Print a bearer token for a user, signed with the configured secret and carrying the
@@ -97,6 +104,17 @@ async fn main() -> anyhow::Result<()> {
                 handled += 1;
             }
             tracing::info!(handled, "reconciliation pass done");
+            Ok(())
+        }
+        Command::Settle { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading the settlement file {}", file.display()))?;
+            let state = build_state(&config, connect(&config).await?)?;
+            let cause = backend::domain::Cause::background();
+            let summary = backend::settlement::import(&state, &text, &cause)
+                .await
+                .with_context(|| format!("in {}", file.display()))?;
+            print!("{summary}");
             Ok(())
         }
         Command::DevToken { user, hours } => {

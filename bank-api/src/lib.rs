@@ -8,6 +8,8 @@
 //!   leniently, by the body's `status` word, whatever else a bank adds or leaves out.
 //! - [`Ledger`]: every money movement the bank executed (`GET /ledger`), what "exactly once"
 //!   is counted against.
+//! - [`settlement`]: the bank's end-of-day settlement file, written by the simulator and read
+//!   by the backend's `settle` command.
 //! - [`Knobs`]: the bank simulator's behaviour (`GET`/`PUT /knobs`), so tools that drive the
 //!   simulator set it with the same type the simulator reads.
 //!
@@ -17,6 +19,7 @@
 mod answer;
 mod knobs;
 mod ledger;
+pub mod settlement;
 mod wire;
 
 pub use answer::{AnswerBody, StatusWord};

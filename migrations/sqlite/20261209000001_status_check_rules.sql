@@ -9,3 +9,6 @@ CREATE TABLE status_check_pace (
     next_slot_at INTEGER NOT NULL
 );
 INSERT INTO status_check_pace (id, next_slot_at) VALUES (1, 0);
+
+CREATE INDEX payments_by_bank_reference ON payments (bank_reference);
+CREATE INDEX refunds_by_bank_reference ON refunds (bank_reference);

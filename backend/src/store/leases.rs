@@ -1,12 +1,15 @@
 //! [`Leases`] on either database: reconciliation takes a key under a lease written on its row
 //! (`store::sql::keys`), so no transaction is open across a bank look-up and no two reconcilers
-//! ever hold one key, and writes the bank's answer only while it still holds the lease. Every
-//! statement here is shared by both databases.
+//! ever hold one key, and writes the bank's answer only while it still holds the lease. Beside
+//! it, the bank's other final words: a status check counted against the rail's rules, and a
+//! line of the settlement file. Every statement here is shared by both databases.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use shared::KeyState;
+use bank_api::settlement::{Settled, SettlementRow};
+use shared::api::MovementStatus;
+use shared::{KeyState, Operation};
 use time::OffsetDateTime;
 
 use super::db::Db;
@@ -14,7 +17,7 @@ use super::error::StoreError;
 use super::slices::Leases;
 use super::sql::{events, keys, movements, outcome, pace};
 use super::sql_store::{SqlStore, claim_event};
-use super::types::{CheckSlot, FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement};
+use super::types::{CheckSlot, FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement, Settlement};
 use crate::domain::{Cause, EventKind};
 
 #[async_trait]
@@ -217,6 +220,36 @@ impl<D: Db> Leases for SqlStore<D> {
         Ok(due_at.0)
     }
 
+    async fn settle(&self, row: &SettlementRow, cause: &Cause) -> Result<Settlement, StoreError> {
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some(ours) = movements::select_by_reference::<D>(&mut tx, &row.reference).await? else {
+            return Ok(Settlement::UnknownReference);
+        };
+        let (user_id, resource_id) = (ours.user_id(), ours.id());
+        let Some(key) = keys::key_of_movement::<D>(&mut tx, user_id, resource_id).await? else {
+            let gone = format!("{} has no key any more; not applied", row.reference);
+            return Ok(Settlement::Mismatched(gone));
+        };
+        let settlement = match settlement_against(&ours, row) {
+            Ok(result) if ours.status() == MovementStatus::Pending => {
+                let (operation, event) = (ours.operation(), EventKind::Resolved);
+                let this = (operation, resource_id);
+                outcome::finish_in::<D>(&mut tx, key, this, &result, event, cause).await?;
+                Settlement::Resolved
+            }
+            Ok(_) => Settlement::AlreadyFinal,
+            Err(mismatch) => {
+                let detail = format!("settlement file: {mismatch}; not applied");
+                let event =
+                    claim_event(key, resource_id, (EventKind::LedgerChecked, detail), cause);
+                events::append::<D>(&mut tx, &event).await?;
+                Settlement::Mismatched(mismatch)
+            }
+        };
+        tx.commit().await?;
+        Ok(settlement)
+    }
+
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {
         let mut conn = self.pool.acquire().await?;
         let (started, unknown, now) = keys::oldest_unfinished::<D>(&mut conn).await?;
@@ -227,4 +260,49 @@ impl<D: Db> Leases for SqlStore<D> {
         };
         Ok((age(started), age(unknown)))
     }
+}
+
+/// What the bank's line says of `ours`, as the final outcome to save, or how it disagrees:
+/// another amount, a word of the other operation, or a final word that contradicts ours.
+fn settlement_against(ours: &SavedMovement, row: &SettlementRow) -> Result<FinalOutcome, String> {
+    if ours.amount_paise() != i64::try_from(row.amount_paise).unwrap_or(i64::MAX) {
+        return Err(format!(
+            "{} settled {} paise, ours is {}",
+            row.reference,
+            row.amount_paise,
+            ours.amount_paise()
+        ));
+    }
+    let fits = match ours.operation() {
+        Operation::PayBill => matches!(row.status, Settled::Debited | Settled::Declined),
+        Operation::RefundPayment => matches!(row.status, Settled::Refunded | Settled::Rejected),
+    };
+    if !fits {
+        return Err(format!(
+            "{} settled as {}, which a {} cannot be",
+            row.reference,
+            row.status.as_str(),
+            ours.operation().name()
+        ));
+    }
+    let agrees = match ours.status() {
+        MovementStatus::Pending => true,
+        MovementStatus::Succeeded => row.status.moved(),
+        MovementStatus::Declined | MovementStatus::Void => !row.status.moved(),
+    };
+    if !agrees {
+        return Err(format!(
+            "{} settled as {}, ours is {}",
+            row.reference,
+            row.status.as_str(),
+            ours.status().name()
+        ));
+    }
+    Ok(if row.status.moved() {
+        FinalOutcome::Succeeded
+    } else {
+        FinalOutcome::Declined {
+            reason: format!("{} in the bank's settlement file", row.status.as_str()),
+        }
+    })
 }

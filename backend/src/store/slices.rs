@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use async_trait::async_trait;
+use bank_api::settlement::SettlementRow;
 use shared::{Fingerprint, Operation};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -34,7 +35,7 @@ use super::sql::operator_reads::{
 use super::sql_store::SqlStore;
 use super::types::{
     CheckSlot, ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment,
-    NewRefund, PaymentRow, RefundRow, ReplicationState, SavedMovement, StoredKey,
+    NewRefund, PaymentRow, RefundRow, ReplicationState, SavedMovement, Settlement, StoredKey,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -254,6 +255,12 @@ pub trait Leases: Send + Sync {
         due_in: Duration,
         cause: &Cause,
     ) -> Result<OffsetDateTime, StoreError>;
+
+    /// Applies one line of the bank's settlement file: an undecided movement of ours with that
+    /// reference and amount gets the bank's word (and its key `done`), in one transaction; a
+    /// line that disagrees with ours is recorded on the key's trail and never applied.
+    /// Applying the same line twice changes nothing.
+    async fn settle(&self, row: &SettlementRow, cause: &Cause) -> Result<Settlement, StoreError>;
 
     /// The ages of the oldest `started` and `unknown` keys, for the metrics.
     async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;

@@ -143,6 +143,22 @@ pub enum SavedMovement {
 }
 
 impl SavedMovement {
+    /// How much it moves, in paise.
+    pub fn amount_paise(&self) -> i64 {
+        match self {
+            SavedMovement::Payment(payment) => payment.amount_paise,
+            SavedMovement::Refund(refund) => refund.amount_paise,
+        }
+    }
+
+    /// The customer it belongs to.
+    pub fn user_id(&self) -> i64 {
+        match self {
+            SavedMovement::Payment(payment) => payment.user_id,
+            SavedMovement::Refund(refund) => refund.user_id,
+        }
+    }
+
     /// The movement's status.
     pub fn status(&self) -> MovementStatus {
         match self {
@@ -309,6 +325,20 @@ impl Lease {
             lasts: RECONCILE_LEASE,
         }
     }
+}
+
+/// What one line of the bank's settlement file did to our records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// The movement was undecided here; the bank's word is now saved and its key `done`.
+    Resolved,
+    /// The movement was already final here, as the bank says.
+    AlreadyFinal,
+    /// The bank's line disagrees with our records (another amount, a status that contradicts
+    /// ours, a word for the other operation): recorded on the key's trail, never applied.
+    Mismatched(String),
+    /// No movement of ours has that reference.
+    UnknownReference,
 }
 
 /// Where a movement's status checks stand after one was taken or refused.

@@ -38,6 +38,7 @@ mod released_claims;
 mod replay_cache;
 mod runtime_role;
 mod scaling;
+mod settlement_file;
 mod sharding_by_user;
 mod spec_rows;
 mod startup_config;

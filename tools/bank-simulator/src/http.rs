@@ -33,6 +33,7 @@ impl BankSimulator {
             .route("/refunds/{reference}", get(get_refund))
             .route("/ledger", get(get_ledger))
             .route("/stats", get(get_stats))
+            .route("/settlement", get(get_settlement))
             .route("/knobs", get(get_knobs).put(put_knobs))
             .route("/reset", post(reset))
             .route("/healthz", get(healthz))
@@ -156,6 +157,12 @@ fn lookup_status(bank: &BankSimulator, original: StatusCode) -> StatusCode {
 
 async fn get_ledger(State(bank): State<BankSimulator>) -> Json<Ledger> {
     Json(bank.ledger())
+}
+
+/// The day's settlement file: every movement the bank executed, as CSV (`bank_api::settlement`).
+async fn get_settlement(State(bank): State<BankSimulator>) -> Response {
+    let csv = bank.settlement_file();
+    ([(axum::http::header::CONTENT_TYPE, "text/csv")], csv).into_response()
 }
 
 /// The look-ups counted and refused ([`CheckStats`]).

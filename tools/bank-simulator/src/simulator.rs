@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bank_api::settlement::{Settled, SettlementRow, to_csv};
 use bank_api::{DebitOutcome, DebitRequest, Knobs, Ledger, RefundOutcome, RefundRequest};
 use time::OffsetDateTime;
 use tokio::sync::watch;
@@ -81,6 +82,26 @@ impl BankSimulator {
     pub fn reset(&self) {
         self.books().clear();
         self.checks().clear();
+    }
+
+    /// The settlement file of everything executed so far: each debit `debited`, each refund
+    /// `refunded`, at the time it moved (`bank_api::settlement`).
+    pub fn settlement_file(&self) -> String {
+        let ledger = self.ledger();
+        let settled = |entries: &[bank_api::LedgerEntry], status| {
+            entries
+                .iter()
+                .map(move |entry| SettlementRow {
+                    reference: entry.reference.clone(),
+                    amount_paise: entry.amount_paise,
+                    status,
+                    settled_at: entry.at,
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut rows = settled(&ledger.debits, Settled::Debited);
+        rows.extend(settled(&ledger.refunds, Settled::Refunded));
+        to_csv(&rows)
     }
 
     /// The look-ups counted so far ([`CheckStats`], `GET /stats`).

@@ -545,6 +545,27 @@ pub async fn end_checks<D: Db>(
     Ok(())
 }
 
+/// The key whose claim made the movement `resource_id` of `user_id`, if it is still kept.
+pub async fn key_of_movement<D: Db>(
+    conn: &mut D::Connection,
+    user_id: i64,
+    resource_id: Uuid,
+) -> Result<Option<KeyRef>, StoreError> {
+    let query =
+        sqlx::query("SELECT key FROM idempotency_keys WHERE user_id = $1 AND resource_id = $2")
+            .arg(user_id)
+            .arg(resource_id);
+    let Some(row) = D::fetch_optional(conn, query).await? else {
+        return Ok(None);
+    };
+    let user = UserId::from_i64(user_id)
+        .ok_or_else(|| StoreError::Corrupt(format!("user_id {user_id} is not positive")))?;
+    Ok(Some(KeyRef {
+        user,
+        key: Fields::<D>::of(&row).get("key")?,
+    }))
+}
+
 fn leased_key_from_row<D: Db>(row: &D::Row) -> Result<(KeyRef, StoredKey), StoreError> {
     let fields = Fields::<D>::of(row);
     let user: i64 = fields.get("user_id")?;

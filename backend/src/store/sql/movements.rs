@@ -143,6 +143,22 @@ pub async fn select<D: Db>(
         .transpose()
 }
 
+/// The movement made under the bank reference `reference`, in either table.
+pub async fn select_by_reference<D: Db>(
+    conn: &mut D::Connection,
+    reference: &str,
+) -> Result<Option<SavedMovement>, StoreError> {
+    for operation in Operation::ALL {
+        let (table, _, columns) = table(operation);
+        let sql = format!("SELECT {columns} FROM {table} WHERE bank_reference = $1");
+        let query = sqlx::query(&sql).arg(reference.to_owned());
+        if let Some(row) = D::fetch_optional(conn, query).await? {
+            return movement_from_row::<D>(operation, &row).map(Some);
+        }
+    }
+    Ok(None)
+}
+
 /// The refunds of a payment, oldest first, for reads.
 pub async fn select_refunds_of<D: Db>(
     conn: &mut D::Connection,
