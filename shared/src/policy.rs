@@ -176,6 +176,15 @@ impl Policy {
                     raw.max_wait_seconds
                 ),
             })?;
+        let status_checks = raw.status_checks.validate()?;
+        // "Never seen" releases a claim only once no call for it can still land (`stuck_after`):
+        // a movement's last check must come after that, or it would await settlement instead.
+        if status_checks.within < stuck_after {
+            return Err(PolicyError::Value {
+                field: "status_checks.within_minutes",
+                problem: "must be at least stuck_after_minutes".to_owned(),
+            });
+        }
         Ok(Policy {
             header: validate_header_name(raw.header)?,
             required_for: validate_operations(&raw.required_for)?,
@@ -183,7 +192,7 @@ impl Policy {
             keep_keys_for,
             stuck_after,
             max_wait,
-            status_checks: raw.status_checks.validate()?,
+            status_checks,
         })
     }
 
@@ -356,6 +365,15 @@ mod tests {
             .to_string();
         assert!(error.contains("keep_keys_for_hours"), "{error}");
         assert!(error.contains("stuck_after_minutes"), "{error}");
+    }
+
+    #[test]
+    fn status_checks_must_last_past_stuck_after() {
+        let yaml = DEFAULT_POLICY_YAML.replace("within_minutes: 120", "within_minutes: 4");
+        let error = Policy::from_yaml(&yaml).expect_err("too short").to_string();
+        assert!(error.contains("status_checks.within_minutes"), "{error}");
+        let npci = Policy::default_policy().status_checks;
+        assert_eq!(npci, crate::status_checks::StatusCheckRules::npci());
     }
 
     #[test]
