@@ -17,16 +17,25 @@
 # token secret (AUTH_JWT_SECRET). --chart PATH (or REPLAY_CHART) writes the chart elsewhere.
 # Every other flag goes to incident-replay (`--help` lists them).
 # KEEP_DB=1 keeps the database for inspection.
+#
+# --rail npci (the default) runs the backend under NPCI's status-check rules scaled to the night's
+# clock (the first check 90 s of the night after the call, at most 3 within 2 hours of it, 20 a
+# night-second; no quiet hours, the night's clock not being the wall's), against a bank that
+# refuses any check breaking them. --rail off runs it with the rules off (the first check at
+# once, 12 checks, no pace): the look-ups this backend made before the rules, against the same
+# refusing bank. Either way the bank's counts of status checks are printed at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-api="" backend_addr=127.0.0.1:0 time_scale=10 chart=${REPLAY_CHART:-docs/images/incident-night.svg} pass=()
+api="" backend_addr=127.0.0.1:0 time_scale=10 rail=npci chart=${REPLAY_CHART:-docs/images/incident-night.svg} pass=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --api) api=$2; shift 2 ;;
     --api=*) api=${1#*=}; shift ;;
     --backend-addr) backend_addr=$2; shift 2 ;;
     --backend-addr=*) backend_addr=${1#*=}; shift ;;
+    --rail) rail=$2; shift 2 ;;
+    --rail=*) rail=${1#*=}; shift ;;
     --chart) chart=$2; shift 2 ;;
     --chart=*) chart=${1#*=}; shift ;;
     --time-scale) time_scale=$2; pass+=("$1" "$2"); shift 2 ;;
@@ -66,7 +75,22 @@ secret=${AUTH_JWT_SECRET:-incident-replay-$(od -An -N16 -tx1 /dev/urandom | tr -
 # jitter), short of a lost reply's 60 s, so a lost reply leaves the key `unknown` for the
 # reconciler, as a real timeout would.
 bank_timeout_ms=$(awk -v scale="$time_scale" 'BEGIN { printf "%d", 30 * scale }')
-sed -E 's/^( *required_for:).*/\1 []/' policy.yaml > "$work/policy-no-key.yaml"
+# The rail's rules on the night's clock (`time_scale` ms a night-second): NPCI's 90 s, 2 hours and
+# 20 a second scaled, and `stuck_after` with them (the last check may not come before it).
+scaled() { awk -v night="$1" -v scale="$time_scale" -v unit="$2" 'BEGIN { v = night * scale / 1000 / unit; printf "%d", (v == int(v) || v < 1) ? (v < 1 ? 1 : v) : int(v) + 1 }'; }
+case "$rail" in
+  npci) first_after=$(scaled 90 1) at_most=3 within=$(scaled 7200 60) stuck=$(scaled 300 60)
+        per_second=$(awk -v scale="$time_scale" 'BEGIN { printf "%d", 20 * 1000 / scale }') ;;
+  off) first_after=0 at_most=12 within=10 stuck=1 per_second=100000 ;;
+  *) echo "incident-replay.sh: --rail is npci or off, not $rail" >&2; exit 2 ;;
+esac
+[ "$within" -ge "$stuck" ] || within=$stuck
+sed -E -e "s/^( *stuck_after_minutes:).*/\1 $stuck/" -e "s/^( *first_after_seconds:).*/\1 $first_after/" \
+  -e "s/^( *at_most:).*/\1 $at_most/" -e "s/^( *within_minutes:).*/\1 $within/" \
+  -e "s/^( *per_second:).*/\1 $per_second/" -e "s/^( *quiet_hours:).*/\1 []/" policy.yaml > "$work/policy.yaml"
+sed -E 's/^( *required_for:).*/\1 []/' "$work/policy.yaml" > "$work/policy-no-key.yaml"
+# The bank refuses a check sooner than 90 s of the night after its call, or a fourth.
+bank_first_check_ms=$(awk -v scale="$time_scale" 'BEGIN { printf "%d", 90 * scale }')
 
 # Waits for the server's fixed ready line `$label listening on URL` in `log`; prints the URL.
 listening_url() {
@@ -83,7 +107,8 @@ listening_url() {
   return 1
 }
 
-"$bin"/bank-simulator --listen 127.0.0.1:0 --dedupe true >"$work/bank.log" 2>&1 &
+"$bin"/bank-simulator --listen 127.0.0.1:0 --dedupe true \
+  --status-check-first-after-ms "$bank_first_check_ms" --status-checks-at-most 3 >"$work/bank.log" 2>&1 &
 pids+=($!)
 bank_url=$(listening_url "$work/bank.log" "bank simulator")
 
@@ -96,7 +121,7 @@ start_backend() {
     NO_COLOR=1 "$bin"/backend serve >"$log" 2>&1 &
   pids+=($!)
 }
-start_backend policy.yaml "$backend_addr" "$work/backend.log"
+start_backend "$work/policy.yaml" "$backend_addr" "$work/backend.log"
 backend_url=$(listening_url "$work/backend.log" backend)
 start_backend "$work/policy-no-key.yaml" 127.0.0.1:0 "$work/backend-no-key.log"
 no_key_url=$(listening_url "$work/backend-no-key.log" backend)
@@ -108,7 +133,13 @@ else
   echo "incident-replay.sh: no --api given: clients (b), (c) and (d) talk to the backend directly at $api (no edge in the path)"
 fi
 echo "incident-replay.sh: database $db, bank $bank_url, backend timeout for the bank ${bank_timeout_ms} ms"
+echo "incident-replay.sh: status checks (--rail $rail): first after ${first_after} s, at most $at_most within $within min, $per_second a second; stuck_after $stuck min"
 echo
 
 "$bin"/incident-replay --api "$api" --no-key-api "$no_key_url" --bank "$bank_url" \
   --database-url "$db_url" --secret "$secret" --chart "$chart" "${pass[@]}"
+
+echo
+echo "The bank's status checks over the night (--rail $rail; GET /stats):"
+curl -fsS "$bank_url/stats"
+echo

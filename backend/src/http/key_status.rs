@@ -9,7 +9,8 @@
 //! - `done`: the saved answer rendered by [`Reply::saved`], as a retry would replay it: its
 //!   status (201, or 402 for a bank decline) and, as `answer`, its body byte for byte;
 //! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
-//!   is being looked up by reconciliation, `Retry-After: 5`);
+//!   is being looked up, `Retry-After: 5`, with `next_check_at`, or `settlement_due_at` once the
+//!   rail's checks ran out);
 //! - `released`: the bank never saw the key's claim, so nothing was charged; the same request
 //!   sent again with the key claims it again.
 //!
@@ -102,12 +103,28 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
             json_response(&status(KeyProgress::Started), Some(IN_PROGRESS_RETRY_AFTER))
         }
         KeyState::Unknown => json_response(
-            &status(KeyProgress::Unknown),
+            &status(KeyProgress::Unknown {
+                next_check_at: next_check_at(state, stored),
+                settlement_due_at: stored.settlement_due_at,
+            }),
             Some(OUTCOME_PENDING_RETRY_AFTER),
         ),
         KeyState::Released => json_response(&status(KeyProgress::Released), None),
         KeyState::Done => json_response(&status(saved_answer(state, key, stored).await?), None),
     })
+}
+
+/// When the rail's rules allow the bank to be asked about an `unknown` key next (its claim, plus
+/// the time its call may take to land, plus its next check's place in the schedule); `None`
+/// once its checks ran out.
+fn next_check_at(state: &AppState, stored: &StoredKey) -> Option<time::OffsetDateTime> {
+    if stored.settlement_due_at.is_some() {
+        return None;
+    }
+    let rules = &state.policy.status_checks;
+    let after_claim =
+        state.bank.calls_land_within() + rules.earliest_check(stored.status_checks)?;
+    Some(stored.record.claimed_at + after_claim)
 }
 
 /// The finished key's answer, rendered as a replay renders it, its body kept byte for byte.

@@ -194,6 +194,8 @@ pub fn document(state: &AppState) -> Value {
                         "operation": { "type": "string", "enum": ["pay_bill", "refund_payment"] },
                         "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
                         "expires_at": { "type": "string", "format": "date-time", "description": "When the key expires: replayed until then, a new request after" },
+                        "next_check_at": { "type": "string", "format": "date-time", "description": "unknown only: when the rail's rules let the bank be asked about it next" },
+                        "settlement_due_at": { "type": "string", "format": "date-time", "description": "unknown only, once every status check the rail allows was made: when the bank's settlement file is due" },
                         "answer": { "description": "done only: the saved answer's body, byte for byte as a replay carries it", "oneOf": [
                             { "$ref": "#/components/schemas/Payment" },
                             { "$ref": "#/components/schemas/Refund" },
@@ -209,6 +211,7 @@ pub fn document(state: &AppState) -> Value {
                         "status": { "type": "integer" },
                         "detail": { "type": "string" },
                         "field": { "type": "string", "description": "The body field at fault (invalid-field)" },
+                        "settlement_due_at": { "type": "string", "format": "date-time", "description": "When the bank's settlement file is due (outcome-awaiting-settlement)" },
                     },
                 },
             },

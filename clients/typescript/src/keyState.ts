@@ -14,7 +14,11 @@
  * - `expires_at` is an RFC 3339 date-time (`Z` or a `±hh:mm` offset, fractional seconds
  *   allowed), checked by a regular expression;
  * - a `done` key needs `status`, an integer from 100 to 599, and `answer`, present and not
- *   `null`; the other states ignore both. Other members are ignored.
+ *   `null`; the other states ignore both;
+ * - an `unknown` key may carry `next_check_at` (when the rail's rules let the bank be asked
+ *   next) or `settlement_due_at` (its checks ran out: when the bank's settlement file is due),
+ *   RFC 3339 date-times, kept when well formed, so an app can say "we will know by …".
+ *   Other members are ignored.
  *
  * A body that is anything else tells nothing: the rules ask again.
  *
@@ -56,6 +60,13 @@ export interface KeyStatus {
    * the body; `null` for the other states.
    */
   readonly answer: unknown;
+  /** For an `unknown` key, when the bank may be asked about it next (RFC 3339); else `null`. */
+  readonly nextCheckAt: string | null;
+  /**
+   * For an `unknown` key whose status checks ran out, when the bank's settlement file is due
+   * (RFC 3339); else `null`.
+   */
+  readonly settlementDueAt: string | null;
 }
 
 /**
@@ -87,10 +98,15 @@ export function readKeyStatus(body: string): KeyStatus | null {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return null;
   }
-  const { state, operation, expires_at: expiresAt, status, answer } = value as Record<
-    string,
-    unknown
-  >;
+  const {
+    state,
+    operation,
+    expires_at: expiresAt,
+    status,
+    answer,
+    next_check_at: nextCheck,
+    settlement_due_at: settlementDue,
+  } = value as Record<string, unknown>;
   if (operation !== 'pay_bill' && operation !== 'refund_payment') {
     return null;
   }
@@ -99,17 +115,33 @@ export function readKeyStatus(body: string): KeyStatus | null {
   }
   switch (state) {
     case 'started':
-    case 'unknown':
     case 'released':
-      return { keyState: { state }, operation, expiresAt, answer: null };
+      return { keyState: { state }, operation, expiresAt, ...NOTHING_MORE };
+    case 'unknown':
+      return {
+        keyState: { state },
+        operation,
+        expiresAt,
+        ...NOTHING_MORE,
+        nextCheckAt: dateTimeOrNull(nextCheck),
+        settlementDueAt: dateTimeOrNull(settlementDue),
+      };
     case 'done':
       if (!isHttpStatus(status) || answer === undefined || answer === null) {
         return null;
       }
-      return { keyState: { state, status }, operation, expiresAt, answer };
+      return { keyState: { state, status }, operation, expiresAt, ...NOTHING_MORE, answer };
     default:
       return null;
   }
+}
+
+/** The members a state does not carry. */
+const NOTHING_MORE = { answer: null, nextCheckAt: null, settlementDueAt: null } as const;
+
+/** `value` if it is an RFC 3339 date-time, else `null`. */
+function dateTimeOrNull(value: unknown): string | null {
+  return typeof value === 'string' && RFC3339_DATE_TIME.test(value) ? value : null;
 }
 
 function isHttpStatus(value: unknown): value is number {

@@ -65,11 +65,29 @@ test("a done key's answer is kept as parsed, with the operation and expiry", () 
     operation: 'pay_bill',
     expiresAt: '2026-12-03T10:00:00Z',
     answer,
+    nextCheckAt: null,
+    settlementDueAt: null,
   });
   assert.equal(
     readKeyStatus(body(`"state":"unknown","operation":"pay_bill","answer":{},${EXPIRES}`))?.answer,
     null,
   );
+});
+
+test('an unknown key says when the bank is asked next, or when settlement is due', () => {
+  const next = readKeyStatus(
+    body(`"state":"unknown","operation":"pay_bill","next_check_at":"2026-12-01T10:01:30Z",${EXPIRES}`),
+  );
+  assert.equal(next?.nextCheckAt, '2026-12-01T10:01:30Z');
+  assert.equal(next?.settlementDueAt, null);
+  const settling = readKeyStatus(
+    body(`"state":"unknown","operation":"pay_bill","settlement_due_at":"2026-12-01T18:30:00Z",${EXPIRES}`),
+  );
+  assert.equal(settling?.settlementDueAt, '2026-12-01T18:30:00Z');
+  const malformed = readKeyStatus(
+    body(`"state":"unknown","operation":"pay_bill","next_check_at":"soon",${EXPIRES}`),
+  );
+  assert.equal(malformed?.nextCheckAt, null, 'a malformed time is ignored, not trusted');
 });
 
 test('white space, escapes and other members are allowed', () => {

@@ -10,6 +10,10 @@
 //! ```json
 //! {"state":"done","operation":"pay_bill","status":201,"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
 //! ```
+//!
+//! An `unknown` key adds, when known, `next_check_at` (when the rail's rules allow the bank to be
+//! asked about it next) or `settlement_due_at` (its checks ran out: when the bank's settlement
+//! file is due), so an app can say "we will know by …".
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -35,8 +39,13 @@ pub struct KeyStatusResponse {
 pub enum KeyProgress {
     /// Claimed; the first attempt is still running.
     Started,
-    /// The bank's answer is unknown; reconciliation is asking the bank by reference.
-    Unknown,
+    /// The bank's answer is unknown; the bank is asked by reference, as the rail allows.
+    Unknown {
+        /// When the bank may be asked next, if it may be asked again.
+        next_check_at: Option<OffsetDateTime>,
+        /// When the bank's settlement file is due, once every check the rail allows was made.
+        settlement_due_at: Option<OffsetDateTime>,
+    },
     /// The bank never saw the key's claim: nothing was charged. Sending the same request with
     /// the key again claims it again (under the same bank reference).
     Released,
@@ -55,7 +64,7 @@ impl KeyProgress {
     pub fn state(&self) -> &'static str {
         match self {
             KeyProgress::Started => "started",
-            KeyProgress::Unknown => "unknown",
+            KeyProgress::Unknown { .. } => "unknown",
             KeyProgress::Released => "released",
             KeyProgress::Done { .. } => "done",
         }
@@ -73,21 +82,44 @@ struct KeyStatusWire {
     answer: Option<Box<RawValue>>,
     #[serde(with = "time::serde::rfc3339")]
     expires_at: OffsetDateTime,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    next_check_at: Option<OffsetDateTime>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    settlement_due_at: Option<OffsetDateTime>,
 }
 
 impl From<KeyStatusResponse> for KeyStatusWire {
     fn from(response: KeyStatusResponse) -> KeyStatusWire {
         let state = response.progress.state().to_owned();
-        let (status, answer) = match response.progress {
-            KeyProgress::Done { status, answer } => (Some(status), Some(answer)),
-            KeyProgress::Started | KeyProgress::Unknown | KeyProgress::Released => (None, None),
-        };
+        let (mut status, mut answer, mut next_check_at, mut settlement_due_at) =
+            (None, None, None, None);
+        match response.progress {
+            KeyProgress::Done {
+                status: saved,
+                answer: body,
+            } => (status, answer) = (Some(saved), Some(body)),
+            KeyProgress::Unknown {
+                next_check_at: next,
+                settlement_due_at: due,
+            } => (next_check_at, settlement_due_at) = (next, due),
+            KeyProgress::Started | KeyProgress::Released => {}
+        }
         KeyStatusWire {
             state,
             operation: response.operation,
             status,
             answer,
             expires_at: response.expires_at,
+            next_check_at,
+            settlement_due_at,
         }
     }
 }
@@ -98,7 +130,10 @@ impl TryFrom<KeyStatusWire> for KeyStatusResponse {
     fn try_from(wire: KeyStatusWire) -> Result<KeyStatusResponse, String> {
         let progress = match (wire.state.as_str(), wire.status, wire.answer) {
             ("started", ..) => KeyProgress::Started,
-            ("unknown", ..) => KeyProgress::Unknown,
+            ("unknown", ..) => KeyProgress::Unknown {
+                next_check_at: wire.next_check_at,
+                settlement_due_at: wire.settlement_due_at,
+            },
             ("released", ..) => KeyProgress::Released,
             ("done", Some(status), Some(answer)) => KeyProgress::Done { status, answer },
             ("done", ..) => return Err("a done key's status lacks `status` or `answer`".into()),
@@ -157,12 +192,32 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(unknown.operation, Operation::RefundPayment);
-        assert!(matches!(unknown.progress, KeyProgress::Unknown));
+        assert!(matches!(
+            unknown.progress,
+            KeyProgress::Unknown {
+                next_check_at: None,
+                settlement_due_at: None
+            }
+        ));
         assert_eq!(
             serde_json::to_value(&unknown).expect("serialises"),
             serde_json::json!({"state": "unknown", "operation": "refund_payment",
                                "expires_at": "2026-12-03T10:00:00Z"})
         );
+    }
+
+    #[test]
+    fn an_unknown_key_says_when_it_is_asked_about_next() {
+        let json = r#"{"state":"unknown","operation":"pay_bill","expires_at":"2026-12-03T10:00:00Z","next_check_at":"2026-12-01T10:01:30Z"}"#;
+        let unknown: KeyStatusResponse = serde_json::from_str(json).expect("parses");
+        let KeyProgress::Unknown { next_check_at, .. } = unknown.progress else {
+            panic!("unknown expected");
+        };
+        assert_eq!(
+            next_check_at.map(OffsetDateTime::unix_timestamp),
+            Some(DECEMBER_3RD_10_AM - 2 * 86_400 + 90)
+        );
+        assert_eq!(serde_json::to_string(&unknown).expect("serialises"), json);
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl KeyState {
         let status: crate::api::KeyStatusResponse = serde_json::from_str(body).ok()?;
         Some(match status.progress {
             crate::api::KeyProgress::Started => KeyState::Started,
-            crate::api::KeyProgress::Unknown => KeyState::Unknown,
+            crate::api::KeyProgress::Unknown { .. } => KeyState::Unknown,
             crate::api::KeyProgress::Released => KeyState::Released,
             crate::api::KeyProgress::Done { status, .. } => KeyState::Done { status },
         })

@@ -50,6 +50,8 @@ impl Refusal {
 pub struct CheckStats {
     /// Look-ups received.
     pub status_checks: u64,
+    /// Distinct references looked up.
+    pub references_checked: u64,
     /// Look-ups refused as sooner than the first-check delay.
     pub refused_too_early: u64,
     /// Look-ups refused as beyond the per-reference limit.
@@ -87,6 +89,7 @@ impl CheckLog {
         let checks = self.checks_of.entry(reference.to_owned()).or_default();
         *checks += 1;
         let checks = *checks;
+        self.stats.references_checked = self.checks_of.len() as u64;
         self.stats.most_checks_of_one_reference =
             self.stats.most_checks_of_one_reference.max(checks);
         let since_call = self

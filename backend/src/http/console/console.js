@@ -844,9 +844,12 @@
       el('td', { class: 'num' }, el('span', { title: entry.claimed_at ? 'claimed ' + entry.claimed_at : null },
         humanAge(entry.age_seconds))),
       el('td', { class: 'num' }, str(entry.failed_lookups === undefined || entry.failed_lookups === null ? '—' : entry.failed_lookups)),
-      el('td', null, entry.next_lookup_at
-        ? timeEl(entry.next_lookup_at, { date: next && next.date === today ? 'never' : 'always', ms: false })
-        : '—'),
+      el('td', null, entry.settlement_due_at
+        ? el('span', { title: 'every status check the rail allows was made: the bank\'s settlement file decides' },
+          'settlement file, ', timeEl(entry.settlement_due_at, { date: 'always', ms: false }))
+        : entry.next_lookup_at
+          ? timeEl(entry.next_lookup_at, { date: next && next.date === today ? 'never' : 'always', ms: false })
+          : '—'),
       el('td', { class: 'ask' },
         el('label', { class: 'visually-hidden', for: reasonId }, 'Reason'),
         reason, ask),

@@ -161,6 +161,8 @@ fn schemas() -> Value {
                 "claimed_at": time, "age_seconds": { "type": "integer" },
                 "next_lookup_at": { "type": ["string", "null"], "format": "date-time" },
                 "failed_lookups": { "type": "integer" },
+                "status_checks": { "type": "integer", "description": "status checks sent for its movement (of the policy's status_checks.at_most)" },
+                "settlement_due_at": { "type": ["string", "null"], "format": "date-time", "description": "set when its checks ran out undecided: it awaits the bank's settlement file" },
             })) },
             "next": next.clone(),
             "late_debits": { "type": "array", "items": { "$ref": "#/components/schemas/LateDebit" }, "description": "the newest page, newest first" },

@@ -92,6 +92,8 @@ fn queued_json(queued: &QueuedKey) -> Value {
         "age_seconds": age,
         "next_lookup_at": queued.next_lookup_at.map(rfc3339),
         "failed_lookups": queued.failed_lookups,
+        "status_checks": queued.status_checks,
+        "settlement_due_at": queued.settlement_due_at.map(rfc3339),
     })
 }
 

@@ -76,6 +76,10 @@ pub struct QueuedKey {
     pub next_lookup_at: Option<OffsetDateTime>,
     /// Failed look-ups so far.
     pub failed_lookups: i16,
+    /// Status checks sent for its movement so far (of the policy's `status_checks.at_most`).
+    pub status_checks: i16,
+    /// When the bank's settlement file is due, for a key whose checks ran out undecided.
+    pub settlement_due_at: Option<OffsetDateTime>,
     /// The database's clock at the read.
     pub read_at: OffsetDateTime,
 }
@@ -292,7 +296,8 @@ pub async fn queued_keys<D: Db>(
     };
     let sql = format!(
         "SELECT k.user_id, k.key, k.operation, k.state, k.resource_id, k.claimed_at, \
-                k.next_lookup_at, k.failed_lookups, {now} AS read_at, \
+                k.next_lookup_at, k.failed_lookups, k.status_checks, k.settlement_due_at, \
+                {now} AS read_at, \
                 COALESCE(p.bank_reference, r.bank_reference) AS bank_reference, \
                 COALESCE(p.amount_paise, r.amount_paise) AS amount_paise \
          FROM idempotency_keys k \
@@ -330,6 +335,10 @@ pub async fn queued_keys<D: Db>(
                     .get::<Option<Timestamp>>("next_lookup_at")?
                     .map(|at| at.0),
                 failed_lookups: fields.get("failed_lookups")?,
+                status_checks: fields.get("status_checks")?,
+                settlement_due_at: fields
+                    .get::<Option<Timestamp>>("settlement_due_at")?
+                    .map(|at| at.0),
                 read_at: fields.get::<Timestamp>("read_at")?.0,
             })
         })
