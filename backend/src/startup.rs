@@ -208,6 +208,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             .as_ref()
             .map(|secret| Arc::new(EdgeProofs::new(secret.expose_secret().as_bytes().to_vec()))),
         trail_kept_after_key: config.trail_kept_after_key,
+        bank_callback_secrets: Arc::new(config.bank.callback_secrets.clone()),
         ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_lookups)),
         metrics,
         body_limits: BodyLimits::default(),

@@ -100,4 +100,6 @@ pub struct Parts {
     pub trail_kept_after_key: std::time::Duration,
     /// Writes the audit trail's observations (replays, refusals, waits).
     pub trail: Appender,
+    /// The secrets the bank signs its callbacks with, the current first; empty: none accepted.
+    pub bank_callback_secrets: Arc<Vec<secret_settings::SecretString>>,
 }

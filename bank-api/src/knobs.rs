@@ -59,6 +59,14 @@ pub struct Knobs {
     /// The rail's per-transaction limit: look-ups of one reference beyond this many are
     /// refused (`429 status_check_refused`); 0: no limit.
     pub status_checks_at_most: u32,
+    /// How long after a call is decided its signed callback is sent (when the simulator was
+    /// given a callback URL and secret).
+    pub callback_delay_ms: u64,
+    /// Probability that a decided call's callback is never sent.
+    pub callback_loss_rate: f64,
+    /// How many more times each callback is sent, after the first: duplicates a receiver must
+    /// shrug off.
+    pub callback_duplicates: u32,
 }
 
 /// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
@@ -123,6 +131,9 @@ impl Default for Knobs {
             pending_ms: 0,
             status_check_first_after_ms: 0,
             status_checks_at_most: 0,
+            callback_delay_ms: 0,
+            callback_loss_rate: 0.0,
+            callback_duplicates: 0,
         }
     }
 }
@@ -149,6 +160,7 @@ impl Knobs {
             ("decline_rate", self.decline_rate),
             ("error_rate", self.error_rate),
             ("lost_reply_rate", self.lost_reply_rate),
+            ("callback_loss_rate", self.callback_loss_rate),
         ];
         match rates
             .into_iter()

@@ -8,6 +8,7 @@
 //!   leniently, by the body's `status` word, whatever else a bank adds or leaves out.
 //! - [`Ledger`]: every money movement the bank executed (`GET /ledger`), what "exactly once"
 //!   is counted against.
+//! - [`callback`]: the bank's signed callbacks, a movement's final status pushed early.
 //! - [`settlement`]: the bank's end-of-day settlement file, written by the simulator and read
 //!   by the backend's `settle` command.
 //! - [`Knobs`]: the bank simulator's behaviour (`GET`/`PUT /knobs`), so tools that drive the
@@ -17,6 +18,7 @@
 //! client and the tools all link this crate, and it keeps their dependency lists short.
 
 mod answer;
+pub mod callback;
 mod knobs;
 mod ledger;
 pub mod settlement;

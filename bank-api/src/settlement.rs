@@ -64,6 +64,13 @@ impl Settled {
         }
     }
 
+    /// The status named `word`, if it is one.
+    pub fn from_word(word: &str) -> Option<Settled> {
+        Settled::ALL
+            .into_iter()
+            .find(|status| status.as_str() == word)
+    }
+
     /// Whether the money moved.
     pub const fn moved(self) -> bool {
         matches!(self, Settled::Debited | Settled::Refunded)
@@ -127,12 +134,9 @@ fn parse_row(text: &str) -> Result<SettlementRow, String> {
         .ok()
         .filter(|paise| *paise > 0 && amount.chars().all(|c| c.is_ascii_digit()))
         .ok_or_else(|| format!("amount_paise {amount:?} is not a positive whole number"))?;
-    let status = Settled::ALL
-        .into_iter()
-        .find(|word| word.as_str() == status)
-        .ok_or_else(|| {
-            format!("status {status:?} is not debited, refunded, declined or rejected")
-        })?;
+    let status = Settled::from_word(status).ok_or_else(|| {
+        format!("status {status:?} is not debited, refunded, declined or rejected")
+    })?;
     let settled_at = OffsetDateTime::parse(settled_at, &Rfc3339)
         .map_err(|_| format!("settled_at {settled_at:?} is not an RFC 3339 time"))?;
     Ok(SettlementRow {

@@ -1,11 +1,21 @@
 //! The settings of the backend's side of the partner bank beyond its URL and timeout: the
-//! proxy its calls go through (none unless set) and the circuit breaker that refuses new
-//! payments while the bank is failing (docs/design.md, "The bank port").
+//! proxy its calls go through (none unless set), the circuit breaker that refuses new
+//! payments while the bank is failing (docs/design.md, "The bank port"), and the secrets the
+//! bank signs its callbacks with (`BANK_CALLBACK_SECRET`, and `BANK_CALLBACK_SECRET_PREVIOUS`
+//! while it rotates; read from the environment or a mounted file).
+
+/// The setting of the secret the bank signs its callbacks with.
+pub const CALLBACK_SECRET_SETTING: &str = "BANK_CALLBACK_SECRET";
+/// The setting of the secret the bank signed with before its latest rotation.
+pub const PREVIOUS_CALLBACK_SECRET_SETTING: &str = "BANK_CALLBACK_SECRET_PREVIOUS";
+/// The shortest callback secret accepted.
+const MIN_CALLBACK_SECRET_BYTES: usize = 32;
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args};
+use secret_settings::{ExposeSecret, SecretString, read_secret};
 
 use crate::bank::BreakerSettings;
 
@@ -64,12 +74,15 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// The checked bank settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct BankConfig {
     /// The proxy bank calls go through; `None`: direct.
     pub proxy_url: Option<reqwest::Url>,
     /// The breaker's settings; `None`: no breaker.
     pub breaker: Option<BreakerSettings>,
+    /// The secrets a callback's signature is checked under, the current first; empty: the
+    /// callback route is closed.
+    pub callback_secrets: Vec<SecretString>,
 }
 
 impl Default for BankConfig {
@@ -78,13 +91,17 @@ impl Default for BankConfig {
         BankConfig {
             proxy_url: None,
             breaker: Some(BreakerSettings::default()),
+            callback_secrets: Vec::new(),
         }
     }
 }
 
 impl BankSettings {
     /// The checked settings; a bad one is named.
-    pub(super) fn into_bank_config(self) -> anyhow::Result<BankConfig> {
+    pub(super) fn into_bank_config(
+        self,
+        environment: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> anyhow::Result<BankConfig> {
         let proxy_url = self
             .bank_proxy_url
             .map(|url| reqwest::Url::parse(&url).context("BANK_PROXY_URL is not a URL"))
@@ -113,6 +130,30 @@ impl BankSettings {
         Ok(BankConfig {
             proxy_url,
             breaker: self.bank_breaker.then_some(breaker),
+            callback_secrets: callback_secrets(environment)?,
         })
     }
+}
+
+/// The callback secrets, the current first: none, the current alone, or both while the bank
+/// rotates; each at least 32 bytes, and a previous one only beside a current one.
+fn callback_secrets(
+    environment: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> anyhow::Result<Vec<SecretString>> {
+    let current = read_secret(CALLBACK_SECRET_SETTING, &environment)?;
+    let previous = read_secret(PREVIOUS_CALLBACK_SECRET_SETTING, &environment)?;
+    if current.is_none() && previous.is_some() {
+        bail!("{PREVIOUS_CALLBACK_SECRET_SETTING} is set without {CALLBACK_SECRET_SETTING}");
+    }
+    let secrets: Vec<SecretString> = current.into_iter().chain(previous).collect();
+    if secrets
+        .iter()
+        .any(|secret| secret.expose_secret().len() < MIN_CALLBACK_SECRET_BYTES)
+    {
+        bail!(
+            "{CALLBACK_SECRET_SETTING} and {PREVIOUS_CALLBACK_SECRET_SETTING} must be at least \
+             {MIN_CALLBACK_SECRET_BYTES} bytes"
+        );
+    }
+    Ok(secrets)
 }

@@ -196,7 +196,7 @@ impl Settings {
             }),
             policy,
             bank_timeout,
-            bank: self.bank.into_bank_config()?,
+            bank: self.bank.into_bank_config(process_environment)?,
             database_acquire_timeout: Duration::from_secs(3),
             reconcile_interval: Duration::from_millis(self.reconcile_interval_ms),
             janitor_interval: Duration::from_secs(self.janitor_interval_seconds),

@@ -6,6 +6,7 @@
 
 use clap::{Args, Command};
 
+use super::bank::{CALLBACK_SECRET_SETTING, PREVIOUS_CALLBACK_SECRET_SETTING};
 use super::{DATABASE_URL_SETTING, DEFAULT_DATABASE_URL, Settings};
 use crate::identity::OPERATOR_SECRET_SETTING;
 use shared::auth::JWT_SECRET_SETTING;
@@ -22,7 +23,7 @@ pub struct SecretSetting {
 }
 
 /// The settings that hold secrets, in the order the table lists them.
-pub const SECRET_SETTINGS: [SecretSetting; 4] = [
+pub const SECRET_SETTINGS: [SecretSetting; 6] = [
     SecretSetting {
         name: DATABASE_URL_SETTING,
         default: DEFAULT_DATABASE_URL,
@@ -48,6 +49,17 @@ pub const SECRET_SETTINGS: [SecretSetting; 4] = [
         default: "unset; required in production unless `REQUIRE_EDGE_PROOF=false`",
         meaning: "the key of the edge's proof on `/v1` requests (the edge's secret of the same \
                   name), at least 32 bytes",
+    },
+    SecretSetting {
+        name: CALLBACK_SECRET_SETTING,
+        default: "unset: the admin listener's `POST /bank/callbacks` is closed (404)",
+        meaning: "the secret the bank signs its callbacks with (SPEC §7), at least 32 bytes",
+    },
+    SecretSetting {
+        name: PREVIOUS_CALLBACK_SECRET_SETTING,
+        default: "unset",
+        meaning: "while the bank rotates its callback secret: the one it signed with before, \
+                  also accepted; only beside `BANK_CALLBACK_SECRET`",
     },
 ];
 

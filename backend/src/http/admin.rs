@@ -2,7 +2,8 @@
 //! (OpenMetrics text, with the replay cache's size and the store writer's restarts read at each
 //! scrape), `GET /readyz` (the
 //! last readiness check in detail, with the ages of the oldest unfinished keys), and the
-//! operator console with its API under `/admin` (`http::operator`). Bound to an address only
+//! operator console with its API under `/admin` (`http::operator`), and the bank's signed
+//! callbacks (`POST /bank/callbacks`, `http::bank_callbacks`). Bound to an address only
 //! operators reach; the edge never forwards to it, and nothing here is on the public API.
 //! Requests carry a request id, as on the public listener, so an operator's actions are traced
 //! in the audit trail to the request that made them.
@@ -16,7 +17,7 @@ use serde_json::json;
 
 use super::request_id;
 use super::router::{method_not_allowed, no_such_route};
-use super::{failures, operator};
+use super::{bank_callbacks, failures, operator};
 use crate::metrics::PoolLabels;
 use crate::state::AppState;
 
@@ -26,6 +27,7 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/readyz", get(detailed_readiness))
         .merge(operator::router(state.clone()))
+        .merge(bank_callbacks::router())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(failures::log_failures))

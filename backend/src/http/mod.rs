@@ -5,6 +5,7 @@
 
 mod admin;
 mod auth;
+mod bank_callbacks;
 mod body;
 mod docs;
 mod edge_proof;

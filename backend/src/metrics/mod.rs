@@ -131,6 +131,14 @@ pub struct BreakerLabels {
     pub to: &'static str,
 }
 
+/// Labels of a bank callback's answer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallbackLabels {
+    /// `applied`, `already_final`, `mismatch`, `unknown_reference`, `refused` (signature or
+    /// body) or `closed` (no secret set).
+    pub result: &'static str,
+}
+
 /// Labels of a final outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -203,6 +211,8 @@ pub struct Metrics {
     pub status_checks_per_movement: Histogram,
     /// Movements whose checks ran out with no final answer, left to the settlement file.
     pub awaiting_settlement: Counter,
+    /// Bank callbacks received, by what came of them.
+    pub bank_callbacks: Family<CallbackLabels, Counter>,
     /// Due keys whose rows could not be read (corrupt), skipped by reconciliation.
     pub corrupt_keys_skipped: Counter,
     /// Movements the bank executed after their claim was released (a first call that arrived
@@ -278,6 +288,7 @@ impl Metrics {
             status_checks_paced: Counter::default(),
             status_checks_per_movement: Histogram::new(CHECKS_PER_MOVEMENT_BUCKETS),
             awaiting_settlement: Counter::default(),
+            bank_callbacks: Family::default(),
             corrupt_keys_skipped: Counter::default(),
             late_movements_found: Family::default(),
             keys_expired: Counter::default(),
@@ -385,6 +396,11 @@ impl Metrics {
             "reconcile_sent_to_settlement",
             "Movements whose status checks ran out with no final answer, left to the bank's settlement file",
             metrics.awaiting_settlement.clone(),
+        );
+        registry.register(
+            "bank_callbacks",
+            "Bank callbacks received, by result (applied, already_final, mismatch, unknown_reference, refused, closed)",
+            metrics.bank_callbacks.clone(),
         );
         registry.register(
             "reconcile_corrupt_keys_skipped",
@@ -560,6 +576,13 @@ impl Metrics {
     pub fn bank_call(&self, call: &'static str, outcome: &'static str) {
         self.bank_calls
             .get_or_create(&BankCallLabels { call, outcome })
+            .inc();
+    }
+
+    /// Counts a bank callback's answer.
+    pub fn bank_callback(&self, result: &'static str) {
+        self.bank_callbacks
+            .get_or_create(&CallbackLabels { result })
             .inc();
     }
 

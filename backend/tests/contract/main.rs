@@ -11,6 +11,7 @@ mod support;
 
 mod audit_trail;
 mod bad_input;
+mod bank_callbacks;
 mod bank_timeouts;
 mod crash_recovery;
 mod database_failover;

@@ -8,6 +8,9 @@
 //! repeat debits twice: the backend must prevent doubles on its own). All random draws come
 //! from one generator seeded by `seed`, so a run repeats for the same arrival order.
 //!
+//! With a callback URL and secret ([`BankSimulator::send_callbacks_to`]) it posts each decided
+//! call's final status, signed, delayed, lost or repeated as the knobs say (`callbacks`).
+//!
 //! Status look-ups follow the rail's rules when the knobs say so ([`status_checks`]): answered
 //! `pending` for a while after the call, refused (`429 status_check_refused`) when sooner than
 //! the first-check delay or beyond the per-reference limit, and counted at `GET /stats`.
@@ -22,6 +25,7 @@
 //! production image does not carry it.
 
 mod books;
+mod callbacks;
 mod error;
 mod extract;
 mod http;

@@ -1,7 +1,8 @@
 //! What the knobs decide for one request, drawn all at once when it arrives.
 //!
 //! [`Behaviour`] pairs the knobs with the one seeded generator. Every money-moving request
-//! draws the same four values in the same order (jitter, failure, decline, lost reply), whether
+//! draws the same five values in the same order (jitter, failure, decline, lost reply, lost
+//! callback), whether
 //! or not its knobs use them, so a run is repeatable for the same knobs, seed and arrival
 //! order. The resulting [`RequestPlan`] is then carried out without touching the generator.
 
@@ -33,6 +34,10 @@ pub(crate) struct RequestPlan {
     pub(crate) dedupe: bool,
     /// Decide the request even if its caller hangs up first.
     pub(crate) executes_abandoned: bool,
+    /// Send its callback (if callbacks go anywhere), and how many times.
+    pub(crate) callbacks: u32,
+    /// How long after the decision the callback goes.
+    pub(crate) callback_delay: Duration,
 }
 
 impl Behaviour {
@@ -54,6 +59,9 @@ impl Behaviour {
         let failure_draw: f64 = self.rng.random();
         let decline_draw: f64 = self.rng.random();
         let lost_reply_draw: f64 = self.rng.random();
+        // Drawn after the four above, so their values are those of earlier versions.
+        let callback_loss_draw: f64 = self.rng.random();
+        let callback_sent = callback_loss_draw >= knobs.callback_loss_rate;
         RequestPlan {
             latency: Duration::from_millis(knobs.latency_ms.saturating_add(jitter_ms)),
             fail: failure_draw < knobs.error_rate,
@@ -62,6 +70,12 @@ impl Behaviour {
                 .then(|| Duration::from_millis(knobs.lost_reply_delay_ms)),
             dedupe: knobs.dedupe,
             executes_abandoned: knobs.executes_abandoned_calls,
+            callbacks: if callback_sent {
+                1 + knobs.callback_duplicates
+            } else {
+                0
+            },
+            callback_delay: Duration::from_millis(knobs.callback_delay_ms),
         }
     }
 }

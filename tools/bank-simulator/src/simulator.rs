@@ -10,12 +10,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use bank_api::callback::CallbackBody;
 use bank_api::settlement::{Settled, SettlementRow, to_csv};
 use bank_api::{DebitOutcome, DebitRequest, Knobs, Ledger, RefundOutcome, RefundRequest};
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
 use crate::books::Books;
+use crate::callbacks::CallbackTarget;
 use crate::error::SimulatorError;
 use crate::plan::{Behaviour, RequestPlan};
 use crate::sandbox::is_always_declined;
@@ -33,6 +35,8 @@ struct Shared {
     books: Mutex<Books>,
     /// Every call's arrival and every look-up, for the rail's rules and `GET /stats`.
     checks: Mutex<CheckLog>,
+    /// Where decided calls' callbacks go; `None`: nowhere.
+    callbacks: Mutex<Option<CallbackTarget>>,
     /// Set to `true` when a server of this simulator shuts down, so replies held back as
     /// "lost" are released at once instead of delaying the shutdown by a minute.
     held_replies_released: watch::Sender<bool>,
@@ -46,6 +50,7 @@ impl BankSimulator {
             behaviour: Mutex::new(Behaviour::new(knobs)),
             books: Mutex::new(Books::default()),
             checks: Mutex::new(CheckLog::default()),
+            callbacks: Mutex::new(None),
             held_replies_released: watch::Sender::new(false),
         };
         Self {
@@ -104,6 +109,41 @@ impl BankSimulator {
         to_csv(&rows)
     }
 
+    /// Sends every decided call's final status to `url`, signed with `secret`, as the
+    /// callback knobs say (`crate::callbacks`).
+    pub fn send_callbacks_to(&self, url: &str, secret: &[u8]) {
+        let target = CallbackTarget {
+            url: url.to_owned(),
+            secret: secret.to_vec(),
+            http: reqwest::Client::new(),
+        };
+        *self
+            .shared
+            .callbacks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(target);
+    }
+
+    /// Posts the callback of a decided call, in a task of its own, if callbacks go anywhere
+    /// and the plan did not lose it.
+    fn call_back(&self, plan: &RequestPlan, reference: &str, amount_paise: u64, status: Settled) {
+        let target = self
+            .shared
+            .callbacks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(target) = target.filter(|_| plan.callbacks > 0) else {
+            return;
+        };
+        let body = CallbackBody {
+            reference: reference.to_owned(),
+            amount_paise,
+            status: status.as_str().to_owned(),
+        };
+        tokio::spawn(target.deliver(body, plan.callbacks, plan.callback_delay));
+    }
+
     /// The look-ups counted so far ([`CheckStats`], `GET /stats`).
     pub fn check_stats(&self) -> CheckStats {
         self.checks().stats()
@@ -123,10 +163,10 @@ impl BankSimulator {
         request: DebitRequest,
     ) -> Result<DebitOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
-        let reference = request.reference.clone();
+        let (reference, amount_paise) = (request.reference.clone(), request.amount_paise);
         self.checks().call_arrived(&reference);
         let outcome = self
-            .decide_after_latency(&plan, reference, move |bank, plan| {
+            .decide_after_latency(&plan, reference.clone(), move |bank, plan| {
                 bank.decide_debit(&request, plan)
             })
             .await?;
@@ -135,6 +175,11 @@ impl BankSimulator {
             reply_lost = plan.lost_reply_delay.is_some(),
             "debit decided"
         );
+        let status = match outcome {
+            DebitOutcome::Debited { .. } => Settled::Debited,
+            DebitOutcome::Declined { .. } => Settled::Declined,
+        };
+        self.call_back(&plan, &reference, amount_paise, status);
         self.hold_reply_if_lost(&plan).await;
         Ok(outcome)
     }
@@ -146,10 +191,10 @@ impl BankSimulator {
         request: RefundRequest,
     ) -> Result<RefundOutcome, SimulatorError> {
         let plan = self.behaviour().plan_request();
-        let reference = request.reference.clone();
+        let (reference, amount_paise) = (request.reference.clone(), request.amount_paise);
         self.checks().call_arrived(&reference);
         let outcome = self
-            .decide_after_latency(&plan, reference, move |bank, plan| {
+            .decide_after_latency(&plan, reference.clone(), move |bank, plan| {
                 bank.decide_refund(&request, plan)
             })
             .await?;
@@ -158,6 +203,11 @@ impl BankSimulator {
             reply_lost = plan.lost_reply_delay.is_some(),
             "refund decided"
         );
+        let status = match outcome {
+            RefundOutcome::Refunded { .. } => Settled::Refunded,
+            RefundOutcome::Rejected { .. } => Settled::Rejected,
+        };
+        self.call_back(&plan, &reference, amount_paise, status);
         self.hold_reply_if_lost(&plan).await;
         Ok(outcome)
     }

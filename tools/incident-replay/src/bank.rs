@@ -39,6 +39,7 @@ impl Bank {
     ) -> anyhow::Result<()> {
         let millis =
             |night_time: Duration| u64::try_from(real(night_time).as_millis()).unwrap_or(u64::MAX);
+        let rail = self.rail().await?;
         self.put_knobs(&Knobs {
             latency_ms: millis(latency),
             jitter_ms: millis(night.jitter),
@@ -48,14 +49,36 @@ impl Bank {
             lost_reply_delay_ms: millis(night.lost_reply_delay),
             dedupe: true,
             seed: night.seed.wrapping_mul(1_000).wrapping_add(u64::from(step)),
-            ..Knobs::default()
+            ..rail
         })
         .await
     }
 
-    /// Puts the bank back to fast and reliable.
+    /// Puts the bank back to fast and reliable (its rail rules as they were).
     pub async fn calm(&self) -> anyhow::Result<()> {
-        self.put_knobs(&Knobs::default()).await
+        let rail = self.rail().await?;
+        self.put_knobs(&rail).await
+    }
+
+    /// Default knobs with the bank's current rail rules (status checks refused, `pending`
+    /// answers), which the night's steps keep: the bank was started with them.
+    async fn rail(&self) -> anyhow::Result<Knobs> {
+        let current: Knobs = self
+            .http
+            .get(format!("{}/knobs", self.url))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .with_context(|| format!("reading the bank's knobs at {}", self.url))?
+            .json()
+            .await
+            .context("the bank's knobs")?;
+        Ok(Knobs {
+            pending_ms: current.pending_ms,
+            status_check_first_after_ms: current.status_check_first_after_ms,
+            status_checks_at_most: current.status_checks_at_most,
+            ..Knobs::default()
+        })
     }
 
     async fn put_knobs(&self, knobs: &Knobs) -> anyhow::Result<()> {

@@ -67,6 +67,15 @@ pub struct KnobFlags {
     /// Refuse look-ups of one reference beyond this many (the rail's limit); 0: no limit.
     #[arg(long, env = "BANK_STATUS_CHECKS_AT_MOST", default_value_t = 0)]
     status_checks_at_most: u32,
+    /// How long after a call is decided its callback is sent, in milliseconds.
+    #[arg(long, env = "BANK_CALLBACK_DELAY_MS", default_value_t = 0)]
+    callback_delay_ms: u64,
+    /// Probability that a decided call's callback is never sent.
+    #[arg(long, env = "BANK_CALLBACK_LOSS_RATE", default_value_t = 0.0)]
+    callback_loss_rate: f64,
+    /// How many more times each callback is sent after the first.
+    #[arg(long, env = "BANK_CALLBACK_DUPLICATES", default_value_t = 0)]
+    callback_duplicates: u32,
 }
 
 impl From<KnobFlags> for Knobs {
@@ -86,6 +95,9 @@ impl From<KnobFlags> for Knobs {
             pending_ms: flags.pending_ms,
             status_check_first_after_ms: flags.status_check_first_after_ms,
             status_checks_at_most: flags.status_checks_at_most,
+            callback_delay_ms: flags.callback_delay_ms,
+            callback_loss_rate: flags.callback_loss_rate,
+            callback_duplicates: flags.callback_duplicates,
         }
     }
 }
@@ -131,6 +143,9 @@ mod tests {
             "--pending-ms=10",
             "--status-check-first-after-ms=11",
             "--status-checks-at-most=12",
+            "--callback-delay-ms=13",
+            "--callback-loss-rate=0.4",
+            "--callback-duplicates=2",
         ]);
         let expected = Knobs {
             latency_ms: 5,
@@ -147,6 +162,9 @@ mod tests {
             pending_ms: 10,
             status_check_first_after_ms: 11,
             status_checks_at_most: 12,
+            callback_delay_ms: 13,
+            callback_loss_rate: 0.4,
+            callback_duplicates: 2,
         };
         assert_eq!(knobs, expected);
     }
@@ -181,6 +199,9 @@ mod tests {
                 "BANK_STATUS_CHECK_FIRST_AFTER_MS",
             ),
             ("status-checks-at-most", "BANK_STATUS_CHECKS_AT_MOST"),
+            ("callback-delay-ms", "BANK_CALLBACK_DELAY_MS"),
+            ("callback-loss-rate", "BANK_CALLBACK_LOSS_RATE"),
+            ("callback-duplicates", "BANK_CALLBACK_DUPLICATES"),
         ]
         .map(|(flag, env)| (flag.to_owned(), env.to_owned()));
         assert_eq!(names, expected);

@@ -1,7 +1,8 @@
 //! The bank simulator as its own process, for the development stack and outside test suites.
 //!
 //! Flags and `BANK_*` environment variables set the listen address, https (`--tls-cert`,
-//! `--tls-key`) and the knobs (see
+//! `--tls-key`), where signed callbacks go (`--callback-url`, `--callback-secret`) and the
+//! knobs (see
 //! `--help`); the knobs can be changed later with `PUT /knobs`. Logs go to stderr, filtered by
 //! `RUST_LOG` (default `info`). Ctrl-C or SIGTERM stops it gracefully.
 
@@ -31,6 +32,18 @@ struct Cli {
     /// The PEM private key of --tls-cert.
     #[arg(long, env = "BANK_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Post each decided call's final status to this URL (the PSP's `…/bank/callbacks`),
+    /// signed with --callback-secret.
+    #[arg(long, env = "BANK_CALLBACK_URL", requires = "callback_secret")]
+    callback_url: Option<String>,
+    /// The secret callbacks are signed with (the PSP's `BANK_CALLBACK_SECRET`).
+    #[arg(
+        long,
+        env = "BANK_CALLBACK_SECRET",
+        requires = "callback_url",
+        hide_env_values = true
+    )]
+    callback_secret: Option<String>,
     #[command(flatten)]
     knobs: KnobFlags,
 }
@@ -54,6 +67,9 @@ async fn main() -> anyhow::Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
     let simulator = BankSimulator::new(knobs.clone());
+    if let (Some(url), Some(secret)) = (&cli.callback_url, &cli.callback_secret) {
+        simulator.send_callbacks_to(url, secret.as_bytes());
+    }
     match (cli.tls_cert, cli.tls_key) {
         (Some(certificate), Some(key)) => {
             let config = server_config(&certificate, &key).context("reading the TLS files")?;
