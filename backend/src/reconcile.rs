@@ -328,17 +328,17 @@ fn readable(state: &AppState, due: Result<LeasedKey, StoreError>) -> Option<Leas
     }
 }
 
-/// Refreshes the gauges of the oldest `started` and `unknown` keys' ages.
+/// Refreshes the gauges of the oldest `started` and `unknown` keys' ages and of the keys
+/// awaiting settlement.
 async fn refresh_age_gauges(state: &AppState) {
-    if let Ok((started, unknown)) = state.leases().oldest_unfinished_ages().await {
-        state
-            .metrics
-            .oldest_started_seconds
-            .set(started.as_secs_f64());
-        state
-            .metrics
-            .oldest_unknown_seconds
-            .set(unknown.as_secs_f64());
+    if let Ok(unfinished) = state.leases().unfinished_keys().await {
+        let metrics = &state.metrics;
+        let started = unfinished.oldest_started.as_secs_f64();
+        metrics.oldest_started_seconds.set(started);
+        let unknown = unfinished.oldest_unknown.as_secs_f64();
+        metrics.oldest_unknown_seconds.set(unknown);
+        let awaiting = i64::try_from(unfinished.awaiting_settlement).unwrap_or(i64::MAX);
+        metrics.keys_awaiting_settlement.set(awaiting);
     }
 }
 

@@ -213,6 +213,9 @@ pub struct Metrics {
     pub awaiting_settlement: Counter,
     /// Bank callbacks received, by what came of them.
     pub bank_callbacks: Family<CallbackLabels, Counter>,
+    /// Keys awaiting the bank's settlement file now, read when the reconciler refreshes its
+    /// gauges.
+    pub keys_awaiting_settlement: Gauge,
     /// Due keys whose rows could not be read (corrupt), skipped by reconciliation.
     pub corrupt_keys_skipped: Counter,
     /// Movements the bank executed after their claim was released (a first call that arrived
@@ -289,6 +292,7 @@ impl Metrics {
             status_checks_per_movement: Histogram::new(CHECKS_PER_MOVEMENT_BUCKETS),
             awaiting_settlement: Counter::default(),
             bank_callbacks: Family::default(),
+            keys_awaiting_settlement: Gauge::default(),
             corrupt_keys_skipped: Counter::default(),
             late_movements_found: Family::default(),
             keys_expired: Counter::default(),
@@ -396,6 +400,11 @@ impl Metrics {
             "reconcile_sent_to_settlement",
             "Movements whose status checks ran out with no final answer, left to the bank's settlement file",
             metrics.awaiting_settlement.clone(),
+        );
+        registry.register(
+            "keys_awaiting_settlement",
+            "Keys whose status checks ran out undecided, awaiting the bank's settlement file",
+            metrics.keys_awaiting_settlement.clone(),
         );
         registry.register(
             "bank_callbacks",

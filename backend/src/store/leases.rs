@@ -17,7 +17,9 @@ use super::error::StoreError;
 use super::slices::Leases;
 use super::sql::{events, keys, movements, outcome, pace};
 use super::sql_store::{SqlStore, claim_event};
-use super::types::{CheckSlot, FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement, Settlement};
+use super::types::{
+    CheckSlot, FinalOutcome, KeyRef, Lease, LeasedKey, SavedMovement, Settlement, UnfinishedKeys,
+};
 use crate::domain::{Cause, EventKind};
 
 #[async_trait]
@@ -250,15 +252,19 @@ impl<D: Db> Leases for SqlStore<D> {
         Ok(settlement)
     }
 
-    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError> {
+    async fn unfinished_keys(&self) -> Result<UnfinishedKeys, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        let (started, unknown, now) = keys::oldest_unfinished::<D>(&mut conn).await?;
+        let (started, unknown, awaiting, now) = keys::oldest_unfinished::<D>(&mut conn).await?;
         let age = |claimed: Option<super::columns::Timestamp>| {
             claimed.map_or(Duration::ZERO, |claimed| {
                 (now.0 - claimed.0).try_into().unwrap_or(Duration::ZERO)
             })
         };
-        Ok((age(started), age(unknown)))
+        Ok(UnfinishedKeys {
+            oldest_started: age(started),
+            oldest_unknown: age(unknown),
+            awaiting_settlement: u64::try_from(awaiting).unwrap_or(0),
+        })
     }
 }
 

@@ -51,5 +51,5 @@ pub use sql::operator_reads::{
 pub use types::{
     CLAIM_LEASE, CLAIM_LEASE_RENEWAL, CheckSlot, ClaimResult, ClaimToken, FinalOutcome, Finished,
     KeyRef, LeasedKey, NewPayment, NewRefund, PaymentRow, RECONCILE_LEASE, RefundRow,
-    ReplicationState, SavedMovement, Settlement, StoredKey,
+    ReplicationState, SavedMovement, Settlement, StoredKey, UnfinishedKeys,
 };

@@ -36,6 +36,7 @@ use super::sql_store::SqlStore;
 use super::types::{
     CheckSlot, ClaimResult, ClaimToken, FinalOutcome, Finished, KeyRef, LeasedKey, NewPayment,
     NewRefund, PaymentRow, RefundRow, ReplicationState, SavedMovement, Settlement, StoredKey,
+    UnfinishedKeys,
 };
 use crate::domain::{Cause, NewEvent, Observed};
 
@@ -262,8 +263,9 @@ pub trait Leases: Send + Sync {
     /// Applying the same line twice changes nothing.
     async fn settle(&self, row: &SettlementRow, cause: &Cause) -> Result<Settlement, StoreError>;
 
-    /// The ages of the oldest `started` and `unknown` keys, for the metrics.
-    async fn oldest_unfinished_ages(&self) -> Result<(Duration, Duration), StoreError>;
+    /// The ages of the oldest `started` and `unknown` keys (those awaiting settlement aside)
+    /// and how many await settlement, for the metrics.
+    async fn unfinished_keys(&self) -> Result<UnfinishedKeys, StoreError>;
 }
 
 /// What the janitor uses (`crate::janitor`): delete expired keys and the trail kept past them, one bounded batch at a time.

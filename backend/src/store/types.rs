@@ -327,6 +327,17 @@ impl Lease {
     }
 }
 
+/// The unfinished keys at a glance, for the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnfinishedKeys {
+    /// How long the oldest `started` key has been claimed.
+    pub oldest_started: Duration,
+    /// How long the oldest `unknown` key not yet awaiting settlement has been claimed.
+    pub oldest_unknown: Duration,
+    /// How many keys await the bank's settlement file.
+    pub awaiting_settlement: u64,
+}
+
 /// What one line of the bank's settlement file did to our records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {

@@ -249,11 +249,13 @@ pub async fn delete_expired_batch<D: Db>(
 /// none), and the database's clock.
 pub async fn oldest_unfinished<D: Db>(
     conn: &mut D::Connection,
-) -> Result<(Option<Timestamp>, Option<Timestamp>, Timestamp), StoreError> {
+) -> Result<(Option<Timestamp>, Option<Timestamp>, i64, Timestamp), StoreError> {
     let sql = format!(
         "SELECT \
            min(claimed_at) FILTER (WHERE state = 'started') AS started, \
-           min(claimed_at) FILTER (WHERE state = 'unknown') AS unknown, \
+           min(claimed_at) FILTER (WHERE state = 'unknown' AND settlement_due_at IS NULL) \
+             AS unknown, \
+           count(*) FILTER (WHERE settlement_due_at IS NOT NULL) AS awaiting, \
            {now} AS read_at \
          FROM idempotency_keys WHERE state IN ('started', 'unknown')",
         now = D::NOW
@@ -263,6 +265,7 @@ pub async fn oldest_unfinished<D: Db>(
     Ok((
         fields.get("started")?,
         fields.get("unknown")?,
+        fields.get("awaiting")?,
         fields.get("read_at")?,
     ))
 }
