@@ -177,14 +177,8 @@ async fn bank_timeout_leaves_the_key_unknown_until_reconciliation_saves_the_trut
     );
     assert_eq!(app.bank.simulator.check_stats().status_checks, 0);
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while app.key_state(9, &key).await.as_deref() != Some("done") {
-        assert!(std::time::Instant::now() < deadline, "never reconciled");
-        backend::reconcile::try_reconcile_once(&app.state)
-            .await
-            .expect("step");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    app.reconcile_until((9, &key), "done", Duration::from_secs(15))
+        .await;
     assert_eq!(app.bank.simulator.check_stats().status_checks, 1);
 
     let after = app.pay(9, Some(&key), "elec-1", &body).await;

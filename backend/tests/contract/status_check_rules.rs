@@ -184,15 +184,8 @@ async fn a_pending_answer_is_asked_again_and_its_final_word_saved(store: StoreKi
     app.pay(82, Some(&key), "elec-1", &body)
         .await
         .assert_problem(503, "outcome-pending");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while app.key_state(82, &key).await.as_deref() != Some("done") {
-        assert!(
-            Instant::now() < deadline,
-            "the pending debit was never settled"
-        );
-        try_reconcile_once(&app.state).await.expect("step");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let patience = Duration::from_secs(20);
+    app.reconcile_until((82, &key), "done", patience).await;
     let stats = app.bank.simulator.check_stats();
     assert!(stats.answered_pending >= 1, "{stats:?}");
     assert!(status_checks_of(&app, 82).await >= 2, "pending, then final");
@@ -216,12 +209,8 @@ async fn rules_kept_in_real_time_are_never_refused_and_a_broken_rule_is_counted(
     kept.pay(83, Some(&key), "elec-1", &payment_body(300))
         .await
         .assert_problem(503, "outcome-pending");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while kept.key_state(83, &key).await.as_deref() != Some("done") {
-        assert!(Instant::now() < deadline, "never resolved");
-        try_reconcile_once(&kept.state).await.expect("step");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let patience = Duration::from_secs(20);
+    kept.reconcile_until((83, &key), "done", patience).await;
     let stats = kept.bank.simulator.check_stats();
     assert_eq!(
         (stats.status_checks, stats.refused_too_early),

@@ -563,6 +563,22 @@ impl TestApp {
         .expect("age the keys");
     }
 
+    /// Runs reconciler steps, 100 ms apart (time the rail's schedule needs to pass), until
+    /// `user`'s `key` is in `state`; panics after `patience`, saying what was awaited.
+    pub async fn reconcile_until(&self, (user, key): (u64, &str), state: &str, patience: Duration) {
+        let deadline = std::time::Instant::now() + patience;
+        while self.key_state(user, key).await.as_deref() != Some(state) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "user {user}'s key never became {state}"
+            );
+            backend::reconcile::try_reconcile_once(&self.state)
+                .await
+                .expect("a reconciler step");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Makes `key`'s next bank look-up due now, as if its wait (a back-off, or a released key's
     /// next check) had passed.
     pub async fn make_lookup_due(&self, key: &str) {
