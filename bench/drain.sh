@@ -84,9 +84,9 @@ drain() { # concurrency lookups-per-second [policy]: keys per second
   check_money >&2
   awk -v k="$(backlog)" -v s="$started" -v e="$ended" -v c="$1" -v r="$2" \
     'BEGIN { printf "  concurrency %2d, cap %6d/s: %7.1f s, %7.0f keys/s\n", c, r, e - s, k / (e - s) }'
-  again "$keys"
 }
-# The same backlog again for the next run, its first `$1` keys: the bank keeps its debits.
+# The backlog again for the next run, its first `$1` keys (every key is `done` after a run):
+# the bank keeps its debits.
 again() {
   psql -q -h 127.0.0.1 -U postgres -d "$db" -c "BEGIN; \
     UPDATE idempotency_keys SET state = 'unknown', next_lookup_at = NULL, lease_owner = NULL, \
@@ -101,9 +101,9 @@ echo "$keys" > "$work_backlog"
 backlog() { cat "$work_backlog"; }
 echo "draining $keys unknown keys (instant bank; time from the backend's start; checked after each run):"
 drain 1 1000000
-drain 8 1000000
-drain 32 1000000
-drain 32 1000
+again "$keys"; drain 8 1000000
+again "$keys"; drain 32 1000000
+again "$keys"; drain 32 1000
 again "$paced_keys"
 echo "draining $paced_keys of them under the shipped policy's pace (20 status checks a second for the deployment):"
 drain 32 1000 "$paced"
