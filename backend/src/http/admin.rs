@@ -11,7 +11,7 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
@@ -27,7 +27,7 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/metrics", get(metrics))
         .route("/readyz", get(detailed_readiness))
         .merge(operator::router(state.clone()))
-        .merge(bank_callbacks::router())
+        .route("/bank/callbacks", post(bank_callbacks::receive))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(failures::log_failures))

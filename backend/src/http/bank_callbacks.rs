@@ -12,12 +12,11 @@
 //! (404 `unknown_reference`, logged and counted for the operator). Every answer is counted in
 //! `bank_callbacks_total{result}`.
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Extension, Router};
 use bank_api::callback::{CallbackBody, SIGNATURE_HEADER, SignatureError, verify};
 use secret_settings::ExposeSecret;
 use serde_json::json;
@@ -29,12 +28,8 @@ use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::Settlement;
 
-/// The callback route.
-pub fn router() -> Router<AppState> {
-    Router::new().route("/bank/callbacks", post(receive))
-}
-
-async fn receive(
+/// `POST /bank/callbacks`: the handler, routed by the admin listener (`http::admin`).
+pub async fn receive(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
     Extension(trace_id): Extension<TraceId>,
