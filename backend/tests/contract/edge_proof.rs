@@ -1,4 +1,4 @@
-//! The backend's public API answers only what came through the edge (SPEC §7 "Here:"): with
+//! The `/v1` API answers only what the edge forwards (SPEC §7, "The edge is the only way in"): with
 //! `EDGE_PROOF_SECRET` set, a payment without the edge's proof, with a forged one (another
 //! secret), a stale one (a minute old), one for another body, or one already used (the same
 //! request replayed) is refused 403 `forbidden` before its token is read (so also without a
