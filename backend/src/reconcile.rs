@@ -65,7 +65,10 @@ pub enum Resolution {
     Voided,
     /// No answer yet (look-up failed or pending, too early to release, or the rules put the
     /// check off): asked again later.
-    NotYet,
+    NotYet {
+        /// When the key is taken again (its next check, or the quiet hours' end).
+        next_check_at: time::OffsetDateTime,
+    },
     /// Every check the rail allows was made with no final answer: the key waits for the bank's
     /// settlement file, due at `due_at`.
     AwaitingSettlement {
@@ -127,6 +130,28 @@ pub async fn resolve_leased(
     ask_the_bank(state, leased, cause).await
 }
 
+/// When the rail allows the `unknown` key's next status check, by its row (its claim and the
+/// checks made); `None` once its checks ran out or it awaits the settlement file.
+pub fn next_check_at(state: &AppState, stored: &StoredKey) -> Option<time::OffsetDateTime> {
+    if stored.settlement_due_at.is_some() {
+        return None;
+    }
+    let rules = &state.policy.status_checks;
+    let land_within = state.bank.calls_land_within();
+    let after_claim = rail::next_check_after_claim(rules, land_within, stored.status_checks)?;
+    Some(stored.record.claimed_at + after_claim)
+}
+
+/// How long from now until the rail allows the first status check of a call that took `took`
+/// (counted from when the call reached the bank at the latest, [`since_the_call_landed`]).
+pub fn first_check_in(state: &AppState, took: Duration) -> Duration {
+    let rules = &state.policy.status_checks;
+    let land_within = state.bank.calls_land_within();
+    rail::next_check_after_claim(rules, land_within, 0)
+        .unwrap_or_default()
+        .saturating_sub(took)
+}
+
 /// How long ago the key's latest bank call reached the bank at the latest (its claim plus the
 /// bank timeout, [`crate::bank::Bank::calls_land_within`]): the rail's schedule counts from
 /// then, so no check is early by the call's own time on the way.
@@ -180,7 +205,7 @@ async fn ask_the_bank(
             check_again(state, leased, true, cause).await
         }
     }?;
-    if !matches!(resolution, Resolution::NotYet) {
+    if !matches!(resolution, Resolution::NotYet { .. }) {
         let per_movement = &state.metrics.status_checks_per_movement;
         per_movement.observe(checks_made);
     }
@@ -205,11 +230,12 @@ async fn check_again(
     };
     let since_call = since_the_call_landed(state, &leased.stored);
     let wait = due.saturating_sub(since_call).max(MIN_CHECK_GAP);
+    let next_check_at = leased.stored.read_at + wait;
     state
         .leases()
         .look_again(leased, wait, failed, cause)
         .await?;
-    Ok(Resolution::NotYet)
+    Ok(Resolution::NotYet { next_check_at })
 }
 
 /// Gives the key back, to be taken again after `wait`; no check was sent.
@@ -219,11 +245,13 @@ async fn not_yet(
     wait: Duration,
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
+    let wait = wait.max(MIN_CHECK_GAP);
+    let next_check_at = leased.stored.read_at + wait;
     state
         .leases()
-        .look_again(leased, wait.max(MIN_CHECK_GAP), false, cause)
+        .look_again(leased, wait, false, cause)
         .await?;
-    Ok(Resolution::NotYet)
+    Ok(Resolution::NotYet { next_check_at })
 }
 
 /// The movement has had every check the rail allows. A released key (the bank said "never

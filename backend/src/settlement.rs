@@ -2,19 +2,24 @@
 //! file"), the final word on every movement the bank settled.
 //!
 //! The file is read whole and refused whole if any line is malformed (the error names the
-//! line), so nothing of a bad file is applied. Then each line is applied on its own
-//! transaction (the store's `settle`): an undecided movement of ours (an `unknown` key, one
+//! line), so nothing of a bad file is applied. Then its lines are applied in batches of
+//! [`SETTLE_BATCH`], one transaction each (the store's `settle`): an undecided movement of ours (an `unknown` key, one
 //! awaiting settlement, a released claim whose first call landed late) gets the bank's word and
 //! its key `done`, so the customer's next retry replays it; a line that disagrees with ours (an
 //! amount, a contradicting status) is reported and written to that key's audit trail, never
 //! applied; a reference we never issued is reported. Importing the same file again changes
 //! nothing: every line is then "already final".
 
-use bank_api::settlement::{SettlementFileError, parse};
+use bank_api::settlement::{SettlementFileError, SettlementRow, parse};
 
 use crate::domain::Cause;
 use crate::state::AppState;
 use crate::store::{Settlement, StoreError};
+
+/// Lines applied per transaction: a day's file of a few hundred thousand lines commits in a few
+/// hundred transactions, none holding its locks for long; a failure part-way keeps the batches
+/// before it, and importing the file again is safe.
+pub const SETTLE_BATCH: usize = 500;
 
 /// What an import did, line by line.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -55,7 +60,8 @@ pub enum ImportError {
     /// The file is malformed; nothing was applied.
     #[error("the settlement file is malformed, nothing was applied: {0}")]
     Malformed(#[from] SettlementFileError),
-    /// The database failed part-way; the lines before were applied (importing again is safe).
+    /// The database failed part-way; the batches before were applied (importing again is
+    /// safe).
     #[error("the database failed during the import (importing the file again is safe): {0}")]
     Store(#[from] StoreError),
 }
@@ -68,22 +74,32 @@ pub async fn import(
 ) -> Result<ImportSummary, ImportError> {
     let rows = parse(text)?;
     let mut summary = ImportSummary::default();
-    for row in &rows {
-        match state.leases().settle(row, cause).await? {
-            Settlement::Resolved => summary.resolved += 1,
-            Settlement::AlreadyFinal => summary.already_final += 1,
+    for batch in rows.chunks(SETTLE_BATCH) {
+        let settled = state.leases().settle(batch, cause).await?;
+        for (row, settlement) in batch.iter().zip(settled) {
+            summary.count(row, settlement);
+        }
+    }
+    Ok(summary)
+}
+
+impl ImportSummary {
+    /// Adds what one line did, logging a line that was not applied.
+    fn count(&mut self, row: &SettlementRow, settlement: Settlement) {
+        match settlement {
+            Settlement::Resolved => self.resolved += 1,
+            Settlement::AlreadyFinal => self.already_final += 1,
             Settlement::Mismatched(why) => {
                 tracing::warn!(reference = row.reference, %why, "settlement line disagrees with our records");
-                summary.mismatched.push(why);
+                self.mismatched.push(why);
             }
             Settlement::UnknownReference => {
                 tracing::warn!(
                     reference = row.reference,
                     "settlement line for a reference we never issued"
                 );
-                summary.unknown_references.push(row.reference.clone());
+                self.unknown_references.push(row.reference.clone());
             }
         }
     }
-    Ok(summary)
 }

@@ -5,6 +5,8 @@
 use serde_json::Value;
 use shared::IdempotencyKey;
 pub use shared::retry::Unsettled;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 /// The end of one run of an action.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +17,34 @@ pub struct Completion {
     pub attempts: u32,
     /// What became of it.
     pub outcome: ActionResult,
+    /// For an unsettled action, when the server expects to know its outcome, as its last reply
+    /// said: what a status screen shows as "we will know by …".
+    pub known_by: Option<KnownBy>,
+}
+
+/// When the server expects to know an unsettled action's outcome (SPEC §4: an
+/// `outcome-pending` problem and an `unknown` key's status name `next_check_at`; an
+/// `outcome-awaiting-settlement` problem and the key's status name `settlement_due_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownBy {
+    /// The rail's rules let the bank be asked about it then.
+    NextStatusCheck(OffsetDateTime),
+    /// Every status check the rail allows was made; the bank's settlement file, due then, says.
+    Settlement(OffsetDateTime),
+}
+
+impl KnownBy {
+    /// What a reply's body (a problem or a key status) names, the settlement first; `None`
+    /// when it names neither or a time that does not parse.
+    pub fn named_in(body: &Value) -> Option<KnownBy> {
+        let time_of = |field: &str| {
+            let text = body.get(field)?.as_str()?;
+            OffsetDateTime::parse(text, &Rfc3339).ok()
+        };
+        time_of("settlement_due_at")
+            .map(KnownBy::Settlement)
+            .or_else(|| time_of("next_check_at").map(KnownBy::NextStatusCheck))
+    }
 }
 
 /// What became of an action.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use shared::retry::{ActionProgress, Ending, Next, Seen, Unsettled};
 
-use crate::action_result::{ActionResult, Completion, FinalReply};
+use crate::action_result::{ActionResult, Completion, FinalReply, KnownBy};
 use crate::action_store::SavedAction;
 use crate::clock::{Clock, within};
 use crate::events::{Event, Report};
@@ -180,6 +180,12 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         last: LastAnswer,
         report: &Report,
     ) -> Completion {
+        let known_by = match (&ending, &last) {
+            (Ending::Unsettled(_), LastAnswer::Attempt(reply) | LastAnswer::LookUp(reply)) => {
+                KnownBy::named_in(&reply.body)
+            }
+            _ => None,
+        };
         let outcome = match (ending, last) {
             (Ending::Answered { .. }, LastAnswer::Attempt(reply)) => {
                 ActionResult::Answered(FinalReply {
@@ -202,7 +208,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         if !outcome.keeps_action() {
             self.forget(saved, report).await;
         }
-        self.completion(saved, attempts, outcome)
+        self.completion(saved, attempts, (outcome, known_by))
     }
 }
 
@@ -211,6 +217,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use serde_json::json;
     use shared::retry::RetrySchedule;
 
     use super::*;
@@ -493,6 +500,39 @@ mod tests {
                 .await;
             assert_eq!(completion.outcome, ActionResult::Unsettled(expected));
             assert!(rig.is_saved(), "{expected:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unsettled_outcome_says_when_it_will_be_known() {
+        let at = "2026-12-06T10:01:30Z";
+        let when = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+            .expect("a time");
+        for (field, expected) in [
+            ("next_check_at", KnownBy::NextStatusCheck(when)),
+            ("settlement_due_at", KnownBy::Settlement(when)),
+        ] {
+            let rig = Rig::new([]);
+            rig.transport.answer_by_default(Step::status(503));
+            let body = json!({"state": "unknown", "operation": "pay_bill",
+                              "expires_at": "2027-01-17T08:00:00Z", field: at});
+            rig.transport
+                .answer_by_default_on_look_up(Step::Reply(Reply {
+                    status: 200,
+                    retry_after: None,
+                    replayed: false,
+                    wait_applied: None,
+                    body,
+                }));
+            let completion = rig
+                .client(ClientRules::default())
+                .run(&rig.saved, &|_| {})
+                .await;
+            assert_eq!(
+                completion.outcome,
+                ActionResult::Unsettled(Unsettled::Unknown)
+            );
+            assert_eq!(completion.known_by, Some(expected));
         }
     }
 

@@ -82,7 +82,7 @@ mod test_support;
 #[cfg(test)]
 mod vector_tests;
 
-pub use action_result::{ActionResult, Completion, FinalReply, Unsettled};
+pub use action_result::{ActionResult, Completion, FinalReply, KnownBy, Unsettled};
 pub use action_store::{ActionStore, MemoryStore, SavedAction, StoreError};
 pub use clock::{Clock, SystemClock};
 pub use events::{Event, Report};

@@ -9,7 +9,7 @@ use serde::Serialize;
 use shared::retry::{ClientRules, PendingAction};
 use shared::{Operation, UserId};
 
-use crate::action_result::{ActionResult, Completion};
+use crate::action_result::{ActionResult, Completion, KnownBy};
 use crate::action_store::{ActionStore, SavedAction, StoreError};
 use crate::clock::{Clock, SystemClock, elapsed_between};
 use crate::events::{Event, Report};
@@ -135,12 +135,13 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         &self,
         saved: &SavedAction,
         attempts: u32,
-        outcome: ActionResult,
+        (outcome, known_by): (ActionResult, Option<KnownBy>),
     ) -> Completion {
         Completion {
             key: saved.key().clone(),
             attempts,
             outcome,
+            known_by,
         }
     }
 }

@@ -26,7 +26,7 @@
 //! let amount = Paise::new(230_000).expect("Rs 2,300");
 //! match phone.pay_bill("elec-2026-12", amount, "asha@okbank", &|_| {}).await {
 //!     Ok(payment) => println!("paid under {}", payment.bank_reference),
-//!     Err(PaymentError::Pending { key, why }) => {
+//!     Err(PaymentError::Pending { key, why, .. }) => {
 //!         assert_eq!(why, Unsettled::Unreachable);
 //!         // Show a status screen; `resume_all` later asks about `key`, never pays again.
 //!         assert_eq!(phone.pending().await.expect("listed")[0].key(), &key);
@@ -43,7 +43,7 @@ use shared::api::{Paise, PayBillRequest, PaymentResponse, RefundRequest, RefundR
 use shared::{IdempotencyKey, Operation, Problem};
 use thiserror::Error;
 
-use crate::action_result::{ActionResult, Completion, FinalReply, Unsettled};
+use crate::action_result::{ActionResult, Completion, FinalReply, KnownBy, Unsettled};
 use crate::action_store::StoreError;
 use crate::clock::Clock;
 use crate::events::Report;
@@ -88,6 +88,8 @@ pub enum PaymentError {
         key: IdempotencyKey,
         /// Why it is not settled.
         why: Unsettled,
+        /// When the server expects to know, as its last reply said.
+        known_by: Option<KnownBy>,
     },
     /// The token was refused: sign in again and resume the action (it stays saved).
     #[error("the token was refused; sign in again and resume key {key}")]
@@ -164,10 +166,10 @@ impl Completion {
     /// The receipt this completion carries (a [`PaymentResponse`] or a [`RefundResponse`]), or
     /// why there is none: for a resumed action, what `pay_bill` and `refund` give.
     pub fn into_receipt<R: DeserializeOwned>(self) -> Result<R, PaymentError> {
-        let key = self.key;
+        let (key, known_by) = (self.key, self.known_by);
         match self.outcome {
             ActionResult::Answered(answer) => answered(key, answer),
-            ActionResult::Unsettled(why) => Err(PaymentError::Pending { key, why }),
+            ActionResult::Unsettled(why) => Err(PaymentError::Pending { key, why, known_by }),
             ActionResult::NotReceived => Err(PaymentError::NotReceived { key }),
             ActionResult::SignInRequired => Err(PaymentError::SignInRequired { key }),
         }

@@ -260,7 +260,7 @@ mod tests {
     fn field_of(result: Result<PayBillRequest, Problem>) -> String {
         let problem = result.expect_err("must be refused");
         assert_eq!(problem.kind(), Some(ProblemKind::InvalidField));
-        problem.field.expect("names a field")
+        problem.field.expect("names a field").into()
     }
 
     #[test]

@@ -217,13 +217,18 @@ pub struct Problem {
     /// What was wrong with this request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
-    /// The body field at fault, for `invalid-field`.
+    /// The body field at fault, for `invalid-field`; a boxed `str`, two words not three, so
+    /// a problem stays small enough to return by value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
+    pub field: Option<Box<str>>,
     /// For `outcome-awaiting-settlement`: when the bank's settlement file is due (RFC 3339).
     /// Boxed, so the rare field costs every problem one pointer, not a string's three words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settlement_due_at: Option<Box<String>>,
+    /// For `outcome-pending`: when the rail's rules let the bank be asked about it next
+    /// (RFC 3339), when the server knows; boxed like `settlement_due_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_check_at: Option<Box<String>>,
     /// The wait to suggest, in whole seconds (rounded up): the HTTP layer sends it as
     /// `Retry-After`, never in the body.
     #[serde(skip)]
@@ -240,6 +245,7 @@ impl Problem {
             detail: Some(detail.into()),
             field: None,
             settlement_due_at: None,
+            next_check_at: None,
             retry_after: None,
         }
     }
@@ -247,7 +253,7 @@ impl Problem {
     /// `invalid-field` naming `field`.
     pub fn invalid_field(field: &str, detail: impl Into<String>) -> Problem {
         Problem {
-            field: Some(field.to_owned()),
+            field: Some(field.into()),
             ..Problem::new(ProblemKind::InvalidField, detail)
         }
     }

@@ -6,11 +6,12 @@
 //! The one exception is a call the bank port calls *not executed* (the bank said it did nothing
 //! with it, or it never left): the claim is released on the spot, with no status check (the
 //! rail allows none that soon, and none is needed), and the attempt told that nothing was
-//! charged (SPEC §4, "bank did not execute the call"). A gateway's 503 is not that: it may
+//! charged (SPEC §4, "Definite errors"). A gateway's 503 is not that: it may
 //! have forwarded the call, which is left to reconciliation, within the rail's rules.
 
 use std::time::Instant;
 
+use time::OffsetDateTime;
 use tracing::Instrument;
 
 use shared::Operation;
@@ -20,6 +21,7 @@ use crate::bank::{Admitted, CallOutcome, MoneyCall};
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::reconcile;
 use crate::state::AppState;
 use crate::store::{CLAIM_LEASE_RENEWAL, ClaimToken, FinalOutcome, KeyRef, SavedMovement};
 
@@ -152,23 +154,17 @@ async fn no_final_answer(
     state.metrics.outcome(operation.name(), "unknown");
     tracing::warn!(%reason, "no final answer from the bank; the key goes to reconciliation");
     let this_claim = (held.movement.id(), held.claim);
-    let first_check = first_check_in(state, took);
+    let first_check = reconcile::first_check_in(state, took);
     if let Err(error) = state
         .claims()
         .mark_unknown(held.key, this_claim, first_check, cause)
         .await
     {
         tracing::error!(%error, "could not mark the key unknown; it stays started");
+        return Ok(outcome_pending(None));
     }
-    Ok(outcome_pending())
-}
-
-/// How long from now until the rail allows the first status check of a call that took `took`
-/// (counted from when the call reached the bank at the latest, `reconcile::since_the_call_landed`).
-fn first_check_in(state: &AppState, took: std::time::Duration) -> std::time::Duration {
-    let rules = &state.policy.status_checks;
-    let after_claim = rules.first_after + state.bank.calls_land_within();
-    after_claim.saturating_sub(took)
+    let next_check_at = OffsetDateTime::now_utc() + first_check;
+    Ok(outcome_pending(Some(next_check_at)))
 }
 
 /// The bank said it did not execute the call (or the call never left): nothing moved and
@@ -192,7 +188,7 @@ async fn not_executed(
         .await
     {
         tracing::warn!(%error, "could not release the claim; reconciliation will");
-        return Ok(outcome_pending());
+        return Ok(outcome_pending(None));
     }
     Ok(nothing_charged(
         "The bank did not execute this request and has no record of it: no money moved. \
@@ -226,7 +222,7 @@ async fn save(
         }
         Ok(None) => {
             tracing::error!("the movement vanished before its outcome was saved");
-            outcome_pending()
+            outcome_pending(None)
         }
         Err(error) => {
             tracing::error!(%error, "could not save the bank's outcome; reconciliation will");
@@ -234,7 +230,7 @@ async fn save(
             // fails too, the key stays `started`, and the reconciler takes it when the claim's
             // lease lapses.
             let this_claim = (resource_id, held.claim);
-            let first_check = first_check_in(state, std::time::Duration::ZERO);
+            let first_check = reconcile::first_check_in(state, std::time::Duration::ZERO);
             let claims = state.claims();
             if let Err(error) = claims
                 .mark_unknown(key, this_claim, first_check, cause)
@@ -242,7 +238,7 @@ async fn save(
             {
                 tracing::warn!(%error, "could not mark the key unknown either");
             }
-            outcome_pending()
+            outcome_pending(None)
         }
     })
 }

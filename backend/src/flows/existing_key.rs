@@ -19,7 +19,7 @@ use super::rounds::RoundEnd;
 use crate::domain::{Cause, EventKind, Reply};
 use crate::error::Result;
 use crate::metrics::Metrics;
-use crate::reconcile::{Resolution, resolve_leased, since_the_call_landed};
+use crate::reconcile::{self, Resolution, resolve_leased};
 use crate::replay_cache::Remembered;
 use crate::state::AppState;
 use crate::store::{ClaimToken, KeyRef, StoreError, StoredKey};
@@ -85,11 +85,13 @@ pub(super) async fn answer_existing_key(
             None if status_check_due(state, stored) => {
                 match reconcile_inline(state, key, expires_at, cause).await? {
                     // Someone else is asking the bank right now: still pending, as before.
-                    Some(RoundEnd::InProgress { .. }) => outcome_pending(),
+                    Some(RoundEnd::InProgress { .. }) => {
+                        outcome_pending(reconcile::next_check_at(state, stored))
+                    }
                     asked => return Ok(asked),
                 }
             }
-            None => outcome_pending(),
+            None => outcome_pending(reconcile::next_check_at(state, stored)),
         },
         Decision::RejectMismatch => {
             refuse_mismatch(state, (key, stored.resource_id), operation, cause)
@@ -235,12 +237,7 @@ fn judge_remembered(
 /// checks made and its claim's age), or its checks ran out and it is yet to be marked awaiting
 /// settlement.
 fn status_check_due(state: &AppState, stored: &StoredKey) -> bool {
-    let since_call = since_the_call_landed(state, stored);
-    state
-        .policy
-        .status_checks
-        .earliest_check(stored.status_checks)
-        .is_none_or(|due| since_call >= due)
+    reconcile::next_check_at(state, stored).is_none_or(|due| stored.read_at >= due)
 }
 
 /// The key has been `started` past `stuck_after` (its attempt crashed or hangs), or it is
@@ -261,7 +258,7 @@ async fn reconcile_inline(
         Ok(Resolution::Finished(movement)) => saved_reply(&movement)?.replayed(),
         // Released: the next round finds it released and claims it again for this request.
         Ok(Resolution::Released | Resolution::Voided) => return Ok(None),
-        Ok(Resolution::NotYet) => outcome_pending(),
+        Ok(Resolution::NotYet { next_check_at }) => outcome_pending(Some(next_check_at)),
         Ok(Resolution::AwaitingSettlement { due_at }) => awaiting_settlement(due_at),
         // The look-up outlasted the lease and another reconciler took the key over; nothing
         // was written, and the key is being resolved. The client retries shortly.
@@ -295,9 +292,13 @@ async fn make_way_for_new_claim(
     };
     match resolve_leased(state, leased, cause).await {
         Ok(Resolution::Finished(_) | Resolution::Voided | Resolution::Released) => Ok(None),
-        Ok(Resolution::NotYet | Resolution::AwaitingSettlement { .. }) => {
-            let pending = outcome_pending().expiring(stored.record.expires_at);
+        Ok(Resolution::NotYet { next_check_at }) => {
+            let pending = outcome_pending(Some(next_check_at)).expiring(stored.record.expires_at);
             Ok(Some(RoundEnd::Reply(pending)))
+        }
+        Ok(Resolution::AwaitingSettlement { due_at }) => {
+            let awaiting = awaiting_settlement(due_at).expiring(stored.record.expires_at);
+            Ok(Some(RoundEnd::Reply(awaiting)))
         }
         Err(StoreError::LeaseLost) => Ok(busy),
         Err(error) => Err(error.into()),

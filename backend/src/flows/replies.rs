@@ -101,25 +101,30 @@ pub(super) fn in_progress() -> Reply {
     Reply::problem(Problem::request_in_progress(IN_PROGRESS_RETRY_AFTER))
 }
 
-/// "Outcome pending": the bank's answer is unknown and is being looked up (503).
-pub(super) fn outcome_pending() -> Reply {
-    Reply::problem(
-        Problem::new(
-            ProblemKind::OutcomePending,
-            "The bank has not confirmed the outcome of this request yet; it is being checked. \
-             Retry with the same Idempotency-Key and body; you will not be charged twice.",
-        )
-        .with_retry_after(OUTCOME_PENDING_RETRY_AFTER),
+/// "Outcome pending": the bank's answer is unknown and is being looked up (503), naming when
+/// the rail lets the bank be asked next where that is known (SPEC §4).
+pub(super) fn outcome_pending(next_check_at: Option<OffsetDateTime>) -> Reply {
+    let mut problem = Problem::new(
+        ProblemKind::OutcomePending,
+        "The bank has not confirmed the outcome of this request yet; it is being checked. \
+         Retry with the same Idempotency-Key and body; you will not be charged twice.",
     )
+    .with_retry_after(OUTCOME_PENDING_RETRY_AFTER);
+    problem.next_check_at = next_check_at.map(|at| Box::new(rfc3339(at)));
+    Reply::problem(problem)
+}
+
+/// `at` as RFC 3339, as the wire writes times.
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// The bank's answer is unknown after every status check the rail allows: 503
 /// `outcome-awaiting-settlement`, naming when the settlement file is due and asking the client
 /// to come back then. No bank call is made for it.
 pub(super) fn awaiting_settlement(due_at: OffsetDateTime) -> Reply {
-    let due = due_at
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
+    let due = rfc3339(due_at);
     let until_due = (due_at - OffsetDateTime::now_utc())
         .try_into()
         .unwrap_or(Duration::ZERO);

@@ -26,7 +26,7 @@ use time::OffsetDateTime;
 use crate::domain::{Cause, RequestId, TraceId};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::Settlement;
+use crate::store::{Settlement, StoreError};
 
 /// `POST /bank/callbacks`: the handler, routed by the admin listener (`http::admin`).
 pub async fn receive(
@@ -75,7 +75,16 @@ pub async fn receive(
         )));
     };
     let cause = Cause::request(&request_id, trace_id);
-    let (status, result, detail) = match state.leases().settle(&line, &cause).await? {
+    let settled = state
+        .leases()
+        .settle(std::slice::from_ref(&line), &cause)
+        .await?;
+    let Some(settlement) = settled.into_iter().next() else {
+        return Err(Error::from(StoreError::Corrupt(
+            "the store settled no line of a one-line batch".to_owned(),
+        )));
+    };
+    let (status, result, detail) = match settlement {
         Settlement::Resolved => (StatusCode::OK, "applied", None),
         Settlement::AlreadyFinal => (StatusCode::OK, "already_final", None),
         Settlement::Mismatched(why) => {

@@ -37,6 +37,7 @@ use super::reply_response::{mark_expiry, mark_wait_applied};
 use crate::domain::Cause;
 use crate::error::Result;
 use crate::flows::{Caller, Waiting, saved_reply};
+use crate::reconcile;
 use crate::state::AppState;
 use crate::store::{KeyRef, StoreError, StoredKey};
 
@@ -104,7 +105,7 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
         }
         KeyState::Unknown => json_response(
             &status(KeyProgress::Unknown {
-                next_check_at: next_check_at(state, stored),
+                next_check_at: reconcile::next_check_at(state, stored),
                 settlement_due_at: stored.settlement_due_at,
             }),
             Some(OUTCOME_PENDING_RETRY_AFTER),
@@ -112,19 +113,6 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
         KeyState::Released => json_response(&status(KeyProgress::Released), None),
         KeyState::Done => json_response(&status(saved_answer(state, key, stored).await?), None),
     })
-}
-
-/// When the rail's rules allow the bank to be asked about an `unknown` key next (its claim, plus
-/// the time its call may take to land, plus its next check's place in the schedule); `None`
-/// once its checks ran out.
-fn next_check_at(state: &AppState, stored: &StoredKey) -> Option<time::OffsetDateTime> {
-    if stored.settlement_due_at.is_some() {
-        return None;
-    }
-    let rules = &state.policy.status_checks;
-    let after_claim =
-        state.bank.calls_land_within() + rules.earliest_check(stored.status_checks)?;
-    Some(stored.record.claimed_at + after_claim)
 }
 
 /// The finished key's answer, rendered as a replay renders it, its body kept byte for byte.

@@ -212,6 +212,7 @@ pub fn document(state: &AppState) -> Value {
                         "detail": { "type": "string" },
                         "field": { "type": "string", "description": "The body field at fault (invalid-field)" },
                         "settlement_due_at": { "type": "string", "format": "date-time", "description": "When the bank's settlement file is due (outcome-awaiting-settlement)" },
+                        "next_check_at": { "type": "string", "format": "date-time", "description": "When the rail's rules let the bank be asked about it next, where known (outcome-pending)" },
                     },
                 },
             },

@@ -56,6 +56,17 @@ pub fn gate(rules: &StatusCheckRules, asked: CheckAsked) -> Gate {
     Gate::CheckNow
 }
 
+/// How long after a movement's claim the rail allows its next status check: the time its call
+/// may take to reach the bank (`calls_land_within`, the bank timeout) plus the check's place in
+/// the schedule. `None` once `checks_made` has used every check.
+pub fn next_check_after_claim(
+    rules: &StatusCheckRules,
+    calls_land_within: Duration,
+    checks_made: u16,
+) -> Option<Duration> {
+    Some(calls_land_within + rules.earliest_check(checks_made)?)
+}
+
 /// The rules' zone, resolved once at start-up; the error names the policy field.
 pub fn zone_of(rules: &StatusCheckRules) -> Result<TimeZone, String> {
     TimeZone::get(&rules.quiet_hours_zone).map_err(|_| {

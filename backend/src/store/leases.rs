@@ -222,34 +222,18 @@ impl<D: Db> Leases for SqlStore<D> {
         Ok(due_at.0)
     }
 
-    async fn settle(&self, row: &SettlementRow, cause: &Cause) -> Result<Settlement, StoreError> {
+    async fn settle(
+        &self,
+        batch: &[SettlementRow],
+        cause: &Cause,
+    ) -> Result<Vec<Settlement>, StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
-        let Some(ours) = movements::select_by_reference::<D>(&mut tx, &row.reference).await? else {
-            return Ok(Settlement::UnknownReference);
-        };
-        let (user_id, resource_id) = (ours.user_id(), ours.id());
-        let Some(key) = keys::key_of_movement::<D>(&mut tx, user_id, resource_id).await? else {
-            let gone = format!("{} has no key any more; not applied", row.reference);
-            return Ok(Settlement::Mismatched(gone));
-        };
-        let settlement = match settlement_against(&ours, row) {
-            Ok(result) if ours.status() == MovementStatus::Pending => {
-                let (operation, event) = (ours.operation(), EventKind::Resolved);
-                let this = (operation, resource_id);
-                outcome::finish_in::<D>(&mut tx, key, this, &result, event, cause).await?;
-                Settlement::Resolved
-            }
-            Ok(_) => Settlement::AlreadyFinal,
-            Err(mismatch) => {
-                let detail = format!("settlement file: {mismatch}; not applied");
-                let event =
-                    claim_event(key, resource_id, (EventKind::LedgerChecked, detail), cause);
-                events::append::<D>(&mut tx, &event).await?;
-                Settlement::Mismatched(mismatch)
-            }
-        };
+        let mut settled = Vec::with_capacity(batch.len());
+        for row in batch {
+            settled.push(settle_in::<D>(&mut tx, row, cause).await?);
+        }
         tx.commit().await?;
-        Ok(settlement)
+        Ok(settled)
     }
 
     async fn unfinished_keys(&self) -> Result<UnfinishedKeys, StoreError> {
@@ -266,6 +250,37 @@ impl<D: Db> Leases for SqlStore<D> {
             awaiting_settlement: u64::try_from(awaiting).unwrap_or(0),
         })
     }
+}
+
+/// Applies one line of the settlement file within the batch's transaction.
+async fn settle_in<D: Db>(
+    conn: &mut D::Connection,
+    row: &SettlementRow,
+    cause: &Cause,
+) -> Result<Settlement, StoreError> {
+    let Some(ours) = movements::select_by_reference::<D>(conn, &row.reference).await? else {
+        return Ok(Settlement::UnknownReference);
+    };
+    let (user_id, resource_id) = (ours.user_id(), ours.id());
+    let Some(key) = keys::key_of_movement::<D>(conn, user_id, resource_id).await? else {
+        let gone = format!("{} has no key any more; not applied", row.reference);
+        return Ok(Settlement::Mismatched(gone));
+    };
+    Ok(match settlement_against(&ours, row) {
+        Ok(result) if ours.status() == MovementStatus::Pending => {
+            let (operation, event) = (ours.operation(), EventKind::Resolved);
+            let this = (operation, resource_id);
+            outcome::finish_in::<D>(conn, key, this, &result, event, cause).await?;
+            Settlement::Resolved
+        }
+        Ok(_) => Settlement::AlreadyFinal,
+        Err(mismatch) => {
+            let detail = format!("settlement file: {mismatch}; not applied");
+            let event = claim_event(key, resource_id, (EventKind::LedgerChecked, detail), cause);
+            events::append::<D>(conn, &event).await?;
+            Settlement::Mismatched(mismatch)
+        }
+    })
 }
 
 /// What the bank's line says of `ours`, as the final outcome to save, or how it disagrees:

@@ -257,11 +257,15 @@ pub trait Leases: Send + Sync {
         cause: &Cause,
     ) -> Result<OffsetDateTime, StoreError>;
 
-    /// Applies one line of the bank's settlement file: an undecided movement of ours with that
-    /// reference and amount gets the bank's word (and its key `done`), in one transaction; a
-    /// line that disagrees with ours is recorded on the key's trail and never applied.
-    /// Applying the same line twice changes nothing.
-    async fn settle(&self, row: &SettlementRow, cause: &Cause) -> Result<Settlement, StoreError>;
+    /// Applies a batch of the bank's settlement file's lines in one transaction, saying what
+    /// each did: an undecided movement of ours with a line's reference and amount gets the
+    /// bank's word (and its key `done`); a line that disagrees with ours is recorded on the
+    /// key's trail and never applied. Applying the same lines twice changes nothing.
+    async fn settle(
+        &self,
+        batch: &[SettlementRow],
+        cause: &Cause,
+    ) -> Result<Vec<Settlement>, StoreError>;
 
     /// The ages of the oldest `started` and `unknown` keys (those awaiting settlement aside)
     /// and how many await settlement, for the metrics.

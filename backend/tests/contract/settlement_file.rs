@@ -5,6 +5,8 @@
 //! - A line with another amount, one that contradicts a final status, and one naming a
 //!   reference we never issued are reported (the first two on the key's trail) and never
 //!   applied.
+//! - The gauge of keys awaiting settlement counts them until a file (of several batches)
+//!   settles them.
 //! - Through the binary: a malformed file exits non-zero naming the line, with nothing applied;
 //!   a good one prints the summary.
 
@@ -12,13 +14,15 @@ use std::time::Duration;
 
 use backend::domain::Cause;
 use backend::reconcile::try_reconcile_once;
-use backend::settlement::import;
+use backend::settlement::{SETTLE_BATCH, import};
 use bank_api::settlement::SETTLEMENT_HEADER;
 use bank_simulator::Knobs;
 use shared::Policy;
 
 use crate::support::process::POLICY_FILE;
-use crate::support::{Options, SECRET, StoreKind, TestApp, new_key, payment_body, test_policy};
+use crate::support::{
+    Options, SECRET, StoreKind, TestApp, new_key, payment_body, test_policy, wait_for,
+};
 
 /// One status check, answered `pending` for an hour: the movement then awaits settlement.
 fn one_pending_check(store: StoreKind) -> Options {
@@ -136,9 +140,48 @@ async fn disagreeing_lines_are_reported_and_never_applied(store: StoreKind) {
     );
 }
 
+/// With the backend's own workers running (as deployed), the gauge on-call watches counts the
+/// keys awaiting the file, and the import empties it. The file is longer than one batch
+/// ([`SETTLE_BATCH`]): every line is applied or reported, whichever batch it falls in.
+async fn the_gauge_counts_awaiting_keys_until_a_file_of_many_batches_settles_them(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_with(Options {
+        run_workers: true,
+        ..one_pending_check(store)
+    })
+    .await;
+    let waiting = awaiting_settlement(&app, 75, 5_500).await;
+    let gauge_reads =
+        async |expected: f64| app.metric("keys_awaiting_settlement").await == expected;
+    wait_for(
+        "the gauge to count the key",
+        Duration::from_secs(10),
+        async || gauge_reads(1.0).await,
+    )
+    .await;
+
+    let mut file = app.bank.simulator.settlement_file();
+    for line in 0..SETTLE_BATCH {
+        let never_ours = format!("pay-00000000-0000-4000-8000-{line:012}");
+        file.push_str(&format!("{never_ours},100,debited,2026-12-06T18:30:00Z\n"));
+    }
+    let summary = import(&app.state, &file, &Cause::background())
+        .await
+        .expect("imported");
+    assert_eq!(summary.resolved, 1, "{summary}");
+    assert_eq!(summary.unknown_references.len(), SETTLE_BATCH);
+    assert_eq!(app.key_state(75, &waiting).await.as_deref(), Some("done"));
+    wait_for("the gauge to empty", Duration::from_secs(10), async || {
+        gauge_reads(0.0).await
+    })
+    .await;
+}
+
 for_each_store!(
     the_file_resolves_awaiting_keys_and_a_second_import_changes_nothing,
     disagreeing_lines_are_reported_and_never_applied,
+    the_gauge_counts_awaiting_keys_until_a_file_of_many_batches_settles_them,
 );
 
 /// `backend settle FILE` as an operator runs it, against this app's database.

@@ -83,19 +83,29 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
     let app = TestApp::spawn_with(lost_replies_then_pending(store, 3_600_000, policy)).await;
     let key = new_key();
     let body = payment_body(2_500);
-    app.pay(81, Some(&key), "elec-1", &body)
-        .await
-        .assert_problem(503, "outcome-pending");
+    let paid_at = time::OffsetDateTime::now_utc();
+    let first = app.pay(81, Some(&key), "elec-1", &body).await;
+    first.assert_problem(503, "outcome-pending");
     assert_eq!(app.key_state(81, &key).await.as_deref(), Some("unknown"));
+    // The phone learns when the bank is asked first: 90 s after the call reached the bank
+    // (within the bank timeout of now, 300 ms here).
+    let first_check = next_check_at(&first.json());
+    let after_paying = (first_check - paid_at).whole_milliseconds();
+    assert!(
+        (90_000..=92_000).contains(&after_paying),
+        "first check {after_paying} ms after paying"
+    );
 
-    // Not due before 90 s: the reconciler has nothing to do, and a retry asks nothing either.
+    // Not due before 90 s: the reconciler has nothing to do, and a retry asks nothing either,
+    // and names the same time as the first reply.
     assert_eq!(
         try_reconcile_once(&app.state).await.expect("step"),
         Step::NothingDue
     );
-    app.pay(81, Some(&key), "elec-1", &body)
-        .await
-        .assert_problem(503, "outcome-pending");
+    let retry = app.pay(81, Some(&key), "elec-1", &body).await;
+    retry.assert_problem(503, "outcome-pending");
+    let named_again = (next_check_at(&retry.json()) - first_check).whole_milliseconds();
+    assert!(named_again.abs() <= 1_000, "{named_again} ms apart");
     // Even when its row says due (a clock skew, an operator), the rules hold the check back.
     app.make_lookup_due(&key).await;
     assert_eq!(
@@ -123,6 +133,18 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
             app.bank.simulator.check_stats().status_checks,
             checks as u64
         );
+        // A retry between checks names the next one: 805 s, then 2 h after the call landed.
+        if let Some(next_after) = [805, 7_200].get(checks as usize - 1) {
+            let retry = app.pay(81, Some(&key), "elec-1", &body).await;
+            retry.assert_problem(503, "outcome-pending");
+            let until =
+                (next_check_at(&retry.json()) - time::OffsetDateTime::now_utc()).whole_seconds();
+            let expected = next_after - age_to as i64;
+            assert!(
+                (expected - 2..=expected + 2).contains(&until),
+                "next check in {until} s, not {expected}"
+            );
+        }
     }
     // The third was the last: the key waits for the settlement file, and no reconciler takes
     // it again, however due its row looks.
@@ -158,6 +180,14 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
         "one debit, never a second call"
     );
     assert_eq!(app.metric("reconcile_sent_to_settlement_total").await, 1.0);
+}
+
+/// The `next_check_at` an `outcome-pending` problem names.
+fn next_check_at(problem: &serde_json::Value) -> time::OffsetDateTime {
+    let named = problem["next_check_at"].as_str();
+    let named = named.unwrap_or_else(|| panic!("no next_check_at in {problem}"));
+    time::OffsetDateTime::parse(named, &time::format_description::well_known::Rfc3339)
+        .expect("next_check_at is RFC 3339")
 }
 
 /// How old the user's claim is, in whole seconds, by the database's clock.

@@ -19,7 +19,14 @@ export {
 } from './errors.js';
 export type { ClientEvent, EventListener } from './events.js';
 export type { FetchLike, RequestInitLike, ResponseLike, TokenSource } from './http.js';
-export { keyStateFromBody, readKeyStatus, type KeyState, type KeyStatus } from './keyState.js';
+export {
+  keyStateFromBody,
+  knownByOf,
+  readKeyStatus,
+  type KeyState,
+  type KeyStatus,
+  type KnownBy,
+} from './keyState.js';
 export {
   AsyncStorageStore,
   DEFAULT_PREFIX,

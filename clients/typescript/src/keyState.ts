@@ -136,6 +136,40 @@ export function readKeyStatus(body: string): KeyStatus | null {
   }
 }
 
+/**
+ * When the server expects to know an unsettled action's outcome (SPEC §4): the rail's next
+ * status check, or the bank's settlement file once the checks ran out.
+ */
+export interface KnownBy {
+  readonly kind: 'next_status_check' | 'settlement';
+  /** An RFC 3339 date-time, as the server wrote it. */
+  readonly at: string;
+}
+
+/**
+ * What a reply's body names (an `outcome-pending` or `outcome-awaiting-settlement` problem, or
+ * an `unknown` key's status: they share the member names), the settlement first; `null` when
+ * it names neither or the body is not a JSON object.
+ */
+export function knownByOf(bodyText: string): KnownBy | null {
+  let body: unknown;
+  try {
+    body = JSON.parse(bodyText);
+  } catch {
+    return null;
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return null;
+  }
+  const record = body as Record<string, unknown>;
+  const settlement = dateTimeOrNull(record['settlement_due_at']);
+  if (settlement !== null) {
+    return { kind: 'settlement', at: settlement };
+  }
+  const nextCheck = dateTimeOrNull(record['next_check_at']);
+  return nextCheck === null ? null : { kind: 'next_status_check', at: nextCheck };
+}
+
 /** The members a state does not carry. */
 const NOTHING_MORE = { answer: null, nextCheckAt: null, settlementDueAt: null } as const;
 

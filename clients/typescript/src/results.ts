@@ -5,6 +5,7 @@
  * than pay again.
  */
 
+import type { KnownBy } from './keyState.js';
 import type { Unsettled } from './progress.js';
 
 /** The state-changing operations an `Idempotency-Key` protects. */
@@ -94,6 +95,8 @@ export interface Unreadable extends FinalAnswer {
 export interface Pending extends Outcome {
   readonly kind: 'pending';
   readonly why: Unsettled;
+  /** When the server expects to know, as its last reply said ("we will know by …"). */
+  readonly knownBy: KnownBy | null;
 }
 
 /** The token was refused (401). The action stays saved: sign in again and resume it. */

@@ -11,7 +11,7 @@ import type { Clock } from './clock.js';
 import { describe } from './errors.js';
 import type { ClientEvent } from './events.js';
 import type { Exchange, HttpTransport, Reply } from './http.js';
-import { keyStateFromBody, readKeyStatus } from './keyState.js';
+import { keyStateFromBody, knownByOf, readKeyStatus } from './keyState.js';
 import { ActionProgress, type Ending, type Next, type Seen } from './progress.js';
 import { type ActionResult, type Outcome, finalResult } from './results.js';
 import { type ClientRules, waitToAsk } from './rules.js';
@@ -149,9 +149,21 @@ async function finish(
 function resultOf(outcome: Outcome, ending: Ending, last: LastAnswer): ActionResult {
   switch (ending.kind) {
     case 'answered':
-      return answeredResult(outcome, last) ?? { kind: 'pending', ...outcome, why: 'unreachable' };
+      return (
+        answeredResult(outcome, last) ?? {
+          kind: 'pending',
+          ...outcome,
+          why: 'unreachable',
+          knownBy: null,
+        }
+      );
     case 'unsettled':
-      return { kind: 'pending', ...outcome, why: ending.why };
+      return {
+        kind: 'pending',
+        ...outcome,
+        why: ending.why,
+        knownBy: last === null ? null : knownByOf(last.reply.bodyText),
+      };
     case 'not_received':
     case 'sign_in_required':
       return { kind: ending.kind, ...outcome };

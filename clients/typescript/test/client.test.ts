@@ -172,12 +172,27 @@ test('a 422 is refused with its problem type and ends the action', async () => {
   assert.deepEqual(await store.list(), []);
 });
 
+test('a pending result says when the server expects to know: the next check or the settlement', async () => {
+  const at = '2026-12-06T10:01:30Z';
+  for (const [member, kind] of [
+    ['next_check_at', 'next_status_check'],
+    ['settlement_due_at', 'settlement'],
+  ] as const) {
+    const { client } = rig([lost], [keyStatus('unknown', { [member]: at })]);
+    const result = await client.payBill('elec-1', 230_000, 'asha@okbank');
+    assertKind(result, 'pending');
+    assert.equal(result.why, 'unknown');
+    assert.deepEqual(result.knownBy, { kind, at });
+  }
+});
+
 test('at the deadline the key is looked up instead of paid again; unknown keeps the action', async () => {
   const { client, server, store, events } = rig([lost], [keyStatus('unknown')]);
   const result = await client.payBill('elec-1', 230_000, 'asha@okbank');
 
   assertKind(result, 'pending');
   assert.equal(result.why, 'unknown');
+  assert.equal(result.knownBy, null, 'this status names no time');
   const [saved] = await store.list();
   assert.equal(saved?.key, result.key, 'the action stays saved for a later resume');
   const startedAt = saved.startedAtMs;

@@ -13,6 +13,7 @@ import {
   type ActionResult,
   type ClientEvent,
   InvalidRequestError,
+  type KnownBy,
   PaymentsClient,
   type Payment,
   type Problem,
@@ -209,6 +210,19 @@ function ago(ms: number): string {
   return minutes < 120 ? `${minutes} min ago` : `${Math.floor(minutes / 60)} h ago`;
 }
 
+/** "We will know by …" when the server named a time (SPEC §4), in the browser's local time. */
+function knownByLine(knownBy: KnownBy | null): HTMLElement[] {
+  if (knownBy === null) {
+    return [];
+  }
+  const at = new Date(knownBy.at).toLocaleString();
+  const text =
+    knownBy.kind === 'settlement'
+      ? `The bank's settlement file, due ${at}, will say; we will know by then.`
+      : `The bank will be asked again at ${at}; we will know soon after.`;
+  return [h('p', { class: 'known-by' }, text)];
+}
+
 const WHY: Record<Unsettled, string> = {
   started: 'the first attempt is still running on the server',
   unknown: "the bank's answer is not known yet; the server is asking the bank",
@@ -287,6 +301,7 @@ function showResult(result: ActionResult): void {
         'pending',
         h('h3', {}, 'Not settled yet'),
         h('p', {}, `The outcome is not known: ${WHY[result.why]}.`),
+        ...knownByLine(result.knownBy),
         h(
           'p',
           {},

@@ -1,9 +1,10 @@
 //! What the phone prints: the saved actions, and each action's outcome with its exit code, as
 //! sentences for a person or (`--json`) one JSON object per line for a program.
 
-use payments_client::{ActionResult, Completion, SavedAction, Unsettled};
+use payments_client::{ActionResult, Completion, KnownBy, SavedAction, Unsettled};
 use serde_json::{Value, json};
 use shared::Problem;
+use time::format_description::well_known::Rfc3339;
 
 /// Exit code: the server's final answer was a refusal or a decline.
 pub const REFUSED: u8 = 3;
@@ -102,7 +103,10 @@ pub fn outcome(completion: &Completion, format: Format) -> u8 {
                     line["from_status_look_up"] = json!(answer.from_status_look_up);
                     line["waited_for_first_attempt"] = json!(answer.waited_for_first_attempt);
                 }
-                ActionResult::Unsettled(why) => line["why"] = json!(unsettled_word(*why)),
+                ActionResult::Unsettled(why) => {
+                    line["why"] = json!(unsettled_word(*why));
+                    line["known_by"] = known_by_fields(completion.known_by);
+                }
                 _ => {}
             }
             println!("{line}");
@@ -180,12 +184,37 @@ fn sentence(completion: &Completion) -> String {
                 }
                 _ => "its outcome is not known yet",
             };
+            let known_by = match completion.known_by {
+                Some(KnownBy::NextStatusCheck(at)) => {
+                    format!(" The bank is asked again at {}.", rfc3339(at))
+                }
+                Some(KnownBy::Settlement(at)) => {
+                    format!(
+                        " The bank's settlement file, due at {}, will say.",
+                        rfc3339(at)
+                    )
+                }
+                None => String::new(),
+            };
             format!(
-                "{key}: not settled yet ({reason}). You will not be charged twice; \
+                "{key}: not settled yet ({reason}).{known_by} You will not be charged twice; \
                  run `phone resume` later to learn the outcome."
             )
         }
     }
+}
+
+/// The time a JSON line names for an unsettled outcome, in RFC 3339.
+fn known_by_fields(known_by: Option<KnownBy>) -> serde_json::Value {
+    match known_by {
+        Some(KnownBy::NextStatusCheck(at)) => json!({"next_check_at": rfc3339(at)}),
+        Some(KnownBy::Settlement(at)) => json!({"settlement_due_at": rfc3339(at)}),
+        None => json!({}),
+    }
+}
+
+fn rfc3339(at: time::OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
 }
 
 /// A request the phone refuses to send, as an error naming the field.

@@ -117,7 +117,7 @@ pub async fn ask_bank(
         Resolution::Finished(_) => "resolved",
         Resolution::Released => "released",
         Resolution::Voided => "voided",
-        Resolution::NotYet => "not_yet",
+        Resolution::NotYet { .. } => "not_yet",
         Resolution::AwaitingSettlement { .. } => "awaiting_settlement",
     };
     answer(&state, key, result).await
