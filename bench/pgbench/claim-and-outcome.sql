@@ -8,11 +8,11 @@
 \set payment_n random(1, 281474976710655)
 WITH claimed AS (
     INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                                  lease_owner, lease_until, expires_at, claim_token)
-    VALUES (:user, md5(:key_n::text)::uuid, 'pay_bill', 'started', sha256('body'::bytea),
-           md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
-           now() + interval '48 hours', gen_random_uuid())
-    ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
+                              lease_owner, lease_until, expires_at, claim_token)
+VALUES (:user, md5(:key_n::text)::uuid, 'pay_bill', 'started', sha256('body'::bytea),
+       md5('p' || :payment_n)::uuid, gen_random_uuid(), now() + interval '6 seconds',
+       now() + interval '48 hours', gen_random_uuid())
+ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference, claim_event_id, claim_request_id, claim_trace_id,
@@ -36,8 +36,8 @@ done AS (
            lease_until = NULL
     WHERE user_id = :user AND key = md5(:key_n::text)::uuid AND resource_id = md5('p' || :payment_n)::uuid AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
-    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              status_checks, settlement_due_at, now() AS read_at, awaited),
+    RETURNING user_id, key, operation, state, fingerprint, resource_id, created_at, claimed_at,
+           expires_at, status_checks, settlement_due_at, now() AS read_at, awaited),
 told AS (SELECT pg_notify('idempotency_key_changed',
        :user::text || ' ' || md5(:key_n::text)::uuid::text) FROM done WHERE awaited),
 recorded AS (
@@ -46,8 +46,7 @@ recorded AS (
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
            'succeeded', md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'),
            NULL FROM moved WHERE NOT answered_on_the_row)
-SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
-       done.created_at, done.claimed_at, done.expires_at, done.status_checks,
-       done.settlement_due_at, done.read_at,
+SELECT moved.*, done.operation, done.state, done.fingerprint, done.resource_id, done.created_at,
+       done.claimed_at, done.expires_at, done.status_checks, done.settlement_due_at, done.read_at,
        (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true;

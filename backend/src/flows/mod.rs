@@ -28,7 +28,7 @@ use crate::domain::{Cause, RequestId, TraceId};
 pub use admit::Submitted;
 pub use pay_bill::pay_bill;
 pub use refund_payment::refund_payment;
-pub use replies::saved_reply;
+pub use replies::{payment_body, refund_body, saved_reply};
 pub use waiting::{POLL_INTERVAL, Waiting};
 
 /// Who sent a request, and how long it may wait for its key's first attempt.

@@ -27,13 +27,7 @@ pub fn saved_reply(movement: &SavedMovement) -> Result<Reply, StoreError> {
 fn payment_reply(payment: &PaymentRow) -> Result<Reply, StoreError> {
     match payment.status {
         MovementStatus::Succeeded => {
-            let body = PaymentResponse {
-                payment_id: payment.payment_id,
-                bill_id: payment.bill_id.clone(),
-                amount_paise: paise(payment.amount_paise)?,
-                status: MovementStatus::Succeeded,
-                bank_reference: payment.bank_reference.clone(),
-            };
+            let body = payment_body(payment)?;
             Ok(Reply {
                 location: Some(format!("/v1/payments/{}", payment.payment_id)),
                 ..created(&body)
@@ -48,18 +42,35 @@ fn payment_reply(payment: &PaymentRow) -> Result<Reply, StoreError> {
 
 fn refund_reply(refund: &RefundRow) -> Result<Reply, StoreError> {
     match refund.status {
-        MovementStatus::Succeeded => Ok(created(&RefundResponse {
-            refund_id: refund.refund_id,
-            payment_id: refund.payment_id,
-            amount_paise: paise(refund.amount_paise)?,
-            status: MovementStatus::Succeeded,
-            bank_reference: refund.bank_reference.clone(),
-        })),
+        MovementStatus::Succeeded => Ok(created(&refund_body(refund)?)),
         MovementStatus::Declined => Ok(declined("refund", refund.decline_reason.as_deref())),
         MovementStatus::Pending | MovementStatus::Void => {
             Err(unfinished_has_no_answer(refund.refund_id))
         }
     }
+}
+
+/// A payment row as the wire shows it: the body of its `201` (and every replay of it) and of the
+/// payment read (`GET /v1/payments/{id}`). The one place a row becomes a body.
+pub fn payment_body(payment: &PaymentRow) -> Result<PaymentResponse, StoreError> {
+    Ok(PaymentResponse {
+        payment_id: payment.payment_id,
+        bill_id: payment.bill_id.clone(),
+        amount_paise: paise(payment.amount_paise)?,
+        status: payment.status,
+        bank_reference: payment.bank_reference.clone(),
+    })
+}
+
+/// A refund row as the wire shows it, as [`payment_body`] does a payment.
+pub fn refund_body(refund: &RefundRow) -> Result<RefundResponse, StoreError> {
+    Ok(RefundResponse {
+        refund_id: refund.refund_id,
+        payment_id: refund.payment_id,
+        amount_paise: paise(refund.amount_paise)?,
+        status: refund.status,
+        bank_reference: refund.bank_reference.clone(),
+    })
 }
 
 fn created(body: &impl serde::Serialize) -> Reply {

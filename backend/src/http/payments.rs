@@ -10,7 +10,7 @@ use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Request, Sta
 use axum::http::{HeaderMap, HeaderValue};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use shared::api::{Paise, PaymentResponse, PaymentWithRefunds, RefundResponse};
+use shared::api::PaymentWithRefunds;
 use shared::prefer::{self, PREFER_HEADER};
 use shared::{Problem, ProblemKind, UserId};
 use uuid::Uuid;
@@ -18,9 +18,8 @@ use uuid::Uuid;
 use super::body::read_request_body;
 use crate::domain::Reply;
 use crate::error::{Error, Result};
-use crate::flows::{Caller, Submitted, pay_bill, refund_payment};
+use crate::flows::{Caller, Submitted, pay_bill, payment_body, refund_body, refund_payment};
 use crate::state::AppState;
-use crate::store::{PaymentRow, RefundRow, StoreError};
 
 /// The payment routes, to be nested behind authentication.
 pub fn router() -> Router<AppState> {
@@ -96,9 +95,10 @@ async fn read_payment_handler(
         .load_payment_with_refunds(user.as_i64(), payment_id)
         .await?
         .ok_or_else(no_such_payment)?;
-    let read = render_read(&payment, &refunds).ok_or_else(|| {
-        StoreError::Corrupt(format!("payment {payment_id} has an amount out of range"))
-    })?;
+    let read = PaymentWithRefunds {
+        payment: payment_body(&payment)?,
+        refunds: refunds.iter().map(refund_body).collect::<Result<_, _>>()?,
+    };
     Ok(Json(read))
 }
 
@@ -109,31 +109,6 @@ pub fn requested_wait(state: &AppState, headers: &HeaderMap) -> Option<Duration>
         .iter()
         .map(HeaderValue::as_bytes);
     prefer::requested_wait(values, state.policy.max_wait)
-}
-
-fn render_read(payment: &PaymentRow, refunds: &[RefundRow]) -> Option<PaymentWithRefunds> {
-    let paise = |amount: i64| u64::try_from(amount).ok().and_then(Paise::new);
-    Some(PaymentWithRefunds {
-        payment: PaymentResponse {
-            payment_id: payment.payment_id,
-            bill_id: payment.bill_id.clone(),
-            amount_paise: paise(payment.amount_paise)?,
-            status: payment.status,
-            bank_reference: payment.bank_reference.clone(),
-        },
-        refunds: refunds
-            .iter()
-            .map(|refund| {
-                Some(RefundResponse {
-                    refund_id: refund.refund_id,
-                    payment_id: refund.payment_id,
-                    amount_paise: paise(refund.amount_paise)?,
-                    status: refund.status,
-                    bank_reference: refund.bank_reference.clone(),
-                })
-            })
-            .collect::<Option<Vec<_>>>()?,
-    })
 }
 
 fn no_such_payment() -> Problem {

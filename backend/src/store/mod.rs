@@ -44,6 +44,10 @@ pub use slices::{
     connect,
 };
 pub use sql::events::StoredEvent;
+/// Every column of `idempotency_keys` with what it holds, and those only PostgreSQL has: the key
+/// row's one definition (`store::sql::key_row`), held against both databases' migrations by a
+/// contract test.
+pub use sql::key_row::{COLUMNS as KEY_ROW_COLUMNS, POSTGRES_ONLY as KEY_ROW_POSTGRES_ONLY};
 pub use sql::operator_reads::{
     CLAIM_EVENTS_LIMIT, CustomerKey, CustomerMovement, LateDebit, MovementCursor, Page, Paged,
     QueueCursor, QueuedKey, TrailOf,

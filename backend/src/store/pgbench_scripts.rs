@@ -9,7 +9,7 @@
 use shared::Operation;
 use sqlx::Postgres;
 
-use super::claims::postgres::{CLAIM_PAYMENT, finish_statement};
+use super::claims::postgres::{claim_payment_statement, finish_statement};
 use super::key_changes::CHANNEL;
 use super::sql::keys::select_key_statement;
 
@@ -73,21 +73,21 @@ fn as_script_statement(statement: &str) -> String {
 fn claim_and_outcome() -> String {
     let reference = format!("'pay-' || {PAYMENT}");
     let claim = with_values(
-        CLAIM_PAYMENT,
+        &claim_payment_statement(),
         &[
             ":user",
             KEY,
             "'pay_bill'",
             "sha256('body'::bytea)",
             PAYMENT,
+            "gen_random_uuid()",
+            "interval '6 seconds'",
+            "interval '48 hours'",
             "'elec-1'",
             "230000",
             "'asha@okbank'",
             &reference,
-            "gen_random_uuid()",
-            "interval '6 seconds'",
             REQUEST_ID,
-            "interval '48 hours'",
             TRACE_ID,
             "NULL",
         ],

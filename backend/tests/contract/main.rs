@@ -23,6 +23,7 @@ mod hostile_connections;
 mod identity_provider;
 mod json_logs;
 mod key_life;
+mod key_row;
 mod key_status;
 mod layers;
 mod leases;

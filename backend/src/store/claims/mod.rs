@@ -23,11 +23,12 @@ use sqlx::query::Query;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::columns::{Label, Span, TrailRequestId};
+use super::columns::{Label, TrailRequestId};
 use super::db::{Arg, Db};
 use super::error::StoreError;
 use super::key_changes::KeyChanges;
 use super::slices::Claims;
+use super::sql::key_row::{StartedKey, bind_started};
 use super::sql::{events, keys, movements};
 use super::sql_store::{SqlStore, claim_event};
 use super::types::{
@@ -132,15 +133,14 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
                     None => ClaimResult::PaymentNotFound,
                 });
             };
-            let inserted = keys::insert_started_key::<D>(
-                &mut tx,
+            let started = StartedKey {
                 key,
-                (Operation::RefundPayment, refund.refund_id),
+                movement: (Operation::RefundPayment, refund.refund_id),
                 fingerprint,
-                refund.key_kept_for,
-                claim.lease(),
-            )
-            .await?;
+                claim: claim.lease(),
+                kept_for: refund.key_kept_for,
+            };
+            let inserted = keys::insert_started_key::<D>(&mut tx, &started).await?;
             let Some(expires_at) = inserted else {
                 drop(tx);
                 match self.load_key(key).await? {
@@ -305,10 +305,10 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
 }
 
 /// The `pay_bill` claim's statement (`claims/postgres.rs`, `claims/sqlite.rs`) with its
-/// parameters, numbered alike on both databases: `$1` user, `$2` key, `$3` operation, `$4`
-/// fingerprint, `$5` payment id, `$6` bill, `$7` amount, `$8` payer, `$9` bank reference, `$10`
-/// claim token (the claim's lease owner and its `claim_token`), `$11` claim's length, `$12` request id (a UUID), `$13` key's life, `$14` trace
-/// id, `$15` request id (any other text; `store::columns::TrailRequestId`).
+/// parameters, numbered alike on both databases: `$1` to `$8` the started key's
+/// ([`bind_started`]; `$5` is the payment id), then `$9` bill, `$10` amount, `$11`
+/// payer, `$12` bank reference, `$13` request id (a UUID), `$14` trace id, `$15` request id
+/// (any other text; `store::columns::TrailRequestId`).
 fn claim_payment_query<'q, D: Db>(
     sql: &'q str,
     key: KeyRef,
@@ -317,20 +317,19 @@ fn claim_payment_query<'q, D: Db>(
     cause: &Cause,
 ) -> Query<'q, D, D::Arguments<'q>> {
     let request_id = request_id_of(cause);
-    sqlx::query(sql)
-        .arg(key.user.as_i64())
-        .arg(key.key)
-        .arg(Label(Operation::PayBill))
-        .arg(fingerprint.as_bytes().to_vec())
-        .arg(payment.payment_id)
+    let started = StartedKey {
+        key,
+        movement: (Operation::PayBill, payment.payment_id),
+        fingerprint,
+        claim,
+        kept_for: payment.key_kept_for,
+    };
+    bind_started(sqlx::query(sql), &started)
         .arg(payment.bill_id.clone())
         .arg(payment.amount_paise)
         .arg(payment.payer_vpa.clone())
         .arg(payment.bank_reference.clone())
-        .arg(claim.owner)
-        .arg(Span(claim.lasts))
         .arg(request_id.uuid)
-        .arg(Span(payment.key_kept_for))
         .arg(trace_id_of(cause))
         .arg(request_id.text)
 }

@@ -15,29 +15,31 @@ use crate::store::db::{Arg, Exec, Fields};
 use crate::store::error::StoreError;
 use crate::store::key_changes;
 use crate::store::sql::movements::payment_from_row;
-use crate::store::sql::{keys, movements, outcome};
+use crate::store::sql::{key_row, keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 use crate::store::writer_connections::WriterConnections;
 
 /// The `pay_bill` claim with its pending payment, in one statement: the payment is written only
 /// if the key was inserted, and carries the claim's `claimed` event (its id from the trail's
 /// sequence, the request's id and trace id; `migrations/20261207000001_routine_trail_on_movements.sql`
-/// says why).
-pub(in crate::store) const CLAIM_PAYMENT: &str = "
+/// says why). Its parameters: [`super::claim_payment_query`].
+pub(in crate::store) fn claim_payment_statement() -> String {
+    format!(
+        "
 WITH claimed AS (
-    INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                                  lease_owner, lease_until, expires_at, claim_token)
-    VALUES ($1, $2, $3, 'started', $4, $5, $10, now() + $11, now() + $13, $10)
-    ON CONFLICT (user_id, key) DO NOTHING RETURNING resource_id, expires_at),
+    {insert_key}),
 paid AS (
     INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                           bank_reference, claim_event_id, claim_request_id, claim_trace_id,
                           claim_request_id_text)
-    SELECT resource_id, $1, $6, $7, $8, 'pending', $9, nextval('key_events_event_id_seq'),
-           $12, $14, $15 FROM claimed
+    SELECT resource_id, $1, $9, $10, $11, 'pending', $12, nextval('key_events_event_id_seq'),
+           $13, $14, $15 FROM claimed
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
               decline_reason)
-SELECT paid.*, claimed.expires_at FROM paid, claimed";
+SELECT paid.*, claimed.expires_at FROM paid, claimed",
+        insert_key = key_row::insert_started::<Postgres>(),
+    )
+}
 
 /// The bank's final word on a movement of `operation`, in one statement: the movement's
 /// outcome, the key's `done` state (only if the movement moved), the announcement if a request
@@ -67,19 +69,17 @@ done AS (
     UPDATE idempotency_keys SET {set_done}
     WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
       AND EXISTS (SELECT 1 FROM moved)
-    RETURNING fingerprint, state, operation, resource_id, created_at, claimed_at, expires_at,
-              status_checks, settlement_due_at, now() AS read_at, awaited),
+    RETURNING {key_columns}, awaited),
 told AS (SELECT pg_notify($10, $11) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                             request_id_text)
     SELECT $2, $5, $1, 'bank_answered', $9, $6, $7, $8 FROM moved WHERE NOT answered_on_the_row)
-SELECT moved.*, done.fingerprint, done.state, done.operation, done.resource_id,
-       done.created_at, done.claimed_at, done.expires_at, done.status_checks,
-       done.settlement_due_at, done.read_at,
-       (SELECT count(*) FROM told) AS told
+SELECT moved.*, {done_columns}, done.read_at, (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true",
         set_done = keys::SET_DONE,
+        key_columns = key_row::read_columns::<Postgres>(""),
+        done_columns = key_row::decoded_columns("done."),
     )
 }
 
@@ -94,7 +94,8 @@ impl ClaimWrites for Postgres {
         claim: Lease,
         cause: &Cause,
     ) -> Result<Option<(PaymentRow, OffsetDateTime)>, StoreError> {
-        let query = claim_payment_query(CLAIM_PAYMENT, key, (fingerprint, payment), claim, cause);
+        let sql = claim_payment_statement();
+        let query = claim_payment_query(&sql, key, (fingerprint, payment), claim, cause);
         let mut conn = writer.acquire().await?;
         let claimed = Postgres::fetch_optional(&mut conn, query).await?;
         conn.keep();
@@ -143,7 +144,7 @@ impl ClaimWrites for Postgres {
         let key_moved: Option<Label<shared::KeyState>> =
             Fields::<Postgres>::of(&row).get("state")?;
         let key_now = match key_moved {
-            Some(_) => Some(keys::stored_key_from_row::<Postgres>(&row)?),
+            Some(_) => Some(key_row::stored_key_from_row::<Postgres>(&row)?),
             None => None,
         };
         Ok(Some(Finished {

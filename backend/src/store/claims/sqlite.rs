@@ -21,26 +21,24 @@ use crate::store::dialect::Dialect;
 use crate::store::error::StoreError;
 use crate::store::group_commit::GroupCommit;
 use crate::store::sql::movements::{PAYMENT_COLUMNS, payment_from_row};
-use crate::store::sql::{keys, movements, outcome};
+use crate::store::sql::{key_row, keys, movements, outcome};
 use crate::store::types::{FinalOutcome, Finished, KeyRef, Lease, NewPayment, PaymentRow};
 
 /// The `pay_bill` claim with its pending payment and its `claimed` event: the payment and the
 /// event are written only if the key was inserted. Its rows: none if the key was stored
-/// already, else the key's expiry, then the payment.
+/// already, else the key's expiry, then the payment. Its parameters:
+/// [`super::claim_payment_query`].
 fn claim_payment_statements() -> String {
     format!(
         "
-INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                              lease_owner, lease_until, expires_at, claim_token)
-VALUES ($1, $2, $3, 'started', $4, $5, $10, {now} + $11, {now} + $13, $10)
-ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at;
+{insert_key};
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference)
-SELECT $5, $1, $6, $7, $8, 'pending', $9 WHERE changes() = 1
+SELECT $5, $1, $9, $10, $11, 'pending', $12 WHERE changes() = 1
 RETURNING {PAYMENT_COLUMNS};
 INSERT INTO key_events (user_id, key, resource_id, event, request_id, trace_id, request_id_text)
-SELECT $1, $2, $5, 'claimed', $12, $14, $15 WHERE changes() = 1",
-        now = Sqlite::NOW
+SELECT $1, $2, $5, 'claimed', $13, $14, $15 WHERE changes() = 1",
+        insert_key = key_row::insert_started::<Sqlite>(),
     )
 }
 
@@ -65,7 +63,7 @@ WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done' AND cha
 RETURNING {key_columns}",
         now = Sqlite::NOW,
         set_done = keys::SET_DONE,
-        key_columns = keys::key_columns::<Sqlite>(""),
+        key_columns = key_row::read_columns::<Sqlite>(""),
     )
 }
 
@@ -134,8 +132,8 @@ impl ClaimWrites for Sqlite {
                             .await;
                         }
                         [moved] => (moved, None),
-                        [moved, key_row] => {
-                            (moved, Some(keys::stored_key_from_row::<Sqlite>(key_row)?))
+                        [moved, done] => {
+                            (moved, Some(key_row::stored_key_from_row::<Sqlite>(done)?))
                         }
                         rows => {
                             return Err(StoreError::Corrupt(format!(

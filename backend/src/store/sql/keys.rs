@@ -6,25 +6,16 @@
 //! look-up, two reconcilers never hold one key, and a reconciler that died frees its keys when
 //! their leases run out.
 
-use shared::{Fingerprint, KeyState, Operation, StoredRecord, UserId};
+use shared::{Fingerprint, Operation, UserId};
 use uuid::Uuid;
 
+pub use super::key_row::stored_key_from_row;
+use super::key_row::{StartedKey, bind_started, insert_started, read_columns};
 use super::movements::saved_movement_from_joined_row;
 use crate::store::columns::{Label, Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 use crate::store::types::{ClaimToken, KeyRef, Lease, StoredKey};
-
-/// The key columns [`stored_key_from_row`] reads, of the table aliased `alias` (`"k."`, or `""`
-/// where `RETURNING` takes no alias), and the database's clock as `read_at`.
-pub fn key_columns<D: Db>(alias: &str) -> String {
-    format!(
-        "{alias}user_id, {alias}key, {alias}operation, {alias}state, {alias}fingerprint, \
-         {alias}resource_id, {alias}created_at, {alias}claimed_at, {alias}expires_at, \
-         {alias}status_checks, {alias}settlement_due_at, {now} AS read_at",
-        now = D::NOW
-    )
-}
 
 /// Loads the key of a user, if stored, and for a finished key its payment or refund too, in
 /// the same query (one round trip for a replay: retry storms are mostly replays).
@@ -55,40 +46,21 @@ LEFT JOIN refunds r
   ON k.state = 'done' AND k.operation = 'refund_payment'
      AND r.user_id = k.user_id AND r.refund_id = k.resource_id
 WHERE k.user_id = $1 AND k.key = $2",
-        key_columns::<D>("k."),
+        read_columns::<D>("k."),
         super::movements::JOINED_COLUMNS,
     )
 }
 
-/// The claim: inserts the key as `started`, held by the claim `claim` (its lease and its
-/// `claim_token`), expiring
-/// `kept_for` from now by the database's clock, unless the (user, key) exists. The key's expiry
-/// if this call inserted it, else `None`. Run inside the claim's transaction, never around the
-/// bank call.
+/// The claim: inserts the key as `started`, held by its claim (its lease and `claim_token`),
+/// expiring `kept_for` from now by the database's clock, unless the (user, key) exists. The
+/// key's expiry if this call inserted it, else `None`. Run inside the claim's transaction, never
+/// around the bank call.
 pub async fn insert_started_key<D: Db>(
     conn: &mut D::Connection,
-    key: KeyRef,
-    (operation, resource_id): (Operation, Uuid),
-    fingerprint: &Fingerprint,
-    kept_for: std::time::Duration,
-    claim: Lease,
+    started: &StartedKey<'_>,
 ) -> Result<Option<time::OffsetDateTime>, StoreError> {
-    let sql = format!(
-        "INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id, \
-                                       lease_owner, lease_until, expires_at, claim_token) \
-         VALUES ($1, $2, $3, 'started', $4, $5, $6, {now} + $7, {now} + $8, $6) \
-         ON CONFLICT (user_id, key) DO NOTHING RETURNING expires_at",
-        now = D::NOW
-    );
-    let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
-        .arg(key.key)
-        .arg(Label(operation))
-        .arg(fingerprint.as_bytes().to_vec())
-        .arg(resource_id)
-        .arg(claim.owner)
-        .arg(Span(claim.lasts))
-        .arg(Span(kept_for));
+    let sql = insert_started::<D>();
+    let query = bind_started(sqlx::query(&sql), started);
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };
@@ -111,7 +83,7 @@ pub async fn set_done<D: Db>(
         "UPDATE idempotency_keys SET {SET_DONE} \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state <> 'done' \
          RETURNING {}",
-        key_columns::<D>("")
+        read_columns::<D>("")
     );
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
@@ -284,7 +256,7 @@ pub async fn lease_key<D: Db>(
            AND NOT (state = 'released' AND next_lookup_at IS NULL) \
            AND (lease_until IS NULL OR lease_until <= {now}) \
          RETURNING {}",
-        key_columns::<D>(""),
+        read_columns::<D>(""),
         now = D::NOW
     );
     let query = sqlx::query(&sql)
@@ -343,7 +315,7 @@ pub async fn lease_due_keys<D: Db>(
                AND (lease_until IS NULL OR lease_until <= {now}) \
              ORDER BY claimed_at LIMIT $4 {skip_locked}) \
          RETURNING {}",
-        key_columns::<D>(""),
+        read_columns::<D>(""),
         now = D::NOW,
         skip_locked = D::SKIP_LOCKED
     );
@@ -578,30 +550,4 @@ fn leased_key_from_row<D: Db>(row: &D::Row) -> Result<(KeyRef, StoredKey), Store
         key: fields.get("key")?,
     };
     Ok((key, stored_key_from_row::<D>(row)?))
-}
-
-/// A key row as [`key_columns`] (or a statement naming the same columns) returned it.
-pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError> {
-    let fields = Fields::<D>::of(row);
-    let fingerprint: Vec<u8> = fields.get("fingerprint")?;
-    let state: Label<KeyState> = fields.get("state")?;
-    let operation: Label<Operation> = fields.get("operation")?;
-    let status_checks: i16 = fields.get("status_checks")?;
-    let settlement_due_at: Option<Timestamp> = fields.get("settlement_due_at")?;
-    Ok(StoredKey {
-        record: StoredRecord {
-            fingerprint: Fingerprint::from_slice(&fingerprint)
-                .ok_or_else(|| StoreError::Corrupt("fingerprint is not 32 bytes".to_owned()))?,
-            state: state.0,
-            created_at: fields.time("created_at")?,
-            claimed_at: fields.time("claimed_at")?,
-            expires_at: fields.time("expires_at")?,
-        },
-        operation: operation.0,
-        resource_id: fields.get("resource_id")?,
-        read_at: fields.time("read_at")?,
-        status_checks: u16::try_from(status_checks).unwrap_or(0),
-        settlement_due_at: settlement_due_at.map(|due| due.0),
-        saved: None,
-    })
 }

@@ -5,6 +5,7 @@
 //! that touches both.
 
 pub mod events;
+pub mod key_row;
 pub mod keys;
 pub mod movements;
 pub mod operator_reads;
