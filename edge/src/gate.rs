@@ -3,9 +3,9 @@
 //!
 //! A request is guarded when it is an operation the policy lists in `required_for`
 //! ([`Gate::route`]); everything else (reads, health, metrics, unknown routes) passes through
-//! unchanged. A guarded request is checked ([`Gate::check`]) in the backend's order, with the
-//! `shared` rules and the `shared` problem bodies, so a client gets the same answer wherever it
-//! was stopped:
+//! unchanged. A guarded request is checked ([`Gate::check`]) by the backend's own checks, in
+//! their one order ([`shared::admission::admit`]), with the `shared` problem bodies, so a client
+//! gets the same answer wherever it was stopped:
 //!
 //! 1. the bearer token (401 `unauthenticated`), verified by the runtime beforehand (its
 //!    signature may need the identity provider's keys and WebCrypto) and handed in as the
@@ -20,9 +20,9 @@
 //! UTF-8 once decoded can never be claimed, and is left to the backend to refuse.
 
 use percent_encoding::percent_decode_str;
-use shared::api::{PayBillRequest, RefundRequest, check_bill_id};
+use shared::admission::admit;
 use shared::auth::AuthError;
-use shared::fingerprint::{BodyLimits, CheckedBody, fingerprint};
+use shared::fingerprint::BodyLimits;
 use shared::{Fingerprint, IdempotencyKey, KeyError, Operation, Policy, Problem, UserId};
 
 /// The checks of guarded requests, under one policy.
@@ -156,25 +156,21 @@ impl<'a> Gate<'a> {
             BodyRead::TooLarge => return Err(Problem::body_too_large(self.limits.max_bytes)),
             BodyRead::Unreadable => return Err(Problem::body_unreadable()),
         };
-        let CheckedBody { value, fingerprint } =
-            fingerprint(route.operation, &route.path_parameter, &body, self.limits)
-                .map_err(|error| Problem::from(&error))?;
-        let key = self
-            .policy
-            .parse_key_header(route.operation, request.key_header_values.iter().copied())
-            .and_then(|key| key.ok_or(KeyError::Missing))
-            .map_err(|error| Problem::from(&error))?;
-        match route.operation {
-            Operation::PayBill => check_bill_id(&route.path_parameter)
-                .and_then(|()| PayBillRequest::from_json(&value))
-                .map(drop)?,
-            Operation::RefundPayment => RefundRequest::from_json(&value).map(drop)?,
-        }
+        let admission = admit(
+            (self.policy, self.limits),
+            (route.operation, &route.path_parameter),
+            request.key_header_values.iter().copied(),
+            &body,
+        )?;
+        // Only operations whose key is required are guarded, so an admitted one has its key.
+        let key = admission
+            .key
+            .ok_or_else(|| Problem::from(&KeyError::Missing))?;
         let attempt = Attempt {
             user,
             key,
             operation: route.operation,
-            fingerprint,
+            fingerprint: admission.fingerprint,
         };
         Ok((attempt, body))
     }
@@ -189,6 +185,8 @@ mod tests {
     use shared::ProblemKind;
     use shared::auth::{TokenRules, TokenVerifier, sign_token};
     use shared::problem::UNAUTHENTICATED_DETAIL;
+
+    use shared::fingerprint::fingerprint;
 
     use super::*;
 

@@ -18,6 +18,7 @@
 //! Beside the rules: [`trace_context`] reads and writes the W3C `traceparent` that joins edge,
 //! backend and bank in one trace.
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod decision;

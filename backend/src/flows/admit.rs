@@ -1,10 +1,11 @@
-//! The checks every idempotent request passes before any database work, in a fixed order that
-//! the edge follows too: the body's size, depth and JSON syntax (413/400), then the key (400,
-//! via [`shared::decide`]), then the body's fields (422). Nothing here is saved.
+//! The checks every idempotent request passes before any database work: the body's size,
+//! depth and JSON syntax (413/400), then the key (400), then the fields (422), in the order
+//! [`shared::admission::admit`] keeps for the edge and the backend alike. Nothing here is saved.
 
+use shared::admission::{Admission, Fields};
 use shared::decision::Attempt;
-use shared::fingerprint::{CheckedBody, SentBytes, fingerprint};
-use shared::{Decision, IdempotencyKey, KeyError, Operation, Problem, decide};
+use shared::fingerprint::SentBytes;
+use shared::{IdempotencyKey, Operation, Problem};
 
 use crate::state::AppState;
 use crate::telemetry::traces;
@@ -27,21 +28,19 @@ pub(super) struct Admitted {
     pub key: IdempotencyKey,
     /// The attempt, for later decisions against a stored key.
     pub attempt: Attempt,
-    /// The parsed body.
-    pub body: serde_json::Value,
     /// The request's bytes, for the replay cache to know them again.
     pub sent: SentBytes,
 }
 
-/// Checks the body and the key of a request, in a span of its own (`checks`) when traces are
-/// exported: no log line is written in it, and on a replay every span is a measurable share of
-/// the work (docs/figures.md).
-/// Records the key on the operation's span once known.
+/// Checks the body, the key and the fields of a request, in a span of its own (`checks`) when
+/// traces are exported: no log line is written in it, and on a replay every span is a
+/// measurable share of the work (docs/figures.md). Records the key on the operation's span once
+/// known.
 pub(super) fn admit(
     state: &AppState,
     operation: Operation,
     submitted: &Submitted<'_>,
-) -> Result<Admitted, Problem> {
+) -> Result<(Admitted, Fields), Problem> {
     let operation_span = tracing::Span::current();
     let _checks = traces::exporting().then(|| tracing::info_span!("checks").entered());
     let Submitted {
@@ -49,31 +48,26 @@ pub(super) fn admit(
         path_parameter,
         body,
     } = submitted;
-    let CheckedBody { value, fingerprint } =
-        fingerprint(operation, path_parameter, body, state.body_limits)
-            .map_err(|error| Problem::from(&error))?;
-    let key_header_values = key_header_values.iter().copied();
+    let Admission {
+        key,
+        fingerprint,
+        fields,
+    } = shared::admission::admit(
+        (&state.policy, state.body_limits),
+        (operation, path_parameter),
+        key_header_values.iter().copied(),
+        body,
+    )?;
     let attempt = Attempt {
-        key: state.policy.parse_key_header(operation, key_header_values),
+        key: Ok(key.clone()),
         fingerprint,
     };
-    let now = time::OffsetDateTime::now_utc();
-    let key = match decide(&state.policy, &attempt, None, now) {
-        Decision::RejectMissingKey => return Err(Problem::from(&KeyError::Missing)),
-        Decision::RejectMalformedKey(error) => return Err(Problem::from(&error)),
-        // With no stored record the only other decision is `Claim`, whose key is present.
-        _ => attempt
-            .key
-            .clone()
-            .ok()
-            .flatten()
-            .unwrap_or_else(IdempotencyKey::mint),
-    };
+    let key = key.unwrap_or_else(IdempotencyKey::mint);
     operation_span.record("key", tracing::field::display(&key));
-    Ok(Admitted {
+    let admitted = Admitted {
         key,
         attempt,
-        body: value,
         sent: SentBytes::of(operation, path_parameter, body),
-    })
+    };
+    Ok((admitted, fields))
 }

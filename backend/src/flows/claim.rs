@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use shared::admission::Fields;
 use shared::api::{PayBillRequest, RefundRequest};
 use shared::{Fingerprint, Operation, Problem, ProblemKind};
 use uuid::Uuid;
@@ -47,6 +48,21 @@ pub(super) enum Claiming {
 }
 
 impl Claiming {
+    /// What an admitted request claims: a payment of the bill in its path, or a refund of the
+    /// payment in its path; the 404 reply if that is no payment id.
+    pub(super) fn of(fields: Fields, path_parameter: &str) -> Result<Claiming, Reply> {
+        Ok(match fields {
+            Fields::PayBill(request) => Claiming::Payment {
+                bill_id: path_parameter.to_owned(),
+                request,
+            },
+            Fields::Refund(request) => Claiming::Refund {
+                payment_id: Uuid::try_parse(path_parameter).map_err(|_| payment_not_found())?,
+                request,
+            },
+        })
+    }
+
     fn operation(&self) -> Operation {
         match self {
             Claiming::Payment { .. } => Operation::PayBill,
@@ -269,7 +285,7 @@ const UNANSWERED_CLAIM_FIRST_PAUSE: Duration = Duration::from_millis(500);
 const UNANSWERED_CLAIM_MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// A refund of a payment the user does not have (or that did not succeed).
-pub(super) fn payment_not_found() -> Reply {
+fn payment_not_found() -> Reply {
     Reply::problem(Problem::new(
         ProblemKind::NotFound,
         "You have no succeeded payment with this id.",

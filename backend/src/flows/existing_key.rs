@@ -279,7 +279,7 @@ async fn make_way_for_new_claim(
 ) -> Result<Option<RoundEnd>> {
     let deleted = state
         .claims()
-        .release_expired(key, stored.record.created_at)
+        .delete_expired(key, stored.record.created_at)
         .await?;
     if deleted || stored.record.state != KeyState::Released {
         return Ok(None);

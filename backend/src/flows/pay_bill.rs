@@ -2,7 +2,6 @@
 //! repeat from what is saved.
 
 use shared::Operation;
-use shared::api::{PayBillRequest, check_bill_id};
 
 use super::Caller;
 use super::admit::{Submitted, admit};
@@ -19,15 +18,9 @@ pub async fn pay_bill(state: &AppState, caller: &Caller, bill: Submitted<'_>) ->
     if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::PayBill, &bill) {
         return Ok(reply);
     }
-    let admitted = admit(state, Operation::PayBill, &bill)?;
-    check_bill_id(bill.path_parameter)?;
-    let request = PayBillRequest::from_json(&admitted.body)?;
-    let bill_id = bill.path_parameter.to_owned();
-    claim_in_rounds(
-        state,
-        caller,
-        admitted,
-        Claiming::Payment { bill_id, request },
-    )
-    .await
+    let (admitted, fields) = admit(state, Operation::PayBill, &bill)?;
+    match Claiming::of(fields, bill.path_parameter) {
+        Ok(payment) => claim_in_rounds(state, caller, admitted, payment).await,
+        Err(refused) => Ok(refused),
+    }
 }

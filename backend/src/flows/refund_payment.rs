@@ -2,12 +2,10 @@
 //! payment), refund once, save, answer; or answer a repeat from what is saved.
 
 use shared::Operation;
-use shared::api::RefundRequest;
-use uuid::Uuid;
 
 use super::Caller;
 use super::admit::{Submitted, admit};
-use super::claim::{Claiming, claim_in_rounds, payment_not_found};
+use super::claim::{Claiming, claim_in_rounds};
 use super::existing_key::replay_of_the_same_bytes;
 use crate::domain::Reply;
 use crate::error::Result;
@@ -25,14 +23,9 @@ pub async fn refund_payment(
     {
         return Ok(reply);
     }
-    let admitted = admit(state, Operation::RefundPayment, &refund)?;
-    let request = RefundRequest::from_json(&admitted.body)?;
-    let Ok(payment_id) = Uuid::try_parse(refund.path_parameter) else {
-        return Ok(payment_not_found());
-    };
-    let refund = Claiming::Refund {
-        payment_id,
-        request,
-    };
-    claim_in_rounds(state, caller, admitted, refund).await
+    let (admitted, fields) = admit(state, Operation::RefundPayment, &refund)?;
+    match Claiming::of(fields, refund.path_parameter) {
+        Ok(refund) => claim_in_rounds(state, caller, admitted, refund).await,
+        Err(refused) => Ok(refused),
+    }
 }

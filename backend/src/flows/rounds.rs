@@ -55,27 +55,30 @@ where
     Work: FnMut(Round) -> Done,
     Done: Future<Output = Result<RoundEnd>> + Send + 'static,
 {
-    let mut round = Round::First;
-    loop {
-        let mut watch = waiting.watch(key);
-        let expires_at = match run_to_completion(work(round)).await? {
-            RoundEnd::Reply(reply) => return Ok(waiting.ended(reply, false)),
-            RoundEnd::InProgress { expires_at } => expires_at,
-        };
-        if let Some(watch) = watch.as_mut()
-            && waiting.wait(key, watch, cause).await
-        {
-            round = Round::AfterWait;
-            continue;
-        }
-        Metrics::count(&state.metrics.conflicts, operation.name());
-        let detail = if waiting.has_waited() {
-            "waited as long as allowed; the first attempt was still running (409)"
-        } else {
-            "the first attempt was still running (409)"
-        };
-        let refused = (EventKind::InProgressRefused, detail);
-        state.trail.observe_key(key, None, refused, cause);
-        return Ok(waiting.ended(in_progress().expiring(expires_at), true));
-    }
+    let round_after = |waited| match waited {
+        false => Round::First,
+        true => Round::AfterWait,
+    };
+    let still_at_work = |end: &RoundEnd| matches!(end, RoundEnd::InProgress { .. });
+    let last_round = waiting
+        .look_until_settled(
+            key,
+            cause,
+            |waited| run_to_completion(work(round_after(waited))),
+            still_at_work,
+        )
+        .await?;
+    let expires_at = match last_round {
+        RoundEnd::Reply(reply) => return Ok(waiting.ended(reply, false)),
+        RoundEnd::InProgress { expires_at } => expires_at,
+    };
+    Metrics::count(&state.metrics.conflicts, operation.name());
+    let detail = if waiting.has_waited() {
+        "waited as long as allowed; the first attempt was still running (409)"
+    } else {
+        "the first attempt was still running (409)"
+    };
+    let refused = (EventKind::InProgressRefused, detail);
+    state.trail.observe_key(key, None, refused, cause);
+    Ok(waiting.ended(in_progress().expiring(expires_at), true))
 }

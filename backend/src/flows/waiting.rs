@@ -21,6 +21,7 @@
 //! request is answered 409 at once, as without the header. An answer given after a wait carries
 //! `Preference-Applied: wait=N`, N the seconds it was allowed to wait.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,9 +57,40 @@ impl<'s> Waiting<'s> {
         }
     }
 
+    /// Reads the key with `look` (told whether the read follows a wait) until `in_progress`
+    /// says its first attempt is no longer at work or the request may wait no longer, and
+    /// returns the last read: the one wait loop, of the payment flows' rounds and the key status
+    /// alike. The watch is taken before each read, so a change committed in between still wakes
+    /// the wait.
+    pub async fn look_until_settled<T, E, Look, Read>(
+        &mut self,
+        key: KeyRef,
+        cause: &Cause,
+        mut look: Look,
+        in_progress: impl Fn(&T) -> bool,
+    ) -> Result<T, E>
+    where
+        Look: FnMut(bool) -> Read,
+        Read: Future<Output = Result<T, E>>,
+    {
+        let mut after_wait = false;
+        loop {
+            let mut watch = self.watch(key);
+            let read = look(after_wait).await?;
+            if in_progress(&read)
+                && let Some(watch) = watch.as_mut()
+                && self.wait(key, watch, cause).await
+            {
+                after_wait = true;
+                continue;
+            }
+            return Ok(read);
+        }
+    }
+
     /// A watch on `key`, taken before the key is read, if a read that finds it in progress may
     /// still be followed by a wait.
-    pub fn watch(&self, key: KeyRef) -> Option<KeyWatch> {
+    fn watch(&self, key: KeyRef) -> Option<KeyWatch> {
         let may_wait = match &self.started {
             None => self.allowed.is_some(),
             Some((until, _)) => Instant::now() < *until,
@@ -72,7 +104,7 @@ impl<'s> Waiting<'s> {
     /// and marks the key awaited in the store; that first call returns at once, so that the key
     /// is read again after the mark.
     #[tracing::instrument(name = "wait", skip_all)]
-    pub async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
+    async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
         let until = match &self.started {
             Some((until, _)) => *until,
             None => {

@@ -62,35 +62,30 @@ async fn key_status_handler(
         .map_err(|error| Problem::from(&error))?;
     tracing::Span::current().record("key", tracing::field::display(&key));
     let key = KeyRef::new(caller.user, &key);
+    let cause = Cause::request(&caller.request_id, caller.trace_id);
     let mut waiting = Waiting::new(&state, caller.wait);
-    loop {
-        let mut watch = waiting.watch(key);
-        let stored = state.claims().load_key(key).await?.ok_or_else(|| {
-            Problem::new(
-                ProblemKind::NotFound,
-                "You have no idempotency key with this value.",
-            )
-        })?;
-        let started = stored.record.state == KeyState::Started;
-        if started
-            && let Some(watch) = watch.as_mut()
-            && waiting
-                .wait(
-                    key,
-                    watch,
-                    &Cause::request(&caller.request_id, caller.trace_id),
-                )
-                .await
-        {
-            continue;
-        }
-        let mut response = answer_stored_key(&state, key, &stored).await?;
-        if let Some(wait) = waiting.waited(started) {
-            mark_wait_applied(response.headers_mut(), wait);
-        }
-        mark_expiry(response.headers_mut(), stored.record.expires_at);
-        return Ok(response);
+    let started = |stored: &StoredKey| stored.record.state == KeyState::Started;
+    let stored = waiting
+        .look_until_settled(key, &cause, |_| load_key(&state, key), started)
+        .await?;
+    let mut response = answer_stored_key(&state, key, &stored).await?;
+    if let Some(wait) = waiting.waited(started(&stored)) {
+        mark_wait_applied(response.headers_mut(), wait);
     }
+    mark_expiry(response.headers_mut(), stored.record.expires_at);
+    Ok(response)
+}
+
+/// The caller's key as stored, or 404.
+async fn load_key(state: &AppState, key: KeyRef) -> Result<StoredKey> {
+    let stored = state.claims().load_key(key).await?;
+    stored.ok_or_else(|| {
+        Problem::new(
+            ProblemKind::NotFound,
+            "You have no idempotency key with this value.",
+        )
+        .into()
+    })
 }
 
 async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {

@@ -165,7 +165,7 @@ pub trait Claims: Send + Sync {
 
     /// Deletes a key that the decision found expired, exactly as it was read; `false` if it
     /// changed meanwhile, or is released with its last check for a late debit still to come.
-    async fn release_expired(
+    async fn delete_expired(
         &self,
         key: KeyRef,
         created_at: OffsetDateTime,

@@ -279,7 +279,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         keys::renew_claim::<D>(&mut conn, key, claim.lease()).await
     }
 
-    async fn release_expired(
+    async fn delete_expired(
         &self,
         key: KeyRef,
         created_at: OffsetDateTime,
