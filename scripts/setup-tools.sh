@@ -5,7 +5,8 @@
 # (wrangler with workerd and esbuild, a Node 22 binary for wrangler, binaryen for wasm-opt);
 # cargo-deny for the supply-chain check (deny.toml); Debian's Chromium and chromedriver for the
 # operator console's browser test; promtool for the alerting rules' tests; etcd, HAProxy and
-# Patroni for the replicated PostgreSQL of the failover tests (scripts/ha-cluster.sh); podman,
+# Patroni for the replicated PostgreSQL of the failover tests (scripts/ha-cluster.sh); schemathesis
+# for the OpenAPI document's test (scripts/schemathesis.sh); podman,
 # runc, podman-compose, mmdebstrap and musl for the container checks (deploy/). Every `cargo
 # install` is pinned and `--locked`: the tool is built with the dependency versions its authors
 # tested, not the newest (unless the registry lacks one of them: `install_pinned`).
@@ -53,6 +54,8 @@ install_system_packages() {
   # The replicated PostgreSQL of the failover suite and the HA soak (etcd, HAProxy, Patroni in a
   # virtualenv), and HAProxy in front of the soak's replicas: scripts/ha-cluster.sh installs them.
   scripts/ha-cluster.sh install
+  # schemathesis in a virtualenv, for the OpenAPI document's test: scripts/schemathesis.sh.
+  scripts/schemathesis.sh install
 }
 system_log=$(mktemp)
 tool_logs=$(mktemp -d)

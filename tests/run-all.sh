@@ -4,8 +4,9 @@
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
 # (promtool), the TypeScript client's tests (npm), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
-# chaos soaks (on PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the
-# audit must fail), the production container image run with podman
+# public OpenAPI document against a running backend (schemathesis), the chaos soaks (on
+# PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the audit must fail),
+# the production container image run with podman
 # (deploy/verify-container.sh), deploy/compose.yaml run with podman-compose
 # (deploy/verify-compose.sh), and the shared and edge crates' tests again under
 # wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
@@ -69,6 +70,9 @@ step "native tests"
 # `cargo test` builds a package's binaries only for that package's own tests.
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
+
+step "the public OpenAPI document against a running backend: schemathesis (scripts/schemathesis.sh)"
+scripts/schemathesis.sh
 
 step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
 nice -n 19 deploy/build-static.sh >"$background_log/static.log" 2>&1 &

@@ -1,16 +1,18 @@
 //! The published API: an OpenAPI 3.1 document of every route, header and problem type, served at
 //! `GET /openapi.json`. Built in code from the same constants the service uses (the problem
-//! kinds, the policy's header and limits), so it cannot drift from them; a test checks that its
-//! paths and methods are exactly the router's.
+//! kinds, the policy's header, key format and limits), so it cannot drift from them; a test checks
+//! that its paths and methods are exactly the router's, and `scripts/schemathesis.sh` that the
+//! server accepts what its request schemas allow, refuses what they do not, and answers as its
+//! response schemas say.
 
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use shared::ProblemKind;
 use shared::api::MAX_AMOUNT_PAISE;
 use shared::key::MAX_KEY_LEN;
+use shared::{KeyFormat, Operation, ProblemKind};
 
 use crate::state::AppState;
 
@@ -31,6 +33,7 @@ const RATE_LIMITED: &str =
 pub fn document(state: &AppState) -> Value {
     let policy = &state.policy;
     let problem_slugs: Vec<&str> = ProblemKind::ALL.iter().map(|kind| kind.slug()).collect();
+    let operations: Vec<&str> = Operation::ALL.iter().map(|op| op.name()).collect();
     let problem_types: Vec<String> = ProblemKind::ALL
         .iter()
         .map(|kind| kind.type_uri())
@@ -52,7 +55,7 @@ pub fn document(state: &AppState) -> Value {
         "paths": {
             "/v1/bills/{bill_id}/pay": { "post": secured_operation("bearer",
                 "pay_bill", "Pay a bill once per Idempotency-Key",
-                &[path_parameter("bill_id", "The bill: 1-64 of A-Z a-z 0-9 - _ ."), key_parameter(), prefer_parameter()],
+                &[bill_id_parameter(), key_parameter(policy.key_format), prefer_parameter()],
                 Some("PayBillRequest"),
                 idempotent_responses(json!({
                     "201": created("Payment", true),
@@ -62,7 +65,7 @@ pub fn document(state: &AppState) -> Value {
             )},
             "/v1/payments/{payment_id}/refunds": { "post": secured_operation("bearer",
                 "refund_payment", "Refund part of a payment once per Idempotency-Key",
-                &[path_parameter("payment_id", "The payment's id (a UUID)"), key_parameter(), prefer_parameter()],
+                &[payment_id_parameter(), key_parameter(policy.key_format), prefer_parameter()],
                 Some("RefundRequest"),
                 idempotent_responses(json!({
                     "201": created("Refund", false),
@@ -73,21 +76,23 @@ pub fn document(state: &AppState) -> Value {
             )},
             "/v1/payments/{payment_id}": { "get": secured_operation("bearer",
                 "read_payment", "Read one of your payments with its refunds",
-                &[path_parameter("payment_id", "The payment's id (a UUID)")],
+                &[payment_id_parameter()],
                 None,
-                json!({
+                guarded_responses(json!({
                     "200": { "description": "The payment", "content": { "application/json": {
                         "schema": { "$ref": "#/components/schemas/PaymentWithRefunds" } } } },
-                    "401": problem("No valid bearer token"),
                     "404": problem("No such payment for this user"),
-                }),
+                    "503": retry_problem("Over capacity or past the answer deadline, or the database is unavailable"),
+                })),
             )},
             "/v1/idempotency-keys/{key}": { "get": secured_operation("bearer",
                 "key_status",
                 "Where one of your idempotency keys stands: its saved outcome, or pending",
-                &[path_parameter("key", "The key as sent in Idempotency-Key: bare, or the quoted form percent-encoded"), prefer_parameter()],
+                &[json!({ "name": "key", "in": "path", "required": true,
+                          "description": "The key as sent in Idempotency-Key (percent-encoded)",
+                          "schema": key_schema(policy.key_format) }), prefer_parameter()],
                 None,
-                json!({
+                guarded_responses(json!({
                     "200": {
                         "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After; released: the bank never saw the claim, nothing was charged, and the same request with the key claims it again",
                         "headers": {
@@ -98,24 +103,55 @@ pub fn document(state: &AppState) -> Value {
                         "content": { "application/json": { "schema": { "$ref": "#/components/schemas/KeyStatus" } } },
                     },
                     "400": problem("Malformed key (the policy's key format)"),
-                    "401": problem("No valid bearer token"),
                     "404": problem("No such key for this user (another user's key is the same 404)"),
-                    "503": retry_problem("The database is unavailable"),
-                }),
+                    "503": retry_problem("Over capacity or past the answer deadline, or the database is unavailable"),
+                })),
             )},
             "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
-            "/readyz": { "get": public("readyz", "The database answered the last readiness check (503 problem if not)", "text/plain") },
-            "/idempotency-policy": { "get": public(
-                "idempotency_policy",
-                "The published idempotency policy: header, key format, retention",
-                "application/json",
-            )},
+            "/readyz": { "get": readyz() },
+            "/idempotency-policy": { "get": {
+                "operationId": "idempotency_policy",
+                "summary": "The published idempotency policy: header, key format, retention",
+                "responses": { "200": json_answer("The policy", json!({
+                    "type": "object",
+                    "required": ["header", "required_for", "key_format", "key_max_length",
+                                 "unique_per", "keep_keys_for_hours", "fingerprint",
+                                 "replay_header", "max_wait_seconds"],
+                    "properties": {
+                        "header": { "type": "string" },
+                        "required_for": { "type": "array", "items": {
+                            "type": "object", "required": ["operation", "method", "route"],
+                            "properties": {
+                                "operation": { "type": "string", "enum": operations },
+                                "method": { "type": "string" },
+                                "route": { "type": "string" },
+                            },
+                        } },
+                        "key_format": { "type": "string", "enum": ["uuid_v4", "any"] },
+                        "key_max_length": { "type": "integer" },
+                        "unique_per": { "type": "string", "enum": ["user"] },
+                        "keep_keys_for_hours": { "type": "integer", "minimum": 1 },
+                        "fingerprint": { "type": "string" },
+                        "replay_header": { "type": "string" },
+                        "max_wait_seconds": { "type": "integer", "minimum": 0 },
+                    },
+                })) },
+            }},
             "/problems/{slug}": { "get": {
                 "operationId": "problem_type",
                 "summary": "The description of a problem type",
-                "parameters": [path_parameter("slug", "A problem slug")],
+                "parameters": [{ "name": "slug", "in": "path", "required": true,
+                    "description": "A problem slug (any other is 404)",
+                    "schema": { "type": "string", "enum": problem_slugs } }],
                 "responses": {
-                    "200": { "description": "The type, title and status" },
+                    "200": json_answer("The type, title and status", json!({
+                        "type": "object", "required": ["type", "title", "status"],
+                        "properties": {
+                            "type": { "type": "string", "enum": problem_types },
+                            "title": { "type": "string" },
+                            "status": { "type": "integer" },
+                        },
+                    })),
                     "404": problem("No such problem type"),
                 },
             }},
@@ -152,7 +188,8 @@ pub fn document(state: &AppState) -> Value {
                     "type": "object", "additionalProperties": false,
                     "required": ["amount_paise", "payer_vpa"],
                     "properties": { "amount_paise": amount(), "payer_vpa": {
-                        "type": "string", "maxLength": 255, "examples": ["asha@okbank"] } },
+                        "type": "string", "maxLength": 255, "pattern": "^[A-Za-z0-9._-]+@[A-Za-z0-9]+$",
+                        "description": "A UPI address: name@handle", "examples": ["asha@okbank"] } },
                 },
                 "RefundRequest": {
                     "type": "object", "additionalProperties": false,
@@ -191,7 +228,7 @@ pub fn document(state: &AppState) -> Value {
                     "type": "object", "required": ["state", "operation", "expires_at"],
                     "properties": {
                         "state": { "type": "string", "enum": ["started", "unknown", "released", "done"] },
-                        "operation": { "type": "string", "enum": ["pay_bill", "refund_payment"] },
+                        "operation": { "type": "string", "enum": operations },
                         "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
                         "expires_at": { "type": "string", "format": "date-time", "description": "When the key expires: replayed until then, a new request after" },
                         "next_check_at": { "type": "string", "format": "date-time", "description": "unknown only: when the rail's rules let the bank be asked about it next" },
@@ -220,22 +257,41 @@ pub fn document(state: &AppState) -> Value {
     })
 }
 
-/// The answers every idempotent operation may give (a refused key or body, no token, the first
-/// attempt still running, a rate limit, an outcome pending), with `specific` added: its 201,
-/// its 402 and its 422.
-fn idempotent_responses(mut specific: Value) -> Value {
+/// The answers every idempotent operation may give (a refused key or body, the body too slow,
+/// the first attempt still running, a rate limit, an outcome pending), with `specific` added:
+/// its 201, its 402 and its 422; and those of every guarded operation.
+fn idempotent_responses(specific: Value) -> Value {
     let common = json!({
         "400": problem("Missing or malformed key, body not JSON or too deep"),
-        "401": problem("No valid bearer token"),
+        "408": problem("The body did not arrive within the read deadline"),
         "409": retry_problem("The first attempt with this key is still running"),
         "413": problem("Body over the size limit"),
         "429": retry_problem(RATE_LIMITED),
-        "503": retry_problem("Outcome pending at the bank, or the database is unavailable"),
+        "503": retry_problem("Outcome pending at the bank, over capacity or past the answer deadline, or the database is unavailable"),
     });
-    if let (Value::Object(responses), Value::Object(common)) = (&mut specific, common) {
-        responses.extend(common);
+    guarded_responses(with_defaults(specific, common))
+}
+
+/// `specific` with the answers every operation behind the `/v1` gate (`http::gate`) may give
+/// added where it does not name them: no valid token, no valid edge proof.
+fn guarded_responses(specific: Value) -> Value {
+    with_defaults(
+        specific,
+        json!({
+            "401": problem("No valid bearer token"),
+            "403": problem("No valid edge proof: the backend's own check where REQUIRE_EDGE_PROOF is on, never answered through the edge"),
+        }),
+    )
+}
+
+/// `responses` with each of `defaults` that it does not have.
+fn with_defaults(mut responses: Value, defaults: Value) -> Value {
+    if let (Value::Object(responses), Value::Object(defaults)) = (&mut responses, defaults) {
+        for (status, answer) in defaults {
+            responses.entry(status).or_insert(answer);
+        }
     }
-    specific
+    responses
 }
 
 /// An operation that needs the security scheme `scheme`, with a JSON body of `body_schema`
@@ -264,6 +320,22 @@ pub(super) fn secured_operation(
     operation
 }
 
+fn readyz() -> Value {
+    json!({
+        "operationId": "readyz",
+        "summary": "The database answered the last readiness check",
+        "responses": {
+            "200": { "description": "Ready", "content": { "text/plain": {} } },
+            "503": retry_problem("The database is unreachable, or the replica is shutting down"),
+        },
+    })
+}
+
+/// A 200 answer of JSON of `schema`.
+fn json_answer(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
 fn public(id: &str, summary: &str, media_type: &str) -> Value {
     json!({
         "operationId": id,
@@ -278,13 +350,64 @@ pub(super) fn path_parameter(name: &str, description: &str) -> Value {
             "schema": { "type": "string" } })
 }
 
-fn key_parameter() -> Value {
+/// The bill paid (`shared::api::check_bill_id`; any other is a 422 naming `bill_id`).
+fn bill_id_parameter() -> Value {
+    json!({
+        "name": "bill_id", "in": "path", "required": true,
+        "description": "The bill: 1-64 of A-Z a-z 0-9 - _ . but not the URL dot segments . and .. \
+                        (which clients remove from a URL before sending it)",
+        "schema": { "type": "string", "minLength": 1, "maxLength": 64, "pattern": BILL_ID_PATTERN },
+    })
+}
+
+/// 1-64 of `A-Z a-z 0-9 - _ .`, but not `.` or `..`: a first character that is not a dot, or a
+/// dot and then one that is not, or two dots and anything.
+const BILL_ID_PATTERN: &str = concat!(
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}",
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}",
+    r"|\.\.[A-Za-z0-9._-]{1,62})$",
+);
+
+/// A payment's id. One that is not a UUID names no payment: 404, like an unknown one.
+fn payment_id_parameter() -> Value {
+    json!({
+        "name": "payment_id", "in": "path", "required": true,
+        "description": "The payment's id, a UUID (anything else is no payment: 404)",
+        "schema": { "type": "string", "format": "uuid" },
+    })
+}
+
+fn key_parameter(format: KeyFormat) -> Value {
     json!({
         "name": "Idempotency-Key", "in": "header", "required": true,
-        "description": "One random version-4 UUID per user action, the same on every retry. \
-                        The draft's Structured Field string (\"…\") or the bare value.",
-        "schema": { "type": "string", "maxLength": MAX_KEY_LEN + 2 },
+        "description": "The key of one user action, the same on every retry (under the policy's \
+                        key_format uuid_v4, a random version-4 UUID). The draft's Structured \
+                        Field string (\"…\") or the bare value; the string may also carry \
+                        Structured Field parameters (;name=value), which are ignored.",
+        "schema": key_schema(format),
     })
+}
+
+/// A key as `shared::key::IdempotencyKey::parse_header` accepts it under `format`, bare or as a
+/// Structured Field string (without the parameters the string may carry).
+fn key_schema(format: KeyFormat) -> Value {
+    match format {
+        KeyFormat::UuidV4 => {
+            let uuid = "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-4[0-9A-Fa-f]{3}-[89ABab][0-9A-Fa-f]{3}-[0-9A-Fa-f]{12}";
+            json!({ "type": "string", "minLength": 36, "maxLength": 38,
+                    "pattern": format!("^(?:{uuid}|\"{uuid}\")$"),
+                    "examples": ["8e03978e-40d5-43e8-bc93-6894a57f9324"] })
+        }
+        // Bare: printable ASCII, neither starting with a quote nor starting or ending with a
+        // space. Quoted: each character printable ASCII, `"` and `\` escaped.
+        KeyFormat::Any => json!({
+            "type": "string", "minLength": 1, "maxLength": 2 * MAX_KEY_LEN + 2,
+            "pattern": format!(
+                r#"^(?:[!#-~](?:[ -~]{{0,{inner}}}[!-~])?|"(?:[ !#-\[\]-~]|\\["\\]){{1,{MAX_KEY_LEN}}}")$"#,
+                inner = MAX_KEY_LEN - 2,
+            ),
+        }),
+    }
 }
 
 fn prefer_parameter() -> Value {
@@ -302,19 +425,31 @@ fn amount() -> Value {
             "description": "Whole paise; never a float" })
 }
 
-fn created(schema: &str, with_location: bool) -> Value {
+/// A 201 with a body of `schema`, and links to the operations its `payment_id` and the request's
+/// key are read with; `of_payment`: with the payment's `Location`, and a link to refund it.
+fn created(schema: &str, of_payment: bool) -> Value {
     let mut headers = json!({
         "Idempotent-Replayed": { "$ref": "#/components/headers/Idempotent-Replayed" },
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
         "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
-    if with_location {
+    if of_payment {
         headers["Location"] = json!({ "$ref": "#/components/headers/Location" });
+    }
+    let payment = json!({ "payment_id": "$response.body#/payment_id" });
+    let mut links = json!({
+        "ReadPayment": { "operationId": "read_payment", "parameters": payment },
+        "KeyStatus": { "operationId": "key_status",
+                       "parameters": { "key": "$request.header.Idempotency-Key" } },
+    });
+    if of_payment {
+        links["RefundPayment"] = json!({ "operationId": "refund_payment", "parameters": payment });
     }
     json!({
         "description": "Created (or replayed: the same body, Idempotent-Replayed: true)",
         "headers": headers,
         "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema}") } } },
+        "links": links,
     })
 }
 
