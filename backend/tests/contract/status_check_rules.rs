@@ -8,7 +8,8 @@
 //! - kept in real time, the rules make the bank refuse nothing; broken (a policy without the
 //!   first-check delay against a bank that enforces one), the refusal is counted and alerted on;
 //! - in quiet hours the reconciler sends nothing, while a customer's retry may ask;
-//! - two replicas together never ask faster than `per_second`.
+//! - two replicas together never ask faster than `per_second`, and the checks one process made
+//!   count for the replicas that take a key over.
 //!
 //! Time is scaled: where a test needs minutes to pass, it moves the key's claim into the past
 //! (`TestApp::age_keys`), as the crash tests do.
@@ -295,6 +296,55 @@ for_each_store!(
     rules_kept_in_real_time_are_never_refused_and_a_broken_rule_is_counted,
     quiet_hours_hold_the_reconciler_but_a_customer_may_ask,
 );
+
+/// A movement's checks are counted on its key's row: a check made by one process counts for
+/// every other, so two replicas that take the key over after a first check give it only the
+/// checks left, never `at_most` afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_checks_one_process_made_count_for_the_replicas_that_take_over() {
+    // Two checks: at once, then a minute on; the bank answers `pending` for an hour.
+    let policy = policy_with((0, 2, 1), 20, vec![]);
+    let options = lost_replies_then_pending(StoreKind::Postgres, 3_600_000, policy);
+    let app = TestApp::spawn_with(options.clone()).await;
+    let key = new_key();
+    app.pay(85, Some(&key), "elec-1", &payment_body(800))
+        .await
+        .assert_problem(503, "outcome-pending");
+    app.make_lookup_due(&key).await;
+    assert_eq!(
+        try_reconcile_once(&app.state).await.expect("step"),
+        Step::Handled
+    );
+    assert_eq!(status_checks_of(&app, 85).await, 1);
+
+    // This process stops; its second check is due; two replicas take over.
+    app.age_keys(Some(&key), Duration::from_secs(61)).await;
+    app.make_lookup_due(&key).await;
+    let replica = Options {
+        run_workers: true,
+        ..options
+    };
+    let _first = app.spawn_replica(&replica).await;
+    let _second = app.spawn_replica(&replica).await;
+    let awaiting = "SELECT count(*) FROM idempotency_keys \
+                    WHERE user_id = 85 AND settlement_due_at IS NOT NULL";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while app.scalar(awaiting).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the key never came to await settlement"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stats = app.bank.simulator.check_stats();
+    assert_eq!(
+        (stats.status_checks, stats.most_checks_of_one_reference),
+        (2, 2),
+        "at_most across the processes, not per process: {stats:?}"
+    );
+    assert_eq!(status_checks_of(&app, 85).await, 2);
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
 
 /// Two replicas, each with its own reconciler, and twelve keys due at once: together they ask
 /// no faster than `per_second` (the pace is one row in the database), and each movement is
