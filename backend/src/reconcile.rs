@@ -100,19 +100,18 @@ pub async fn resolve_leased(
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
     state.metrics.stuck_keys_found.inc();
-    let rules = &state.policy.status_checks;
-    let zone = rail::zone_of(rules).unwrap_or(jiff::tz::TimeZone::UTC);
+    let (rules, zone) = (&state.policy.status_checks, &state.status_check_zone);
     let stored = &leased.stored;
     let asked = CheckAsked {
         checks_made: leased.stored.status_checks,
         since_call: since_the_call_landed(state, stored),
-        local_minute: rail::local_minute(&zone, stored.read_at),
+        local_minute: rail::local_minute(zone, stored.read_at),
         asked_by_someone: cause.request_id.is_some(),
     };
     match rail::gate(rules, asked) {
         Gate::CheckNow => {}
         Gate::WaitFor(wait) => return not_yet(state, leased, wait, cause).await,
-        Gate::NoChecksLeft => return out_of_checks(state, leased, &zone, cause).await,
+        Gate::NoChecksLeft => return out_of_checks(state, leased, cause).await,
     }
     let pace = (rules.pace(), PACE_QUEUE);
     match state
@@ -225,8 +224,7 @@ async fn check_again(
     let Some(due) = rules.earliest_check(checks_made) else {
         let mut leased = leased;
         leased.stored.status_checks = checks_made;
-        let zone = rail::zone_of(rules).unwrap_or(jiff::tz::TimeZone::UTC);
-        return out_of_checks(state, leased, &zone, cause).await;
+        return out_of_checks(state, leased, cause).await;
     };
     let since_call = since_the_call_landed(state, &leased.stored);
     let wait = due.saturating_sub(since_call).max(MIN_CHECK_GAP);
@@ -260,7 +258,6 @@ async fn not_yet(
 async fn out_of_checks(
     state: &AppState,
     leased: LeasedKey,
-    zone: &jiff::tz::TimeZone,
     cause: &Cause,
 ) -> Result<Resolution, StoreError> {
     let stored = &leased.stored;
@@ -276,7 +273,7 @@ async fn out_of_checks(
         return not_yet(state, leased, until_expiry, cause).await;
     }
     let already_waiting = leased.stored.settlement_due_at.is_some();
-    let due_in = rail::until_settlement(zone, stored.read_at);
+    let due_in = rail::until_settlement(&state.status_check_zone, stored.read_at);
     let due_at = state
         .leases()
         .await_settlement(leased, due_in, cause)

@@ -170,9 +170,10 @@ impl Application {
 
 /// The state the routers and workers share.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    // The policy's quiet hours need a zone the time-zone database knows: checked before
-    // anything starts, naming the field.
-    reconcile::status_check_zone(&config.policy.status_checks).map_err(anyhow::Error::msg)?;
+    // The policy's quiet hours need a zone the time-zone database knows: resolved once, before
+    // anything starts, or refused naming the field.
+    let status_check_zone =
+        reconcile::status_check_zone(&config.policy.status_checks).map_err(anyhow::Error::msg)?;
     let bank_http = transport_security::bank_http_client(
         config.bank_timeout,
         config.bank_ca_file.as_deref(),
@@ -209,6 +210,7 @@ pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppSta
             .map(|secret| Arc::new(EdgeProofs::new(secret.expose_secret().as_bytes().to_vec()))),
         trail_kept_after_key: config.trail_kept_after_key,
         bank_callback_secrets: Arc::new(config.bank.callback_secrets.clone()),
+        status_check_zone,
         ledger_checks: Arc::new(LedgerCheckBounds::new(config.limits.max_bank_lookups)),
         metrics,
         body_limits: BodyLimits::default(),

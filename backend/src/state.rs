@@ -102,4 +102,7 @@ pub struct Parts {
     pub trail: Appender,
     /// The secrets the bank signs its callbacks with, the current first; empty: none accepted.
     pub bank_callback_secrets: Arc<Vec<secret_settings::SecretString>>,
+    /// The zone of the rail's quiet hours and settlement day (`status_checks.quiet_hours_zone`),
+    /// resolved at start-up.
+    pub status_check_zone: jiff::tz::TimeZone,
 }
