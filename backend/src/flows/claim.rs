@@ -23,10 +23,12 @@ use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::{ClaimResult, ClaimToken, KeyRef, NewPayment, NewRefund, StoreError, StoredKey};
 
-/// How many claims a round makes at most. Reusing an expired key that was released with a
-/// check still to come takes three (settle the old claim, delete the key, claim it); one more
-/// spares a rare race a spurious error.
-const CLAIM_TRIES: usize = 4;
+/// How many claims a round makes at most: the one loop for every race between a claim and the
+/// key's row. Reusing an expired key that was released with a check still to come takes three
+/// (settle the old claim, delete the key, claim it); a key that vanishes between a claim and
+/// its read (expired and deleted in that instant) takes one more; one beyond spares a rarer
+/// race a spurious error.
+const CLAIM_TRIES: usize = 5;
 
 /// What a claim writes with the key: a payment of a bill, or a refund of a payment.
 #[derive(Debug)]
@@ -169,6 +171,7 @@ async fn claim_and_carry_out(
             None => match claim_new(state, (key, fingerprint, claiming), cause).await? {
                 NewClaim::Answered(end) => return Ok(end),
                 NewClaim::Existing(stored) => stored,
+                NewClaim::Vanished => continue,
             },
         };
         let attempt = &admitted.attempt;
@@ -185,6 +188,9 @@ enum NewClaim {
     Answered(RoundEnd),
     /// The (user, key) exists.
     Existing(StoredKey),
+    /// The key existed at the claim and was gone at the read (expired and deleted between):
+    /// the loop claims again.
+    Vanished,
 }
 
 /// Claims `key` for a new bank call once the bank breaker admits one, and carries it out. While
@@ -225,6 +231,7 @@ async fn claim_new(
             reply.expiring(expires_at)
         }
         Ok(ClaimResult::Existing(stored)) => return Ok(NewClaim::Existing(stored)),
+        Ok(ClaimResult::Vanished) => return Ok(NewClaim::Vanished),
         Ok(ClaimResult::PaymentNotFound) => payment_not_found(),
         Ok(ClaimResult::ExceedsRemaining { remaining_paise }) => {
             exceeds_remaining(claiming.amount_paise(), remaining_paise)

@@ -21,10 +21,6 @@ pub enum StoreError {
     /// whose payment is gone, say): a hand-edited database or a bug.
     #[error("corrupt row: {0}")]
     Corrupt(String),
-    /// Every claim found the key taken, and every read then found it gone (expired and deleted
-    /// in between, time after time): the claim gave up.
-    #[error("the key vanished between each claim and its read")]
-    KeyKeptVanishing,
 }
 
 impl From<sqlx::Error> for StoreError {

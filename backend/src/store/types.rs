@@ -239,6 +239,9 @@ pub enum ClaimResult {
     },
     /// The (user, key) already exists; decide on the stored row.
     Existing(StoredKey),
+    /// The key was stored when the claim ran and gone when it was read (expired and deleted in
+    /// that instant). Nothing was written: claim again (the flows' one claim loop).
+    Vanished,
     /// A refund of no succeeded payment of the user's. Nothing was written.
     PaymentNotFound,
     /// A refund of more than what remains refundable. Nothing was written.

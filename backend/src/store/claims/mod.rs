@@ -37,10 +37,6 @@ use super::types::{
 };
 use crate::domain::{Cause, EventKind, NewEvent, RequestId};
 
-/// How many times a claim is tried when its key disappears between the claim and the read of
-/// the existing row (expired and deleted in that instant). Two suffice; more would mean a bug.
-const CLAIM_ATTEMPTS: usize = 3;
-
 /// The two writes that differ between PostgreSQL (`claims/postgres.rs`) and SQLite
 /// (`claims/sqlite.rs`).
 pub trait ClaimWrites: super::dialect::Dialect {
@@ -86,27 +82,25 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
-        for _ in 0..CLAIM_ATTEMPTS {
-            let claimed = D::claim_key_with_pending_payment(
-                &self.writer,
-                key,
-                (fingerprint, payment),
-                claim.lease(),
-                cause,
-            )
-            .await?;
-            if let Some((movement, expires_at)) = claimed {
-                return Ok(ClaimResult::Claimed {
-                    movement: SavedMovement::Payment(movement),
-                    claim,
-                    expires_at,
-                });
-            }
-            if let Some(existing) = self.load_key(key).await? {
-                return Ok(ClaimResult::Existing(existing));
-            }
+        let claimed = D::claim_key_with_pending_payment(
+            &self.writer,
+            key,
+            (fingerprint, payment),
+            claim.lease(),
+            cause,
+        )
+        .await?;
+        if let Some((movement, expires_at)) = claimed {
+            return Ok(ClaimResult::Claimed {
+                movement: SavedMovement::Payment(movement),
+                claim,
+                expires_at,
+            });
         }
-        Err(StoreError::KeyKeptVanishing)
+        Ok(self
+            .load_key(key)
+            .await?
+            .map_or(ClaimResult::Vanished, ClaimResult::Existing))
     }
 
     /// One short write transaction that takes the payment first (a row lock on PostgreSQL,
@@ -122,56 +116,50 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
         let user_id = key.user.as_i64();
-        for _ in 0..CLAIM_ATTEMPTS {
-            let mut tx = D::begin_write(&self.pool).await?;
-            let Some((paid, debit_reference)) =
-                movements::lock_succeeded_payment::<D>(&mut tx, user_id, refund.payment_id).await?
-            else {
-                // A retry of a finished refund still replays: look at the key first.
-                return Ok(match keys::select_key::<D>(&mut tx, key).await? {
-                    Some(existing) => ClaimResult::Existing(existing),
-                    None => ClaimResult::PaymentNotFound,
-                });
-            };
-            let started = StartedKey {
-                key,
-                movement: (Operation::RefundPayment, refund.refund_id),
-                fingerprint,
-                claim: claim.lease(),
-                kept_for: refund.key_kept_for,
-            };
-            let inserted = keys::insert_started_key::<D>(&mut tx, &started).await?;
-            let Some(expires_at) = inserted else {
-                drop(tx);
-                match self.load_key(key).await? {
-                    Some(existing) => return Ok(ClaimResult::Existing(existing)),
-                    None => continue,
-                }
-            };
-            let committed =
-                movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id)
-                    .await?;
-            let remaining_paise = paid - committed;
-            if refund.amount_paise > remaining_paise {
-                return Ok(ClaimResult::ExceedsRemaining { remaining_paise });
-            }
-            let row = movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference)
-                .await?;
-            let claimed = NewEvent::of_claim(
-                (user_id, key.key, refund.refund_id),
-                EventKind::Claimed,
-                None,
-                cause,
-            );
-            events::append::<D>(&mut tx, &claimed).await?;
-            tx.commit().await?;
-            return Ok(ClaimResult::Claimed {
-                movement: SavedMovement::Refund(row),
-                claim,
-                expires_at,
+        let mut tx = D::begin_write(&self.pool).await?;
+        let Some((paid, debit_reference)) =
+            movements::lock_succeeded_payment::<D>(&mut tx, user_id, refund.payment_id).await?
+        else {
+            // A retry of a finished refund still replays: look at the key first.
+            return Ok(match keys::select_key::<D>(&mut tx, key).await? {
+                Some(existing) => ClaimResult::Existing(existing),
+                None => ClaimResult::PaymentNotFound,
             });
+        };
+        let started = StartedKey {
+            key,
+            movement: (Operation::RefundPayment, refund.refund_id),
+            fingerprint,
+            claim: claim.lease(),
+            kept_for: refund.key_kept_for,
+        };
+        let inserted = keys::insert_started_key::<D>(&mut tx, &started).await?;
+        let Some(expires_at) = inserted else {
+            drop(tx);
+            let existing = self.load_key(key).await?;
+            return Ok(existing.map_or(ClaimResult::Vanished, ClaimResult::Existing));
+        };
+        let committed =
+            movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id).await?;
+        let remaining_paise = paid - committed;
+        if refund.amount_paise > remaining_paise {
+            return Ok(ClaimResult::ExceedsRemaining { remaining_paise });
         }
-        Err(StoreError::KeyKeptVanishing)
+        let row =
+            movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference).await?;
+        let claimed = NewEvent::of_claim(
+            (user_id, key.key, refund.refund_id),
+            EventKind::Claimed,
+            None,
+            cause,
+        );
+        events::append::<D>(&mut tx, &claimed).await?;
+        tx.commit().await?;
+        Ok(ClaimResult::Claimed {
+            movement: SavedMovement::Refund(row),
+            claim,
+            expires_at,
+        })
     }
 
     async fn load_key(&self, key: KeyRef) -> Result<Option<StoredKey>, StoreError> {
