@@ -89,13 +89,8 @@ export function keyStateFromBody(body: string): KeyState | null {
 
 /** The whole key status in a look-up's 200 body, or `null` when it is not one. */
 export function readKeyStatus(body: string): KeyStatus | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch {
-    return null;
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  const value = jsonObjectOf(body);
+  if (value === null) {
     return null;
   }
   const {
@@ -106,7 +101,7 @@ export function readKeyStatus(body: string): KeyStatus | null {
     answer,
     next_check_at: nextCheck,
     settlement_due_at: settlementDue,
-  } = value as Record<string, unknown>;
+  } = value;
   if (operation !== 'pay_bill' && operation !== 'refund_payment') {
     return null;
   }
@@ -152,22 +147,29 @@ export interface KnownBy {
  * it names neither or the body is not a JSON object.
  */
 export function knownByOf(bodyText: string): KnownBy | null {
-  let body: unknown;
-  try {
-    body = JSON.parse(bodyText);
-  } catch {
+  const record = jsonObjectOf(bodyText);
+  if (record === null) {
     return null;
   }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    return null;
-  }
-  const record = body as Record<string, unknown>;
   const settlement = dateTimeOrNull(record['settlement_due_at']);
   if (settlement !== null) {
     return { kind: 'settlement', at: settlement };
   }
   const nextCheck = dateTimeOrNull(record['next_check_at']);
   return nextCheck === null ? null : { kind: 'next_status_check', at: nextCheck };
+}
+
+/** `text` parsed as a JSON object, or `null` when it is not one. */
+function jsonObjectOf(text: string): Record<string, unknown> | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : null;
 }
 
 /** The members a state does not carry. */
