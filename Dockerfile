@@ -42,7 +42,7 @@ USER 65532:65532
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
   CMD ["/usr/local/bin/backend", "healthcheck"]
-# SIGTERM drains: /readyz answers 503 at once, requests are served for SHUTDOWN_GRACE_SECONDS (5)
+# SIGTERM drains: /readyz replies 503 at once, requests are served for SHUTDOWN_GRACE_SECONDS (5)
 # while balancers take the replica out, then in-flight requests get SHUTDOWN_DEADLINE_SECONDS
 # (15) to finish. Give the orchestrator more than the two together before it sends SIGKILL:
 # `docker stop -t 25`, `podman stop -t 25`, Kubernetes `terminationGracePeriodSeconds: 25`.

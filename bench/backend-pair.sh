@@ -8,7 +8,7 @@
 #   git stash && cargo build --profile server -p backend && cp target/server/backend /tmp/base \
 #     && git stash pop && cargo build --profile server -p backend
 #   bench/backend-pair.sh /tmp/base target/server/backend
-# WHAT=replay runs replays of one answered key instead (bench/replay.lua), for a change to the
+# WHAT=replay runs replays of one finished key instead (bench/replay.lua), for a change to the
 # replay path.
 # Usage: [WHAT=new-key|replay] bench/backend-pair.sh A B [seconds per run, default 10] [rounds, default 3]
 set -euo pipefail
@@ -28,7 +28,7 @@ for round in $(seq 1 "$rounds"); do
     DB_PARAMS=sslmode=disable start_stack "pair_$side" "$binary" >/dev/null
     script=bench/new-key.lua
     if [ "${WHAT:-new-key}" = replay ]; then
-      REPLAY_KEY=$(answered_key)
+      REPLAY_KEY=$(finished_key)
       export REPLAY_KEY
       script=bench/replay.lua
     fi

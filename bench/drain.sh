@@ -60,10 +60,10 @@ for reference in sys.stdin.read().split():
     bank.request("POST", "/debits", json.dumps(
         {"reference": reference, "amount_paise": 230000, "account": "asha@okbank"}),
         {"Content-Type": "application/json"})
-    answer = bank.getresponse()
-    answer.read()
-    if answer.status != 201 and answer.status != 200:
-        sys.exit(f"the bank refused a debit: {answer.status}")
+    reply = bank.getresponse()
+    reply.read()
+    if reply.status != 201 and reply.status != 200:
+        sys.exit(f"the bank refused a debit: {reply.status}")
 '
 
 unknown() { sql_value "SELECT count(*) FROM idempotency_keys WHERE state = 'unknown'"; }

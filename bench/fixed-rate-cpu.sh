@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The backend's CPU per replay against its CPU per `GET /healthz` at one fixed rate (issue 29's
 # replay / healthz aim), beside the closed-loop figure `bench/perf.sh` gives. wrk runs each at
-# the server's limit, where a slower answer also changes how often each side sleeps and is woken;
+# the server's limit, where a slower reply also changes how often each side sleeps and is woken;
 # here both are sent at the same rate by tools/steady-load (open loop), so the two runs differ
 # only in what the backend does per request. One stack (bench/lib.sh: instant bank simulator,
-# PostgreSQL), one answered key, then healthz and replays alternating, ROUNDS times; the
+# PostgreSQL), one finished key, then healthz and replays alternating, ROUNDS times; the
 # backend's CPU is read from /proc before and after each run. Prints each run and the ratio of
 # the medians.
 # Usage: bench/fixed-rate-cpu.sh [rate a second, default 8000] [seconds, default 10] [rounds, default 3]
@@ -16,7 +16,7 @@ scripts/start-postgres.sh
 cargo build -q --profile server -p backend -p bank-simulator -p steady-load --bins
 bin=target/server
 DB_PARAMS=sslmode=disable start_stack fixed_rate "$bin/backend" >/dev/null
-replay_key=$(answered_key)
+replay_key=$(finished_key)
 ticks_per_second=$(getconf CLK_TCK)
 declare -A cpu=()
 for round in $(seq 1 "$rounds"); do

@@ -20,7 +20,7 @@ results=$scratch/results
 # steady_runs STORE: capacity, then the fixed-rate runs, on the stack just started.
 steady_runs() {
   local store=$1 replay_key traffic capacity fraction rate report
-  replay_key=$(answered_key)
+  replay_key=$(finished_key)
   for traffic in new-key replay; do
     if [ "$traffic" = new-key ]; then
       capacity=$(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)

@@ -90,9 +90,9 @@ start_stack() {
   token=$(APP_ENV=development POLICY_FILE=policy.yaml "$bin/backend" dev-token --user 42)
 }
 
-# answered_key: prints a fresh key after paying bill elec-replay with it on the current stack,
+# finished_key: prints a fresh key after paying bill elec-replay with it on the current stack,
 # for the replay runs (bench/replay.lua's REPLAY_KEY).
-answered_key() {
+finished_key() {
   local key
   key=$(cat /proc/sys/kernel/random/uuid)
   curl -sf -o /dev/null -X POST "$api/v1/bills/elec-replay/pay" -H "Authorization: Bearer $token" \

@@ -8,7 +8,7 @@
 #    (default "512 1024"; MAX_CONCURRENT_REQUESTS is 256), before and after, with the bank bound
 #    raised to 512 so the request limit is what sheds; then once at the default bank bound (64),
 #    which caps payments at 64 / 100 ms = 640 a second. wrk ignores Retry-After, so this is a
-#    client that does not back off: requests/s, non-2xx answers (the shed 503s), socket
+#    client that does not back off: requests/s, non-2xx replies (the shed 503s), socket
 #    errors, p99.
 # Every run ends with the money check: the bank's debits equal the succeeded payments.
 # Usage: bench/limits.sh [seconds per run, default 8]

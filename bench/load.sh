@@ -14,7 +14,7 @@ cargo build -q --profile server -p backend -p bank-simulator --bins
 bin=target/server
 start_stack load_bench "$bin/backend"
 
-REPLAY_KEY=$(answered_key)
+REPLAY_KEY=$(finished_key)
 export REPLAY_KEY
 
 run() { # name, then wrk arguments; prints "name requests/s"

@@ -1,6 +1,6 @@
 -- wrk script: replays spread over KEYS distinct keys (default 100,000), each request a key drawn
 -- at random: a key's first request pays (new work), every later one replays it.
--- (bench/memory.sh stops wrk once the backend has answered the requests it wants.)
+-- (bench/memory.sh stops wrk once the backend has replied to the requests it wants.)
 local body = '{"amount_paise":230000,"payer_vpa":"asha@okbank"}'
 local keys = tonumber(os.getenv("KEYS") or "100000")
 

@@ -18,7 +18,7 @@ bin=target/server
 
 rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$backend_pid/status"; }
 metric() { curl -sf "$admin/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
-answered() { # payment requests the backend has answered so far, any status
+replied() { # payment requests the backend has replied to so far, any status
   curl -sf "$admin/metrics" \
     | awk '/^http_requests_total\{route="\/v1\/bills\/\{bill_id\}\/pay"/ { n += $2 } END { print n + 0 }'
 }
@@ -31,11 +31,11 @@ for bound_mib in 64 16; do
   wrk -t2 -c16 -d1h --timeout 30s -H "Authorization: Bearer $token" \
     -s bench/memory-replays.lua "$api" >/dev/null & wrk_pid=$!
   began=$(date +%s.%N)
-  until [ "$(answered)" -ge "$REQUESTS" ]; do
+  until [ "$(replied)" -ge "$REQUESTS" ]; do
     kill -0 "$wrk_pid" || { echo "wrk stopped early" >&2; exit 1; }
     sleep 0.5
   done
-  rate=$(awk -v n="$(answered)" -v b="$began" -v e="$(date +%s.%N)" 'BEGIN { print n / (e - b) }')
+  rate=$(awk -v n="$(replied)" -v b="$began" -v e="$(date +%s.%N)" 'BEGIN { print n / (e - b) }')
   kill "$wrk_pid"; wait "$wrk_pid" || true
   after=$(rss_mib)
   entries=$(metric idempotency_replay_cache_entries)
@@ -46,4 +46,4 @@ for bound_mib in 64 16; do
   check_money >&2
   stop_stack
 done
-echo "(MiB; base = RSS after the storm less what the cache holds: the process without its answers)"
+echo "(MiB; base = RSS after the storm less what the cache holds: the process without its replies)"

@@ -42,7 +42,7 @@ results=$scratch/results
 runs() { # label backend: new-key and replay throughput
   local label=$1 backend=$2 replay_key
   start_stack "obs_$label" "$backend" >/dev/null
-  replay_key=$(answered_key)
+  replay_key=$(finished_key)
   echo "${label}_new_key $(wrk_run 16 "$duration" -s bench/new-key.lua "$api" | requests_per_second)" >>"$results"
   echo "${label}_replay $(REPLAY_KEY=$replay_key wrk_run 16 "$duration" -s bench/replay.lua "$api" | requests_per_second)" >>"$results"
   check_money | sed "s/^/$label: /"

@@ -41,7 +41,7 @@ results=$scratch/results
 
 backend_runs() { # label: new-key and replay throughput of the stack just started
   local replay_key
-  replay_key=$(answered_key)
+  replay_key=$(finished_key)
   counted_wrk_run "${1}_new_key" 16 "$duration" -s bench/new-key.lua "$api"
   REPLAY_KEY=$replay_key counted_wrk_run "${1}_replay" 16 "$duration" -s bench/replay.lua "$api"
   check_money | sed "s/^/$1: /"

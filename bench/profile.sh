@@ -27,7 +27,7 @@ DB_PARAMS=sslmode=disable start_stack profile "$bin/backend" >/dev/null
 case $what in
   new-key) script=(-s bench/new-key.lua) ;;
   replay)
-    replay_key=$(answered_key)
+    replay_key=$(finished_key)
     export REPLAY_KEY=$replay_key
     script=(-s bench/replay.lua)
     ;;

@@ -17,7 +17,7 @@ SELECT n,
        100 + (n::bigint * 7919) % 500000            AS amount_paise,
        'customer' || (n % 50000) || '@okbank'       AS payer_vpa,
        sha256(n::text::bytea)                       AS fingerprint,
-       -- Ten payments a second, each claimed at its own instant and answered a second later:
+       -- Ten payments a second, each claimed at its own instant and replied to a second later:
        -- distinct times, as in a real table (equal ones would shrink every index on a time,
        -- since a B-tree keeps one copy of a repeated value).
        now() - (:rows - n) * interval '100 milliseconds' AS at
@@ -34,7 +34,7 @@ FROM generated;
 -- Each payment as the backend writes it, with its two routine audit-trail events on its row:
 -- `claimed` with the claim, then `bank_answered` with the outcome, each an id from the trail's
 -- sequence, and the claiming request's X-Request-Id (a UUID, as the edge mints it: 16 bytes)
--- and trace id (16 bytes), which the answer shares. Nothing goes to `key_events` for a payment
+-- and trace id (16 bytes), which the reply shares. Nothing goes to `key_events` for a payment
 -- its claimant saw through.
 INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
                       bank_reference, created_at, finished_at, claim_event_id, answer_event_id,

@@ -4,7 +4,7 @@
 -- - event_rows: two `key_events` rows a payment, as the backend wrote them before;
 -- - widest_first: today's columns (enum kind, UUID request id) in a rebuilt table ordered
 --   widest first, so no byte goes to alignment (what an in-place migration cannot do);
--- - one_row_per_claim: the claim and the bank's answer as one row, updated by the outcome
+-- - one_row_per_claim: the claim and the bank's reply as one row, updated by the outcome
 --   (two event times, two request ids, two trace ids, the outcome), not two appended rows.
 -- Run in a scratch database: psql -d scratch -f bench/trail-layouts.sql
 \set rows 400000
@@ -37,13 +37,13 @@ FROM event_rows ORDER BY event_id;
 
 CREATE TABLE one_row_per_claim (
     user_id bigint NOT NULL, story_id bigint GENERATED ALWAYS AS IDENTITY,
-    claimed_at timestamptz NOT NULL, answered_at timestamptz, key uuid, resource_id uuid,
-    claim_request_id uuid, answer_request_id uuid, outcome layout_event_kind,
-    claim_trace_id bytea, answer_trace_id bytea, PRIMARY KEY (user_id, story_id));
+    claimed_at timestamptz NOT NULL, replied_at timestamptz, key uuid, resource_id uuid,
+    claim_request_id uuid, reply_request_id uuid, outcome layout_event_kind,
+    claim_trace_id bytea, reply_trace_id bytea, PRIMARY KEY (user_id, story_id));
 CREATE INDEX ON one_row_per_claim (claimed_at);
-INSERT INTO one_row_per_claim (user_id, key, resource_id, claimed_at, answered_at,
-                               claim_request_id, answer_request_id, outcome, claim_trace_id,
-                               answer_trace_id)
+INSERT INTO one_row_per_claim (user_id, key, resource_id, claimed_at, replied_at,
+                               claim_request_id, reply_request_id, outcome, claim_trace_id,
+                               reply_trace_id)
 SELECT user_id, key, payment_id, at, at + interval '1 second', gen_random_uuid(), gen_random_uuid(),
        'bank_answered', decode(md5(n::text), 'hex'), decode(md5(n::text), 'hex')
 FROM generated;

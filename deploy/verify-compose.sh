@@ -9,7 +9,7 @@
 # official image made of Debian's own packages by mmdebstrap (deploy/local-images/; the root
 # filesystem, made by deploy/local-images/postgres-rootfs.sh, is kept in target/compose/ so a
 # second run downloads nothing). Then: the stack comes up under a project name of its own with
-# fresh secrets and free ports on 127.0.0.1; the backend answers /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
+# fresh secrets and free ports on 127.0.0.1; the backend replies to /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
 # the same body with Idempotent-Replayed, and the simulator's ledger holds one debit; the
 # backend's log lines are JSON. Everything the run made (containers, the volume, the network, the
 # images) is removed on exit. Podman as the project's container notes measured on these machines
@@ -65,24 +65,24 @@ export BACKEND_IMAGE=$backend_image POSTGRES_PASSWORD=$(secret) AUTH_JWT_SECRET=
   EDGE_PROOF_SECRET=$(secret) REQUIRE_EDGE_PROOF=false \
   API_PORT=$(free_port) ADMIN_PORT=$(free_port) BANK_PORT=$(free_port)
 compose up -d >"$scratch/up.log" 2>&1 || { cat "$scratch/up.log" >&2; fail "podman-compose up"; }
-# awaited URL SECONDS WHAT: waits up to SECONDS for URL to answer 2xx, else fails with the
+# awaited URL SECONDS WHAT: waits up to SECONDS for URL to reply 2xx, else fails with the
 # stack's logs, naming WHAT.
 awaited() {
   for _ in $(seq 1 "$2"); do
     curl -sf "$1" >/dev/null && return
     sleep 1
   done
-  curl -sf "$1" >/dev/null || { compose logs >&2 || true; fail "$3 did not answer within $2 s"; }
+  curl -sf "$1" >/dev/null || { compose logs >&2 || true; fail "$3 did not reply within $2 s"; }
 }
 api=http://127.0.0.1:$API_PORT
 awaited "$api/readyz" 120 "the backend's /readyz"
-curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not answer /healthz"; }
-ok "up: the backend answers /healthz and /readyz on $api"
+curl -sf "$api/healthz" >/dev/null || { compose logs >&2 || true; fail "the backend did not reply to /healthz"; }
+ok "up: the backend replies to /healthz and /readyz on $api"
 # The backend waits for the simulator's container to start, not for it to listen: a payment
 # sent before it listens is refused as "nothing charged" (correctly, but not this check's point).
 bank=http://127.0.0.1:$BANK_PORT
 awaited "$bank/ledger" 60 "the bank simulator"
-ok "up: the bank simulator answers on $bank"
+ok "up: the bank simulator replies on $bank"
 
 # --- A payment and its replay.
 token=$(env -i POLICY_FILE=policy.yaml REQUIRE_EDGE_PROOF=false AUTH_JWT_SECRET="$AUTH_JWT_SECRET" \

@@ -7,7 +7,7 @@
 #   - the image holds exactly the backend binary and the policy (no simulator, no shell) and
 #     declares user 65532 and its HEALTHCHECK;
 #   - run 1, the secrets in the environment: on a fresh PostgreSQL database the container applies
-#     the migrations, answers /healthz and /readyz (and the admin listener /readyz and
+#     the migrations, replies to /healthz and /readyz (and the admin listener /readyz and
 #     /metrics, which the public listener refuses), its process runs as UID 65532, the image's
 #     HEALTHCHECK passes, a payment and its replay with the same Idempotency-Key give the same
 #     body with Idempotent-Replayed and one debit at the bank simulator's ledger (its dedupe
@@ -83,7 +83,7 @@ wait_for() {
 # HEALTHCHECK reads LISTEN_ADDR, so it must be a real port; everything else binds port 0 and
 # reports the port it got on its ready line.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# The HTTP status of a GET (000 when nothing answers).
+# The HTTP status of a GET (000 when nothing replies).
 status_of() { curl -s -o /dev/null --max-time 5 -w '%{http_code}' "$1" || true; }
 api_ready() { [ "$(status_of "$api/readyz")" = 200 ]; }
 psql_db() { psql -h 127.0.0.1 -U postgres -d "$db" -Atqc "$1"; }
@@ -161,7 +161,7 @@ start_backend() {
   admin=$(podman logs "$name" 2>/dev/null | sed -n 's/^backend admin listening on //p' | head -n 1)
   [ "$api" = "http://127.0.0.1:$port" ] || fail "$name listens on '$api', not 127.0.0.1:$port"
   case $admin in http://127.0.0.1:*) ;; *) fail "$name's admin listener is on '$admin', not 127.0.0.1" ;; esac
-  wait_for 30 "$name: GET /readyz did not answer 200" api_ready
+  wait_for 30 "$name: GET /readyz did not reply 200" api_ready
   ok "$name up: API $api, admin $admin"
 }
 
@@ -179,7 +179,7 @@ check_running() {
   [ "$(status_of "$api/healthz")" = 200 ] || fail "$name: GET /healthz is not 200"
   [ "$(status_of "$admin/readyz")" = 200 ] || fail "$name: the admin listener's /readyz is not 200"
   curl -sf --max-time 5 "$admin/metrics" | grep -q '^# EOF' || fail "$name: the admin listener's /metrics is not OpenMetrics"
-  [ "$(status_of "$api/metrics")" = 404 ] || fail "$name: the public listener answers /metrics"
+  [ "$(status_of "$api/metrics")" = 404 ] || fail "$name: the public listener replies to /metrics"
   ok "/healthz, /readyz 200; admin /readyz 200 and /metrics; public /metrics 404"
 
   pid=$(podman inspect "$name" --format '{{.State.Pid}}')
@@ -190,7 +190,7 @@ check_running() {
 
   podman healthcheck run "$name" >"$scratch/health.out" 2>&1 || fail "$name: podman healthcheck run: $(cat "$scratch/health.out")"
   [ "$(podman inspect "$name" --format '{{.State.Health.Status}}')" = healthy ] || fail "$name is not healthy"
-  # The health command must also fail when nothing answers, or it proves nothing.
+  # The health command must also fail when nothing replies, or it proves nothing.
   if podman exec -e LISTEN_ADDR=127.0.0.1:1 "$name" /usr/local/bin/backend healthcheck >/dev/null 2>&1; then
     fail "$name: the health command passes with nothing listening"
   fi
@@ -233,11 +233,11 @@ unset AUTH_JWT_SECRET DATABASE_URL
 check_migrations
 check_running "payments-verify-env-$run"
 first_key=$(cat /proc/sys/kernel/random/uuid)
-[ "$(pay "$token" "$first_key" first)" = 201 ] || fail "the payment answered $(head -c 300 "$scratch/first.body")"
+[ "$(pay "$token" "$first_key" first)" = 201 ] || fail "the payment replied $(head -c 300 "$scratch/first.body")"
 ! replayed first || fail "the first attempt was marked replayed"
-[ "$(pay "$token" "$first_key" replay)" = 201 ] || fail "the replay answered $(head -c 300 "$scratch/replay.body")"
+[ "$(pay "$token" "$first_key" replay)" = 201 ] || fail "the replay replied $(head -c 300 "$scratch/replay.body")"
 replayed replay || fail "the replay has no Idempotent-Replayed: true"
-cmp -s "$scratch/first.body" "$scratch/replay.body" || fail "the replay's body differs from the first answer's"
+cmp -s "$scratch/first.body" "$scratch/replay.body" || fail "the replay's body differs from the first reply's"
 [ "$(debits)" = 1 ] || fail "the ledger has $(debits) debits after two attempts with one key"
 reference=$(jq -r .bank_reference "$scratch/first.body")
 [ "$(curl -sf --max-time 5 "$bank_url/ledger" | jq -r '.debits[0].reference')" = "$reference" ] \
@@ -266,8 +266,8 @@ ok "AUTH_JWT_SECRET_FILE and DATABASE_URL_FILE mounted read-only; no secret in t
 check_migrations
 check_running "$file_run"
 [ "$(pay "$token" "$first_key" replay2)" = 201 ] && replayed replay2 && cmp -s "$scratch/first.body" "$scratch/replay2.body" \
-  || fail "run 1's key did not replay the same answer in run 2"
-[ "$(pay "$token" "$(cat /proc/sys/kernel/random/uuid)" second)" = 201 ] || fail "a new payment answered $(head -c 300 "$scratch/second.body")"
+  || fail "run 1's key did not replay the same reply in run 2"
+[ "$(pay "$token" "$(cat /proc/sys/kernel/random/uuid)" second)" = 201 ] || fail "a new payment replied $(head -c 300 "$scratch/second.body")"
 [ "$(debits)" = 2 ] || fail "the ledger has $(debits) debits after two keys"
 ok "run 1's key replayed the same body; a new key paid; two debits for two keys"
 stop_backend "$file_run"

@@ -99,7 +99,7 @@ start_etcd() {
     curl -sf "http://127.0.0.1:$etcd_port/health" >/dev/null && return
     sleep 0.1
   done
-  say "etcd did not answer on port $etcd_port (see $dir/etcd.log)"
+  say "etcd did not reply on port $etcd_port (see $dir/etcd.log)"
   return 1
 }
 
@@ -195,7 +195,7 @@ defaults
     timeout server 30m
     timeout check 1s
 
-# Writes go to the leader only: Patroni's REST API answers 200 on /primary only on the node
+# Writes go to the leader only: Patroni's REST API replies 200 on /primary only on the node
 # that holds the leader lock. A node that stops being the leader (killed, paused, demoted) is
 # marked down after two failed checks a second apart, and its open sessions are closed at once
 # (on-marked-down shutdown-sessions), so no connection lingers on a former primary.
@@ -253,7 +253,7 @@ postmaster_pid() {
 # SQL on the leader, through HAProxy.
 sql() { psql -h 127.0.0.1 -p "$write_port" -U postgres -d "${2:-postgres}" -Atqc "$1"; }
 
-# Until a leader answers through HAProxy, writable, and (in synchronous modes) a standby that
+# Until a leader replies through HAProxy, writable, and (in synchronous modes) a standby that
 # Patroni has recorded as synchronous, the only kind it may promote; with "all", every node
 # running and streaming too.
 wait_healthy() {

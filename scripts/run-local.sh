@@ -66,7 +66,7 @@ cat <<INFO
   A development token for user 42:
     export TOKEN=$token
 
-  Pay one bill twice with one key: the second answer is a replay, and the ledger shows one debit.
+  Pay one bill twice with one key: the second reply is a replay, and the ledger shows one debit.
     for attempt in 1 2; do
       curl -s -i -X POST $api/v1/bills/elec-2026-11/pay \\
         -H "Authorization: Bearer \$TOKEN" -H "Idempotency-Key: $key" \\

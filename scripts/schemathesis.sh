@@ -2,7 +2,7 @@
 # Property-based tests of the public API driven by its own OpenAPI document (GET /openapi.json,
 # backend/src/http/openapi.rs) with schemathesis: requests built from the document's schemas,
 # valid and invalid, against a real backend on PostgreSQL with the bank simulator behind it.
-# Fails on a 5xx, an answer whose status, content type, headers or body the document does not
+# Fails on a 5xx, a reply whose status, content type, headers or body the document does not
 # describe, valid data refused or invalid data accepted (every check schemathesis has: --checks
 # all), in four phases: the document's examples, boundary values of each schema, random values
 # from a fixed seed, and sequences following the document's links (pay, then read or refund).
@@ -19,7 +19,7 @@
 # the requests go to the backend directly) on ports they pick, and removes them all at the end,
 # also on failure. Makes one payment and refund first, for the payment read to find
 # (tests/schemathesis/schemathesis.toml). The shipped policy (policy.yaml: keys are v4 UUIDs, as the hooks assume); the
-# bank simulator declines one debit in ten, so the 402 answers are checked too. Settings
+# bank simulator declines one debit in ten, so the 402 replies are checked too. Settings
 # (environment): SCHEMATHESIS_SEED (default 1), SCHEMATHESIS_MAX_EXAMPLES (per operation,
 # default 300: about half a minute of tests). Schemathesis is installed from PyPI
 # into a virtualenv, /opt/schemathesis-$version, pinned with its dependencies in
@@ -102,7 +102,7 @@ curl -sf "$api/readyz" >/dev/null || { say "the backend did not become ready"; e
 token=$(target/debug/backend dev-token --user 42 --hours 1)
 
 # A payment with a refund, for the payment read (tests/schemathesis/schemathesis.toml).
-# Sends the JSON body $2 to path $1 with a fresh key; prints the answer, fails unless 201.
+# Sends the JSON body $2 to path $1 with a fresh key; prints the reply, fails unless 201.
 post() {
   curl -sf -X POST "$api$1" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     -H "Idempotency-Key: $(cat /proc/sys/kernel/random/uuid)" -d "$2"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Makes sure a PostgreSQL server answers on 127.0.0.1:5432 for user postgres (trust auth):
+# Makes sure a PostgreSQL server replies on 127.0.0.1:5432 for user postgres (trust auth):
 # starts the local cluster if it is down, installs PostgreSQL from apt if it is missing.
 set -euo pipefail
 
-answers() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
+replies() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 
 if ! command -v pg_ctlcluster >/dev/null; then
   echo "start-postgres: installing PostgreSQL from apt"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
-if ! answers; then
+if ! replies; then
   version=$(ls /etc/postgresql | sort -V | tail -n 1)
   echo "start-postgres: starting cluster $version/main"
   pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
@@ -21,8 +21,8 @@ if ! answers; then
   fi
 fi
 for _ in $(seq 1 30); do
-  answers && exit 0
+  replies && exit 0
   sleep 1
 done
-echo "start-postgres: PostgreSQL does not answer on 127.0.0.1:5432" >&2
+echo "start-postgres: PostgreSQL does not reply on 127.0.0.1:5432" >&2
 exit 1

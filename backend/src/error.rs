@@ -1,10 +1,10 @@
 //! [`Error`]: the backend's one error type, from the flows to the HTTP layer, and
 //! [`Result`]. Handlers and flows pass it on with `?`; `IntoResponse` turns it into an
-//! `application/problem+json` answer with a stable `type`, and never leaks internals: a 500's
+//! `application/problem+json` reply with a stable `type`, and never leaks internals: a 500's
 //! details ride in the response's extensions ([`Failure`]) to the logging middleware
 //! (`http::failures`), which is the one place that logs them.
 //!
-//! None of these is ever saved as a key's answer: a refusal saves nothing by rule, and a
+//! None of these is ever saved as a key's reply: a refusal saves nothing by rule, and a
 //! failure after a claim leaves the key `started` or `unknown` for reconciliation.
 
 use std::time::Duration;
@@ -15,7 +15,7 @@ use shared::{Problem, ProblemKind};
 use crate::domain::Reply;
 use crate::store::StoreError;
 
-/// A request that ends without the answer it asked for.
+/// A request that ends without the reply it asked for.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Refused with this problem: bad input (400, 401, 404, 409, 413, 422), or a state the
@@ -25,9 +25,9 @@ pub enum Error {
     /// A store operation failed: 503 if the database is away (nothing was done), else 500.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The task running a request's claimed work ended without an answer (it panicked). The
+    /// The task running a request's claimed work ended without a reply (it panicked). The
     /// key stays `started` for reconciliation.
-    #[error("the request's claimed work stopped without an answer: {0}")]
+    #[error("the request's claimed work stopped without a reply: {0}")]
     WorkAborted(String),
     /// Every claim round found the key expired or released again: a bug, or a storm of races.
     #[error("the key was released or expired on every claim round")]

@@ -4,7 +4,7 @@
 //! only in its tests.
 //!
 //! A request travels: [`http`] (authentication, body limits) → [`flows`] (the shared decision,
-//! carried out) → [`replay_cache`] (a repeat of a finished key, answered from memory) or
+//! carried out) → [`replay_cache`] (a repeat of a finished key, replayed from memory) or
 //! [`store`] (the claim and the saved outcome) and [`bank`] (the debit, through the bank port).
 //! [`reconcile`] and [`janitor`] run beside the server on the same [`state::AppState`];
 //! [`settlement`] imports the bank's end-of-day file for what the rail's status checks left

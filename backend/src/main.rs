@@ -45,7 +45,8 @@ enum Command {
         /// The settlement file.
         file: std::path::PathBuf,
     },
-    /// Exit 0 if the server at LISTEN_ADDR answers `GET /healthz` (the container's health check).
+    /// Exit 0 if the server at LISTEN_ADDR replies to `GET /healthz` (the container's health
+    /// check).
     Healthcheck,
     /// Print a bearer token for a user, signed with the configured secret and carrying the
     /// configured issuer and audience (development).
@@ -180,10 +181,10 @@ async fn healthcheck(listen_addr: std::net::SocketAddr) -> anyhow::Result<()> {
         .get(format!("http://{target}/healthz"))
         .send()
         .await
-        .context("the server does not answer")?;
+        .context("the server does not reply")?;
     anyhow::ensure!(
         response.status().is_success(),
-        "healthz answered {}",
+        "healthz replied {}",
         response.status()
     );
     Ok(())

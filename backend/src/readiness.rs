@@ -1,10 +1,10 @@
-//! Readiness: whether the database answers, is the primary, and replicates commits as
+//! Readiness: whether the database replies, is the primary, and replicates commits as
 //! `DATABASE_REPLICATION` requires ([`crate::durability`]), checked by one background task once
 //! a second and never by the request that asks, so a probe (or an attacker polling `GET
 //! /readyz`) costs no database connection and cannot starve the requests that need one. The
-//! public `/readyz` answers from the last check; the admin listener's shows its details.
+//! public `/readyz` replies from the last check; the admin listener's shows its details.
 //!
-//! From SIGTERM on ([`Readiness::start_draining`]) it answers not ready whatever the database
+//! From SIGTERM on ([`Readiness::start_draining`]) it replies not ready whatever the database
 //! says, so balancers stop sending requests while the backend still serves them
 //! (`config::drain`).
 
@@ -25,7 +25,7 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_millis(800);
 /// The last check's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
-    /// Whether the database answered.
+    /// Whether the database replied.
     pub ready: bool,
     /// Why not, if not.
     pub problem: Option<String>,
@@ -37,7 +37,7 @@ pub struct Check {
     /// When the check ran.
     #[serde(with = "time::serde::rfc3339")]
     pub checked_at: OffsetDateTime,
-    /// How long the database took to answer, in milliseconds.
+    /// How long the database took to reply, in milliseconds.
     pub ping_ms: u128,
 }
 
@@ -53,7 +53,7 @@ pub struct Readiness {
 pub const DRAINING: &str = "shutting down: serving the requests already sent, taking no more";
 
 impl Readiness {
-    /// Ready: the application was just built, so its database answered (the migrations ran)
+    /// Ready: the application was just built, so its database replied (the migrations ran)
     /// and was as durable as `required` says (start-up checked).
     pub fn new(required: Replication) -> Readiness {
         Readiness {
@@ -105,7 +105,7 @@ impl Readiness {
             ),
             Ok(Err(error)) => (Verdict::Unfit(error.to_string()), None),
             Err(_) => (
-                Verdict::Unfit(format!("no answer within {CHECK_TIMEOUT:?}")),
+                Verdict::Unfit(format!("no reply within {CHECK_TIMEOUT:?}")),
                 None,
             ),
         };

@@ -21,11 +21,11 @@
 //!   after its release and a last time when it expires; if the bank still has not seen it
 //!   then, its movement becomes `void` and the key may expire (docs/design.md, "Late-debit
 //!   checks").
-//! - **no usable answer** → tried again after a back-off (1 s doubling to 5 minutes).
+//! - **no usable reply** → tried again after a back-off (1 s doubling to 5 minutes).
 //!
 //! Keys are taken under a lease written on the key row (`store::sql::keys`), chosen with
 //! `FOR UPDATE SKIP LOCKED` on PostgreSQL, so every replica can run this loop and no two
-//! reconcilers ever hold one key; the bank's answer is written only while the lease holds.
+//! reconcilers ever hold one key; the bank's reply is written only while the lease holds.
 //! The loop ([`run_until_stopped`]) drains a backlog oldest first with several look-ups at
 //! once, within [`ReconcileBounds`].
 
@@ -63,13 +63,13 @@ pub enum Resolution {
     Released,
     /// A released claim's last check found nothing: its movement is void and the key may expire.
     Voided,
-    /// No answer yet (look-up failed or pending, too early to release, or the rules put the
+    /// No reply yet (look-up failed or pending, too early to release, or the rules put the
     /// check off): asked again later.
     NotYet {
         /// When the key is taken again (its next check, or the quiet hours' end).
         next_check_at: time::OffsetDateTime,
     },
-    /// Every check the rail allows was made with no final answer: the key waits for the bank's
+    /// Every check the rail allows was made with no final reply: the key waits for the bank's
     /// settlement file, due at `due_at`.
     AwaitingSettlement {
         /// When the file is due.
@@ -170,10 +170,10 @@ async fn ask_the_bank(
     let operation = leased.stored.operation;
     let reference = leased.movement.bank_reference();
     let asked = Instant::now();
-    let answer = state.bank.look_up(operation, reference).await;
+    let reply = state.bank.look_up(operation, reference).await;
     let took = asked.elapsed();
     let checks_made = f64::from(leased.stored.status_checks + 1);
-    let resolution = match answer {
+    let resolution = match reply {
         Ok(LookUp::Succeeded) => {
             state.metrics.bank_call_took("look_up", "succeeded", took);
             let succeeded = (FinalOutcome::Succeeded, "succeeded");
@@ -211,7 +211,7 @@ async fn ask_the_bank(
     Ok(resolution)
 }
 
-/// No final answer from this check: the key is asked again at its next check's time, or waits
+/// No final reply from this check: the key is asked again at its next check's time, or waits
 /// for the settlement file when that was its last.
 async fn check_again(
     state: &AppState,
@@ -282,7 +282,7 @@ async fn out_of_checks(
         state.metrics.awaiting_settlement.inc();
         tracing::warn!(
             %due_at,
-            "status checks ran out with no final answer; the key waits for the settlement file"
+            "status checks ran out with no final reply; the key waits for the settlement file"
         );
     }
     Ok(Resolution::AwaitingSettlement { due_at })

@@ -1,8 +1,8 @@
 //! [`ReplayCache`]: finished replies kept in this process's memory, so a retry storm's replays
-//! are answered without a database read (docs/design.md, "Replays from memory").
+//! are replied to without a database read (docs/design.md, "Replays from memory").
 //!
 //! Why it is safe: a key in `done` never changes until it expires (SPEC §5; no write moves a
-//! key out of `done`), so an reply read once is the reply every replica would read again.
+//! key out of `done`), so a reply read once is the reply every replica would read again.
 //! Each replica keeps its own cache and needs no invalidation from the others.
 //!
 //! What still holds for a cached key, decided by the same [`shared::decide`] as a database read:
@@ -64,7 +64,7 @@ pub struct Remembered {
     /// The operation that claimed the key.
     pub operation: Operation,
     /// The claim's payment or refund (for the audit trail).
-    pub resource_id: Uuid,
+    pub movement_id: Uuid,
     /// The saved reply, not marked as a replay.
     pub reply: Reply,
     /// The database's clock when the row was read.
@@ -162,7 +162,7 @@ impl ReplayCache {
         let remembered = Remembered {
             record: stored.record.clone(),
             operation: stored.operation,
-            resource_id: stored.resource_id,
+            movement_id: stored.movement_id,
             reply: Reply {
                 replayed: false,
                 waited: None,
@@ -254,7 +254,7 @@ mod tests {
                 expires_at: created_at + life,
             },
             operation: Operation::PayBill,
-            resource_id: Uuid::from_u128(9),
+            movement_id: Uuid::from_u128(9),
             read_at,
             status_checks: 0,
             settlement_due_at: None,
@@ -278,7 +278,7 @@ mod tests {
     const DAY: Duration = Duration::from_secs(86_400);
 
     #[test]
-    fn remembers_a_finished_answer_by_user_and_key() {
+    fn remembers_a_finished_reply_by_user_and_key() {
         let cache = ReplayCache::new(CacheBounds::default());
         cache.remember(key(1), &stored(KeyState::Done, Duration::ZERO), &reply());
         let remembered = cache.recall(key(1)).expect("remembered");

@@ -149,7 +149,7 @@ impl Application {
             tracing::info!(
                 grace_seconds = drain.grace.as_secs(),
                 deadline_seconds = drain.deadline.as_secs(),
-                "draining: /readyz answers 503; serving on for the grace period"
+                "draining: /readyz replies 503; serving on for the grace period"
             );
             tokio::time::sleep(drain.grace).await;
             tracing::info!("closing the listeners; finishing the requests in flight");

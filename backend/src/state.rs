@@ -70,7 +70,7 @@ pub struct Parts {
     /// The database, every slice of it; each part of the backend reads its own slice through
     /// the accessors below ([`Parts::claims`], [`Parts::leases`], …).
     pub store: SharedStore,
-    /// Finished answers kept in memory, replayed without a database read.
+    /// Finished replies kept in memory, replayed without a database read.
     pub replay_cache: ReplayCache,
     /// The partner bank, within its bounds and behind its breaker.
     pub bank: Bank,
@@ -86,7 +86,7 @@ pub struct Parts {
     pub body_limits: BodyLimits,
     /// Deadlines and bounds on requests and bank calls.
     pub limits: Limits,
-    /// Whether the database answers, as the background check last found.
+    /// Whether the database replies, as the background check last found.
     pub readiness: Arc<Readiness>,
     /// One permit per API request being served (`MAX_CONCURRENT_REQUESTS`).
     pub requests_in_flight: Arc<Semaphore>,

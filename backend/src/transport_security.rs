@@ -11,7 +11,7 @@
 //! In production (`APP_ENV=production`, the default) start-up refuses, naming the setting, a
 //! bank URL that is not `https` and a database connection whose `sslmode` does not verify the
 //! server (`disable`, `allow`, `prefer`, and `require`, which encrypts but accepts whoever
-//! answers), unless the peer is this machine (a loopback address, `localhost` or a Unix socket)
+//! replies), unless the peer is this machine (a loopback address, `localhost` or a Unix socket)
 //! or `ALLOW_PLAINTEXT_TRANSPORT=true` says a layer below (a service mesh's mutual TLS, an
 //! IPsec tunnel) protects the link. The embedded SQLite store is a local file: no rule.
 
@@ -31,7 +31,7 @@ pub const ALLOW_PLAINTEXT_SETTING: &str = "ALLOW_PLAINTEXT_TRANSPORT";
 
 /// The HTTP client for the bank: every call gives up after `timeout`; with `ca_file`, the
 /// bank's certificate must chain to one of that file's certificates and to nothing else.
-/// Redirects are never followed (a 307 would send a debit's body to another host: the answer
+/// Redirects are never followed (a 307 would send a debit's body to another host: the reply
 /// is read as it is, a call that may be in flight), and calls go through `proxy` when it is
 /// set and direct otherwise, whatever `HTTP_PROXY`/`HTTPS_PROXY` say.
 pub fn bank_http_client(

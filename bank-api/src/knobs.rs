@@ -13,7 +13,7 @@ pub const DEFAULT_LOST_REPLY_DELAY_MS: u64 = 60_000;
 
 /// The simulator's behaviour. Rates are probabilities in `0.0..=1.0`, drawn per money-moving
 /// request (`POST /debits`, `POST /refunds`); lookups, the ledger and the knobs themselves are
-/// never failed (look-ups are slowed by `lookup_latency_ms`, answered `pending` for `pending_ms`
+/// never failed (look-ups are slowed by `lookup_latency_ms`, replied `pending` for `pending_ms`
 /// and refused when they break the rail's rules, `status_check_*`).
 ///
 /// As JSON every field is optional on input (an omitted field takes its default) and unknown
@@ -27,7 +27,7 @@ pub struct Knobs {
     pub jitter_ms: u64,
     /// Probability that a debit is declined for insufficient funds (no money moves).
     pub decline_rate: f64,
-    /// Probability that a request is answered 503 (naming its reference) before anything is done or recorded.
+    /// Probability that a request gets 503 (naming its reference) before anything is done or recorded.
     pub error_rate: f64,
     /// Probability that a request is executed and recorded but its reply is held back for
     /// `lost_reply_delay_ms`, so the caller gives up before it arrives.
@@ -45,12 +45,12 @@ pub struct Knobs {
     /// connection.
     pub executes_abandoned_calls: bool,
     /// The HTTP status of a look-up that finds an outcome: `ok` (200) or `original` (the
-    /// status the original call answered: 201, 402 or 422), as some banks do.
+    /// status the original call got: 201, 402 or 422), as some banks do.
     pub lookup_status: LookupStatus,
-    /// Fixed delay in milliseconds before a status look-up is answered: a bank whose status API
+    /// Fixed delay in milliseconds before a status look-up is replied to: a bank whose status API
     /// is slow (money-moving calls keep `latency_ms`).
     pub lookup_latency_ms: u64,
-    /// How long after a call arrives a look-up of its reference answers `pending` (the bank
+    /// How long after a call arrives a look-up of its reference replies `pending` (the bank
     /// holds it undecided, UPI's deemed state), even once it is decided; 0: never.
     pub pending_ms: u64,
     /// The rail's first-check rule as the bank enforces it: a look-up sooner than this after
@@ -69,14 +69,14 @@ pub struct Knobs {
     pub callback_duplicates: u32,
 }
 
-/// How look-ups that find an outcome are answered (SPEC §7: "some banks answer `201` with the
+/// How look-ups that find an outcome are replied to (SPEC §7: "some banks reply `201` with the
 /// debited body, others `200`").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LookupStatus {
     /// 200 with the recorded outcome.
     Ok,
-    /// The status the original call answered with the same outcome: 201, 402 or 422.
+    /// The status the original call got with the same outcome: 201, 402 or 422.
     Original,
 }
 
@@ -153,7 +153,7 @@ pub enum KnobsError {
 
 impl Knobs {
     /// Checks that every rate is a probability. The simulator's binary refuses to start and
-    /// `PUT /knobs` answers 422 on an error; the simulator's in-process `set_knobs` trusts its
+    /// `PUT /knobs` replies 422 on an error; the simulator's in-process `set_knobs` trusts its
     /// caller (a rate above 1 then always fires, one below 0 never does).
     pub fn validate(&self) -> Result<(), KnobsError> {
         let rates = [

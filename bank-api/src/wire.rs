@@ -1,12 +1,12 @@
 //! The JSON bodies the bank reads and writes, strictly typed: what the bank simulator serves.
 //!
 //! An outcome's `status` field says which outcome it is; the HTTP status code says the same
-//! thing once more (201, 402, 422). Look-ups answer 200 with whichever outcome was recorded, or
-//! the status the original call answered (201, 402, 422), as some banks do (SPEC §7; the
+//! thing once more (201, 402, 422). Look-ups reply 200 with whichever outcome was recorded, or
+//! the status the original call got (201, 402, 422), as some banks do (SPEC §7; the
 //! simulator's [`crate::LookupStatus`] knob). A reference the bank never saw is
 //! `404 {"status": "unknown", "reference": …}`; an unknown route is a 404 with another body, so
 //! a caller can never mistake a wrong route for "never seen". A client that must also read
-//! banks other than the simulator reads these bodies leniently with [`crate::AnswerBody`].
+//! banks other than the simulator reads these bodies leniently with [`crate::ReplyBody`].
 
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +41,7 @@ pub enum DebitOutcome {
         /// The bank's name for the movement (the request's `reference`).
         bank_reference: String,
     },
-    /// The bank refused; no money moved. Final: a repeat gets the same answer.
+    /// The bank refused; no money moved. Final: a repeat gets the same reply.
     Declined {
         /// Why the bank refused.
         reason: DeclineReason,
@@ -66,7 +66,7 @@ pub enum RefundOutcome {
         /// The bank's name for the movement (the request's `reference`).
         bank_reference: String,
     },
-    /// The bank refused; no money moved. Final: a repeat gets the same answer.
+    /// The bank refused; no money moved. Final: a repeat gets the same reply.
     Rejected {
         /// Why the bank refused.
         reason: RefundRejection,
@@ -83,7 +83,7 @@ pub enum RefundRejection {
     ExceedsDebit,
 }
 
-/// The answer to a look-up of a reference the bank holds but has not decided:
+/// The reply to a look-up of a reference the bank holds but has not decided:
 /// `202 {"status": "pending", "reference": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename = "pending")]
@@ -92,7 +92,7 @@ pub struct PendingReference {
     pub reference: String,
 }
 
-/// The answer to a look-up of a reference the bank never saw:
+/// The reply to a look-up of a reference the bank never saw:
 /// `{"status": "unknown", "reference": …}` with 404.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename = "unknown")]
@@ -101,10 +101,10 @@ pub struct UnknownReference {
     pub reference: String,
 }
 
-/// The body of every other answer that is not an outcome: an unknown route
+/// The body of every other reply that is not an outcome: an unknown route
 /// (`{"status": "not_found"}`), a malformed request, or a simulated failure.
 ///
-/// An answer to a money-moving call that did nothing (`503 error`, or a 4xx `invalid_request`
+/// A reply to a money-moving call that did nothing (`503 error`, or a 4xx `invalid_request`
 /// whose body could be read) names the call's `reference`: that is how a client tells the
 /// bank's own "not executed" from a gateway's error page in front of it, which may have
 /// forwarded the call (SPEC §7, "Not executed").
@@ -131,7 +131,7 @@ pub enum ErrorStatus {
     /// 503: a simulated failure (`error_rate`); nothing was done or recorded.
     Error,
     /// 429: a status look-up the rail's rules forbid (sooner than the first-check delay after
-    /// the call, or beyond the checks allowed per reference); not answered, and counted.
+    /// the call, or beyond the checks allowed per reference); not replied, and counted.
     StatusCheckRefused,
 }
 

@@ -30,7 +30,7 @@ WITH moved AS (
            claim_trace_id, claim_request_id_text) THEN nextval('key_events_event_id_seq') END
     WHERE payment_id = md5('p' || :payment_n)::uuid AND user_id = :user AND status = 'pending'
     RETURNING payment_id, user_id, bill_id, amount_paise, payer_vpa, status, bank_reference,
-           decline_reason, answer_event_id IS NOT NULL AS answered_on_the_row),
+           decline_reason, answer_event_id IS NOT NULL AS replied_on_the_row),
 done AS (
     UPDATE idempotency_keys SET state = 'done', next_lookup_at = NULL, lease_owner = NULL,
            lease_until = NULL
@@ -45,7 +45,7 @@ recorded AS (
                             request_id_text)
     SELECT :user, md5(:key_n::text)::uuid, md5('p' || :payment_n)::uuid, 'bank_answered',
            'succeeded', md5('r' || :payment_n)::uuid, decode(md5(:payment_n::text), 'hex'),
-           NULL FROM moved WHERE NOT answered_on_the_row)
+           NULL FROM moved WHERE NOT replied_on_the_row)
 SELECT moved.*, done.operation, done.state, done.fingerprint, done.resource_id, done.created_at,
        done.claimed_at, done.expires_at, done.status_checks, done.settlement_due_at, done.read_at,
        (SELECT count(*) FROM told) AS told

@@ -1,4 +1,4 @@
-//! How an action ended, as far as this client can tell. Only [`ActionResult::Answered`] and
+//! How an action ended, as far as this client can tell. Only [`ActionResult::Replied`] and
 //! [`ActionResult::NotReceived`] end the action; the others keep it saved, because money may have
 //! moved and a later resume must ask about the same key rather than pay again.
 
@@ -16,7 +16,7 @@ pub struct Completion {
     /// Attempts sent in this run (status look-ups not counted).
     pub attempts: u32,
     /// What became of it.
-    pub outcome: ActionResult,
+    pub result: ActionResult,
     /// For an unsettled action, when the server expects to know its outcome, as its last reply
     /// said: what a status screen shows as "we will know by …".
     pub known_by: Option<KnownBy>,
@@ -51,9 +51,9 @@ impl KnownBy {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ActionResult {
-    /// The server's final answer: 2xx, a 402 decline, or another 4xx. The action is over and
+    /// The server's final reply: 2xx, a 402 decline, or another 4xx. The action is over and
     /// deleted from the store.
-    Answered(FinalReply),
+    Replied(FinalReply),
     /// The deadline passed and the outcome is not settled yet. The action stays saved: show a
     /// status screen, resume later, never pay again in the meantime.
     Unsettled(Unsettled),
@@ -76,19 +76,19 @@ impl ActionResult {
     }
 }
 
-/// A final answer from the server.
+/// A final reply from the server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinalReply {
     /// The status: 201, 402, or another final code.
     pub status: u16,
     /// The body: the payment or refund, or a problem.
     pub body: Value,
-    /// Whether it was a replay of an answer the server had saved.
+    /// Whether it was a replay of a reply the server had saved.
     pub replayed: bool,
     /// Whether it came from the status look-up after the deadline rather than an attempt.
     pub from_status_look_up: bool,
-    /// Whether the server held the request until the key's first attempt finished and answered
-    /// with that attempt's answer (`Prefer: wait` honoured, `Preference-Applied` sent).
+    /// Whether the server held the request until the key's first attempt finished and replied
+    /// with that attempt's reply (`Prefer: wait` honoured, `Preference-Applied` sent).
     pub waited_for_first_attempt: bool,
 }
 

@@ -1,7 +1,7 @@
 //! Where pending actions are kept: [`ActionStore`], a trait, so an app keeps them where it keeps
 //! its data; [`crate::FileStore`] (a directory, one file per action, written atomically and
 //! durably) is the default, and [`MemoryStore`] keeps them for the life of the process only (tests,
-//! tools). An action is written *before* its first send and removed at its final answer, so
+//! tools). An action is written *before* its first send and removed at its final reply, so
 //! whatever happens in between (a crash, a killed app, a reboot) the next start finds the same
 //! key and the same body bytes and carries on with them instead of minting a new key.
 
@@ -97,7 +97,7 @@ pub enum StoreError {
     Other(String),
 }
 
-/// Keeps pending actions until their final answer. `save` must be durable when it returns `Ok`
+/// Keeps pending actions until their final reply. `save` must be durable when it returns `Ok`
 /// (the action is sent only then); the calls may block (the client runs them off its async
 /// threads).
 pub trait ActionStore: fmt::Debug + Send + Sync + 'static {

@@ -1,15 +1,15 @@
 //! The run of one action: the shared rules ([`ActionProgress`]) decide every move, this loop
 //! makes them on a clock and a transport and reports what happens.
 //!
-//! Each attempt sends the saved key and body bytes, unchanged. A final answer (2xx, 402, another
-//! 4xx) ends the action; a retryable answer (409 in progress, 503 outcome pending, 429, 5xx) or
-//! no answer at all (the attempt timed out, the connection failed) leads to a wait of
+//! Each attempt sends the saved key and body bytes, unchanged. A final reply (2xx, 402, another
+//! 4xx) ends the action; a retryable reply (409 in progress, 503 outcome pending, 429, 5xx) or
+//! no reply at all (the attempt timed out, the connection failed) leads to a wait of
 //! `uniform(0, ceiling)` with `Retry-After` as its floor, then the same request again. Once the
 //! next wait would cross the deadline, no further attempt is sent and the key's status is looked
-//! up instead (`status_check`): paying again cannot be the answer to not knowing.
+//! up instead (`status_check`): paying again cannot be the cure for not knowing.
 //!
 //! Every request carries the same `Prefer: wait=N` ([`ClientRules::wait_to_ask`]), so a retry
-//! that finds the first attempt still running can get its answer instead of a 409.
+//! that finds the first attempt still running can get its reply instead of a 409.
 //!
 //! [`ClientRules::wait_to_ask`]: shared::retry::ClientRules::wait_to_ask
 
@@ -23,14 +23,14 @@ use crate::clock::{Clock, within};
 use crate::events::{Event, Report};
 use crate::jitter::Jitter;
 use crate::payments_client::PaymentsClient;
-use crate::status_check::saved_answer;
+use crate::status_check::saved_reply;
 use crate::transport::{Reply, Transport};
 
-/// An answer the rules stopped on that this client cannot read back: the action stays saved.
+/// A reply the rules stopped on that this client cannot read back: the action stays saved.
 const UNREADABLE: ActionResult = ActionResult::Unsettled(Unsettled::Unreachable);
 
-/// The last answer a run has seen, kept for the final answer the rules may stop on.
-enum LastAnswer {
+/// The last reply a run has seen, kept for the final reply the rules may stop on.
+enum LastReply {
     None,
     Attempt(Reply),
     LookUp(Reply),
@@ -42,7 +42,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// its outcome is looked up.
     pub async fn run(&self, saved: &SavedAction, report: &Report) -> Completion {
         let (mut progress, mut next) = ActionProgress::start(self.config, self.elapsed(saved));
-        let mut last = LastAnswer::None;
+        let mut last = LastReply::None;
         let mut last_retry_after = None;
         let mut look_ups = 0;
         let mut first_of_phase = true;
@@ -60,7 +60,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                             report,
                         )
                         .await;
-                    last = reply.map_or(LastAnswer::None, LastAnswer::Attempt);
+                    last = reply.map_or(LastReply::None, LastReply::Attempt);
                     seen
                 }
                 Next::LookUp { after, prefer_wait } => {
@@ -84,7 +84,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                             report,
                         )
                         .await;
-                    last = reply.map_or(LastAnswer::None, LastAnswer::LookUp);
+                    last = reply.map_or(LastReply::None, LastReply::LookUp);
                     seen
                 }
                 Next::Stop(ending) => {
@@ -94,7 +94,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                 }
             };
             last_retry_after = match seen {
-                Seen::Answer { retry_after, .. } => retry_after,
+                Seen::Reply { retry_after, .. } => retry_after,
                 Seen::Nothing => None,
             };
             next = progress.next(seen, self.elapsed(saved), self.jitter.unit());
@@ -137,13 +137,13 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         .await;
         match sent {
             Some(Ok(reply)) => {
-                report(&Event::Answered {
+                report(&Event::Replied {
                     attempt,
                     status: reply.status,
                     replayed: reply.replayed,
                     waited: reply.wait_applied,
                 });
-                let seen = Seen::Answer {
+                let seen = Seen::Reply {
                     status: reply.status,
                     retry_after: reply.retry_after,
                     key_state: None,
@@ -151,17 +151,17 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                 (seen, Some(reply))
             }
             Some(Err(error)) => {
-                report(&Event::NoAnswer {
+                report(&Event::NoReply {
                     attempt,
                     reason: error.to_string(),
                 });
                 (Seen::Nothing, None)
             }
             None => {
-                report(&Event::NoAnswer {
+                report(&Event::NoReply {
                     attempt,
                     reason: format!(
-                        "no answer within {:.3} s",
+                        "no reply within {:.3} s",
                         self.config.attempt_timeout.as_secs_f64()
                     ),
                 });
@@ -170,25 +170,25 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         }
     }
 
-    /// Ends the run as the rules stopped it: a final answer or a key never received deletes
+    /// Ends the run as the rules stopped it: a final reply or a key never received deletes
     /// the action; anything else keeps it saved.
     async fn end(
         &self,
         saved: &SavedAction,
         attempts: u32,
         ending: Ending,
-        last: LastAnswer,
+        last: LastReply,
         report: &Report,
     ) -> Completion {
         let known_by = match (&ending, &last) {
-            (Ending::Unsettled(_), LastAnswer::Attempt(reply) | LastAnswer::LookUp(reply)) => {
+            (Ending::Unsettled(_), LastReply::Attempt(reply) | LastReply::LookUp(reply)) => {
                 KnownBy::named_in(&reply.body)
             }
             _ => None,
         };
-        let outcome = match (ending, last) {
-            (Ending::Answered { .. }, LastAnswer::Attempt(reply)) => {
-                ActionResult::Answered(FinalReply {
+        let result = match (ending, last) {
+            (Ending::Replied { .. }, LastReply::Attempt(reply)) => {
+                ActionResult::Replied(FinalReply {
                     status: reply.status,
                     body: reply.body,
                     replayed: reply.replayed,
@@ -196,19 +196,19 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                     waited_for_first_attempt: reply.wait_applied.is_some(),
                 })
             }
-            (Ending::Answered { .. }, LastAnswer::LookUp(reply)) => {
-                saved_answer(&reply).map_or(UNREADABLE, ActionResult::Answered)
+            (Ending::Replied { .. }, LastReply::LookUp(reply)) => {
+                saved_reply(&reply).map_or(UNREADABLE, ActionResult::Replied)
             }
-            // The rules stop on an answer only after one came; kept saved, should that change.
-            (Ending::Answered { .. }, LastAnswer::None) => UNREADABLE,
+            // The rules stop on a reply only after one came; kept saved, should that change.
+            (Ending::Replied { .. }, LastReply::None) => UNREADABLE,
             (Ending::NotReceived, _) => ActionResult::NotReceived,
             (Ending::SignInRequired, _) => ActionResult::SignInRequired,
             (Ending::Unsettled(why), _) => ActionResult::Unsettled(why),
         };
-        if !outcome.keeps_action() {
+        if !result.keeps_action() {
             self.forget(saved, report).await;
         }
-        self.completion(saved, attempts, (outcome, known_by))
+        self.completion(saved, attempts, (result, known_by))
     }
 }
 
@@ -242,7 +242,7 @@ mod tests {
     }
 
     impl Rig {
-        /// A saved action and a transport answering `steps` in order, then `otherwise`.
+        /// A saved action and a transport replying `steps` in order, then `otherwise`.
         fn new(steps: impl IntoIterator<Item = Step>) -> Rig {
             let dir = TempDir::new();
             let store = FileStore::open(dir.path()).expect("opens");
@@ -253,7 +253,7 @@ mod tests {
                 _dir: dir,
                 store,
                 clock,
-                transport: Arc::new(ScriptedTransport::answering(steps)),
+                transport: Arc::new(ScriptedTransport::replying(steps)),
                 saved,
             }
         }
@@ -284,21 +284,21 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_first_final_answer_ends_the_action() {
+    async fn the_first_final_reply_ends_the_action() {
         for status in [201, 402, 404, 422] {
-            let rig = Rig::new([Step::status(503), Step::NoAnswer, Step::status(status)]);
+            let rig = Rig::new([Step::status(503), Step::NoReply, Step::status(status)]);
             let completion = rig
                 .client(ClientRules::default())
                 .run(&rig.saved, &|_| {})
                 .await;
             assert_eq!(completion.attempts, 3, "{status}");
             assert!(
-                matches!(&completion.outcome, ActionResult::Answered(a) if a.status == status && !a.from_status_look_up),
+                matches!(&completion.result, ActionResult::Replied(a) if a.status == status && !a.from_status_look_up),
                 "{status}: {completion:?}"
             );
             assert!(
                 !rig.is_saved(),
-                "{status}: a final answer deletes the action"
+                "{status}: a final reply deletes the action"
             );
         }
     }
@@ -306,7 +306,7 @@ mod tests {
     #[tokio::test]
     async fn every_attempt_sends_the_same_key_and_body_bytes() {
         let rig = Rig::new([
-            Step::NoAnswer,
+            Step::NoReply,
             Step::NetworkError,
             Step::status(409),
             Step::status(429),
@@ -326,7 +326,7 @@ mod tests {
     async fn waits_stay_under_the_doubling_ceiling_and_its_cap() {
         let schedule = RetrySchedule::default();
         for unit in [0.0, 0.5, 0.999] {
-            let rig = Rig::new(std::iter::repeat_n(Step::NoAnswer, 9).chain([Step::status(201)]));
+            let rig = Rig::new(std::iter::repeat_n(Step::NoReply, 9).chain([Step::status(201)]));
             let (events, report) = collect_events();
             rig.client(config(schedule))
                 .with_jitter(FixedJitter(unit))
@@ -407,7 +407,7 @@ mod tests {
             .await;
         // The edge's rate limit left the key untouched: the same request later is a normal one.
         assert!(
-            matches!(&completion.outcome, ActionResult::Answered(a) if a.status == 201),
+            matches!(&completion.result, ActionResult::Replied(a) if a.status == 201),
             "{completion:?}"
         );
         let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
@@ -424,8 +424,8 @@ mod tests {
             deadline: 60 * SECOND,
         };
         let rig = Rig::new([]);
-        rig.transport.answer_by_default(Step::NoAnswer);
-        rig.transport.answer_look_ups([Step::done(201)]);
+        rig.transport.reply_by_default(Step::NoReply);
+        rig.transport.reply_look_ups([Step::done(201)]);
         let (events, report) = collect_events();
         let send_times = Arc::new(std::sync::Mutex::new(Vec::new()));
         let note_send_times = {
@@ -455,8 +455,8 @@ mod tests {
         assert_eq!(completion.attempts as usize, send_times.len());
         assert_eq!(rig.transport.look_up_count(), 1);
         assert!(matches!(
-            &completion.outcome,
-            ActionResult::Answered(answer) if answer.status == 201 && answer.from_status_look_up
+            &completion.result,
+            ActionResult::Replied(reply) if reply.status == 201 && reply.from_status_look_up
         ));
         assert!(
             events
@@ -477,11 +477,11 @@ mod tests {
             rig.saved.action().clone(),
             rig.clock.now() - time::Duration::minutes(11),
         );
-        rig.transport.answer_look_ups([Step::done(402)]);
+        rig.transport.reply_look_ups([Step::done(402)]);
         let completion = rig.client(ClientRules::default()).run(&late, &|_| {}).await;
         assert_eq!(completion.attempts, 0);
         assert!(rig.transport.sent().is_empty());
-        assert!(matches!(&completion.outcome, ActionResult::Answered(a) if a.status == 402));
+        assert!(matches!(&completion.result, ActionResult::Replied(a) if a.status == 402));
     }
 
     #[tokio::test]
@@ -492,13 +492,13 @@ mod tests {
             (Step::status(503), Unsettled::Unreachable),
         ] {
             let rig = Rig::new([]);
-            rig.transport.answer_by_default(Step::status(503));
-            rig.transport.answer_by_default_on_look_up(look_up);
+            rig.transport.reply_by_default(Step::status(503));
+            rig.transport.reply_by_default_on_look_up(look_up);
             let completion = rig
                 .client(ClientRules::default())
                 .run(&rig.saved, &|_| {})
                 .await;
-            assert_eq!(completion.outcome, ActionResult::Unsettled(expected));
+            assert_eq!(completion.result, ActionResult::Unsettled(expected));
             assert!(rig.is_saved(), "{expected:?}");
         }
     }
@@ -513,11 +513,11 @@ mod tests {
             ("settlement_due_at", KnownBy::Settlement(when)),
         ] {
             let rig = Rig::new([]);
-            rig.transport.answer_by_default(Step::status(503));
+            rig.transport.reply_by_default(Step::status(503));
             let body = json!({"state": "unknown", "operation": "pay_bill",
                               "expires_at": "2027-01-17T08:00:00Z", field: at});
             rig.transport
-                .answer_by_default_on_look_up(Step::Reply(Reply {
+                .reply_by_default_on_look_up(Step::Reply(Reply {
                     status: 200,
                     retry_after: None,
                     replayed: false,
@@ -529,7 +529,7 @@ mod tests {
                 .run(&rig.saved, &|_| {})
                 .await;
             assert_eq!(
-                completion.outcome,
+                completion.result,
                 ActionResult::Unsettled(Unsettled::Unknown)
             );
             assert_eq!(completion.known_by, Some(expected));
@@ -539,31 +539,31 @@ mod tests {
     #[tokio::test]
     async fn a_key_the_server_never_received_ends_the_action_unpaid() {
         let rig = Rig::new([]);
-        rig.transport.answer_by_default(Step::NetworkError);
-        rig.transport.answer_look_ups([Step::status(404)]);
+        rig.transport.reply_by_default(Step::NetworkError);
+        rig.transport.reply_look_ups([Step::status(404)]);
         let completion = rig
             .client(ClientRules::default())
             .run(&rig.saved, &|_| {})
             .await;
-        assert_eq!(completion.outcome, ActionResult::NotReceived);
+        assert_eq!(completion.result, ActionResult::NotReceived);
         assert!(!rig.is_saved());
     }
 
     #[tokio::test]
     async fn a_refused_token_keeps_the_action_for_after_signing_in() {
-        let rig = Rig::new([Step::NoAnswer, Step::status(401)]);
+        let rig = Rig::new([Step::NoReply, Step::status(401)]);
         let completion = rig
             .client(ClientRules::default())
             .run(&rig.saved, &|_| {})
             .await;
-        assert_eq!(completion.outcome, ActionResult::SignInRequired);
+        assert_eq!(completion.result, ActionResult::SignInRequired);
         assert!(rig.is_saved());
     }
 
     #[tokio::test]
     async fn the_attempt_bound_holds_even_if_time_stands_still() {
         let rig = Rig::new([]);
-        rig.transport.answer_by_default(Step::status(503));
+        rig.transport.reply_by_default(Step::status(503));
         let completion = rig
             .client(ClientRules {
                 max_attempts: 5,
@@ -582,7 +582,7 @@ mod tests {
             (Some(3 * SECOND), Some(3 * SECOND)),
             (Some(60 * SECOND), Some(14 * SECOND)),
         ] {
-            let rig = Rig::new([Step::NoAnswer, Step::status(409), Step::status(201)]);
+            let rig = Rig::new([Step::NoReply, Step::status(409), Step::status(201)]);
             let (events, report) = collect_events();
             rig.client(ClientRules {
                 prefer_wait,
@@ -600,9 +600,9 @@ mod tests {
 
     #[tokio::test]
     async fn no_wait_is_asked_for_when_it_is_off() {
-        let rig = Rig::new([Step::NoAnswer, Step::status(409)]);
-        rig.transport.answer_by_default(Step::status(503));
-        rig.transport.answer_look_ups([Step::done(201)]);
+        let rig = Rig::new([Step::NoReply, Step::status(409)]);
+        rig.transport.reply_by_default(Step::status(503));
+        rig.transport.reply_look_ups([Step::done(201)]);
         rig.client(ClientRules {
             prefer_wait: None,
             ..ClientRules::default()
@@ -615,19 +615,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_answer_after_waiting_is_reported_as_the_first_attempts() {
-        let rig = Rig::new([Step::NoAnswer, Step::status(201).after_waiting(10)]);
+    async fn a_reply_after_waiting_is_reported_as_the_first_attempts() {
+        let rig = Rig::new([Step::NoReply, Step::status(201).after_waiting(10)]);
         let (events, report) = collect_events();
         let completion = rig
             .client(ClientRules::default())
             .run(&rig.saved, &report)
             .await;
         assert!(
-            matches!(&completion.outcome, ActionResult::Answered(a)
+            matches!(&completion.result, ActionResult::Replied(a)
                 if a.status == 201 && a.replayed && a.waited_for_first_attempt),
             "{completion:?}"
         );
-        assert!(events.lock().expect("events").contains(&Event::Answered {
+        assert!(events.lock().expect("events").contains(&Event::Replied {
             attempt: 2,
             status: 201,
             replayed: true,
@@ -649,14 +649,14 @@ mod tests {
             .run(&rig.saved, &report)
             .await;
         assert_eq!(waits(&events), [4 * SECOND]);
-        assert!(events.lock().expect("events").contains(&Event::Answered {
+        assert!(events.lock().expect("events").contains(&Event::Replied {
             attempt: 1,
             status: 409,
             replayed: false,
             waited: Some(10 * SECOND),
         }));
         assert!(
-            matches!(&completion.outcome, ActionResult::Answered(a) if a.waited_for_first_attempt),
+            matches!(&completion.result, ActionResult::Replied(a) if a.waited_for_first_attempt),
             "{completion:?}"
         );
         let expected = (rig.saved.key().clone(), rig.saved.action().body().to_vec());
@@ -664,7 +664,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_status_look_up_asks_for_the_same_wait_and_reads_the_saved_answer() {
+    async fn the_status_look_up_asks_for_the_same_wait_and_reads_the_saved_reply() {
         let rig = Rig::new([]);
         let late = SavedAction::new(
             user(7),
@@ -672,16 +672,16 @@ mod tests {
             rig.clock.now() - time::Duration::minutes(11),
         );
         rig.transport
-            .answer_look_ups([Step::state("started"), Step::done(201).after_waiting(10)]);
+            .reply_look_ups([Step::state("started"), Step::done(201).after_waiting(10)]);
         let client = rig.client(ClientRules::default());
         let first = client.run(&late, &|_| {}).await;
-        assert_eq!(first.outcome, ActionResult::Unsettled(Unsettled::Started));
+        assert_eq!(first.result, ActionResult::Unsettled(Unsettled::Started));
         let second = client.run(&late, &|_| {}).await;
-        let ActionResult::Answered(answer) = second.outcome else {
-            panic!("answered expected: {second:?}");
+        let ActionResult::Replied(reply) = second.result else {
+            panic!("replied expected: {second:?}");
         };
-        assert_eq!(answer.body, serde_json::json!({"status": 201}));
-        assert!(answer.from_status_look_up && answer.waited_for_first_attempt);
+        assert_eq!(reply.body, serde_json::json!({"status": 201}));
+        assert!(reply.from_status_look_up && reply.waited_for_first_attempt);
         assert_eq!(rig.transport.look_up_waits(), [Some(10 * SECOND); 2]);
     }
 }

@@ -3,15 +3,15 @@
 //! anything.
 //!
 //! Waiting for the first attempt (`Prefer: wait`, see [`crate::ClientRules`]) shows in two
-//! places: [`Event::Sending`] names the wait the attempt asks for, and [`Event::Answered`] names
-//! the wait the server applied (`Preference-Applied`), so "the first attempt's answer, after
+//! places: [`Event::Sending`] names the wait the attempt asks for, and [`Event::Replied`] names
+//! the wait the server applied (`Preference-Applied`), so "the first attempt's reply, after
 //! waiting for it" can be told from an ordinary replay.
 
 use std::fmt;
 use std::time::Duration;
 
 use shared::IdempotencyKey;
-use shared::retry::{AnswerClass, classify_status};
+use shared::retry::{ReplyClass, classify_status};
 
 /// The callback that receives [`Event`]s; `&|_| {}` ignores them.
 pub type Report = dyn Fn(&Event) + Send + Sync;
@@ -35,21 +35,21 @@ pub enum Event {
         /// for the key's first attempt, should that still be running.
         prefer_wait: Option<Duration>,
     },
-    /// The server answered an attempt.
-    Answered {
+    /// The server replied to an attempt.
+    Replied {
         /// The attempt's number.
         attempt: u32,
         /// The status code.
         status: u16,
-        /// Whether the answer was a replay of a saved one.
+        /// Whether the reply was a replay of a saved one.
         replayed: bool,
         /// The wait the server applied (`Preference-Applied: wait=N`): it held this attempt up
-        /// to that long for the key's first attempt. With a final status, the answer is that
-        /// attempt's; with 409 or 503, the first attempt had no final answer by then.
+        /// to that long for the key's first attempt. With a final status, the reply is that
+        /// attempt's; with 409 or 503, the first attempt had no final reply by then.
         waited: Option<Duration>,
     },
-    /// An attempt got no answer: a timeout or a network error.
-    NoAnswer {
+    /// An attempt got no reply: a timeout or a network error.
+    NoReply {
         /// The attempt's number.
         attempt: u32,
         /// What happened.
@@ -72,15 +72,15 @@ pub enum Event {
         /// The look-up's number.
         check: u32,
     },
-    /// A status look-up got no usable answer.
+    /// A status look-up got no usable reply.
     StatusUnavailable {
         /// The look-up's number.
         check: u32,
         /// What happened.
         reason: String,
     },
-    /// The final answer is known but the saved action could not be deleted; a later resume
-    /// will only get the same answer replayed.
+    /// The final reply is known but the saved action could not be deleted; a later resume
+    /// will only get the same reply replayed.
     ForgetFailed {
         /// The store's error.
         reason: String,
@@ -100,32 +100,32 @@ impl fmt::Display for Event {
             } if *attempt > 1 => write!(
                 f,
                 "attempt {attempt}: sending; if the first attempt is still running, waiting up \
-                 to {} s for its answer",
+                 to {} s for its reply",
                 wait.as_secs()
             ),
             Event::Sending { attempt, .. } => write!(f, "attempt {attempt}: sending"),
-            Event::Answered {
+            Event::Replied {
                 attempt,
                 status,
                 replayed,
                 waited,
             } => {
                 let replay = if *replayed { " (replayed)" } else { "" };
-                write!(f, "attempt {attempt}: answered {status}{replay}")?;
+                write!(f, "attempt {attempt}: replied {status}{replay}")?;
                 match waited {
                     None => Ok(()),
-                    Some(_) if classify_status(*status) == AnswerClass::Final => {
-                        f.write_str("; got the first attempt's answer after waiting for it")
+                    Some(_) if classify_status(*status) == ReplyClass::Final => {
+                        f.write_str("; got the first attempt's reply after waiting for it")
                     }
                     Some(wait) => write!(
                         f,
                         "; the server waited up to {} s for the first attempt, which has no \
-                         final answer yet",
+                         final reply yet",
                         wait.as_secs()
                     ),
                 }
             }
-            Event::NoAnswer { attempt, reason } => write!(f, "attempt {attempt}: {reason}"),
+            Event::NoReply { attempt, reason } => write!(f, "attempt {attempt}: {reason}"),
             Event::Waiting { wait, retry_after } => match retry_after {
                 Some(floor) => write!(
                     f,
@@ -160,8 +160,8 @@ mod tests {
 
     const TEN_SECONDS: Option<Duration> = Some(Duration::from_secs(10));
 
-    fn answered(status: u16, waited: Option<Duration>) -> String {
-        Event::Answered {
+    fn replied(status: u16, waited: Option<Duration>) -> String {
+        Event::Replied {
             attempt: 2,
             status,
             replayed: status == 201,
@@ -179,24 +179,24 @@ mod tests {
         assert_eq!(
             sending(2, TEN_SECONDS).to_string(),
             "attempt 2: sending; if the first attempt is still running, waiting up to 10 s for \
-             its answer"
+             its reply"
         );
         assert_eq!(sending(1, TEN_SECONDS).to_string(), "attempt 1: sending");
         assert_eq!(sending(2, None).to_string(), "attempt 2: sending");
     }
 
     #[test]
-    fn an_answer_after_waiting_says_whose_answer_it_is() {
+    fn a_reply_after_waiting_says_whose_reply_it_is() {
         assert_eq!(
-            answered(201, TEN_SECONDS),
-            "attempt 2: answered 201 (replayed); got the first attempt's answer after waiting \
+            replied(201, TEN_SECONDS),
+            "attempt 2: replied 201 (replayed); got the first attempt's reply after waiting \
              for it"
         );
         assert_eq!(
-            answered(409, TEN_SECONDS),
-            "attempt 2: answered 409; the server waited up to 10 s for the first attempt, which \
-             has no final answer yet"
+            replied(409, TEN_SECONDS),
+            "attempt 2: replied 409; the server waited up to 10 s for the first attempt, which \
+             has no final reply yet"
         );
-        assert_eq!(answered(201, None), "attempt 2: answered 201 (replayed)");
+        assert_eq!(replied(201, None), "attempt 2: replied 201 (replayed)");
     }
 }

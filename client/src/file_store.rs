@@ -95,7 +95,7 @@ impl ActionStore for FileStore {
         Ok(actions)
     }
 
-    /// Removes the action with `key` (its final answer is known); no error if it is gone.
+    /// Removes the action with `key` (its final reply is known); no error if it is gone.
     fn forget(&self, key: &IdempotencyKey) -> Result<(), StoreError> {
         let path = self.dir.join(format!("{}.{EXTENSION}", file_stem(key)));
         match fs::remove_file(&path) {

@@ -16,7 +16,7 @@ use crate::transport::{Reply, SendError, Transport};
 /// The request header that carries the key (the policy's `header`).
 pub const KEY_HEADER: &str = "Idempotency-Key";
 
-/// The header that marks a replayed answer.
+/// The header that marks a replayed reply.
 const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Talks to the payments API at one base URL (the edge, or the backend directly) as one user.
@@ -142,9 +142,9 @@ mod tests {
     use super::*;
     use crate::test_support::pay_action;
 
-    /// A server on a free port that answers one request with `response` and returns the
+    /// A server on a free port that replies to one request with `response` and returns the
     /// request's head (lower-cased), read up to its blank line and its body by `Content-Length`.
-    async fn answer_once(response: &'static str) -> (String, JoinHandle<String>) {
+    async fn reply_once(response: &'static str) -> (String, JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let served = tokio::spawn(async move {
@@ -174,7 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_goes_out_as_prefer_and_comes_back_from_preference_applied() {
-        let (url, served) = answer_once(
+        let (url, served) = reply_once(
             "HTTP/1.1 201 Created\r\nidempotent-replayed: true\r\n\
              preference-applied: wait=10\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
         )
@@ -183,7 +183,7 @@ mod tests {
         let reply = transport
             .send(&pay_action(1), Some(Duration::from_secs(10)))
             .await
-            .expect("answered");
+            .expect("replied");
         assert!(
             served
                 .await
@@ -198,7 +198,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_wait_no_prefer_header_is_sent() {
-        let (url, served) = answer_once(
+        let (url, served) = reply_once(
             "HTTP/1.1 409 Conflict\r\nretry-after: 1\r\ncontent-length: 2\r\n\
              connection: close\r\n\r\n{}",
         )
@@ -207,7 +207,7 @@ mod tests {
         let reply = transport
             .look_up(&IdempotencyKey::mint(), None)
             .await
-            .expect("answered");
+            .expect("replied");
         assert!(!served.await.expect("served").contains("prefer:"));
         assert_eq!(
             (reply.status, reply.retry_after, reply.wait_applied),

@@ -46,10 +46,10 @@
 //!    ([`shared::retry::PendingAction`]) and writes both to the [`ActionStore`] (by default a
 //!    [`FileStore`]: one JSON file per action, written atomically and fsynced) *before* anything
 //!    is sent.
-//! 2. [`PaymentsClient::run`] sends the identical key and body until a final answer (2xx, 402,
+//! 2. [`PaymentsClient::run`] sends the identical key and body until a final reply (2xx, 402,
 //!    any other 4xx), retrying timeouts, network errors and 409/429/5xx after waits from the
 //!    shared [`RetrySchedule`] (exponential, full jitter, `Retry-After` as a floor). Each
-//!    attempt asks with `Prefer: wait=N` for the first attempt's answer should that still be
+//!    attempt asks with `Prefer: wait=N` for the first attempt's reply should that still be
 //!    running, N below the attempt's own timeout ([`ClientRules::prefer_wait`]). Every move is
 //!    made by the shared rules ([`shared::retry::ActionProgress`]), which the test vectors in
 //!    `shared/vectors/` hold every client to.

@@ -119,7 +119,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     }
 
     /// Deletes the action from the store; a failure is reported, not fatal (a later resume only
-    /// gets the same answer replayed).
+    /// gets the same reply replayed).
     pub(crate) async fn forget(&self, saved: &SavedAction, report: &Report) {
         let store = Arc::clone(&self.store);
         let key = saved.key().clone();
@@ -135,12 +135,12 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         &self,
         saved: &SavedAction,
         attempts: u32,
-        (outcome, known_by): (ActionResult, Option<KnownBy>),
+        (result, known_by): (ActionResult, Option<KnownBy>),
     ) -> Completion {
         Completion {
             key: saved.key().clone(),
             attempts,
-            outcome,
+            result,
             known_by,
         }
     }
@@ -183,7 +183,7 @@ mod tests {
     #[tokio::test]
     async fn a_crash_between_save_and_send_resumes_with_the_same_key_and_body_bytes() {
         let dir = TempDir::new();
-        let transport = Arc::new(ScriptedTransport::answering([Step::status(201)]));
+        let transport = Arc::new(ScriptedTransport::replying([Step::status(201)]));
         let before_crash = client(&dir, &transport, 7);
         let saved = before_crash
             .begin(Operation::PayBill, "elec-1", &pay_body(230_000))
@@ -202,7 +202,7 @@ mod tests {
             transport.sent(),
             [(saved.key().clone(), saved.action().body().to_vec())]
         );
-        assert!(matches!(completions[0].outcome, ActionResult::Answered(ref a) if a.status == 201));
+        assert!(matches!(completions[0].result, ActionResult::Replied(ref a) if a.status == 201));
         assert!(matches!(
             events.lock().expect("events")[0],
             Event::Resuming { .. }
@@ -213,7 +213,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_user_action_gets_a_new_key_even_with_the_same_body() {
         let dir = TempDir::new();
-        let transport = Arc::new(ScriptedTransport::answering([]));
+        let transport = Arc::new(ScriptedTransport::replying([]));
         let phone = client(&dir, &transport, 7);
         let first = phone
             .begin(Operation::PayBill, "elec-1", &pay_body(230_000))
@@ -231,7 +231,7 @@ mod tests {
     #[tokio::test]
     async fn resume_leaves_other_users_actions_alone() {
         let dir = TempDir::new();
-        let transport = Arc::new(ScriptedTransport::answering([Step::status(201)]));
+        let transport = Arc::new(ScriptedTransport::replying([Step::status(201)]));
         client(&dir, &transport, 8)
             .begin(Operation::PayBill, "elec-1", &pay_body(1))
             .await

@@ -1,11 +1,11 @@
 //! After the deadline: ask the server for the key's outcome (`GET /v1/idempotency-keys/{key}`)
-//! instead of paying again. A finished key gives the saved answer and ends the action; a key
+//! instead of paying again. A finished key gives the saved reply and ends the action; a key
 //! still `started` or `unknown`, a `released` one (nothing charged, safe to resume with the same
 //! key), or a server that cannot be asked, leaves the action saved for a later resume; a key the
 //! server never received ends the action unpaid.
 //!
 //! A look-up carries the attempts' `Prefer: wait=N` too, so a key still `started` may be
-//! answered `done` once its first attempt finishes within the wait.
+//! replied `done` once its first attempt finishes within the wait.
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use crate::transport::{Reply, Transport};
 
 impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// Look-up number `check`: asks for the key's status and says what came back, reporting an
-    /// answer that tells nothing.
+    /// reply that tells nothing.
     pub(crate) async fn look_up(
         &self,
         saved: &SavedAction,
@@ -31,13 +31,13 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         report: &Report,
     ) -> (Seen, Option<Reply>) {
         report(&Event::CheckingStatus { check });
-        let answer = within(
+        let received = within(
             &self.clock,
             self.config.attempt_timeout,
             self.transport.look_up(saved.key(), prefer_wait),
         )
         .await;
-        let reply = match answer {
+        let reply = match received {
             Some(Ok(reply)) => reply,
             Some(Err(error)) => {
                 report(&Event::StatusUnavailable {
@@ -49,7 +49,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
             None => {
                 report(&Event::StatusUnavailable {
                     check,
-                    reason: "no answer in time".to_owned(),
+                    reason: "no reply in time".to_owned(),
                 });
                 return (Seen::Nothing, None);
             }
@@ -65,10 +65,10 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
             (200 | 401 | 404, _) => {}
             (status, _) => report(&Event::StatusUnavailable {
                 check,
-                reason: format!("answered {status}"),
+                reason: format!("replied {status}"),
             }),
         }
-        let seen = Seen::Answer {
+        let seen = Seen::Reply {
             status: reply.status,
             retry_after: reply.retry_after,
             key_state,
@@ -77,18 +77,22 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     }
 }
 
-/// The saved answer a `done` key's status carries, as the final reply; `None` when the body is
+/// The saved reply a `done` key's status carries, as the final reply; `None` when the body is
 /// not a finished key's status.
-pub(crate) fn saved_answer(reply: &Reply) -> Option<FinalReply> {
-    // The status keeps a `done` key's answer as raw JSON, which only JSON text can fill (not a
+pub(crate) fn saved_reply(reply: &Reply) -> Option<FinalReply> {
+    // The status keeps a `done` key's reply as raw JSON, which only JSON text can fill (not a
     // parsed value), so the body is read from its text.
     let status: KeyStatusResponse = serde_json::from_str(&reply.body.to_string()).ok()?;
-    let KeyProgress::Done { status, answer } = status.progress else {
+    let KeyProgress::Done {
+        status,
+        reply: saved,
+    } = status.progress
+    else {
         return None;
     };
     Some(FinalReply {
         status,
-        body: serde_json::from_str(answer.get()).ok()?,
+        body: serde_json::from_str(saved.get()).ok()?,
         replayed: true,
         from_status_look_up: true,
         waited_for_first_attempt: reply.wait_applied.is_some(),

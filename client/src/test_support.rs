@@ -1,5 +1,5 @@
 //! Test doubles for the client loop: a clock that advances only when slept on (so a ten-minute
-//! deadline passes instantly), scripted jitter, a transport that answers from a script and
+//! deadline passes instantly), scripted jitter, a transport that replies from a script and
 //! records what it was sent (with the `Prefer: wait` of each request), and a temporary
 //! directory for the store.
 
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use shared::retry::{AnswerClass, PendingAction, classify_status};
+use shared::retry::{PendingAction, ReplyClass, classify_status};
 use shared::{IdempotencyKey, Operation, UserId};
 use time::OffsetDateTime;
 
@@ -81,7 +81,7 @@ impl Clock for FakeClock {
     }
 
     // Lazy: time moves only if the sleep is actually awaited (a timeout that loses its race to
-    // an answer does not advance the clock).
+    // a reply does not advance the clock).
     async fn sleep(&self, wait: Duration) {
         *self.now.lock().expect("clock lock") += wait;
     }
@@ -96,13 +96,13 @@ impl Jitter for FixedJitter {
     }
 }
 
-/// One scripted answer.
+/// One scripted reply.
 #[derive(Debug, Clone)]
 pub enum Step {
     /// This reply.
     Reply(Reply),
-    /// Never answers: the client's timeout fires.
-    NoAnswer,
+    /// Never replies: the client's timeout fires.
+    NoReply,
     /// The connection fails.
     NetworkError,
 }
@@ -131,12 +131,12 @@ impl Step {
     }
 
     /// The same reply with `Preference-Applied: wait=seconds`: the server held the request up
-    /// to that long for the key's first attempt. A final answer after the wait is that
+    /// to that long for the key's first attempt. A final reply after the wait is that
     /// attempt's, so it is marked replayed.
     pub fn after_waiting(self, seconds: u64) -> Step {
         match self {
             Step::Reply(reply) => Step::Reply(Reply {
-                replayed: reply.replayed || classify_status(reply.status) == AnswerClass::Final,
+                replayed: reply.replayed || classify_status(reply.status) == ReplyClass::Final,
                 wait_applied: Some(Duration::from_secs(seconds)),
                 ..reply
             }),
@@ -144,15 +144,15 @@ impl Step {
         }
     }
 
-    /// A status look-up answer: the key is done with `status`.
+    /// A status look-up reply: the key is done with `status`.
     pub fn done(status: u16) -> Step {
         Step::body(
             json!({"state": "done", "operation": "pay_bill", "status": status,
-                          "answer": {"status": status}, "expires_at": "2027-01-17T08:00:00Z"}),
+                          "reply": {"status": status}, "expires_at": "2027-01-17T08:00:00Z"}),
         )
     }
 
-    /// A status look-up answer: the key is in `state` (`started` or `unknown`).
+    /// A status look-up reply: the key is in `state` (`started` or `unknown`).
     pub fn state(state: &str) -> Step {
         Step::body(
             json!({"state": state, "operation": "pay_bill", "expires_at": "2027-01-17T08:00:00Z"}),
@@ -170,7 +170,7 @@ impl Step {
     }
 }
 
-/// A transport that answers sends and look-ups from scripts, then from a default each.
+/// A transport that replies to sends and look-ups from scripts, then from a default each.
 pub struct ScriptedTransport {
     sends: Mutex<Script>,
     look_ups: Mutex<Script>,
@@ -193,12 +193,12 @@ impl Script {
 }
 
 impl ScriptedTransport {
-    /// Sends are answered with `steps`, then never; look-ups with 503.
-    pub fn answering(steps: impl IntoIterator<Item = Step>) -> ScriptedTransport {
+    /// Sends get `steps`, then never; look-ups with 503.
+    pub fn replying(steps: impl IntoIterator<Item = Step>) -> ScriptedTransport {
         ScriptedTransport {
             sends: Mutex::new(Script {
                 steps: steps.into_iter().collect(),
-                otherwise: Step::NoAnswer,
+                otherwise: Step::NoReply,
             }),
             look_ups: Mutex::new(Script {
                 steps: VecDeque::new(),
@@ -210,18 +210,18 @@ impl ScriptedTransport {
         }
     }
 
-    /// Sends past the script are answered with `step`.
-    pub fn answer_by_default(&self, step: Step) {
+    /// Sends past the script get `step`.
+    pub fn reply_by_default(&self, step: Step) {
         self.sends.lock().expect("lock").otherwise = step;
     }
 
-    /// Look-ups are answered with `steps` first.
-    pub fn answer_look_ups(&self, steps: impl IntoIterator<Item = Step>) {
+    /// Look-ups get `steps` first.
+    pub fn reply_look_ups(&self, steps: impl IntoIterator<Item = Step>) {
         self.look_ups.lock().expect("lock").steps = steps.into_iter().collect();
     }
 
-    /// Look-ups past their script are answered with `step`.
-    pub fn answer_by_default_on_look_up(&self, step: Step) {
+    /// Look-ups past their script get `step`.
+    pub fn reply_by_default_on_look_up(&self, step: Step) {
         self.look_ups.lock().expect("lock").otherwise = step;
     }
 
@@ -249,7 +249,7 @@ impl ScriptedTransport {
 async fn play(step: Step) -> Result<Reply, SendError> {
     match step {
         Step::Reply(reply) => Ok(reply),
-        Step::NoAnswer => std::future::pending().await,
+        Step::NoReply => std::future::pending().await,
         Step::NetworkError => Err(SendError("connection refused".to_owned())),
     }
 }

@@ -1,5 +1,5 @@
 //! The network as the client loop sees it: send an action's attempt, or look its key up. A
-//! parameter, so the loop is tested against scripted answers; [`crate::HttpTransport`] is the
+//! parameter, so the loop is tested against scripted replies; [`crate::HttpTransport`] is the
 //! real one. Timeouts are not the transport's business: the loop gives up on its own clock.
 
 use std::future::Future;
@@ -11,14 +11,14 @@ use shared::IdempotencyKey;
 use shared::retry::PendingAction;
 use thiserror::Error;
 
-/// An answer from the server, read whole.
+/// A reply from the server, read whole.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     /// The status code.
     pub status: u16,
     /// The `Retry-After` header in seconds, when present.
     pub retry_after: Option<Duration>,
-    /// Whether the answer carries `Idempotent-Replayed: true`.
+    /// Whether the reply carries `Idempotent-Replayed: true`.
     pub replayed: bool,
     /// The wait named by `Preference-Applied: wait=N`, when present: the server held the
     /// request up to that long for the key's first attempt.
@@ -27,9 +27,9 @@ pub struct Reply {
     pub body: Value,
 }
 
-/// No answer came: the connection failed or broke. The request may or may not have arrived.
+/// No reply came: the connection failed or broke. The request may or may not have arrived.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("no answer: {0}")]
+#[error("no reply: {0}")]
 pub struct SendError(pub String);
 
 /// Sends requests for the client loop. `prefer_wait`, when given, goes out as

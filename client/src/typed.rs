@@ -70,7 +70,7 @@ pub enum PaymentError {
         /// The decline.
         problem: Box<Problem>,
     },
-    /// Another final answer (400, 404, 422…): the same request would be refused again.
+    /// Another final reply (400, 404, 422…): the same request would be refused again.
     #[error("refused with {status}")]
     Refused {
         /// The action's key.
@@ -106,7 +106,7 @@ pub enum PaymentError {
     },
     /// A 2xx whose body is not the payment or refund (a proxy in between): the action is over;
     /// check the payments list before paying again.
-    #[error("answered {status}, but not with the receipt")]
+    #[error("replied {status}, but not with the receipt")]
     Unreadable {
         /// The action's key.
         key: IdempotencyKey,
@@ -167,8 +167,8 @@ impl Completion {
     /// why there is none: for a resumed action, what `pay_bill` and `refund` give.
     pub fn into_receipt<R: DeserializeOwned>(self) -> Result<R, PaymentError> {
         let (key, known_by) = (self.key, self.known_by);
-        match self.outcome {
-            ActionResult::Answered(answer) => answered(key, answer),
+        match self.result {
+            ActionResult::Replied(reply) => replied(key, reply),
             ActionResult::Unsettled(why) => Err(PaymentError::Pending { key, why, known_by }),
             ActionResult::NotReceived => Err(PaymentError::NotReceived { key }),
             ActionResult::SignInRequired => Err(PaymentError::SignInRequired { key }),
@@ -176,22 +176,19 @@ impl Completion {
     }
 }
 
-fn answered<R: DeserializeOwned>(
-    key: IdempotencyKey,
-    answer: FinalReply,
-) -> Result<R, PaymentError> {
-    let status = answer.status;
+fn replied<R: DeserializeOwned>(key: IdempotencyKey, reply: FinalReply) -> Result<R, PaymentError> {
+    let status = reply.status;
     let problem = || {
-        serde_json::from_value::<Problem>(answer.body.clone())
+        serde_json::from_value::<Problem>(reply.body.clone())
             .ok()
             .map(Box::new)
     };
     match status {
         200..=299 => {
-            serde_json::from_value(answer.body.clone()).map_err(|_| PaymentError::Unreadable {
+            serde_json::from_value(reply.body.clone()).map_err(|_| PaymentError::Unreadable {
                 key,
                 status,
-                body: answer.body,
+                body: reply.body,
             })
         }
         402 => match problem() {
@@ -222,7 +219,7 @@ mod tests {
     use crate::test_support::{FakeClock, ScriptedTransport, Step, user};
     use crate::transport::Reply;
 
-    fn answer(status: u16, body: Value) -> Step {
+    fn reply(status: u16, body: Value) -> Step {
         Step::Reply(Reply {
             status,
             retry_after: None,
@@ -239,14 +236,14 @@ mod tests {
                "status": "succeeded", "bank_reference": format!("pay-{PAYMENT}")})
     }
 
-    fn client_answering(
+    fn client_replying(
         steps: impl IntoIterator<Item = Step>,
         store: impl ActionStore,
     ) -> (
         PaymentsClient<Arc<ScriptedTransport>, Arc<FakeClock>>,
         Arc<ScriptedTransport>,
     ) {
-        let transport = Arc::new(ScriptedTransport::answering(steps));
+        let transport = Arc::new(ScriptedTransport::replying(steps));
         let client = PaymentsClient::new(
             user(7),
             Arc::clone(&transport),
@@ -263,12 +260,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_payment_comes_back_typed_after_retries() {
-        let (phone, transport) = client_answering(
-            [
-                Step::NoAnswer,
-                Step::status(503),
-                answer(201, payment_body()),
-            ],
+        let (phone, transport) = client_replying(
+            [Step::NoReply, Step::status(503), reply(201, payment_body())],
             MemoryStore::default(),
         );
         let payment = phone
@@ -285,7 +278,7 @@ mod tests {
     async fn a_decline_and_a_refusal_are_typed_errors_with_their_problem() {
         let decline = json!({"type": "/problems/payment-declined", "title": "Payment declined",
                              "status": 402});
-        let (phone, _) = client_answering([answer(402, decline)], MemoryStore::default());
+        let (phone, _) = client_replying([reply(402, decline)], MemoryStore::default());
         let declined = phone
             .pay_bill("elec-1", rupees(1), "asha@okbank", &|_| {})
             .await;
@@ -297,7 +290,7 @@ mod tests {
 
         let too_much = json!({"type": "/problems/refund-exceeds-payment", "title": "Too much",
                               "status": 422});
-        let (phone, _) = client_answering([answer(422, too_much)], MemoryStore::default());
+        let (phone, _) = client_replying([reply(422, too_much)], MemoryStore::default());
         let refused = phone.refund(PAYMENT, rupees(999_999), &|_| {}).await;
         assert!(
             matches!(&refused, Err(PaymentError::Refused { status: 422, problem: Some(p), .. })
@@ -308,8 +301,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_2xx_that_is_not_a_receipt_is_unreadable_not_a_payment() {
-        let (phone, _) = client_answering(
-            [answer(200, json!("<html>captive portal</html>"))],
+        let (phone, _) = client_replying(
+            [reply(200, json!("<html>captive portal</html>"))],
             MemoryStore::default(),
         );
         let result = phone
@@ -324,7 +317,7 @@ mod tests {
     #[tokio::test]
     async fn a_bad_request_is_refused_before_anything_is_saved_or_sent() {
         let store = Arc::new(MemoryStore::default());
-        let (phone, transport) = client_answering([], SharedStore(Arc::clone(&store)));
+        let (phone, transport) = client_replying([], SharedStore(Arc::clone(&store)));
         for (bill, vpa) in [("", "asha@okbank"), ("elec-1", "not an address")] {
             let result = phone.pay_bill(bill, rupees(1), vpa, &|_| {}).await;
             assert!(
@@ -338,7 +331,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_action_that_cannot_be_saved_is_not_sent() {
-        let (phone, transport) = client_answering([answer(201, payment_body())], BrokenStore);
+        let (phone, transport) = client_replying([reply(201, payment_body())], BrokenStore);
         let result = phone
             .pay_bill("elec-1", rupees(1), "asha@okbank", &|_| {})
             .await;

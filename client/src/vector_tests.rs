@@ -45,7 +45,7 @@ impl VectorTransport {
             .pop_front()
             .expect("the loop made no more requests than the case has replies");
         self.clock.set(self.started + Duration::from_millis(at_ms));
-        if seen.get("no_answer").is_some() {
+        if seen.get("no_reply").is_some() {
             return Err(SendError("the vector's reply was lost".to_owned()));
         }
         let body = seen["body"].as_str().map_or(Value::Null, |text| {
@@ -79,7 +79,7 @@ impl Transport for VectorTransport {
     }
 }
 
-/// The case's units, one per answer.
+/// The case's units, one per reply.
 struct VectorJitter(Mutex<VecDeque<f64>>);
 
 impl Jitter for VectorJitter {
@@ -88,7 +88,7 @@ impl Jitter for VectorJitter {
             .lock()
             .expect("lock")
             .pop_front()
-            .expect("a unit per answer")
+            .expect("a unit per reply")
     }
 }
 
@@ -145,10 +145,10 @@ fn moves_made(events: &[Event], prefer_waits: &[Option<Duration>]) -> Vec<Value>
     moves
 }
 
-fn ending(outcome: &ActionResult) -> Value {
-    match outcome {
-        ActionResult::Answered(answer) => json!({
-            "ending": "answered", "status": answer.status, "from_look_up": answer.from_status_look_up,
+fn ending(result: &ActionResult) -> Value {
+    match result {
+        ActionResult::Replied(reply) => json!({
+            "ending": "replied", "status": reply.status, "from_look_up": reply.from_status_look_up,
         }),
         ActionResult::NotReceived => json!({"ending": "not_received"}),
         ActionResult::SignInRequired => json!({"ending": "sign_in_required"}),
@@ -236,7 +236,7 @@ async fn run_case(case: &Value) {
         .expect("a stop")
         .remove("keep_action")
         .expect("keep_action");
-    assert_eq!(ending(&completion.outcome), expected_stop, "{name}");
+    assert_eq!(ending(&completion.result), expected_stop, "{name}");
     let kept = !store.load_all().expect("loads").is_empty();
     assert_eq!(
         json!(kept),

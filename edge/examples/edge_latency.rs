@@ -1,7 +1,7 @@
 //! The edge's added latency, measured in one run against the same backend: sequential requests
 //! of each kind, through the Worker (under `workerd`) and to the backend directly.
 //!
-//! - a replay: a finished key asked again (the edge answers from its Durable Object; the backend
+//! - a replay: a finished key asked again (the edge replies from its Durable Object; the backend
 //!   reads the key and its payment from PostgreSQL);
 //! - a read: `GET /v1/payments/{id}`, forwarded through the edge unchanged.
 //!
@@ -34,9 +34,9 @@ async fn main() {
         let mut timings = Vec::with_capacity(count);
         for _ in 0..count {
             let started = Instant::now();
-            let answer = stack.send(via, call).await;
+            let reply = stack.send(via, call).await;
             timings.push(started.elapsed());
-            assert!(answer.status < 500, "{via:?} answered {}", answer.status);
+            assert!(reply.status < 500, "{via:?} replied {}", reply.status);
         }
         timings.sort();
         timings

@@ -6,7 +6,7 @@
 //! repository's `policy.yaml` (the file the backend reads).
 //!
 //! The values arrive as strings from the runtime's environment; [`EdgeConfig::from_settings`]
-//! checks them once per request, so a misconfigured Worker answers a clear 500 and logs which
+//! checks them once per request, so a misconfigured Worker replies with a clear 500 and logs which
 //! setting is wrong instead of misbehaving. The secret and the token rules are checked by the
 //! same `shared` code as the backend's, with the same setting names. The policy is parsed and
 //! checked by the build (`edge/build.rs`), so an invalid file stops the build with a message
@@ -80,17 +80,17 @@ pub const ADDRESS_RATE_VARS: LimitVars = LimitVars {
 };
 
 /// How long the edge waits for the backend by default. Longer than the backend needs in the
-/// worst case it still answers (a 3 s wait for a database connection plus a 5 s bank timeout,
+/// worst case it still replies (a 3 s wait for a database connection plus a 5 s bank timeout,
 /// `BANK_TIMEOUT_MS`), so a slow but live backend is not cut off.
 pub const DEFAULT_BACKEND_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// How much longer than the forward timeout an in-flight mark lives. The Worker clears its own
-/// mark when the forward ends (answered, failed or timed out); the mark's alarm only matters if
+/// mark when the forward ends (replied, failed or timed out); the mark's alarm only matters if
 /// the Worker died mid-forward, and the margin covers the round trips to the Durable Object.
 pub const IN_FLIGHT_MARK_MARGIN: Duration = Duration::from_secs(5);
 
 /// A user's payments and refunds: 2 a second, 10 at once. A customer pays a few bills at a time;
-/// the client library's retries (409 answers after `Retry-After: 1`, backoff from 500 ms) stay
+/// the client library's retries (409 replies after `Retry-After: 1`, backoff from 500 ms) stay
 /// well under it, while a script looping on the API is stopped within a second.
 pub const DEFAULT_USER_LIMIT: Limit = Limit {
     per_minute: 120,
@@ -242,7 +242,7 @@ pub enum ConfigError {
         value: String,
     },
     /// The in-flight mark (timeout plus [`IN_FLIGHT_MARK_MARGIN`]) would outlive the policy's
-    /// `stuck_after`: the edge would answer 409 for a key the backend already reconciles.
+    /// `stuck_after`: the edge would reply 409 for a key the backend already reconciles.
     #[error(
         "{BACKEND_TIMEOUT_VAR} plus the in-flight mark's {}-second margin must be shorter than the \
          policy's stuck_after_minutes ({stuck_after_ms} ms); {BACKEND_TIMEOUT_VAR} is {timeout_ms} ms",

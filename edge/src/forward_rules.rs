@@ -1,10 +1,10 @@
-//! What the edge adds to a forwarded request, and how a failed forward is answered.
+//! What the edge adds to a forwarded request, and how a failed forward is replied to.
 //!
 //! A forwarded request keeps the client's method, path, query, headers (`Authorization` and the
 //! key among them) and body; the edge adds a fresh request id so the backend's logs can be
 //! matched with the edge's, and its own W3C `traceparent` (with the client's `tracestate` when
 //! it joined the client's trace, `crate::trace`), so the backend's span is a child of the edge's. When the backend cannot be reached the client gets a 502
-//! `backend-unreachable` problem, and when it does not answer within the timeout a 504
+//! `backend-unreachable` problem, and when it does not reply within the timeout a 504
 //! `backend-timeout`: both say that a retry with the same key is safe, because the backend
 //! decides whether anything was done.
 
@@ -51,12 +51,12 @@ pub fn is_forwarded_header(name: &str) -> bool {
         .any(|skipped| skipped.eq_ignore_ascii_case(name))
 }
 
-/// Why a forward got no answer from the backend.
+/// Why a forward got no reply from the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardFailure {
     /// The connection failed: refused, reset, or the name did not resolve.
     Unreachable,
-    /// No answer within the timeout; the backend may still finish the request.
+    /// No reply within the timeout; the backend may still finish the request.
     TimedOut,
     /// The client's method cannot be sent on (`CONNECT`, `TRACE`): no route of the API takes it,
     /// so it is the 405 the backend gives a method a route lacks; nothing reached the backend.
@@ -76,7 +76,7 @@ impl ForwardFailure {
             ForwardFailure::TimedOut => Problem::new(
                 ProblemKind::BackendTimeout,
                 format!(
-                    "The payments service did not answer within {} ms; the request may still \
+                    "The payments service did not reply within {} ms; the request may still \
                      complete. Retrying is safe: a payment or refund retried with the same \
                      Idempotency-Key and body is never done twice.",
                     timeout.as_millis()

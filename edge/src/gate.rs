@@ -5,7 +5,7 @@
 //! ([`Gate::route`]); everything else (reads, health, metrics, unknown routes) passes through
 //! unchanged. A guarded request is checked ([`Gate::check`]) by the backend's own checks, in
 //! their one order ([`shared::admission::admit`]), with the `shared` problem bodies, so a client
-//! gets the same answer wherever it was stopped:
+//! gets the same reply wherever it was stopped:
 //!
 //! 1. the bearer token (401 `unauthenticated`), verified by the runtime beforehand (its
 //!    signature may need the identity provider's keys and WebCrypto) and handed in as the
@@ -468,7 +468,7 @@ mod tests {
     }
 
     #[test]
-    fn answers_equal_the_backend_problems_built_from_the_same_errors() {
+    fn replies_equal_the_backend_problems_built_from_the_same_errors() {
         let problem = rejected(check(
             &pay_route("b"),
             Some(&bearer(7)),

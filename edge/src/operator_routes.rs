@@ -1,5 +1,5 @@
 //! Routes for operators, never for phones: the backend's `/metrics` and everything under
-//! `/admin` (reserved for the admin surface of SPEC §8). The edge answers them `404 not-found`,
+//! `/admin` (reserved for the admin surface of SPEC §8). The edge replies `404 not-found` to them,
 //! the body the backend gives a route it does not have, and never forwards them, so they are
 //! reachable only from the backend's own network. `/healthz` and the other public routes pass.
 //!
@@ -22,7 +22,7 @@ pub fn is_operator_route(path: &str) -> bool {
     })
 }
 
-/// The answer to an operator route: the backend's 404 for a route it does not have.
+/// The reply to an operator route: the backend's 404 for a route it does not have.
 pub fn not_found() -> Problem {
     Problem::new(ProblemKind::NotFound, "No such route.")
 }
@@ -70,7 +70,7 @@ mod tests {
     }
 
     #[test]
-    fn the_answer_is_the_backends_unknown_route_problem() {
+    fn the_reply_is_the_backends_unknown_route_problem() {
         let problem = not_found();
         assert_eq!(problem.status, 404);
         assert_eq!(problem.kind(), Some(ProblemKind::NotFound));

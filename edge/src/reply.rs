@@ -1,13 +1,13 @@
-//! The answers the edge makes itself, as plain values (status, headers, body) that the runtime
+//! The replies the edge makes itself, as plain values (status, headers, body) that the runtime
 //! copies into a response: problems (every refusal, with the headers the backend adds),
-//! replays of a saved final answer, and answers passed on to attempts that waited for them.
+//! replays of a saved final reply, and replies passed on to attempts that waited for them.
 
 use shared::Problem;
 use shared::problem::PROBLEM_CONTENT_TYPE;
 
 use crate::coordination::SavedReply;
 
-/// The header that marks a replayed answer, as the backend sends it.
+/// The header that marks a replayed reply, as the backend sends it.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 /// A response the edge makes without the backend.
@@ -23,7 +23,7 @@ pub struct Reply {
 
 impl Reply {
     /// A problem, with `Retry-After` when it suggests a wait and `WWW-Authenticate: Bearer` on a
-    /// 401, as the backend answers it.
+    /// 401, as the backend sends it.
     pub fn problem(problem: &Problem) -> Reply {
         let mut headers = vec![("content-type", PROBLEM_CONTENT_TYPE.to_owned())];
         if let Some(seconds) = problem.retry_after_header() {
@@ -39,46 +39,46 @@ impl Reply {
         }
     }
 
-    /// A saved final answer replayed: its status, body, `Content-Type`, `Location` and the key's
+    /// A saved final reply replayed: its status, body, `Content-Type`, `Location` and the key's
     /// `Idempotency-Expires`, plus `Idempotent-Replayed: true`.
-    pub fn replay(answer: &SavedReply) -> Reply {
+    pub fn replay(saved: &SavedReply) -> Reply {
         let mut headers = Vec::with_capacity(4);
-        if let Some(content_type) = &answer.content_type {
+        if let Some(content_type) = &saved.content_type {
             headers.push(("content-type", content_type.clone()));
         }
-        if let Some(location) = &answer.location {
+        if let Some(location) = &saved.location {
             headers.push(("location", location.clone()));
         }
-        if let Some(expires) = &answer.expires {
+        if let Some(expires) = &saved.expires {
             headers.push((shared::expiry::EXPIRES_HEADER, expires.clone()));
         }
         headers.push((IDEMPOTENT_REPLAYED, "true".to_owned()));
         Reply {
-            status: answer.status,
+            status: saved.status,
             headers,
-            body: answer.body.clone().into_bytes(),
+            body: saved.body.clone().into_bytes(),
         }
     }
 
-    /// An answer that is not final, passed on to an attempt that waited for it as the first
+    /// A reply that is not final, passed on to an attempt that waited for it as the first
     /// attempt got it: its status, body, `Content-Type` and `Retry-After`; not a replay.
-    pub fn relay(answer: &SavedReply) -> Reply {
+    pub fn relay(saved: &SavedReply) -> Reply {
         let mut headers = Vec::with_capacity(2);
-        if let Some(content_type) = &answer.content_type {
+        if let Some(content_type) = &saved.content_type {
             headers.push(("content-type", content_type.clone()));
         }
-        if let Some(retry_after) = &answer.retry_after {
+        if let Some(retry_after) = &saved.retry_after {
             headers.push(("retry-after", retry_after.clone()));
         }
         Reply {
-            status: answer.status,
+            status: saved.status,
             headers,
-            body: answer.body.clone().into_bytes(),
+            body: saved.body.clone().into_bytes(),
         }
     }
 
-    /// The answer the edge gave itself, as an object keeps it for the attempts waiting on it.
-    pub fn to_saved_answer(&self) -> SavedReply {
+    /// The reply the edge gave itself, as an object keeps it for the attempts waiting on it.
+    pub fn to_saved_reply(&self) -> SavedReply {
         let header = |name| self.header(name).map(str::to_owned);
         SavedReply {
             status: self.status,
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_replay_keeps_status_body_and_location_and_says_it_is_a_replay() {
-        let answer = SavedReply {
+        let saved = SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
@@ -149,9 +149,9 @@ mod tests {
             expires: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
         };
-        let reply = Reply::replay(&answer);
+        let reply = Reply::replay(&saved);
         assert_eq!(reply.status, 201);
-        assert_eq!(reply.body, answer.body.as_bytes());
+        assert_eq!(reply.body, saved.body.as_bytes());
         assert_eq!(reply.header("content-type"), Some("application/json"));
         assert_eq!(reply.header("location"), Some("/v1/payments/p"));
         assert_eq!(reply.header("Idempotent-Replayed"), Some("true"));

@@ -20,7 +20,7 @@ fn new_key() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// Asserts that two answers are the same problem, byte for byte, with the same headers that
+/// Asserts that two replies are the same problem, byte for byte, with the same headers that
 /// matter.
 fn assert_same_problem(what: &str, at_edge: &Received, direct: &Received) {
     assert_eq!(at_edge.status, direct.status, "{what}: status");
@@ -39,7 +39,7 @@ fn assert_same_problem(what: &str, at_edge: &Received, direct: &Received) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reaching_it() {
+async fn malformed_requests_get_the_backends_replies_at_the_edge_without_reaching_it() {
     let stack = Stack::start(StackOptions::default()).await;
     let key = new_key();
     let pay = || Call::pay(7, &key, "elec-42", PAY_BODY);
@@ -107,14 +107,14 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
 
     let mut at_edge = Vec::new();
     for (what, call) in &cases {
-        let answer = stack.send(Via::Edge, call).await;
+        let reply = stack.send(Via::Edge, call).await;
         assert!(
-            (400..500).contains(&answer.status),
+            (400..500).contains(&reply.status),
             "{what}: {} {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.bytes)
+            reply.status,
+            String::from_utf8_lossy(&reply.bytes)
         );
-        at_edge.push(answer);
+        at_edge.push(reply);
     }
     assert_eq!(
         stack.backend_requests(PAY_ROUTE).await,
@@ -128,9 +128,9 @@ async fn malformed_requests_get_the_backends_answers_at_the_edge_without_reachin
     );
 
     // Asked directly, the backend refuses each the same way.
-    for ((what, call), edge_answer) in cases.iter().zip(&at_edge) {
+    for ((what, call), edge_reply) in cases.iter().zip(&at_edge) {
         let direct = stack.send(Via::Backend, call).await;
-        assert_same_problem(what, edge_answer, &direct);
+        assert_same_problem(what, edge_reply, &direct);
     }
     assert!(stack.debits().await.is_empty(), "no money moved");
     stack.stop().await;
@@ -149,28 +149,28 @@ async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_e
         let key = new_key();
         let call = Call::pay(7, &key, "elec-42", PAY_BODY);
         let attempts = (0..ATTEMPTS).map(|_| stack.send(Via::Edge, &call));
-        let answers = futures_util::future::join_all(attempts).await;
+        let replies = futures_util::future::join_all(attempts).await;
 
-        let first_answers: Vec<&Received> = answers
+        let first_replies: Vec<&Received> = replies
             .iter()
-            .filter(|answer| answer.status == 201 && !answer.is_replay())
+            .filter(|reply| reply.status == 201 && !reply.is_replay())
             .collect();
         assert_eq!(
-            first_answers.len(),
+            first_replies.len(),
             1,
             "round {round}: one attempt did the work"
         );
-        let in_progress = answers.iter().filter(|answer| answer.status == 409).count();
+        let in_progress = replies.iter().filter(|reply| reply.status == 409).count();
         assert!(
             in_progress > 0,
             "round {round}: duplicates in flight got 409"
         );
-        for answer in &answers {
-            match answer.status {
-                201 => assert_eq!(answer.bytes, first_answers[0].bytes, "round {round}"),
+        for reply in &replies {
+            match reply.status {
+                201 => assert_eq!(reply.bytes, first_replies[0].bytes, "round {round}"),
                 409 => {
-                    assert_eq!(answer.problem_type(), "/problems/request-in-progress");
-                    assert_eq!(answer.header("retry-after"), Some("1"));
+                    assert_eq!(reply.problem_type(), "/problems/request-in-progress");
+                    assert_eq!(reply.header("retry-after"), Some("1"));
                 }
                 other => panic!("round {round}: unexpected {other}"),
             }
@@ -180,7 +180,7 @@ async fn twenty_concurrent_attempts_with_one_key_debit_once_and_get_409_at_the_e
             round,
             "round {round}: only the first attempt reached the backend; every 409 came from the edge"
         );
-        let reference = first_answers[0].json()["bank_reference"].clone();
+        let reference = first_replies[0].json()["bank_reference"].clone();
         let debits = stack.debits().await;
         let for_key = debits
             .iter()
@@ -306,7 +306,7 @@ async fn two_users_with_the_same_key_stay_apart() {
     assert_eq!((asha_first.status, ravi_first.status), (201, 201));
     assert!(
         !ravi_first.is_replay(),
-        "user 2 is not answered with user 1's payment"
+        "user 2 never gets user 1's payment"
     );
     assert_ne!(
         asha_first.json()["payment_id"],
@@ -327,7 +327,7 @@ async fn two_users_with_the_same_key_stay_apart() {
         .collect();
     let expected: HashSet<String> = [&asha_first, &ravi_first]
         .iter()
-        .filter_map(|answer| answer.json()["bank_reference"].as_str().map(str::to_owned))
+        .filter_map(|reply| reply.json()["bank_reference"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(
         expected.len(),
@@ -390,8 +390,8 @@ async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
                 ..Call::get(path, Some(7)).with_body("{}")
             },
         ] {
-            let answer = stack.send(Via::Edge, &call).await;
-            assert_same_problem(&format!("{} {path}", call.method), &answer, &unknown_route);
+            let reply = stack.send(Via::Edge, &call).await;
+            assert_same_problem(&format!("{} {path}", call.method), &reply, &unknown_route);
         }
     }
     assert_eq!(
@@ -405,7 +405,7 @@ async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
         .get(format!("{}/metrics", stack.backend_admin_url))
         .send()
         .await
-        .expect("the admin listener answers");
+        .expect("the admin listener replies");
     assert_eq!(direct.status(), 200);
     assert!(
         direct
@@ -418,9 +418,9 @@ async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn answers_that_are_not_final_are_not_kept_at_the_edge() {
+async fn replies_that_are_not_final_are_not_kept_at_the_edge() {
     let stack = Stack::start(StackOptions::default()).await;
-    // The bank fails before debiting: the backend releases the claim and answers 503
+    // The bank fails before debiting: the backend releases the claim and replies 503
     // "service unavailable, no money moved", which is not final.
     stack.set_bank_knobs(json!({ "error_rate": 1.0 })).await;
     let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY);
@@ -473,7 +473,7 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
         "the 409 came from the backend"
     );
 
-    // Once the bank has answered, the backend replays the payment, and the edge keeps it.
+    // Once the bank has replied, the backend replays the payment, and the edge keeps it.
     tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
     let done = stack.send(Via::Edge, &call).await;
     assert_eq!(done.status, 201);
@@ -488,14 +488,14 @@ async fn a_slow_backend_is_a_504_and_a_dead_one_a_502_and_neither_blocks_the_key
         .send(Via::Edge, &Call::pay(7, &new_key(), "elec-42", PAY_BODY))
         .await;
     assert_eq!(unreachable_pay.status, 502);
-    // The kept answer needs no backend at all.
+    // The kept reply needs no backend at all.
     let kept = stack.send(Via::Edge, &call).await;
     assert_eq!((kept.status, kept.is_replay()), (201, true));
     stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() {
+async fn a_phone_that_gives_up_mid_forward_finds_its_reply_on_the_next_retry() {
     let stack = Stack::start(StackOptions::default()).await;
     stack.set_bank_knobs(json!({ "latency_ms": 1_500 })).await;
     let key = new_key();
@@ -515,22 +515,22 @@ async fn a_phone_that_gives_up_mid_forward_finds_its_answer_on_the_next_retry() 
     assert!(request.send().await.is_err(), "the phone gave up");
 
     // Its retries soon get the finished payment, not 409 until the in-flight mark's alarm (20 s):
-    // the edge finishes the forward and records the answer even though the phone left.
-    let mut answer = stack.send(Via::Edge, &call).await;
+    // the edge finishes the forward and records the reply even though the phone left.
+    let mut reply = stack.send(Via::Edge, &call).await;
     for _ in 0..20 {
-        if answer.status != 409 {
+        if reply.status != 409 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-        answer = stack.send(Via::Edge, &call).await;
+        reply = stack.send(Via::Edge, &call).await;
     }
     assert_eq!(
-        answer.status,
+        reply.status,
         201,
         "{}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
-    assert!(answer.is_replay());
+    assert!(reply.is_replay());
     assert_eq!(stack.debits().await.len(), 1);
     stack.stop().await;
 }
@@ -543,21 +543,21 @@ const THREE_THEN_ONE_PER_5_S: Limit = Limit {
 };
 
 /// The `Retry-After` of a 429, checked to be the edge's problem.
-fn assert_rate_limited(what: &str, answer: &Received) -> Duration {
+fn assert_rate_limited(what: &str, reply: &Received) -> Duration {
     assert_eq!(
-        answer.status,
+        reply.status,
         429,
         "{what}: {}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
     assert_eq!(
-        answer.header("content-type"),
+        reply.header("content-type"),
         Some("application/problem+json"),
         "{what}"
     );
-    assert_eq!(answer.problem_type(), "/problems/rate-limited", "{what}");
-    assert_eq!(answer.json()["status"], 429, "{what}");
-    let seconds: u64 = answer
+    assert_eq!(reply.problem_type(), "/problems/rate-limited", "{what}");
+    assert_eq!(reply.json()["status"], 429, "{what}");
+    let seconds: u64 = reply
         .header("retry-after")
         .and_then(|value| value.parse().ok())
         .unwrap_or_else(|| panic!("{what}: Retry-After in seconds"));
@@ -575,18 +575,18 @@ async fn a_user_over_the_rate_limit_gets_429_and_the_key_stays_usable() {
     let keys: Vec<String> = (0..5).map(|_| new_key()).collect();
     let pay = |key: &str| Call::pay(7, key, "elec-42", PAY_BODY);
 
-    let mut answers = Vec::new();
+    let mut replies = Vec::new();
     for key in &keys {
-        answers.push(stack.send(Via::Edge, &pay(key)).await);
+        replies.push(stack.send(Via::Edge, &pay(key)).await);
     }
-    for answer in &answers[..3] {
-        assert_eq!(answer.status, 201, "within the burst");
+    for reply in &replies[..3] {
+        assert_eq!(reply.status, 201, "within the burst");
     }
     let mut wait = Duration::ZERO;
-    for (attempt, answer) in answers[3..].iter().enumerate() {
+    for (attempt, reply) in replies[3..].iter().enumerate() {
         wait = wait.max(assert_rate_limited(
             &format!("attempt {}", attempt + 4),
-            answer,
+            reply,
         ));
     }
     // Another user is limited apart.
@@ -631,8 +631,8 @@ async fn a_client_address_over_its_limit_gets_429_before_authentication() {
     let pay = || Call::pay(7, &new_key(), "elec-42", PAY_BODY);
 
     for _ in 0..3 {
-        let answer = stack.send(Via::Edge, &from("203.0.113.7", pay())).await;
-        assert_eq!(answer.status, 201);
+        let reply = stack.send(Via::Edge, &from("203.0.113.7", pay())).await;
+        assert_eq!(reply.status, 201);
     }
     assert_rate_limited(
         "a payment over the address's limit",
@@ -706,9 +706,9 @@ async fn a_whole_10_mb_body_gets_the_edges_problem_not_a_cut_connection() {
             ),
         ];
         for (what, call, status, problem_type) in cases {
-            let answer = stack.send(Via::Edge, &call).await;
-            assert_eq!(answer.status, status, "round {round}: {what}");
-            assert_eq!(answer.problem_type(), problem_type, "round {round}: {what}");
+            let reply = stack.send(Via::Edge, &call).await;
+            assert_eq!(reply.status, status, "round {round}: {what}");
+            assert_eq!(reply.problem_type(), problem_type, "round {round}: {what}");
         }
     }
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 0);
@@ -716,7 +716,7 @@ async fn a_whole_10_mb_body_gets_the_edges_problem_not_a_cut_connection() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_edge_keeps_an_answer_no_longer_than_the_backends_expiry_says() {
+async fn the_edge_keeps_a_reply_no_longer_than_the_backends_expiry_says() {
     let stack = Stack::start(StackOptions::default()).await;
     // Keys claimed from now on expire 5 s after their claim, as the row says: what a short
     // `keep_keys_for_hours` would do, without waiting hours.
@@ -744,7 +744,7 @@ async fn the_edge_keeps_an_answer_no_longer_than_the_backends_expiry_says() {
         "replayed by the edge"
     );
 
-    // Past the expiry the edge no longer answers for the key: the backend, which finds it
+    // Past the expiry the edge no longer replies for the key: the backend, which finds it
     // expired, takes the request as a new payment under a new reference (SPEC §4).
     let expiry = shared::expiry::parse_http_date(&expires).expect("an HTTP date");
     let now = time::OffsetDateTime::now_utc();
@@ -754,7 +754,7 @@ async fn the_edge_keeps_an_answer_no_longer_than_the_backends_expiry_says() {
     assert_eq!(after.status, 201);
     assert!(
         !after.is_replay(),
-        "a new payment, not the edge's kept answer"
+        "a new payment, not the edge's kept reply"
     );
     assert_ne!(after.json()["payment_id"], first.json()["payment_id"]);
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 2);
@@ -782,18 +782,18 @@ async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
     let mut failures = Vec::new();
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for (index, request) in corpus.iter().enumerate() {
-        let answer = test_harness::mutations::send_raw(&addr, request).await;
-        match answer {
-            Some(answer) if answer.status < 500 || answer.status == 503 => {
-                *seen.entry(answer.status).or_default() += 1;
+        let reply = test_harness::mutations::send_raw(&addr, request).await;
+        match reply {
+            Some(reply) if reply.status < 500 || reply.status == 503 => {
+                *seen.entry(reply.status).or_default() += 1;
             }
-            // workerd's own HTTP layer answers a method it does not implement ("FOO", or a
+            // workerd's own HTTP layer replies to a method it does not implement ("FOO", or a
             // lower-case "post") with a plain 501 before the Worker runs; the Worker never
             // sees it, and Cloudflare's front door refuses such a method itself.
-            Some(answer)
-                if answer.status == 501
+            Some(reply)
+                if reply.status == 501
                     && !test_harness::mutations::is_standard_method(&request.method)
-                    && !answer.is_problem() => {}
+                    && !reply.is_problem() => {}
             other => failures.push(format!("#{index}: {other:?} for {}", request.describe())),
         }
     }

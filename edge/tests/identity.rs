@@ -1,13 +1,13 @@
 //! The Worker under `workerd` with tokens from an identity provider (a JWKS endpoint of the
 //! test's own, RSA and EC keys made per test), in front of a real backend that checks them
-//! too, and with the backend answering only what the edge forwards (the edge's proof):
+//! too, and with the backend replying only to what the edge forwards (the edge's proof):
 //! - RS256 and ES256 tokens pay through the edge, their signatures checked by WebCrypto;
 //!   `alg: none`, a key confusion and an unknown `kid` are refused at the edge, never reaching
 //!   the backend; a key rotated in passes once published; a flood of unknown `kid`s fetches the
 //!   set a bounded number of times; with the provider down, the cached keys keep working;
 //! - the backend refuses a request that did not come through the edge (403), and the same
 //!   request through the edge pays, a read through the edge (a `GET`, its proof over an empty
-//!   body) answers too.
+//!   body) replies too.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod support;
@@ -114,10 +114,10 @@ async fn provider_tokens_are_checked_by_webcrypto_at_the_edge_and_by_the_backend
         ),
     ];
     for (what, token) in refused {
-        let answer = stack.send(Via::Edge, &pay_with(&token, "refused")).await;
-        answer.assert_problem(401, "unauthenticated");
+        let reply = stack.send(Via::Edge, &pay_with(&token, "refused")).await;
+        reply.assert_problem(401, "unauthenticated");
         assert_eq!(
-            answer.json()["detail"],
+            reply.json()["detail"],
             shared::problem::UNAUTHENTICATED_DETAIL,
             "{what}"
         );
@@ -151,8 +151,8 @@ async fn provider_tokens_are_checked_by_webcrypto_at_the_edge_and_by_the_backend
             &json!({"alg": "ES256", "kid": format!("f-{round}")}),
             &customer(7),
         );
-        let answer = stack.send(Via::Edge, &pay_with(&forged, "flood")).await;
-        assert_eq!(answer.status, 401);
+        let reply = stack.send(Via::Edge, &pay_with(&forged, "flood")).await;
+        assert_eq!(reply.status, 401);
     }
     let fetches = provider.fetches() - before;
     let bound = 2 + started.elapsed().as_secs() / JWKS_REFETCH_SECONDS;
@@ -177,7 +177,7 @@ async fn provider_tokens_are_checked_by_webcrypto_at_the_edge_and_by_the_backend
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_backend_answers_only_what_the_edge_forwarded() {
+async fn the_backend_replies_only_what_the_edge_forwarded() {
     let provider = IdentityProvider::start().await;
     let key = SigningKey::ec("ec-1");
     provider.publish(&[&key]);

@@ -72,9 +72,9 @@ async fn a_reload_mid_payment_resumes_the_same_key_to_one_debit() {
         let resumed = browser
             .wait_for_script(
                 "the resumed action paid",
-                "const outcome = document.querySelector('#outcome');
+                "const result = document.querySelector('#result');
                  const sent = document.querySelectorAll('#attempts li').length;
-                 return outcome && outcome.dataset.kind === 'paid' && sent > 0
+                 return result && result.dataset.kind === 'paid' && sent > 0
                    ? document.querySelector('#action-key').textContent.trim() : null;",
                 vec![],
             )

@@ -80,14 +80,14 @@ async fn the_phone_prints_json_outcomes_with_the_exit_codes_its_help_lists() {
         &[&pay[..], &["--vpa", "asha@okbank"]].concat(),
     )
     .await;
-    let outcome = json_line(&paid);
-    assert_eq!(exit_code(&paid), 0, "{outcome}");
-    assert_eq!(outcome["outcome"], "paid");
-    assert_eq!(outcome["status"], 201);
-    assert_eq!(outcome["body"]["amount_paise"], 230000);
+    let result = json_line(&paid);
+    assert_eq!(exit_code(&paid), 0, "{result}");
+    assert_eq!(result["result"], "paid");
+    assert_eq!(result["status"], 201);
+    assert_eq!(result["body"]["amount_paise"], 230000);
     let debits = stack.debits().await;
     assert_eq!(debits.len(), 1, "one debit: {debits:?}");
-    assert_eq!(debits[0]["reference"], outcome["body"]["bank_reference"]);
+    assert_eq!(debits[0]["reference"], result["body"]["bank_reference"]);
 
     stack.set_bank_knobs(json!({"decline_rate": 1.0})).await;
     let declined = phone(
@@ -96,10 +96,10 @@ async fn the_phone_prints_json_outcomes_with_the_exit_codes_its_help_lists() {
         &[&pay[..], &["--vpa", "ravi@okbank"]].concat(),
     )
     .await;
-    let outcome = json_line(&declined);
-    assert_eq!(exit_code(&declined), 3, "{outcome}");
+    let result = json_line(&declined);
+    assert_eq!(exit_code(&declined), 3, "{result}");
     assert_eq!(
-        (outcome["outcome"].as_str(), outcome["status"].as_u64()),
+        (result["result"].as_str(), result["status"].as_u64()),
         (Some("declined"), Some(402))
     );
     assert_eq!(stack.debits().await.len(), 1, "a decline moves no money");
@@ -108,7 +108,7 @@ async fn the_phone_prints_json_outcomes_with_the_exit_codes_its_help_lists() {
     assert_eq!(
         json_line(&listed),
         json!({"pending": []}),
-        "final answers leave nothing saved"
+        "final replies leave nothing saved"
     );
 }
 
@@ -172,17 +172,17 @@ async fn an_action_no_server_heard_is_kept_then_resumed_to_never_received() {
         .concat(),
     )
     .await;
-    let outcome = json_line(&lost);
-    assert_eq!(exit_code(&lost), 5, "{outcome}");
+    let result = json_line(&lost);
+    assert_eq!(exit_code(&lost), 5, "{result}");
     assert_eq!(
-        (outcome["outcome"].as_str(), outcome["why"].as_str()),
+        (result["result"].as_str(), result["why"].as_str()),
         (Some("pending"), Some("unreachable"))
     );
 
     let listed = json_line(&phone(&stack.edge_url, store.path(), &["--json", "pending"]).await);
     let kept = listed["pending"].as_array().expect("a list");
     assert_eq!(kept.len(), 1);
-    assert_eq!(kept[0]["key"], outcome["key"]);
+    assert_eq!(kept[0]["key"], result["key"]);
 
     // The first run can give up before its 1 s deadline (its next wait would cross it), and a
     // resume inside the deadline rightly sends again; this scenario is the one past it.
@@ -193,10 +193,10 @@ async fn an_action_no_server_heard_is_kept_then_resumed_to_never_received() {
         &[&quick[..], &["resume"]].concat(),
     )
     .await;
-    let outcome = json_line(&resumed);
-    assert_eq!(exit_code(&resumed), 4, "{outcome}");
-    assert_eq!(outcome["outcome"], "not_received");
-    assert_eq!(outcome["key"], kept[0]["key"]);
+    let result = json_line(&resumed);
+    assert_eq!(exit_code(&resumed), 4, "{result}");
+    assert_eq!(result["result"], "not_received");
+    assert_eq!(result["key"], kept[0]["key"]);
     assert!(stack.debits().await.is_empty(), "nothing charged");
     let listed = json_line(&phone(&stack.edge_url, store.path(), &["--json", "pending"]).await);
     assert_eq!(listed, json!({"pending": []}));

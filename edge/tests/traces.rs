@@ -3,8 +3,8 @@
 //! (`test_harness::OtlpReceiver`): a payment that came with a W3C `traceparent` gives the edge's
 //! server span (the caller's child, exported as OTLP/JSON), the backend's server span as the
 //! edge span's child, and the backend's bank call (a client span) under it; one debit at the
-//! bank. Its replay, without a `traceparent`, is a trace of its own that the edge answered from
-//! its key's object (`edge.outcome = replayed`) without the backend. A request the edge refuses
+//! bank. Its replay, without a `traceparent`, is a trace of its own that the edge served from
+//! its key's object (`edge.handling = replayed`) without the backend. A request the edge refuses
 //! is traced too, with a `traceparent` the edge cannot read: a new trace, never a refusal.
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -49,7 +49,7 @@ async fn a_payment_through_the_edge_is_one_trace_from_the_callers_span_to_the_ba
     let edge = only(&trace, |span| span.service == "safe-retries-edge");
     assert_eq!(edge.kind, SERVER);
     assert_eq!(edge.parent_span_id, CALLERS_SPAN, "the caller's child");
-    assert_eq!(edge.attribute("edge.outcome"), Some("forwarded"));
+    assert_eq!(edge.attribute("edge.handling"), Some("forwarded"));
     assert_eq!(edge.attribute("http.response.status_code"), Some("201"));
     let backend = only(&trace, |span| {
         span.service == "safe-retries-backend" && span.kind == SERVER
@@ -64,7 +64,7 @@ async fn a_payment_through_the_edge_is_one_trace_from_the_callers_span_to_the_ba
         "the bank call is under the backend's span: {trace:#?}"
     );
 
-    // The replay: a trace of its own, answered by the edge.
+    // The replay: a trace of its own, served by the edge.
     let before = stack.backend_requests(PAY_ROUTE).await;
     assert_eq!(stack.send(Via::Edge, &pay).await.status, 201);
     wait_for(
@@ -82,7 +82,7 @@ async fn a_payment_through_the_edge_is_one_trace_from_the_callers_span_to_the_ba
         .find(|span| span.trace_id != TRACE_ID)
         .expect("the replay's edge span");
     assert_eq!(replay.parent_span_id, "", "a new trace");
-    assert_eq!(replay.attribute("edge.outcome"), Some("replayed"));
+    assert_eq!(replay.attribute("edge.handling"), Some("replayed"));
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, before);
     assert_eq!(stack.debits().await.len(), 1, "one debit");
 
@@ -101,7 +101,7 @@ async fn a_payment_through_the_edge_is_one_trace_from_the_callers_span_to_the_ba
     let spans = receiver.spans();
     let refusal = edge_spans(&spans)
         .into_iter()
-        .find(|span| span.attribute("edge.outcome") == Some("refused"))
+        .find(|span| span.attribute("edge.handling") == Some("refused"))
         .expect("the refusal's span");
     assert_eq!(
         refusal.parent_span_id, "",

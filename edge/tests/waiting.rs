@@ -1,6 +1,6 @@
 //! `Prefer: wait=N` at the edge, under the real runtime (`workerd`) in front of a real backend,
 //! PostgreSQL and bank simulator (SPEC §4): the key's Durable Object holds the attempts that find
-//! the key in flight and hands each the first attempt's answer, with no backend request for any
+//! the key in flight and hands each the first attempt's reply, with no backend request for any
 //! of them. Requests that reached the backend are counted at its `/metrics`, debits at the
 //! bank's `/ledger`.
 #![cfg(not(target_arch = "wasm32"))]
@@ -30,7 +30,7 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
         );
         async move {
             let response = call.request(&http, &url).send().await;
-            Received::from(response.expect("the edge answers")).await
+            Received::from(response.expect("the edge replies")).await
         }
     });
     let status = Call::get(&format!("/v1/idempotency-keys/{key}"), Some(7));
@@ -46,7 +46,7 @@ async fn first_attempt_in_flight(stack: &Stack, key: &str) -> tokio::task::JoinH
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_request() {
+async fn twenty_waiting_attempts_get_the_first_reply_and_the_backend_sees_one_request() {
     let stack = Stack::start(StackOptions {
         bank_latency_ms: 2_000,
         ..StackOptions::default()
@@ -58,8 +58,8 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
         let call = waiting_call(&key, "wait=10");
         let started = Instant::now();
         let attempts = (0..20).map(|_| async {
-            let answer = stack.send(Via::Edge, &call).await;
-            (answer, started.elapsed())
+            let reply = stack.send(Via::Edge, &call).await;
+            (reply, started.elapsed())
         });
         let timed: Vec<(Received, Duration)> = join_all(attempts).await;
         let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
@@ -71,19 +71,19 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_the_backend_sees_one_r
         eprintln!(
             "round {round}: first attempt {first_took:?}, slowest waited replay {slowest_waited:?}"
         );
-        let answers: Vec<&Received> = timed.iter().map(|(answer, _)| answer).collect();
-        let first: Vec<&&Received> = answers.iter().filter(|a| !a.is_replay()).collect();
+        let replies: Vec<&Received> = timed.iter().map(|(reply, _)| reply).collect();
+        let first: Vec<&&Received> = replies.iter().filter(|a| !a.is_replay()).collect();
         assert_eq!(
             first.len(),
             1,
             "round {round}: one attempt went to the backend"
         );
-        for answer in &answers {
-            assert_eq!(answer.status, 201, "round {round}: no 409, no error");
-            assert_eq!(answer.bytes, first[0].bytes, "round {round}: the same body");
-            assert_eq!(answer.header("location"), first[0].header("location"));
+        for reply in &replies {
+            assert_eq!(reply.status, 201, "round {round}: no 409, no error");
+            assert_eq!(reply.bytes, first[0].bytes, "round {round}: the same body");
+            assert_eq!(reply.header("location"), first[0].header("location"));
         }
-        let replays: Vec<&&Received> = answers.iter().filter(|a| a.is_replay()).collect();
+        let replays: Vec<&&Received> = replies.iter().filter(|a| a.is_replay()).collect();
         assert_eq!(replays.len(), 19, "round {round}");
         for replay in replays {
             assert_eq!(replay.header("preference-applied"), Some("wait=10"));
@@ -112,7 +112,7 @@ async fn a_wait_that_runs_out_is_409_and_a_pending_outcome_reaches_every_waiter(
     })
     .await;
 
-    // The wait runs out before the 3 s bank answers: 409, as without waiting.
+    // The wait runs out before the 3 s bank replies: 409, as without waiting.
     let key = uuid::Uuid::new_v4().to_string();
     let first = first_attempt_in_flight(&stack, &key).await;
     let ran_out = stack.send(Via::Edge, &waiting_call(&key, "wait=1")).await;
@@ -122,8 +122,8 @@ async fn a_wait_that_runs_out_is_409_and_a_pending_outcome_reaches_every_waiter(
     assert_eq!(first.await.expect("task").status, 201);
     assert_eq!(stack.backend_requests(PAY_ROUTE).await, 1);
 
-    // The bank's reply is lost: the backend answers the first attempt 503 outcome pending when
-    // its bank call times out, and every waiter gets that same answer from the edge.
+    // The bank's reply is lost: the backend replies 503 outcome pending to the first attempt when
+    // its bank call times out, and every waiter gets that same reply from the edge.
     stack
         .set_bank_knobs(json!({ "latency_ms": 0, "lost_reply_rate": 1.0 }))
         .await;
@@ -164,7 +164,7 @@ async fn waiters_that_hang_up_disturb_nothing() {
     let call = waiting_call(&key, "wait=10");
     let gave_up = join_all((0..10).map(|_| call.request(&impatient, &stack.edge_url).send())).await;
     assert!(gave_up.iter().all(Result::is_err), "every waiter hung up");
-    // One patient waiter still gets the answer; the first attempt was not disturbed.
+    // One patient waiter still gets the reply; the first attempt was not disturbed.
     let patient = stack.send(Via::Edge, &call).await;
     let first = first.await.expect("task");
     assert_eq!(first.status, 201);

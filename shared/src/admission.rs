@@ -1,7 +1,7 @@
 //! The checks every idempotent request passes before any work, in their one order (SPEC §4):
 //! the body's size, depth and JSON syntax, then its fingerprint (413, 400), then the
 //! `Idempotency-Key` (400), then the fields and the bill in the path (422). The edge's gate and
-//! the backend's admission both call [`admit`], so a client gets the same answer wherever it
+//! the backend's admission both call [`admit`], so a client gets the same reply wherever it
 //! was stopped and the order is written here only. Pure: nothing is saved.
 
 use crate::api::{PayBillRequest, RefundRequest, check_bill_id};

@@ -109,7 +109,7 @@ pub struct RefundRequest {
     pub amount_paise: Paise,
 }
 
-/// The 201 answer to a payment, and the payment part of a read.
+/// The 201 reply to a payment, and the payment part of a read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentResponse {
     /// The payment's id.
@@ -125,7 +125,7 @@ pub struct PaymentResponse {
     pub bank_reference: String,
 }
 
-/// The 201 answer to a refund.
+/// The 201 reply to a refund.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefundResponse {
     /// The refund's id.

@@ -4,7 +4,7 @@
 //! any) and the current time. The edge and the backend both call it and turn each [`Decision`]
 //! variant into I/O; neither re-derives a rule. The table below is SPEC §4, row for row:
 //!
-//! | situation (SPEC §4)                                   | [`Decision`]            | answer                         |
+//! | situation (SPEC §4)                                   | [`Decision`]            | reply                          |
 //! |-------------------------------------------------------|-------------------------|--------------------------------|
 //! | operation in `required_for`, no key                   | `RejectMissingKey`      | 400                            |
 //! | key malformed                                         | `RejectMalformedKey`    | 400, naming what is wrong      |
@@ -13,16 +13,16 @@
 //! | new (user, key)                                       | `Claim`                 | claim, call the bank, save     |
 //! | same key, different fingerprint                       | `RejectMismatch`        | 422                            |
 //! | same key, first attempt still running                 | `InProgress`            | 409 with `Retry-After`         |
-//! | same key, finished (success or bank decline)          | `Replay`                | saved answer, `Idempotent-Replayed: true` |
+//! | same key, finished (success or bank decline)          | `Replay`                | saved reply, `Idempotent-Replayed: true` |
 //! | bank outcome unknown (key in `unknown`)               | `OutcomePending`        | 503 "outcome pending", `Retry-After` |
-//! | same key, `started` for longer than `stuck_after`     | `Reconcile`             | ask the bank, save, answer     |
+//! | same key, `started` for longer than `stuck_after`     | `Reconcile`             | ask the bank, save, reply      |
 //! | same key, finished, past the expiry on its row        | `ClaimExpired`          | a new request under a new bank reference |
 //! | same key, its claim released (the bank never saw it)  | `ClaimReleased`         | claim again, call the bank under the claim's own reference |
 //! | two attempts at the same instant                      | (the store's claim: one wins, the other sees `started`) | 409 or replay |
 //!
 //! A claim is *released* when the bank's look-up says it never saw the claim's reference and no
-//! call can still be on its way (SPEC §4, "bank answered a definite error"; docs/design.md,
-//! "Release"). The released key keeps its payment or refund and its bank reference, so the retry
+//! call can still be on its way (SPEC §4, "bank replied to the call with a definite error";
+//! docs/design.md, "Release"). The released key keeps its payment or refund and its bank reference, so the retry
 //! that claims it again calls the bank under the same reference, and a late first call and the
 //! retry cannot both move money at a bank that dedupes.
 //!
@@ -43,7 +43,7 @@ use crate::policy::Policy;
 /// How long a client should wait before retrying a request that is still running.
 pub const IN_PROGRESS_RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// How long a client should wait before retrying while the bank's answer is being looked up.
+/// How long a client should wait before retrying while the bank's reply is being looked up.
 pub const OUTCOME_PENDING_RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Where a stored key is in its life.
@@ -58,7 +58,7 @@ pub enum KeyState {
     /// same request claims the key again under the same reference. Kept, never deleted, and
     /// looked up again later in case the first call reaches the bank late.
     Released,
-    /// Finished with a final answer (success or bank decline), saved for replay.
+    /// Finished with a final reply (success or bank decline), saved for replay.
     Done,
 }
 
@@ -121,7 +121,7 @@ pub enum Decision {
     RejectMalformedKey(KeyError),
     /// No key, and the operation does not require one: do the work without idempotency.
     ProceedWithoutKey,
-    /// A new (user, key): claim it, then do the work once and save the answer.
+    /// A new (user, key): claim it, then do the work once and save the reply.
     Claim,
     /// The key was finished (or released) and is past the expiry written on its row: a new request
     /// replacing the old row, with a payment or refund and a bank reference of its own.
@@ -136,16 +136,16 @@ pub enum Decision {
         /// The wait to suggest.
         retry_after: Duration,
     },
-    /// 503 "outcome pending" with `Retry-After`: the bank's answer is unknown and is being
+    /// 503 "outcome pending" with `Retry-After`: the bank's reply is unknown and is being
     /// looked up by reconciliation.
     OutcomePending {
         /// The wait to suggest.
         retry_after: Duration,
     },
     /// The key has been `started` for longer than `stuck_after` (a crashed attempt): ask the
-    /// bank for the outcome by reference, save it, then answer it.
+    /// bank for the outcome by reference, save it, then reply with it.
     Reconcile,
-    /// The saved answer, replayed with `Idempotent-Replayed: true`.
+    /// The saved reply, replayed with `Idempotent-Replayed: true`.
     Replay,
 }
 

@@ -34,7 +34,7 @@ pub const MAX_AGE: Duration = Duration::from_secs(30);
 /// The shortest secret accepted, as for the token secret.
 pub const MIN_PROOF_SECRET_BYTES: usize = 32;
 
-/// Why a request's proof was refused (all answered alike; the variant is for the log).
+/// Why a request's proof was refused (all get the same reply; the variant is for the log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum ProofError {
     /// No proof header.

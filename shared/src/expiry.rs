@@ -1,11 +1,11 @@
 //! A key's expiry on the wire: the `Idempotency-Expires` response header (SPEC §4).
 //!
 //! A key's life is decided once, when it is first claimed: the database's clock plus the policy's
-//! `keep_keys_for_hours` in force at that claim, written on the key's row. Every answer to a
+//! `keep_keys_for_hours` in force at that claim, written on the key's row. Every reply to a
 //! request whose key is stored carries that instant, so a client (and the edge, which keeps a
-//! finished answer no longer) learns it from the answer itself rather than from a policy it would
+//! finished reply no longer) learns it from the reply itself rather than from a policy it would
 //! have to read and a clock it would have to trust. The IETF draft leaves open how a server
-//! publishes a key's expiry; this is the answer here.
+//! publishes a key's expiry; this is the reply here.
 //!
 //! The value is an HTTP date (RFC 9110 §5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`),
 //! rounded *down* to the second, so a reader never believes a key lives longer than it does.

@@ -49,7 +49,7 @@ impl Default for BodyLimits {
 /// Why a body could not be fingerprinted.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum BodyError {
-    /// The body is larger than the limit (answered with 413).
+    /// The body is larger than the limit (413).
     #[error("the request body is {length} bytes; at most {limit} are accepted")]
     TooLarge {
         /// The body's length.

@@ -24,9 +24,9 @@
 //! negative duration, an unknown operation or format are each an error naming the field.
 //! `unique_per` and `when_stuck` accept the one value this system implements, so the file states
 //! the behaviour rather than leaving it implied. `max_wait_seconds` (0 to 60; 10 when left out)
-//! caps how long a retry sent with `Prefer: wait=N` waits for the first attempt's answer
+//! caps how long a retry sent with `Prefer: wait=N` waits for the first attempt's reply
 //! ([`crate::prefer`]); 0 turns waiting off. `status_checks` is the rail's rules for asking the
-//! bank about a call without a final answer ([`crate::status_checks`]); each field left out
+//! bank about a call without a final reply ([`crate::status_checks`]); each field left out
 //! takes NPCI's value, and its errors name the field as `status_checks.<field>`.
 
 use std::time::Duration;
@@ -56,11 +56,11 @@ pub struct Policy {
     /// How long a key may stay `started` before it is treated as stuck and reconciled.
     #[serde(serialize_with = "as_minutes")]
     pub stuck_after: Duration,
-    /// The longest a retry sent with `Prefer: wait=N` waits for the first attempt's answer;
+    /// The longest a retry sent with `Prefer: wait=N` waits for the first attempt's reply;
     /// zero when waiting is off.
     #[serde(serialize_with = "as_seconds")]
     pub max_wait: Duration,
-    /// When and how often the bank may be asked about a call without a final answer
+    /// When and how often the bank may be asked about a call without a final reply
     /// ([`crate::status_checks`]); NPCI's rules when the file leaves them out.
     pub status_checks: StatusCheckRules,
 }
@@ -119,7 +119,7 @@ struct RawPolicy {
 const DEFAULT_MAX_WAIT_SECONDS: i64 = 10;
 
 /// The highest `max_wait_seconds` accepted: a wait holds a request open, and no client waits
-/// longer than this for an answer anyway.
+/// longer than this for a reply anyway.
 pub const MAX_WAIT_SECONDS_LIMIT: u64 = 60;
 
 fn default_max_wait_seconds() -> i64 {

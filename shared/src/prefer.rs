@@ -1,7 +1,7 @@
 //! The `Prefer: wait=N` request preference (RFC 7240), as the edge and the backend read it.
 //!
 //! A retry sent with `Prefer: wait=N` while its key's first attempt is still running waits up to
-//! N seconds (never more than the policy's `max_wait_seconds`) for that attempt's final answer
+//! N seconds (never more than the policy's `max_wait_seconds`) for that attempt's final reply
 //! and gets it as a replay, with `Preference-Applied: wait=N` naming the wait it was given;
 //! when the wait runs out it gets the usual 409 (SPEC §4).
 //!
@@ -40,7 +40,7 @@ pub fn wait_in<'a>(header_values: impl IntoIterator<Item = &'a [u8]>) -> Option<
 }
 
 /// `wait=N`, N the whole seconds of `wait`: the value of a `Prefer` header that asks for it, and
-/// of the `Preference-Applied` header of an answer given after it.
+/// of the `Preference-Applied` header of a reply given after it.
 pub fn wait_value(wait: Duration) -> String {
     format!("wait={}", wait.as_secs())
 }

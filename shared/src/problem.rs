@@ -1,6 +1,6 @@
 //! RFC 9457 `application/problem+json` bodies, with the stable `type` of every refusal.
 //!
-//! The edge and the backend answer the same situation with the same body, so a client (or a
+//! The edge and the backend reply to the same situation with the same body, so a client (or a
 //! support engineer) can branch on `type` alone, wherever the request was stopped. A `type` is
 //! the path `/problems/{slug}`; the backend serves a short description there, and the README
 //! lists them all. `title` is fixed per type; `detail` says what was wrong with this request;
@@ -17,7 +17,7 @@ use crate::key::KeyError;
 /// The media type of every error body.
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
-/// Every kind of problem the system answers with.
+/// Every kind of problem the system replies with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProblemKind {
     /// 401: no bearer token, or one that is expired, malformed or wrongly signed.
@@ -33,9 +33,9 @@ pub enum ProblemKind {
     IdempotencyKeyReused,
     /// 409: the first attempt with this key is still running.
     RequestInProgress,
-    /// 503: the bank's answer to the first attempt is unknown and is being looked up.
+    /// 503: the bank's reply to the first attempt is unknown and is being looked up.
     OutcomePending,
-    /// 503: the bank's answer is still unknown after every status check the rail allows; the
+    /// 503: the bank's reply is still unknown after every status check the rail allows; the
     /// bank's settlement file, due at `settlement_due_at`, will say. No new bank call is made.
     OutcomeAwaitingSettlement,
     /// 400: the body is not JSON.
@@ -66,7 +66,7 @@ pub enum ProblemKind {
     BankUnavailable,
     /// 502: the edge could not reach the backend.
     BackendUnreachable,
-    /// 504: the backend did not answer the edge in time.
+    /// 504: the backend did not reply to the edge in time.
     BackendTimeout,
     /// 500: a bug. Details go to the logs, never to the client.
     Internal,
@@ -186,7 +186,7 @@ impl ProblemKind {
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::BankUnavailable => "The bank is unavailable; nothing was charged",
             ProblemKind::BackendUnreachable => "The payments service could not be reached",
-            ProblemKind::BackendTimeout => "The payments service did not answer in time",
+            ProblemKind::BackendTimeout => "The payments service did not reply in time",
             ProblemKind::Internal => "Internal error",
         }
     }

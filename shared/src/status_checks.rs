@@ -9,7 +9,7 @@
 //!
 //! The schedule ([`StatusCheckRules::earliest_check`]) spreads a movement's `at_most` checks
 //! from `first_after` to `within` after the call, each gap a constant factor longer than the
-//! one before: with the defaults 90 s, 13 min 25 s and 2 h. An early check finds most answers;
+//! one before: with the defaults 90 s, 13 min 25 s and 2 h. An early check finds most replies;
 //! the last is the rail's deadline. A `first_after` of zero (a test's "no delay") allows the
 //! first check at once and spreads the rest from one second.
 //!

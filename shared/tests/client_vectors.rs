@@ -27,7 +27,7 @@ const DEADLINE: u64 = 10 * MINUTE;
 #[derive(Clone)]
 enum Wire {
     Nothing,
-    Answer {
+    Reply {
         status: u16,
         retry_after: Option<&'static str>,
         body: Option<String>,
@@ -35,7 +35,7 @@ enum Wire {
 }
 
 fn status(status: u16) -> Wire {
-    Wire::Answer {
+    Wire::Reply {
         status,
         retry_after: None,
         body: None,
@@ -43,31 +43,31 @@ fn status(status: u16) -> Wire {
 }
 
 fn status_retry_after(status: u16, retry_after: &'static str) -> Wire {
-    Wire::Answer {
+    Wire::Reply {
         status,
         retry_after: Some(retry_after),
         body: None,
     }
 }
 
-/// A look-up's 200 with the key in `state` (`done` keys with `answer_status` and a body).
-fn key_status(state: &str, answer_status: Option<u16>) -> Wire {
+/// A look-up's 200 with the key in `state` (`done` keys with `reply_status` and a body).
+fn key_status(state: &str, reply_status: Option<u16>) -> Wire {
     let mut body = json!({
         "state": state,
         "operation": "pay_bill",
         "expires_at": "2026-12-05T10:00:00Z",
     });
-    if let Some(answer_status) = answer_status {
-        body["status"] = json!(answer_status);
-        body["answer"] = if answer_status == 201 {
+    if let Some(reply_status) = reply_status {
+        body["status"] = json!(reply_status);
+        body["reply"] = if reply_status == 201 {
             json!({"payment_id": "pay-1", "bill_id": "elec-1", "amount_paise": 230000,
                    "status": "succeeded", "bank_reference": "BNK-1"})
         } else {
             json!({"type": "https://payments.example/problems/declined", "title": "Declined",
-                   "status": answer_status})
+                   "status": reply_status})
         };
     }
-    Wire::Answer {
+    Wire::Reply {
         status: 200,
         retry_after: None,
         body: Some(body.to_string()),
@@ -104,7 +104,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "declined",
-            "a 402 is a final answer, like a success",
+            "a 402 is a final reply, like a success",
             vec![(status(402), 900, 0.5)],
         ),
         case(
@@ -119,7 +119,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "replies lost, then the replay",
-            "no answer (a timeout or a cut connection) is retried with the same key after a jittered wait",
+            "no reply (a timeout or a cut connection) is retried with the same key after a jittered wait",
             vec![
                 (Wire::Nothing, 15 * SECOND, 0.5),
                 (Wire::Nothing, 30_250, 0.25),
@@ -195,7 +195,7 @@ fn cases() -> Vec<Case> {
             ],
         ),
         case(
-            "deadline, then the saved answer",
+            "deadline, then the saved reply",
             "once the next wait would cross the deadline, the key is looked up instead of paying again",
             vec![
                 (Wire::Nothing, DEADLINE - 200, 0.9),
@@ -219,7 +219,7 @@ fn cases() -> Vec<Case> {
             ],
         ),
         case(
-            "deadline, bank answer unknown",
+            "deadline, bank reply unknown",
             "an unknown key keeps the action; the server is asking the bank",
             vec![
                 (Wire::Nothing, DEADLINE - 5, 0.5),
@@ -252,13 +252,13 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "look-ups that tell nothing",
-            "an error, no answer and an unreadable 200 are asked again, three look-ups in all, then unreachable",
+            "an error, no reply and an unreadable 200 are asked again, three look-ups in all, then unreachable",
             vec![
                 (Wire::Nothing, DEADLINE - 5, 0.5),
                 (status_retry_after(503, "2"), DEADLINE, 0.5),
                 (Wire::Nothing, DEADLINE + 20 * SECOND, 0.5),
                 (
-                    Wire::Answer {
+                    Wire::Reply {
                         status: 200,
                         retry_after: None,
                         body: Some("<html>captive portal</html>".into()),
@@ -383,8 +383,8 @@ fn rules_json(rules: &ClientRules) -> Value {
 
 fn wire_json(wire: &Wire) -> Value {
     match wire {
-        Wire::Nothing => json!({"no_answer": true}),
-        Wire::Answer {
+        Wire::Nothing => json!({"no_reply": true}),
+        Wire::Reply {
             status,
             retry_after,
             body,
@@ -405,11 +405,11 @@ fn wire_json(wire: &Wire) -> Value {
 fn seen(wire: &Wire) -> Seen {
     match wire {
         Wire::Nothing => Seen::Nothing,
-        Wire::Answer {
+        Wire::Reply {
             status,
             retry_after,
             body,
-        } => Seen::Answer {
+        } => Seen::Reply {
             status: *status,
             retry_after: retry_after.and_then(parse_retry_after),
             key_state: body
@@ -434,10 +434,10 @@ fn next_json(next: Next) -> Value {
         }
         Next::Stop(ending) => {
             let mut stop = match ending {
-                Ending::Answered {
+                Ending::Replied {
                     status,
                     from_look_up,
-                } => json!({"ending": "answered", "status": status, "from_look_up": from_look_up}),
+                } => json!({"ending": "replied", "status": status, "from_look_up": from_look_up}),
                 Ending::NotReceived => json!({"ending": "not_received"}),
                 Ending::SignInRequired => json!({"ending": "sign_in_required"}),
                 Ending::Unsettled(why) => {
@@ -525,7 +525,7 @@ fn retry_after_cases() -> Value {
 fn vectors() -> String {
     let cases: Vec<Value> = cases().iter().map(run).collect();
     let document = json!({
-        "about": "The client rules of SPEC §6 as test vectors, generated by shared/tests/client_vectors.rs from shared::retry::ActionProgress. Every client runs every case: start the run at starts_at_ms (the time since the action's first send) and compare the first move; then for each step, read what came back (no_answer, or a status with its Retry-After as sent and a look-up's body), call the rules with at_ms and unit, and compare the move: send or look_up after after_ms (within 0.001 ms) with exactly these headers, or stop with this ending and keep_action. retry_after lists how Retry-After values read (seconds, or null for none).",
+        "about": "The client rules of SPEC §6 as test vectors, generated by shared/tests/client_vectors.rs from shared::retry::ActionProgress. Every client runs every case: start the run at starts_at_ms (the time since the action's first send) and compare the first move; then for each step, read what came back (no_reply, or a status with its Retry-After as sent and a look-up's body), call the rules with at_ms and unit, and compare the move: send or look_up after after_ms (within 0.001 ms) with exactly these headers, or stop with this ending and keep_action. retry_after lists how Retry-After values read (seconds, or null for none).",
         "cases": cases,
         "retry_after": retry_after_cases(),
     });

@@ -40,9 +40,9 @@ def before_call(context, case, kwargs):
 # Three refusals of schema-valid requests that the schema cannot prevent, each accepted only as
 # itself (its operation, status and problem type):
 # - the bank's decline (402 payment-declined): the script's bank simulator declines some debits,
-#   so the document's 402 answers are checked too;
+#   so the document's 402 replies are checked too;
 # - a refund of more than the payment has left (SPEC §7: at most what remains), a business rule;
-#   schemathesis reuses payment ids seen in answers, so a refund after another may exceed it;
+#   schemathesis reuses payment ids seen in replies, so a refund after another may exceed it;
 # - an amount written as a float with no fraction (`1118.0`): JSON Schema's `integer` admits it
 #   and no keyword can tell it from `1118`, but SPEC §7 refuses floats (422 naming amount_paise).
 REFUND = "POST /v1/payments/{payment_id}/refunds"

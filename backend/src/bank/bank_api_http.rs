@@ -2,26 +2,26 @@
 //! the bank simulator serves it), with the timeout, TLS roots, proxy and redirect rules of
 //! [`crate::transport_security::bank_http_client`].
 //!
-//! Answers are read by what they say, not by one bank's habits (docs/design.md, "Reading the
-//! bank's answers"):
+//! Replies are read by what they say, not by one bank's habits (docs/design.md, "Reading the
+//! bank's replies"):
 //! - a call: any 2xx is judged by the body's `status`; 402, or a 4xx whose body says `declined`
 //!   or `rejected`, is a decline. The bank says "not executed" ([`NOT_EXECUTED`]) with 503
 //!   `error` or a 4xx `invalid_request` whose body names the call's reference; a connection that
 //!   could not be made (refused, or its TLS handshake failed) sent nothing either. Everything
 //!   else may be in flight: a timeout, a dropped connection, a 5xx or 429 without the bank's
 //!   own body (a load balancer's, a WAF's: it may have forwarded the call), a redirect (never
-//!   followed: it would send the debit's body to another host), an answer longer than
-//!   [`MAX_ANSWER_BYTES`], and an answer naming another reference than ours.
+//!   followed: it would send the debit's body to another host), a reply longer than
+//!   [`MAX_REPLY_BYTES`], and a reply naming another reference than ours.
 //! - a look-up: any 2xx is judged by the body's `status`; 402 (and for refunds 422 with
 //!   `rejected`) is a decline; only `404 {"status": "unknown"}` (naming our reference, if it
 //!   names one) means the bank never saw it. Anything else, a 404 from a wrong route or a proxy,
-//!   an answer naming another reference, or one too long, is a failed look-up
+//!   a reply naming another reference, or one too long, is a failed look-up
 //!   ([`LookUpError`]): never "never seen".
 //!
 //! Every call carries the trace (`traceparent`) of its span, when traces are exported.
 
 use async_trait::async_trait;
-use bank_api::{AnswerBody, DebitRequest, ErrorStatus, RefundRequest, StatusWord};
+use bank_api::{DebitRequest, ErrorStatus, RefundRequest, ReplyBody, StatusWord};
 use serde::Serialize;
 use shared::Operation;
 use tracing::Instrument;
@@ -29,13 +29,13 @@ use tracing::Instrument;
 use super::port::{BankPort, CallOutcome, LookUp, LookUpError, MoneyCall};
 use crate::telemetry::traces::carry_to_callee;
 
-/// The longest answer read from the bank: its answers are a few hundred bytes; a longer one is
+/// The longest reply read from the bank: its replies are a few hundred bytes; a longer one is
 /// not the bank's (and is not read into memory whole).
-pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
 
-/// The answers by which a `bank-api` bank says it did nothing with a call: the HTTP status and
+/// The replies by which a `bank-api` bank says it did nothing with a call: the HTTP status and
 /// the body's `status` word, with the body naming the call's `reference` (SPEC §7, "Not
-/// executed"). The simulator's `error_rate` answers the first; a request it could not accept,
+/// executed"). The simulator's `error_rate` sends the first; a request it could not accept,
 /// the others.
 pub const NOT_EXECUTED: [(u16, ErrorStatus); 4] = [
     (503, ErrorStatus::Error),
@@ -88,7 +88,7 @@ impl BankApiHttp {
         }
     }
 
-    /// Posts `body` to `collection` and reads the answer as the call under `reference`.
+    /// Posts `body` to `collection` and reads the reply as the call under `reference`.
     async fn post(&self, collection: &str, body: &impl Serialize, reference: &str) -> CallOutcome {
         let url = format!("{}/{collection}", self.base_url);
         let sent = self.http.post(url).headers(trace_context()).json(body);
@@ -100,7 +100,7 @@ impl BankApiHttp {
                 return CallOutcome::NotExecuted { reason };
             }
             Err(error) => {
-                let reason = format!("no answer: {}", with_causes(&error));
+                let reason = format!("no reply: {}", with_causes(&error));
                 return CallOutcome::MayBeInFlight { reason };
             }
         };
@@ -150,13 +150,13 @@ impl BankPort for BankApiHttp {
     }
 }
 
-/// The answer's body, at most [`MAX_ANSWER_BYTES`] of it: an error if it is longer (counted
+/// The reply's body, at most [`MAX_REPLY_BYTES`] of it: an error if it is longer (counted
 /// as it arrives, whatever `Content-Length` says) or cut off.
 async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let too_long = || format!("answer longer than {MAX_ANSWER_BYTES} bytes");
+    let too_long = || format!("reply longer than {MAX_REPLY_BYTES} bytes");
     if response
         .content_length()
-        .is_some_and(|length| length > MAX_ANSWER_BYTES as u64)
+        .is_some_and(|length| length > MAX_REPLY_BYTES as u64)
     {
         return Err(too_long());
     }
@@ -164,9 +164,9 @@ async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, String
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|error| format!("answer cut off: {}", with_causes(&error)))?
+        .map_err(|error| format!("reply cut off: {}", with_causes(&error)))?
     {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
             return Err(too_long());
         }
         body.extend_from_slice(&chunk);
@@ -204,8 +204,8 @@ enum Meaning {
 }
 
 /// Reads the word of a body that may be missing: an absent or unexpected word says nothing.
-fn meaning(answer: Option<&AnswerBody>) -> Meaning {
-    match answer.and_then(AnswerBody::word) {
+fn meaning(reply: Option<&ReplyBody>) -> Meaning {
+    match reply.and_then(ReplyBody::word) {
         Some(StatusWord::Debited | StatusWord::Refunded) => Meaning::Moved,
         Some(StatusWord::Declined | StatusWord::Rejected) => Meaning::Refused,
         Some(StatusWord::Unknown) => Meaning::NeverSeen,
@@ -214,76 +214,76 @@ fn meaning(answer: Option<&AnswerBody>) -> Meaning {
     }
 }
 
-/// The reference `answer` names that is not `ours`, if any.
-fn names_another<'a>(answer: Option<&'a AnswerBody>, ours: &str) -> Option<&'a str> {
-    answer?.named_references().find(|named| *named != ours)
+/// The reference `reply` names that is not `ours`, if any.
+fn names_another<'a>(reply: Option<&'a ReplyBody>, ours: &str) -> Option<&'a str> {
+    reply?.named_references().find(|named| *named != ours)
 }
 
-/// Whether the answer is one of [`NOT_EXECUTED`], naming `reference`.
-fn says_not_executed(status: u16, answer: Option<&AnswerBody>, reference: &str) -> bool {
-    answer.is_some_and(|answer| {
-        answer.reference.as_deref() == Some(reference)
+/// Whether the reply is one of [`NOT_EXECUTED`], naming `reference`.
+fn says_not_executed(status: u16, reply: Option<&ReplyBody>, reference: &str) -> bool {
+    reply.is_some_and(|reply| {
+        reply.reference.as_deref() == Some(reference)
             && NOT_EXECUTED
                 .iter()
-                .any(|&(code, word)| code == status && answer.status == word.as_str())
+                .any(|&(code, word)| code == status && reply.status == word.as_str())
     })
 }
 
-/// Reads the answer to the debit or refund call under `reference`.
-fn read_call(status: u16, answer: Option<AnswerBody>, reference: &str) -> CallOutcome {
-    if let Some(other) = names_another(answer.as_ref(), reference) {
+/// Reads the reply to the debit or refund call under `reference`.
+fn read_call(status: u16, reply: Option<ReplyBody>, reference: &str) -> CallOutcome {
+    if let Some(other) = names_another(reply.as_ref(), reference) {
         let reason = format!("HTTP {status} naming another reference ({other:?})");
         return CallOutcome::MayBeInFlight { reason };
     }
-    if says_not_executed(status, answer.as_ref(), reference) {
+    if says_not_executed(status, reply.as_ref(), reference) {
         let reason = format!("HTTP {status}: the bank did not execute the call");
         return CallOutcome::NotExecuted { reason };
     }
-    match (status, meaning(answer.as_ref()), answer) {
+    match (status, meaning(reply.as_ref()), reply) {
         (200..=299, Meaning::Moved, _) => CallOutcome::Succeeded,
-        (200..=299 | 400..=499, Meaning::Refused, Some(answer)) => CallOutcome::Declined {
-            reason: answer.into_reason(),
+        (200..=299 | 400..=499, Meaning::Refused, Some(reply)) => CallOutcome::Declined {
+            reason: reply.into_reason(),
         },
-        (402, _, answer) => CallOutcome::Declined {
-            reason: answer.map_or_else(declined, AnswerBody::into_reason),
+        (402, _, reply) => CallOutcome::Declined {
+            reason: reply.map_or_else(declined, ReplyBody::into_reason),
         },
-        (status, _, answer) => CallOutcome::MayBeInFlight {
+        (status, _, reply) => CallOutcome::MayBeInFlight {
             reason: format!(
                 "HTTP {status} with status {:?}",
-                answer.map(|answer| answer.status)
+                reply.map(|reply| reply.status)
             ),
         },
     }
 }
 
-/// Reads the answer to a status look-up of `reference`.
+/// Reads the reply to a status look-up of `reference`.
 fn read_look_up(
     status: u16,
-    answer: Option<AnswerBody>,
+    reply: Option<ReplyBody>,
     reference: &str,
 ) -> Result<LookUp, LookUpError> {
-    if let Some(other) = names_another(answer.as_ref(), reference) {
+    if let Some(other) = names_another(reply.as_ref(), reference) {
         let failed = format!("HTTP {status} naming another reference ({other:?})");
         return Err(LookUpError::Failed(failed));
     }
-    match (status, meaning(answer.as_ref()), answer) {
+    match (status, meaning(reply.as_ref()), reply) {
         (200..=299, Meaning::Moved, _) => Ok(LookUp::Succeeded),
-        (200..=299 | 402 | 422, Meaning::Refused, Some(answer)) => Ok(LookUp::Declined {
-            reason: answer.into_reason(),
+        (200..=299 | 402 | 422, Meaning::Refused, Some(reply)) => Ok(LookUp::Declined {
+            reason: reply.into_reason(),
         }),
-        (402, _, answer) => Ok(LookUp::Declined {
-            reason: answer.map_or_else(declined, AnswerBody::into_reason),
+        (402, _, reply) => Ok(LookUp::Declined {
+            reason: reply.map_or_else(declined, ReplyBody::into_reason),
         }),
         (404, Meaning::NeverSeen, Some(_)) => Ok(LookUp::NeverSeen),
-        (200..=299, Meaning::Pending, Some(answer)) if answer.reference.is_some() => {
+        (200..=299, Meaning::Pending, Some(reply)) if reply.reference.is_some() => {
             Ok(LookUp::Pending)
         }
-        (429, _, Some(answer)) if answer.status == ErrorStatus::StatusCheckRefused.as_str() => Err(
-            LookUpError::RefusedByRules(answer.reason.unwrap_or(answer.status)),
+        (429, _, Some(reply)) if reply.status == ErrorStatus::StatusCheckRefused.as_str() => Err(
+            LookUpError::RefusedByRules(reply.reason.unwrap_or(reply.status)),
         ),
-        (status, _, answer) => Err(LookUpError::Failed(format!(
+        (status, _, reply) => Err(LookUpError::Failed(format!(
             "HTTP {status} with status {:?}",
-            answer.map(|answer| answer.status)
+            reply.map(|reply| reply.status)
         ))),
     }
 }
@@ -311,7 +311,7 @@ fn negative_amount(amount_paise: i64) -> CallOutcome {
 mod tests {
     use super::*;
 
-    fn answer(json: &str) -> Option<AnswerBody> {
+    fn reply(json: &str) -> Option<ReplyBody> {
         Some(serde_json::from_str(json).expect("test bodies are JSON"))
     }
 
@@ -324,19 +324,19 @@ mod tests {
         for status in [200, 201, 202] {
             let moved = read_call(
                 status,
-                answer(r#"{"status":"debited","bank_reference":"pay-1"}"#),
+                reply(r#"{"status":"debited","bank_reference":"pay-1"}"#),
                 "pay-1",
             );
             assert_eq!(moved, CallOutcome::Succeeded, "{status}");
         }
         let refused = read_call(
             200,
-            answer(r#"{"status":"declined","reason":"limit"}"#),
+            reply(r#"{"status":"declined","reason":"limit"}"#),
             "pay-1",
         );
         let limit = "limit".to_owned();
         assert_eq!(refused, CallOutcome::Declined { reason: limit });
-        let odd = read_call(201, answer(r#"{"status":"queued"}"#), "pay-1");
+        let odd = read_call(201, reply(r#"{"status":"queued"}"#), "pay-1");
         assert!(
             may_be_in_flight(&odd),
             "an unknown word may still move money"
@@ -349,7 +349,7 @@ mod tests {
             read_call(402, None, "pay-1"),
             CallOutcome::Declined { .. }
         ));
-        let exceeds = answer(r#"{"status":"rejected","reason":"exceeds_debit"}"#);
+        let exceeds = reply(r#"{"status":"rejected","reason":"exceeds_debit"}"#);
         assert!(matches!(
             read_call(422, exceeds, "refund-1"),
             CallOutcome::Declined { reason } if reason == "exceeds_debit"
@@ -357,11 +357,11 @@ mod tests {
     }
 
     #[test]
-    fn only_the_banks_own_answer_naming_our_reference_is_not_executed() {
+    fn only_the_banks_own_reply_naming_our_reference_is_not_executed() {
         let own = r#"{"status":"error","reference":"pay-1"}"#;
         let invalid = r#"{"status":"invalid_request","reference":"pay-1"}"#;
         for (status, body) in [(503, own), (400, invalid), (415, invalid), (422, invalid)] {
-            let outcome = read_call(status, answer(body), "pay-1");
+            let outcome = read_call(status, reply(body), "pay-1");
             assert!(
                 matches!(outcome, CallOutcome::NotExecuted { .. }),
                 "{status} {body}"
@@ -370,15 +370,15 @@ mod tests {
         for (status, body) in [
             // A gateway's error page, or a bank error that does not say whose call it was.
             (503, None),
-            (503, answer(r#"{"status":"error"}"#)),
-            (500, answer(own)),
+            (503, reply(r#"{"status":"error"}"#)),
+            (500, reply(own)),
             (429, None),
             (502, None),
             (504, None),
-            (400, answer(r#"{"status":"error","reference":"pay-1"}"#)),
+            (400, reply(r#"{"status":"error","reference":"pay-1"}"#)),
             (
                 503,
-                answer(r#"{"status":"invalid_request","reference":"pay-1"}"#),
+                reply(r#"{"status":"invalid_request","reference":"pay-1"}"#),
             ),
             // A redirect is never followed, nor believed.
             (307, None),
@@ -389,34 +389,34 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_naming_another_reference_is_not_believed() {
+    fn a_reply_naming_another_reference_is_not_believed() {
         for (status, body) in [
             (201, r#"{"status":"debited","bank_reference":"pay-2"}"#),
             (402, r#"{"status":"declined","reference":"pay-2"}"#),
             (503, r#"{"status":"error","reference":"pay-2"}"#),
         ] {
-            let outcome = read_call(status, answer(body), "pay-1");
+            let outcome = read_call(status, reply(body), "pay-1");
             assert!(may_be_in_flight(&outcome), "{status} {body}");
         }
-        let debited = answer(r#"{"status":"debited","bank_reference":"pay-2"}"#);
+        let debited = reply(r#"{"status":"debited","bank_reference":"pay-2"}"#);
         assert!(read_look_up(200, debited, "pay-1").is_err());
     }
 
     #[test]
     fn a_look_up_is_judged_by_its_body_whatever_the_2xx() {
         for status in [200, 201] {
-            let found = read_look_up(status, answer(r#"{"status":"debited"}"#), "pay-1");
+            let found = read_look_up(status, reply(r#"{"status":"debited"}"#), "pay-1");
             assert_eq!(found.expect("read"), LookUp::Succeeded, "{status}");
         }
-        let declined = read_look_up(402, answer(r#"{"status":"declined"}"#), "pay-1");
+        let declined = read_look_up(402, reply(r#"{"status":"declined"}"#), "pay-1");
         assert!(matches!(declined, Ok(LookUp::Declined { .. })));
-        let rejected = read_look_up(422, answer(r#"{"status":"rejected"}"#), "refund-1");
+        let rejected = read_look_up(422, reply(r#"{"status":"rejected"}"#), "refund-1");
         assert!(matches!(rejected, Ok(LookUp::Declined { .. })));
     }
 
     #[test]
     fn pending_needs_a_2xx_naming_our_reference_and_a_rules_refusal_is_told_apart() {
-        let pending = answer(r#"{"status":"pending","reference":"pay-1"}"#);
+        let pending = reply(r#"{"status":"pending","reference":"pay-1"}"#);
         assert_eq!(
             read_look_up(202, pending, "pay-1").expect("read"),
             LookUp::Pending
@@ -427,16 +427,16 @@ mod tests {
             (503, r#"{"status":"pending","reference":"pay-1"}"#),
         ] {
             assert!(matches!(
-                read_look_up(status, answer(body), "pay-1"),
+                read_look_up(status, reply(body), "pay-1"),
                 Err(LookUpError::Failed(_))
             ));
         }
-        let refused = answer(r#"{"status":"status_check_refused","reference":"pay-1"}"#);
+        let refused = reply(r#"{"status":"status_check_refused","reference":"pay-1"}"#);
         assert!(matches!(
             read_look_up(429, refused, "pay-1"),
             Err(LookUpError::RefusedByRules(_))
         ));
-        let busy = answer(r#"{"status":"error"}"#);
+        let busy = reply(r#"{"status":"error"}"#);
         assert!(matches!(
             read_look_up(429, busy, "pay-1"),
             Err(LookUpError::Failed(_))
@@ -447,17 +447,17 @@ mod tests {
     fn only_a_404_saying_unknown_is_never_seen() {
         let unknown = r#"{"status":"unknown","reference":"pay-1"}"#;
         assert_eq!(
-            read_look_up(404, answer(unknown), "pay-1").expect("read"),
+            read_look_up(404, reply(unknown), "pay-1").expect("read"),
             LookUp::NeverSeen
         );
-        let unnamed = read_look_up(404, answer(r#"{"status":"unknown"}"#), "pay-1");
+        let unnamed = read_look_up(404, reply(r#"{"status":"unknown"}"#), "pay-1");
         assert_eq!(unnamed.expect("read"), LookUp::NeverSeen);
         for (status, body) in [
             (404, None),
-            (404, answer(r#"{"status":"not_found"}"#)),
-            (404, answer(r#"{"status":"unknown","reference":"pay-2"}"#)),
-            (200, answer(r#"{"status":"unknown"}"#)),
-            (503, answer(r#"{"status":"error"}"#)),
+            (404, reply(r#"{"status":"not_found"}"#)),
+            (404, reply(r#"{"status":"unknown","reference":"pay-2"}"#)),
+            (200, reply(r#"{"status":"unknown"}"#)),
+            (503, reply(r#"{"status":"error"}"#)),
             (503, None),
         ] {
             assert!(

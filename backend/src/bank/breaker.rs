@@ -6,9 +6,9 @@
 //!
 //! Only money-moving calls (debits, refunds) go through the breaker; look-ups do not, so a
 //! reconciliation run neither trips it nor is refused by it. A call counts as
-//! [`CallResult::Succeeded`] whenever the bank gave a final answer (money moved *or* declined:
+//! [`CallResult::Succeeded`] whenever the bank gave a final reply (money moved *or* declined:
 //! a decline is the bank working) and as [`CallResult::Failed`] when it gave none (an error, a
-//! timeout, an answer that could not be read).
+//! timeout, a reply that could not be read).
 //!
 //! # States and transitions
 //!
@@ -147,9 +147,9 @@ impl BreakerSettings {
 /// How one admitted call ended, as far as the breaker cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallResult {
-    /// The bank gave a final answer: the money moved, or the bank declined.
+    /// The bank gave a final reply: the money moved, or the bank declined.
     Succeeded,
-    /// No final answer: a transport error, a timeout, an answer that could not be read.
+    /// No final reply: a transport error, a timeout, a reply that could not be read.
     Failed,
 }
 
@@ -851,7 +851,7 @@ mod tests {
 
     #[test]
     fn a_declined_payment_is_a_success_for_the_breaker() {
-        // The bank answering "declined" is `Succeeded`: however many, they never open it.
+        // The bank replying "declined" is `Succeeded`: however many, they never open it.
         let t0 = Instant::now();
         let mut breaker = Breaker::new(settings());
         for _ in 0..10 {

@@ -225,7 +225,7 @@ mod tests {
 
     use super::*;
 
-    /// A bank whose calls and look-ups each wait at a gate the test opens, then answer "not
+    /// A bank whose calls and look-ups each wait at a gate the test opens, then reply "not
     /// executed" and "never seen".
     struct GatedBank {
         calls: Gate,
@@ -322,7 +322,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn calls_without_a_final_answer_open_the_breaker_and_new_calls_are_refused() {
+    async fn calls_without_a_final_reply_open_the_breaker_and_new_calls_are_refused() {
         let port = GatedBank::shut();
         port.calls.add_permits(10);
         let breaker = BreakerSettings {

@@ -8,7 +8,7 @@ mod breaker;
 mod guarded;
 mod port;
 
-pub use bank_api_http::{BankApiHttp, MAX_ANSWER_BYTES, NOT_EXECUTED};
+pub use bank_api_http::{BankApiHttp, MAX_REPLY_BYTES, NOT_EXECUTED};
 pub use breaker::{BreakerSettings, BreakerState};
 pub use guarded::{Admitted, Bank, BankBounds, BankUnavailable, CallPermit};
 pub use port::{BankPort, CallOutcome, LookUp, LookUpError, MoneyCall};

@@ -1,13 +1,13 @@
 //! The bank port: what the payment flows and the reconciler need from a partner bank, and the
-//! answers they act on, whatever the bank's API looks like.
+//! replies they act on, whatever the bank's API looks like.
 //!
 //! A partner bank (or a PSP in front of one) is reached through one [`BankPort`]: move money
 //! once under a reference, and look a reference up. An adapter turns its bank's wire format
-//! into these answers; the first is `super::bank_api_http` (the `bank-api` contract of SPEC §7,
+//! into these replies; the first is `super::bank_api_http` (the `bank-api` contract of SPEC §7,
 //! which the bank simulator serves). A second bank is one new file implementing the trait.
 //!
 //! The rule every adapter follows (SPEC §7, "Not executed"; docs/design.md, "The bank port"): a
-//! call's answer is [`CallOutcome::Succeeded`] or [`CallOutcome::Declined`] only when the bank
+//! call's reply is [`CallOutcome::Succeeded`] or [`CallOutcome::Declined`] only when the bank
 //! said so; [`CallOutcome::NotExecuted`] only for what the adapter *declares* its bank uses to
 //! say "I did nothing with this call" (and for a call that provably never left: the connection
 //! was refused, the TLS handshake failed); everything else, a gateway's 503 included, is
@@ -90,8 +90,8 @@ pub enum CallOutcome {
         /// What the bank (or the connection) said, for the logs.
         reason: String,
     },
-    /// No final answer: the money may have moved, or the call may still reach the bank (a
-    /// timeout, a dropped connection, a gateway's error, an answer that cannot be believed).
+    /// No final reply: the money may have moved, or the call may still reach the bank (a
+    /// timeout, a dropped connection, a gateway's error, a reply that cannot be believed).
     MayBeInFlight {
         /// What went wrong, for the logs.
         reason: String,
@@ -99,8 +99,8 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// Whether the bank gave a final answer (moved or refused): a healthy bank, for the
-    /// breaker, however it answered.
+    /// Whether the bank gave a final reply (moved or refused): a healthy bank, for the
+    /// breaker, however it replied.
     pub fn is_final(&self) -> bool {
         matches!(self, CallOutcome::Succeeded | CallOutcome::Declined { .. })
     }
@@ -124,10 +124,10 @@ pub enum LookUp {
     Pending,
 }
 
-/// A status look-up that got no usable answer; asked again later, within the rail's rules.
+/// A status look-up that got no usable reply; asked again later, within the rail's rules.
 #[derive(Debug, thiserror::Error)]
 pub enum LookUpError {
-    /// No usable answer: the bank was unreachable, slow, or said something unreadable.
+    /// No usable reply: the bank was unreachable, slow, or said something unreadable.
     #[error("bank look-up failed: {0}")]
     Failed(String),
     /// The bank refused the check as breaking the rail's rules (too soon, too many): a defect
@@ -141,7 +141,7 @@ pub enum LookUpError {
 /// adapter's.
 #[async_trait]
 pub trait BankPort: Send + Sync {
-    /// Sends `call` once and reads its answer. Never retries: a retry is the client's, under the
+    /// Sends `call` once and reads its reply. Never retries: a retry is the client's, under the
     /// same reference.
     async fn move_money(&self, call: MoneyCall<'_>) -> CallOutcome;
 

@@ -36,7 +36,7 @@ pub struct BankSettings {
     /// The fewest calls in the window before the breaker may open.
     #[arg(long, env = "BANK_BREAKER_MIN_CALLS", default_value_t = defaults().min_calls)]
     pub bank_breaker_min_calls: u32,
-    /// The share of calls in the window without a final answer (errors, timeouts) that opens
+    /// The share of calls in the window without a final reply (errors, timeouts) that opens
     /// the breaker, from 0 to 1.
     #[arg(long, env = "BANK_BREAKER_FAILURE_SHARE", default_value_t = defaults().failure_share)]
     pub bank_breaker_failure_share: f64,
@@ -49,7 +49,7 @@ pub struct BankSettings {
     /// Seconds the breaker stays open before it admits a probe (a real payment, one at a time).
     #[arg(long, env = "BANK_BREAKER_OPEN_SECONDS", default_value_t = defaults().open_for.as_secs())]
     pub bank_breaker_open_seconds: u64,
-    /// Probes in a row that must get a final answer, in time, to close the breaker.
+    /// Probes in a row that must get a final reply, in time, to close the breaker.
     #[arg(long, env = "BANK_BREAKER_PROBES", default_value_t = defaults().probes_to_close)]
     pub bank_breaker_probes: u32,
 }

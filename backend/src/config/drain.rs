@@ -1,5 +1,5 @@
 //! How the backend stops on SIGTERM, in two steps a load balancer can follow
-//! (docs/operations.md, "Stopping a replica"): first `/readyz` answers 503 while requests are
+//! (docs/operations.md, "Stopping a replica"): first `/readyz` replies 503 while requests are
 //! still served for `SHUTDOWN_GRACE_SECONDS`, so every balancer sees the replica leave before it
 //! stops accepting; then the listeners close and the requests in flight get
 //! `SHUTDOWN_DEADLINE_SECONDS` to finish before their connections are cut. An orchestrator's
@@ -20,7 +20,7 @@ const MAX_STEP_SECONDS: u64 = 300;
 /// The drain's settings, as read from flags and environment.
 #[derive(Debug, Clone, Args)]
 pub struct DrainSettings {
-    /// Seconds `/readyz` answers 503 on SIGTERM while requests are still served (5 in
+    /// Seconds `/readyz` replies 503 on SIGTERM while requests are still served (5 in
     /// production, 0 in development).
     #[arg(long, env = "SHUTDOWN_GRACE_SECONDS")]
     pub shutdown_grace_seconds: Option<u64>,

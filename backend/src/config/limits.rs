@@ -1,4 +1,4 @@
-//! The bounds that keep one backend answering under load and abuse, as settings
+//! The bounds that keep one backend replying under load and abuse, as settings
 //! ([`LimitSettings`]: flags and environment) and as the values the application runs with
 //! ([`Limits`]), with the replay cache's ([`CacheBounds`]) and the reconciler's
 //! ([`ReconcileBounds`]) among them. Here rather than beside the parts they bound, so that the
@@ -12,7 +12,7 @@ use clap::Args;
 /// The bounds as read from flags and environment, in milliseconds and counts.
 #[derive(Debug, Clone, Args)]
 pub struct LimitSettings {
-    /// An API request's answer deadline in milliseconds (503 past it); longer than
+    /// An API request's reply deadline in milliseconds (503 past it); longer than
     /// `BANK_TIMEOUT_MS`, and at least a second longer than the policy's `max_wait_seconds`.
     #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = 12_000)]
     pub request_timeout_ms: u64,
@@ -41,7 +41,7 @@ pub struct LimitSettings {
     #[arg(long, env = "MAX_BANK_LOOKUPS", default_value_t = 16)]
     pub max_bank_lookups: usize,
     /// How long a claimed payment waits for a free bank call, in milliseconds, before its claim
-    /// is released and it answers 503.
+    /// is released and it replies 503.
     #[arg(long, env = "BANK_QUEUE_WAIT_MS", default_value_t = 1_000)]
     pub bank_queue_wait_ms: u64,
     /// Bytes of memory for finished replies, replayed without a database read (docs/design.md,
@@ -61,20 +61,20 @@ pub struct LimitSettings {
     pub reconcile_max_lookups_per_second: u32,
 }
 
-/// The bounds that keep one backend answering under load and abuse (docs/design.md, "Limits
+/// The bounds that keep one backend replying under load and abuse (docs/design.md, "Limits
 /// and load shedding"): every request has a deadline, a body must arrive in time, requests
 /// beyond a number are shed at once with 503 rather than queued into timeouts, and the bank
 /// never gets more than a number of calls at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// An API request's answer deadline: past it, 503 (claimed work goes on in its task).
+    /// An API request's reply deadline: past it, 503 (claimed work goes on in its task).
     pub request_timeout: Duration,
     /// How long a request head may take to arrive, and an idle connection may stay open: past
     /// it, the connection is closed.
     pub head_read_timeout: Duration,
     /// How long a request body may take to arrive: past it, 408, nothing claimed.
     pub body_read_timeout: Duration,
-    /// API requests served at once; more are answered 503 at once.
+    /// API requests served at once; more get 503 at once.
     pub max_concurrent_requests: usize,
     /// Of those, requests waiting at once for their key's first attempt.
     pub max_waiting_requests: usize,
@@ -83,9 +83,9 @@ pub struct Limits {
     /// Status look-ups at the bank in flight at once.
     pub max_bank_lookups: usize,
     /// How long a claimed payment or refund waits for a free bank call before its claim is
-    /// released (nothing was sent) and the request answered 503.
+    /// released (nothing was sent) and the request gets 503.
     pub bank_queue_wait: Duration,
-    /// The memory for finished answers replayed without a database read.
+    /// The memory for finished replies replayed without a database read.
     pub replay_cache: CacheBounds,
     /// How hard the reconciler may drain a backlog.
     pub reconcile: ReconcileBounds,
@@ -172,7 +172,7 @@ impl LimitSettings {
         if limits.request_timeout < max_wait + Duration::from_secs(1) {
             bail!(
                 "REQUEST_TIMEOUT_MS ({} ms) must be at least a second longer than the policy's \
-                 max_wait_seconds ({} s), so a request that waited still has time to answer",
+                 max_wait_seconds ({} s), so a request that waited still has time to reply",
                 limits.request_timeout.as_millis(),
                 max_wait.as_secs()
             );
@@ -192,16 +192,16 @@ impl LimitSettings {
 /// The cache's bounds (`REPLAY_CACHE_MAX_BYTES`, `REPLAY_CACHE_MAX_ENTRIES`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheBounds {
-    /// The most bytes the cached answers may take; 0 turns the cache off.
+    /// The most bytes the cached replies may take; 0 turns the cache off.
     pub max_bytes: u64,
-    /// The most answers kept.
+    /// The most replies kept.
     pub max_entries: u64,
 }
 
 impl Default for CacheBounds {
-    /// 64 MiB and 200,000 answers: a payment's answer weighs about 870 bytes (its body and
-    /// `Location` plus the replay cache's fixed overhead per entry), so about 77,000 payments' answers fit; the
-    /// entry bound (a floor weight of 335 bytes) only binds for smaller answers.
+    /// 64 MiB and 200,000 replies: a payment's reply weighs about 870 bytes (its body and
+    /// `Location` plus the replay cache's fixed overhead per entry), so about 77,000 payments' replies fit; the
+    /// entry bound (a floor weight of 335 bytes) only binds for smaller replies.
     fn default() -> Self {
         CacheBounds {
             max_bytes: 64 << 20,

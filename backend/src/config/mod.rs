@@ -144,7 +144,7 @@ pub struct Config {
     pub bank_timeout: Duration,
     /// The bank's proxy and breaker.
     pub bank: BankConfig,
-    /// How long a request waits for a database connection before answering 503.
+    /// How long a request waits for a database connection before replying 503.
     pub database_acquire_timeout: Duration,
     /// Reconciler pause when idle.
     pub reconcile_interval: Duration,

@@ -18,19 +18,19 @@ pub enum EventKind {
     Claimed,
     /// A retry claimed a released key again, to call the bank under the same reference.
     ClaimedAgain,
-    /// A repeat got the saved answer.
+    /// A repeat got the saved reply.
     Replayed,
     /// A repeat with another body was refused (422).
     MismatchRefused,
     /// A repeat while the first attempt ran was refused (409).
     InProgressRefused,
-    /// A repeat waited (`Prefer: wait`) for the first attempt's answer.
+    /// A repeat waited (`Prefer: wait`) for the first attempt's reply.
     Waited,
     /// The request's own bank call ended with the bank's final word.
-    BankAnswered,
+    BankReplied,
     /// The request's bank call ended without a readable outcome: the key is `unknown`.
-    BankAnswerUnknown,
-    /// The reconciler asked the bank and the answer was not final (or could not be had).
+    BankReplyUnknown,
+    /// The reconciler asked the bank and the reply was not final (or could not be had).
     LookedUp,
     /// The bank never saw the claim's reference: the key is released for a retry.
     Released,
@@ -59,8 +59,8 @@ impl EventKind {
         EventKind::MismatchRefused,
         EventKind::InProgressRefused,
         EventKind::Waited,
-        EventKind::BankAnswered,
-        EventKind::BankAnswerUnknown,
+        EventKind::BankReplied,
+        EventKind::BankReplyUnknown,
         EventKind::LookedUp,
         EventKind::Released,
         EventKind::LateDebitFound,
@@ -86,8 +86,8 @@ impl EventKind {
             EventKind::MismatchRefused => "mismatch_refused",
             EventKind::InProgressRefused => "in_progress_refused",
             EventKind::Waited => "waited",
-            EventKind::BankAnswered => "bank_answered",
-            EventKind::BankAnswerUnknown => "bank_answer_unknown",
+            EventKind::BankReplied => "bank_answered",
+            EventKind::BankReplyUnknown => "bank_answer_unknown",
             EventKind::LookedUp => "looked_up",
             EventKind::Released => "released",
             EventKind::LateDebitFound => "late_debit_found",
@@ -119,10 +119,10 @@ pub struct NewEvent {
     /// The key's storage UUID; `None` for a customer-level event.
     pub key: Option<Uuid>,
     /// The claim's payment or refund.
-    pub resource_id: Option<Uuid>,
+    pub movement_id: Option<Uuid>,
     /// What happened.
     pub kind: EventKind,
-    /// A few words more (the bank's answer, the next look-up).
+    /// A few words more (the bank's reply, the next look-up).
     pub detail: Option<String>,
     /// The causing request's `X-Request-Id`.
     pub request_id: Option<String>,
@@ -133,9 +133,9 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
-    /// An event of the claim (`key`, `resource_id`) of `user_id`, recorded against `cause`.
+    /// An event of the claim (`key`, `movement_id`) of `user_id`, recorded against `cause`.
     pub fn of_claim(
-        (user_id, key, resource_id): (i64, Uuid, Uuid),
+        (user_id, key, movement_id): (i64, Uuid, Uuid),
         kind: EventKind,
         detail: Option<String>,
         cause: &Cause,
@@ -143,7 +143,7 @@ impl NewEvent {
         NewEvent {
             user_id,
             key: Some(key),
-            resource_id: Some(resource_id),
+            movement_id: Some(movement_id),
             kind,
             detail,
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
@@ -157,7 +157,7 @@ impl NewEvent {
         NewEvent {
             user_id,
             key: None,
-            resource_id: None,
+            movement_id: None,
             kind,
             detail: Some(detail),
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
@@ -179,7 +179,7 @@ pub struct Observed {
 }
 
 /// A request's id: its `X-Request-Id` as sent (1 to 64 visible ASCII characters) or minted by
-/// the backend, echoed on its answer and recorded with every event it causes.
+/// the backend, echoed on its reply and recorded with every event it causes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RequestId(Arc<str>);
 

@@ -1,4 +1,4 @@
-//! [`Reply`]: what the service answers a request, shared by the flows that make it, the
+//! [`Reply`]: what the service replies to a request, shared by the flows that make it, the
 //! replay cache that keeps finished ones, the error type that turns failures into problems, and
 //! the HTTP layer that sends it.
 
@@ -8,7 +8,7 @@ use shared::Problem;
 use shared::problem::PROBLEM_CONTENT_TYPE;
 use time::OffsetDateTime;
 
-/// What the service answers a request, in domain terms: status, content type, body and the
+/// What the service replies to a request, in domain terms: status, content type, body and the
 /// headers that matter. Rendered to HTTP by the `http` layer; kept by the replay cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -22,18 +22,18 @@ pub struct Reply {
     pub location: Option<String>,
     /// The `Retry-After` header.
     pub retry_after: Option<Duration>,
-    /// Whether this is a replay of a saved answer (`Idempotent-Replayed: true`).
+    /// Whether this is a replay of a saved reply (`Idempotent-Replayed: true`).
     pub replayed: bool,
     /// The wait the request was given for its key's first attempt, when it waited
     /// (`Preference-Applied: wait=N`).
     pub waited: Option<Duration>,
-    /// The expiry of the request's key, as its row says, on every answer to a request whose
+    /// The expiry of the request's key, as its row says, on every reply to a request whose
     /// key is stored (`Idempotency-Expires`, SPEC §4).
     pub expires_at: Option<OffsetDateTime>,
 }
 
 impl Reply {
-    /// A problem answer.
+    /// A problem reply.
     pub fn problem(problem: Problem) -> Reply {
         Reply {
             status: problem.status,

@@ -1,8 +1,8 @@
 //! The claim winner's work, the same for payments and refunds: one bank call under the claim's
-//! own reference, then the outcome and the key's state in one transaction, and the answer.
+//! own reference, then the outcome and the key's state in one transaction, and the reply.
 //!
 //! From the bank call on, every failure leaves the key `started` or `unknown` for
-//! reconciliation and answers "outcome pending": money may have moved, so no error is final.
+//! reconciliation and replies "outcome pending": money may have moved, so no error is final.
 //! The one exception is a call the bank port calls *not executed* (the bank said it did nothing
 //! with it, or it never left): the claim is released on the spot, with no status check (the
 //! rail allows none that soon, and none is needed), and the attempt told that nothing was
@@ -102,7 +102,7 @@ impl HeldClaim<'_> {
 /// Calls the bank once for the claimed (or re-claimed) movement, `admitted` by the breaker,
 /// and saves what it said, recorded against `cause`. If the bank already has all the calls it
 /// may have (`MAX_BANK_CALLS`) and none ends within `BANK_QUEUE_WAIT_MS`, nothing is sent: the
-/// claim is released at once and the request answered 503, and its retry claims the key again.
+/// claim is released at once and the request gets 503, and its retry claims the key again.
 pub(super) async fn call_bank_and_save(
     state: &AppState,
     held: HeldClaim<'_>,
@@ -129,7 +129,7 @@ pub(super) async fn call_bank_and_save(
             return not_executed(state, &held, reason, (name, took), cause).await;
         }
         CallOutcome::MayBeInFlight { reason } => {
-            return no_final_answer(state, &held, reason, (name, took), cause).await;
+            return no_final_reply(state, &held, reason, (name, took), cause).await;
         }
     };
     let label = match result {
@@ -140,9 +140,9 @@ pub(super) async fn call_bank_and_save(
     save(state, &held, (operation, label), &result, cause).await
 }
 
-/// The bank gave no final answer: the key goes `unknown`, due for its first status check when
+/// The bank gave no final reply: the key goes `unknown`, due for its first status check when
 /// the rail allows one.
-async fn no_final_answer(
+async fn no_final_reply(
     state: &AppState,
     held: &HeldClaim<'_>,
     reason: String,
@@ -152,7 +152,7 @@ async fn no_final_answer(
     let operation = held.movement.operation();
     state.metrics.bank_call_took(name, "unknown", took);
     state.metrics.outcome(operation.name(), "unknown");
-    tracing::warn!(%reason, "no final answer from the bank; the key goes to reconciliation");
+    tracing::warn!(%reason, "no final reply from the bank; the key goes to reconciliation");
     let this_claim = (held.movement.id(), held.claim);
     let first_check = reconcile::first_check_in(state, took);
     if let Err(error) = state
@@ -204,21 +204,21 @@ async fn save(
     result: &FinalOutcome,
     cause: &Cause,
 ) -> Result<Reply> {
-    let (key, resource_id) = (held.key, held.movement.id());
+    let (key, movement_id) = (held.key, held.movement.id());
     let writing = Instant::now();
     let finished = state
         .claims()
-        .finish(key, operation, resource_id, result, cause)
+        .finish(key, operation, movement_id, result, cause)
         .await;
     state.metrics.write_took("finish", writing.elapsed());
     Ok(match finished {
         Ok(Some(finished)) => {
             state.metrics.outcome(operation.name(), label);
-            let answer = saved_reply(&finished.movement)?;
+            let reply = saved_reply(&finished.movement)?;
             if let Some(stored) = &finished.key {
-                state.replay_cache.remember(key, stored, &answer);
+                state.replay_cache.remember(key, stored, &reply);
             }
-            answer
+            reply
         }
         Ok(None) => {
             tracing::error!("the movement vanished before its outcome was saved");
@@ -229,7 +229,7 @@ async fn save(
             // Best effort: an `unknown` key is looked up at once. If the database is away this
             // fails too, the key stays `started`, and the reconciler takes it when the claim's
             // lease lapses.
-            let this_claim = (resource_id, held.claim);
+            let this_claim = (movement_id, held.claim);
             let first_check = reconcile::first_check_in(state, std::time::Duration::ZERO);
             let claims = state.claims();
             if let Err(error) = claims

@@ -14,9 +14,9 @@ use uuid::Uuid;
 use super::Caller;
 use super::admit::Admitted;
 use super::bank_call::{HeldClaim, call_bank_and_save};
-use super::existing_key::{answer_existing_key, reply_from_memory};
+use super::existing_key::{reply_existing_key, reply_from_memory};
 use super::replies::bank_unavailable;
-use super::rounds::{Round, RoundEnd, answer_in_rounds};
+use super::rounds::{Round, RoundEnd, reply_in_rounds};
 use super::waiting::Waiting;
 use crate::domain::{Cause, Reply};
 use crate::error::{Error, Result};
@@ -125,7 +125,7 @@ impl Claiming {
     }
 }
 
-/// Answers the admitted request of `caller` on its key: from memory if the key's reply is
+/// Replies to the admitted request of `caller` on its key: from memory if the key's reply is
 /// remembered, else in rounds of [`claim_and_carry_out`].
 pub(super) async fn claim_in_rounds(
     state: &AppState,
@@ -142,7 +142,7 @@ pub(super) async fn claim_in_rounds(
     let operation = claiming.operation();
     let shared = Arc::new((admitted, claiming));
     let waiting = Waiting::new(state, caller.wait);
-    answer_in_rounds(state, (operation, key), waiting, &cause, |round| {
+    reply_in_rounds(state, (operation, key), waiting, &cause, |round| {
         let (state, shared, cause) = (state.clone(), Arc::clone(&shared), cause.clone());
         async move {
             let (admitted, claiming) = &*shared;
@@ -169,13 +169,13 @@ async fn claim_and_carry_out(
         let stored = match read_first.take() {
             Some(stored) => stored,
             None => match claim_new(state, (key, fingerprint, claiming), cause).await? {
-                NewClaim::Answered(end) => return Ok(end),
+                NewClaim::Replied(end) => return Ok(end),
                 NewClaim::Existing(stored) => stored,
                 NewClaim::Vanished => continue,
             },
         };
         let attempt = &admitted.attempt;
-        if let Some(end) = answer_existing_key(state, key, attempt, &stored, cause).await? {
+        if let Some(end) = reply_existing_key(state, key, attempt, &stored, cause).await? {
             return Ok(end);
         }
     }
@@ -185,7 +185,7 @@ async fn claim_and_carry_out(
 /// What a new claim came to: the round's end, or a key stored already to decide on.
 enum NewClaim {
     /// The claim was made and carried out, or refused.
-    Answered(RoundEnd),
+    Replied(RoundEnd),
     /// The (user, key) exists.
     Existing(StoredKey),
     /// The key existed at the claim and was gone at the read (expired and deleted between):
@@ -195,7 +195,7 @@ enum NewClaim {
 
 /// Claims `key` for a new bank call once the bank breaker admits one, and carries it out. While
 /// the breaker refuses, nothing is claimed: a stored key is still decided on (a replay,
-/// outcome pending), and a new one is answered 503 `bank-unavailable`.
+/// outcome pending), and a new one gets 503 `bank-unavailable`.
 async fn claim_new(
     state: &AppState,
     (key, fingerprint, claiming): (KeyRef, &Fingerprint, &Claiming),
@@ -206,7 +206,7 @@ async fn claim_new(
         Err(refused) => {
             return Ok(match state.claims().load_key(key).await? {
                 Some(stored) => NewClaim::Existing(stored),
-                None => NewClaim::Answered(RoundEnd::Reply(bank_unavailable(refused))),
+                None => NewClaim::Replied(RoundEnd::Reply(bank_unavailable(refused))),
             });
         }
     };
@@ -242,11 +242,11 @@ async fn claim_new(
         }
         Err(error) => return Err(error.into()),
     };
-    Ok(NewClaim::Answered(RoundEnd::Reply(reply)))
+    Ok(NewClaim::Replied(RoundEnd::Reply(reply)))
 }
 
 /// Releases the claim `claim` (of `key`, with the movement `id`) whose statement the database
-/// never answered, once the database answers again (a failover between the commit and its
+/// never replied, once the database replies again (a failover between the commit and its
 /// reply, say), in a task of its own. The claim may have committed or not; either way no bank
 /// call was made for it, and only this request would have made one, so releasing it is safe and
 /// lets the client's retry claim it again at once, instead of waiting for reconciliation to
@@ -263,7 +263,7 @@ fn release_when_reachable(
     let (state, cause) = (state.clone(), cause.clone());
     tokio::spawn(async move {
         let give_up = tokio::time::Instant::now() + state.policy.stuck_after;
-        let mut pause = UNANSWERED_CLAIM_FIRST_PAUSE;
+        let mut pause = CLAIM_WITHOUT_REPLY_FIRST_PAUSE;
         while tokio::time::Instant::now() < give_up {
             tokio::time::sleep(pause).await;
             let stuck_after = state.policy.stuck_after;
@@ -274,10 +274,10 @@ fn release_when_reachable(
             {
                 Ok(()) => return,
                 Err(StoreError::Unavailable(_)) => {
-                    pause = (pause * 2).min(UNANSWERED_CLAIM_MAX_PAUSE)
+                    pause = (pause * 2).min(CLAIM_WITHOUT_REPLY_MAX_PAUSE)
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "could not release a claim whose answer was lost; reconciliation will");
+                    tracing::warn!(%error, "could not release a claim whose reply was lost; reconciliation will");
                     return;
                 }
             }
@@ -285,11 +285,11 @@ fn release_when_reachable(
     });
 }
 
-/// The first pause before releasing a claim whose answer was lost (the database is failing over,
-/// which takes seconds); the pause doubles after each try the database did not answer…
-const UNANSWERED_CLAIM_FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The first pause before releasing a claim whose reply was lost (the database is failing over,
+/// which takes seconds); the pause doubles after each try the database did not reply…
+const CLAIM_WITHOUT_REPLY_FIRST_PAUSE: Duration = Duration::from_millis(500);
 /// …up to this.
-const UNANSWERED_CLAIM_MAX_PAUSE: Duration = Duration::from_secs(5);
+const CLAIM_WITHOUT_REPLY_MAX_PAUSE: Duration = Duration::from_secs(5);
 
 /// A refund of a payment the user does not have (or that did not succeed).
 fn payment_not_found() -> Reply {

@@ -1,7 +1,7 @@
 //! What a request does when its (user, key) is already stored: the shared decision on the
 //! stored record, turned into I/O. Replays render the saved reply (and remember it, so the next
-//! repeat is answered from memory: [`reply_from_memory`]); a key stuck in `started` is
-//! reconciled inline (SPEC §4) instead of answering 409 for ever; a released key is claimed
+//! repeat is replied to from memory: [`reply_from_memory`]); a key stuck in `started` is
+//! reconciled inline (SPEC §4) instead of replying 409 for ever; a released key is claimed
 //! again under its claim's own reference; an expired key makes way for a new claim.
 
 use shared::decision::Attempt;
@@ -34,29 +34,29 @@ const MISMATCH: &str = "same key with another request body: refused (422)";
 
 /// Marks the operation's span, in the trace, with where its replay came from: `memory` (the
 /// replay cache) or `database`.
-fn answered_from(place: &'static str) {
+fn replied_from(place: &'static str) {
     if traces::exporting() {
-        tracing::Span::current().set_attribute("replay.answered_from", place);
+        tracing::Span::current().set_attribute("replay.replied_from", place);
     }
 }
 
 /// The 422 for a key used with another request, counted and recorded in the trail.
 fn refuse_mismatch(
     state: &AppState,
-    (key, resource): (KeyRef, Uuid),
+    (key, movement): (KeyRef, Uuid),
     operation: &'static str,
     cause: &Cause,
 ) -> Reply {
     Metrics::count(&state.metrics.mismatches, operation);
     let refused = (EventKind::MismatchRefused, MISMATCH);
-    state.trail.observe_key(key, Some(resource), refused, cause);
+    state.trail.observe_key(key, Some(movement), refused, cause);
     Reply::problem(Problem::idempotency_key_reused())
 }
 
 /// Decides on the stored key and carries the decision out: where the round ends, or `None` if
 /// the key is to be claimed again (it expired, or vanished).
 #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
-pub(super) async fn answer_existing_key(
+pub(super) async fn reply_existing_key(
     state: &AppState,
     key: KeyRef,
     attempt: &Attempt,
@@ -72,9 +72,9 @@ pub(super) async fn answer_existing_key(
         Decision::Replay => {
             Metrics::count(&state.metrics.replays, operation);
             let replayed = (EventKind::Replayed, REPLAYED);
-            let resource = Some(stored.resource_id);
-            state.trail.observe_key(key, resource, replayed, cause);
-            answered_from("database");
+            let movement = Some(stored.movement_id);
+            state.trail.observe_key(key, movement, replayed, cause);
+            replied_from("database");
             replay(state, key, stored).await?
         }
         Decision::InProgress { .. } => return Ok(busy),
@@ -94,7 +94,7 @@ pub(super) async fn answer_existing_key(
             None => outcome_pending(reconcile::next_check_at(state, stored)),
         },
         Decision::RejectMismatch => {
-            refuse_mismatch(state, (key, stored.resource_id), operation, cause)
+            refuse_mismatch(state, (key, stored.movement_id), operation, cause)
         }
         Decision::Reconcile => return reconcile_inline(state, key, expires_at, cause).await,
         Decision::ClaimReleased => {
@@ -204,7 +204,7 @@ fn judge_remembered(
     cause: &Cause,
 ) -> Option<Reply> {
     let operation = remembered.operation.name();
-    let resource = Some(remembered.resource_id);
+    let movement = Some(remembered.movement_id);
     let reply = match decide(
         &state.policy,
         attempt,
@@ -218,12 +218,12 @@ fn judge_remembered(
             Metrics::count(&state.metrics.replays, operation);
             Metrics::count(&state.metrics.replays_from_memory, operation);
             let replayed = (EventKind::Replayed, REPLAYED_FROM_MEMORY);
-            state.trail.observe_key(key, resource, replayed, cause);
-            answered_from("memory");
+            state.trail.observe_key(key, movement, replayed, cause);
+            replied_from("memory");
             remembered.reply.clone().replayed()
         }
         Decision::RejectMismatch => {
-            refuse_mismatch(state, (key, remembered.resource_id), operation, cause)
+            refuse_mismatch(state, (key, remembered.movement_id), operation, cause)
         }
         _ => {
             state.replay_cache.forget(key);
@@ -242,7 +242,7 @@ fn status_check_due(state: &AppState, stored: &StoredKey) -> bool {
 
 /// The key has been `started` past `stuck_after` (its attempt crashed or hangs), or it is
 /// `unknown` and its next status check is due. Ask the bank now, holding the key as reconcilers
-/// do, within the rail's rules, and answer the true result.
+/// do, within the rail's rules, and reply with the true result.
 async fn reconcile_inline(
     state: &AppState,
     key: KeyRef,

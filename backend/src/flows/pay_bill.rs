@@ -1,4 +1,4 @@
-//! `pay_bill`: claim the key (with a pending payment), debit once, save, answer; or answer a
+//! `pay_bill`: claim the key (with a pending payment), debit once, save, reply; or reply to a
 //! repeat from what is saved.
 
 use shared::Operation;
@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::state::AppState;
 
 /// Pays `bill_id` for the caller once per key; a repeat of a key still in progress waits up to
-/// the caller's wait for its answer (`Prefer: wait`).
+/// the caller's wait for its reply (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %caller.user, bill_id = bill.path_parameter, key))]
 pub async fn pay_bill(state: &AppState, caller: &Caller, bill: Submitted<'_>) -> Result<Reply> {
     if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::PayBill, &bill) {

@@ -1,5 +1,5 @@
 //! `refund_payment`: claim the key (with a pending refund, checked against what remains of the
-//! payment), refund once, save, answer; or answer a repeat from what is saved.
+//! payment), refund once, save, reply; or reply to a repeat from what is saved.
 
 use shared::Operation;
 
@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::state::AppState;
 
 /// Refunds part of `payment_id` for the caller once per key; a repeat of a key still in
-/// progress waits up to the caller's wait for its answer (`Prefer: wait`).
+/// progress waits up to the caller's wait for its reply (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %caller.user, payment_id = refund.path_parameter, key))]
 pub async fn refund_payment(
     state: &AppState,

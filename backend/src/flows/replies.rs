@@ -15,7 +15,7 @@ use crate::bank::BankUnavailable;
 use crate::domain::Reply;
 use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
 
-/// The reply a finished payment or refund stands for: 201 with the resource, or the 402
+/// The reply a finished payment or refund stands for: 201 with the movement, or the 402
 /// decline. A pending or void movement has no saved reply, which is a broken invariant.
 pub fn saved_reply(movement: &SavedMovement) -> Result<Reply, StoreError> {
     match movement {
@@ -35,7 +35,7 @@ fn payment_reply(payment: &PaymentRow) -> Result<Reply, StoreError> {
         }
         MovementStatus::Declined => Ok(declined("debit", payment.decline_reason.as_deref())),
         MovementStatus::Pending | MovementStatus::Void => {
-            Err(unfinished_has_no_answer(payment.payment_id))
+            Err(unfinished_has_no_reply(payment.payment_id))
         }
     }
 }
@@ -45,7 +45,7 @@ fn refund_reply(refund: &RefundRow) -> Result<Reply, StoreError> {
         MovementStatus::Succeeded => Ok(created(&refund_body(refund)?)),
         MovementStatus::Declined => Ok(declined("refund", refund.decline_reason.as_deref())),
         MovementStatus::Pending | MovementStatus::Void => {
-            Err(unfinished_has_no_answer(refund.refund_id))
+            Err(unfinished_has_no_reply(refund.refund_id))
         }
     }
 }
@@ -101,9 +101,9 @@ fn paise(amount: i64) -> Result<Paise, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("amount {amount} out of range")))
 }
 
-fn unfinished_has_no_answer(id: uuid::Uuid) -> StoreError {
+fn unfinished_has_no_reply(id: uuid::Uuid) -> StoreError {
     StoreError::Corrupt(format!(
-        "finished key points at movement {id}, which has no final answer"
+        "finished key points at movement {id}, which has no final reply"
     ))
 }
 
@@ -112,7 +112,7 @@ pub(super) fn in_progress() -> Reply {
     Reply::problem(Problem::request_in_progress(IN_PROGRESS_RETRY_AFTER))
 }
 
-/// "Outcome pending": the bank's answer is unknown and is being looked up (503), naming when
+/// "Outcome pending": the bank's reply is unknown and is being looked up (503), naming when
 /// the rail lets the bank be asked next where that is known (SPEC §4).
 pub(super) fn outcome_pending(next_check_at: Option<OffsetDateTime>) -> Reply {
     let mut problem = Problem::new(
@@ -131,7 +131,7 @@ fn rfc3339(at: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// The bank's answer is unknown after every status check the rail allows: 503
+/// The bank's reply is unknown after every status check the rail allows: 503
 /// `outcome-awaiting-settlement`, naming when the settlement file is due and asking the client
 /// to come back then. No bank call is made for it.
 pub(super) fn awaiting_settlement(due_at: OffsetDateTime) -> Reply {

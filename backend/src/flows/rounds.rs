@@ -41,10 +41,10 @@ pub(super) enum RoundEnd {
     },
 }
 
-/// Answers a request of `operation` on `key` in rounds, waiting between them for up to the
+/// Replies to a request of `operation` on `key` in rounds, waiting between them for up to the
 /// caller's wait when the key is in progress. `work` builds one round's work; the request's
 /// observations are recorded against `cause`.
-pub(super) async fn answer_in_rounds<Work, Done>(
+pub(super) async fn reply_in_rounds<Work, Done>(
     state: &AppState,
     (operation, key): (Operation, KeyRef),
     mut waiting: Waiting<'_>,

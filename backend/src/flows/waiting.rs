@@ -1,5 +1,5 @@
 //! `Prefer: wait=N` (SPEC §4): a request that finds its key's first attempt still running waits
-//! for that attempt's answer instead of getting 409 at once.
+//! for that attempt's reply instead of getting 409 at once.
 //!
 //! A request runs in rounds (`super::rounds`). Each round is the ordinary flow (claim, or
 //! decide on the stored key) run to completion in a task of its own, so a client that hangs up
@@ -7,7 +7,7 @@
 //! gives the request, if it asked to wait, a wait for the key to change
 //! ([`crate::store::KeyWatch`]: this process's writes, and on PostgreSQL every replica's
 //! `NOTIFY`), at most [`POLL_INTERVAL`] at a time, and then another round, which reads the key
-//! again: the saved answer is replayed, an unknown outcome is the usual 503, a released claim is
+//! again: the saved reply is replayed, an unknown outcome is the usual 503, a released claim is
 //! claimed again. Other processes announce a key's change only if a request waits on it, so
 //! the first wait marks the key awaited in the store and is a round at once, with no wait: a
 //! change committed before the mark is found by that round's read, one after it is announced.
@@ -18,7 +18,7 @@
 //! The wait happens in the request's own future, not in the round's task: a client that hangs
 //! up while waiting drops the wait and its watch at once. Waiting holds no database connection,
 //! and the requests waiting at once are bounded (`MAX_WAITING_REQUESTS`): past the bound a
-//! request is answered 409 at once, as without the header. An answer given after a wait carries
+//! request gets 409 at once, as without the header. A reply given after a wait carries
 //! `Preference-Applied: wait=N`, N the seconds it was allowed to wait.
 
 use std::future::Future;
@@ -116,7 +116,7 @@ impl<'s> Waiting<'s> {
                     return false;
                 };
                 self.state.metrics.waits_started.inc();
-                let detail = "the first attempt was still running: waited for its answer";
+                let detail = "the first attempt was still running: waited for its reply";
                 let waited = (EventKind::Waited, detail);
                 self.state.trail.observe_key(key, None, waited, cause);
                 self.started = Some((Instant::now() + allowed, place));
@@ -142,12 +142,12 @@ impl<'s> Waiting<'s> {
         self.started.is_some()
     }
 
-    /// Ends the wait with `answer` (`timed_out`: the key was still in progress), counting it,
-    /// and marks the answer with the wait it was given, if it waited.
-    pub fn ended(self, answer: Reply, timed_out: bool) -> Reply {
+    /// Ends the wait with `reply` (`timed_out`: the key was still in progress), counting it,
+    /// and marks the reply with the wait it was given, if it waited.
+    pub fn ended(self, reply: Reply, timed_out: bool) -> Reply {
         match self.waited(timed_out) {
-            Some(allowed) => answer.after_waiting(allowed),
-            None => answer,
+            Some(allowed) => reply.after_waiting(allowed),
+            None => reply,
         }
     }
 
@@ -159,7 +159,7 @@ impl<'s> Waiting<'s> {
         if timed_out {
             metrics.waits_timed_out.inc();
         } else {
-            metrics.waits_answered.inc();
+            metrics.waits_replied.inc();
         }
         self.allowed
     }

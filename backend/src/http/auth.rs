@@ -1,5 +1,5 @@
 //! Bearer-token authentication for `/v1`, the last step of `http::gate`: a request without a
-//! valid token is answered 401 before its path, key or body is looked at (SPEC §4
+//! valid token gets 401 before its path, key or body is looked at (SPEC §4
 //! "Identity"). And the [`Caller`] a handler behind it takes: the user, the request id, the
 //! trace id and its `Prefer: wait`.
 
@@ -53,7 +53,7 @@ pub fn unix_now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-/// The request with its verified [`shared::UserId`] in its extensions; else the 401 to answer.
+/// The request with its verified [`shared::UserId`] in its extensions; else the 401 to reply.
 pub async fn authenticated(state: &AppState, mut request: Request) -> Result<Request, Response> {
     let header_value = authorization(request.headers());
     match state.tokens.user_of(header_value, unix_now()).await {

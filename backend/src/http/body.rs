@@ -1,5 +1,5 @@
 //! Reading a request body under the size limit and the read deadline, so a 10 MB body costs at
-//! most the limit and is answered with the `body-too-large` problem rather than axum's
+//! most the limit and gets the `body-too-large` problem rather than axum's
 //! plain-text rejection, and a client that trickles its body holds a task no longer than
 //! `BODY_READ_TIMEOUT_MS` (408 `body-timeout`). Either way nothing has been claimed yet.
 

@@ -1,4 +1,4 @@
-//! The `/v1` API answers only requests the edge forwarded (a step of `http::gate`): where
+//! The `/v1` API replies only to requests the edge forwarded (a step of `http::gate`): where
 //! `REQUIRE_EDGE_PROOF` is on (production's default), a request without the edge's proof
 //! (`shared::edge_proof`), with a forged or stale one, or with one already used, is refused 403
 //! before its token is looked at, so a client that calls the backend directly cannot skip the edge's rate limits and early
@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::state::AppState;
 
 /// The request, to pass on, if it has a good edge proof or proofs are not required; else the
-/// 403 (or the body's problem) to answer.
+/// 403 (or the body's problem) to reply.
 pub async fn proved(state: &AppState, request: Request) -> Result<Request, Response> {
     let Some(proofs) = state.edge_proofs.as_deref() else {
         return Ok(request);

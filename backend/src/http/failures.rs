@@ -9,7 +9,7 @@ use axum::response::Response;
 
 use crate::error::Failure;
 
-/// Middleware: logs the failure behind a 5xx answer, if there is one.
+/// Middleware: logs the failure behind a 5xx reply, if there is one.
 pub async fn log_failures(request: Request, next: Next) -> Response {
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let response = next.run(request).await;

@@ -1,4 +1,4 @@
-//! The `/v1` API's gate: one middleware that runs, from the outside in, the answer deadline,
+//! The `/v1` API's gate: one middleware that runs, from the outside in, the reply deadline,
 //! load shedding, the edge's proof and authentication (`http::limits`, `http::edge_proof`,
 //! `http::auth`), so a request is refused by the first check it fails, before its handler runs.
 //!
@@ -13,7 +13,7 @@ use axum::response::Response;
 use super::{auth, edge_proof, limits};
 use crate::state::AppState;
 
-/// Middleware: serves the request if every check passes within the deadline, else answers the
+/// Middleware: serves the request if every check passes within the deadline, else replies with the
 /// first refusal (503 past the deadline or at capacity, 403 without the edge's proof, 401
 /// without a valid token).
 pub async fn guard_api(State(state): State<AppState>, request: Request, next: Next) -> Response {

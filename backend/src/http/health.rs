@@ -1,5 +1,5 @@
 //! The public health routes: `GET /healthz` (the process runs) and `GET /readyz` (the database
-//! answered the last background check, `crate::readiness`, and the replica is not shutting
+//! replied to the last background check, `crate::readiness`, and the replica is not shutting
 //! down). Neither touches the database, so a
 //! probe, or anyone polling them through the edge, cannot starve the requests that need it. The
 //! details and the metrics are on the admin listener (`http::admin`).

@@ -3,19 +3,19 @@
 //! A client that stopped retrying (its deadline passed, or it restarted) asks here instead of
 //! paying again. The key is written as in the `Idempotency-Key` header, bare or in the draft's
 //! quoted form, and parsed with the policy's key format. It is looked up only together with the
-//! token's user, so another user's key is the same 404 as a key never sent. Answers, as
+//! token's user, so another user's key is the same 404 as a key never sent. Replies, as
 //! [`KeyStatusResponse`], each with `expires_at` (the expiry written on the key's row at its
 //! claim, also in the `Idempotency-Expires` header):
-//! - `done`: the saved answer rendered by [`Reply::saved`], as a retry would replay it: its
-//!   status (201, or 402 for a bank decline) and, as `answer`, its body byte for byte;
-//! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's answer
+//! - `done`: the saved reply rendered by [`Reply::saved`], as a retry would replay it: its
+//!   status (201, or 402 for a bank decline) and, as `reply`, its body byte for byte;
+//! - `started` (the first attempt is running, `Retry-After: 1`) or `unknown` (the bank's reply
 //!   is being looked up, `Retry-After: 5`, with `next_check_at`, or `settlement_due_at` once the
 //!   rail's checks ran out);
 //! - `released`: the bank never saw the key's claim, so nothing was charged; the same request
 //!   sent again with the key claims it again.
 //!
 //! With `Prefer: wait=N` a `started` key is waited on as a payment retry waits
-//! ([`crate::flows::Waiting`]): the answer is the key's state once it leaves `started`, or
+//! ([`crate::flows::Waiting`]): the reply is the key's state once it leaves `started`, or
 //! `started` when the wait runs out, with `Preference-Applied: wait=N`.
 //!
 //! Reading changes nothing: a key stuck in `started` is left to the reconciler.
@@ -68,7 +68,7 @@ async fn key_status_handler(
     let stored = waiting
         .look_until_settled(key, &cause, |_| load_key(&state, key), started)
         .await?;
-    let mut response = answer_stored_key(&state, key, &stored).await?;
+    let mut response = reply_stored_key(&state, key, &stored).await?;
     if let Some(wait) = waiting.waited(started(&stored)) {
         mark_wait_applied(response.headers_mut(), wait);
     }
@@ -88,7 +88,7 @@ async fn load_key(state: &AppState, key: KeyRef) -> Result<StoredKey> {
     })
 }
 
-async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {
+async fn reply_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<Response> {
     let status = |progress| KeyStatusResponse {
         operation: stored.operation,
         expires_at: stored.record.expires_at,
@@ -106,21 +106,21 @@ async fn answer_stored_key(state: &AppState, key: KeyRef, stored: &StoredKey) ->
             Some(OUTCOME_PENDING_RETRY_AFTER),
         ),
         KeyState::Released => json_response(&status(KeyProgress::Released), None),
-        KeyState::Done => json_response(&status(saved_answer(state, key, stored).await?), None),
+        KeyState::Done => json_response(&status(done_progress(state, key, stored).await?), None),
     })
 }
 
-/// The finished key's answer, rendered as a replay renders it, its body kept byte for byte.
-async fn saved_answer(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<KeyProgress> {
+/// The finished key's reply, rendered as a replay renders it, its body kept byte for byte.
+async fn done_progress(state: &AppState, key: KeyRef, stored: &StoredKey) -> Result<KeyProgress> {
     let movement = state.claims().saved_movement(key, stored).await?;
-    let answer = saved_reply(&movement)?;
-    let body = String::from_utf8(answer.body)
+    let reply = saved_reply(&movement)?;
+    let body = String::from_utf8(reply.body)
         .ok()
         .and_then(|text| RawValue::from_string(text).ok())
-        .ok_or_else(|| StoreError::Corrupt("saved answer is not JSON".to_owned()))?;
+        .ok_or_else(|| StoreError::Corrupt("saved reply is not JSON".to_owned()))?;
     Ok(KeyProgress::Done {
-        status: answer.status,
-        answer: body,
+        status: reply.status,
+        reply: body,
     })
 }
 

@@ -1,10 +1,10 @@
 //! Load shedding and deadlines on the API, the first steps of `http::gate`
-//! (`crate::config::Limits`): more than `MAX_CONCURRENT_REQUESTS` at once are answered
+//! (`crate::config::Limits`): more than `MAX_CONCURRENT_REQUESTS` at once get
 //! `503 service-unavailable` with `Retry-After` after a short wait for a place
 //! ([`ADMISSION_WAIT`]), before any work (rather than queued until the pool's timeouts turn them
-//! into slow errors), and every request answers within `REQUEST_TIMEOUT_MS`: past it, 503. A
+//! into slow errors), and every request replies within `REQUEST_TIMEOUT_MS`: past it, 503. A
 //! payment's claimed work is not cut off by that: it runs in a task of its own
-//! (`flows::bank_call::run_to_completion`), and the retry finds its answer.
+//! (`flows::bank_call::run_to_completion`), and the retry finds its reply.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +20,12 @@ use crate::state::AppState;
 /// shed. Short next to any client's timeout, so shedding stays prompt; long enough that a
 /// place freed a moment later is taken rather than refused, and that a client ignoring
 /// `Retry-After` cannot turn the server into a 503 generator (measured: shedding at once, 512
-/// such connections drew 25,717 answers a second, 98% of them 503s, and the payments served
+/// such connections drew 25,717 replies a second, 98% of them 503s, and the payments served
 /// fell to a quarter; docs/figures.md, "The limits' cost and effect").
 pub const ADMISSION_WAIT: Duration = Duration::from_millis(100);
 
 /// One of the `MAX_CONCURRENT_REQUESTS` places, held while the request is served: taken at
-/// once or within [`ADMISSION_WAIT`]; else the 503 to answer.
+/// once or within [`ADMISSION_WAIT`]; else the 503 to reply.
 pub async fn take_place(state: &AppState) -> Result<OwnedSemaphorePermit, Response> {
     let place = Arc::clone(&state.requests_in_flight).acquire_owned();
     match tokio::time::timeout(ADMISSION_WAIT, place).await {
@@ -37,7 +37,7 @@ pub async fn take_place(state: &AppState) -> Result<OwnedSemaphorePermit, Respon
     }
 }
 
-/// `serving`'s answer, or 503 if it has not answered within `REQUEST_TIMEOUT_MS`.
+/// `serving`'s reply, or 503 if it has not replied within `REQUEST_TIMEOUT_MS`.
 pub async fn within_deadline(
     state: &AppState,
     serving: impl Future<Output = Response>,
@@ -49,7 +49,7 @@ pub async fn within_deadline(
             Problem::new(
                 ProblemKind::ServiceUnavailable,
                 format!(
-                    "No answer within {} ms. Retry with the same Idempotency-Key and body: work \
+                    "No reply within {} ms. Retry with the same Idempotency-Key and body: work \
                      that started goes on, and is never done twice.",
                     limit.as_millis()
                 ),

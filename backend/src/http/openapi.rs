@@ -2,7 +2,7 @@
 //! `GET /openapi.json`. Built in code from the same constants the service uses (the problem
 //! kinds, the policy's header, key format and limits), so it cannot drift from them; a test checks
 //! that its paths and methods are exactly the router's, and `scripts/schemathesis.sh` that the
-//! server accepts what its request schemas allow, refuses what they do not, and answers as its
+//! server accepts what its request schemas allow, refuses what they do not, and replies as its
 //! response schemas say.
 
 use axum::Router;
@@ -25,9 +25,9 @@ async fn serve_document(State(state): State<AppState>) -> Response {
     axum::Json(document(&state)).into_response()
 }
 
-/// The 429 of the guarded operations: the edge answers it before the key is looked at.
+/// The 429 of the guarded operations: the edge sends it before the key is looked at.
 const RATE_LIMITED: &str =
-    "Over the edge's rate limit (answered by the edge: nothing was done, the key is untouched)";
+    "Over the edge's rate limit (sent by the edge: nothing was done, the key is untouched)";
 
 /// The OpenAPI document.
 pub fn document(state: &AppState) -> Value {
@@ -82,7 +82,7 @@ pub fn document(state: &AppState) -> Value {
                     "200": { "description": "The payment", "content": { "application/json": {
                         "schema": { "$ref": "#/components/schemas/PaymentWithRefunds" } } } },
                     "404": problem("No such payment for this user"),
-                    "503": retry_problem("Over capacity or past the answer deadline, or the database is unavailable"),
+                    "503": retry_problem("Over capacity or past the reply deadline, or the database is unavailable"),
                 })),
             )},
             "/v1/idempotency-keys/{key}": { "get": secured_operation("bearer",
@@ -94,7 +94,7 @@ pub fn document(state: &AppState) -> Value {
                 None,
                 guarded_responses(json!({
                     "200": {
-                        "description": "done: the saved answer (as a retry would replay it); started or unknown: pending, with Retry-After; released: the bank never saw the claim, nothing was charged, and the same request with the key claims it again",
+                        "description": "done: the saved reply (as a retry would replay it); started or unknown: pending, with Retry-After; released: the bank never saw the claim, nothing was charged, and the same request with the key claims it again",
                         "headers": {
                             "Retry-After": { "$ref": "#/components/headers/Retry-After" },
                             "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
@@ -104,7 +104,7 @@ pub fn document(state: &AppState) -> Value {
                     },
                     "400": problem("Malformed key (the policy's key format)"),
                     "404": problem("No such key for this user (another user's key is the same 404)"),
-                    "503": retry_problem("Over capacity or past the answer deadline, or the database is unavailable"),
+                    "503": retry_problem("Over capacity or past the reply deadline, or the database is unavailable"),
                 })),
             )},
             "/healthz": { "get": public("healthz", "The process is up", "text/plain") },
@@ -112,7 +112,7 @@ pub fn document(state: &AppState) -> Value {
             "/idempotency-policy": { "get": {
                 "operationId": "idempotency_policy",
                 "summary": "The published idempotency policy: header, key format, retention",
-                "responses": { "200": json_answer("The policy", json!({
+                "responses": { "200": json_reply("The policy", json!({
                     "type": "object",
                     "required": ["header", "required_for", "key_format", "key_max_length",
                                  "unique_per", "keep_keys_for_hours", "fingerprint",
@@ -144,7 +144,7 @@ pub fn document(state: &AppState) -> Value {
                     "description": "A problem slug (any other is 404)",
                     "schema": { "type": "string", "enum": problem_slugs } }],
                 "responses": {
-                    "200": json_answer("The type, title and status", json!({
+                    "200": json_reply("The type, title and status", json!({
                         "type": "object", "required": ["type", "title", "status"],
                         "properties": {
                             "type": { "type": "string", "enum": problem_types },
@@ -163,7 +163,7 @@ pub fn document(state: &AppState) -> Value {
             },
             "headers": {
                 "Idempotent-Replayed": {
-                    "description": "true on every answer replayed from a saved result",
+                    "description": "true on every reply replayed from a saved result",
                     "schema": { "type": "string", "enum": ["true"] },
                 },
                 "Retry-After": {
@@ -175,11 +175,11 @@ pub fn document(state: &AppState) -> Value {
                     "schema": { "type": "string" },
                 },
                 "Preference-Applied": {
-                    "description": "wait=N on an answer given after waiting (up to N seconds) for the key's first attempt",
+                    "description": "wait=N on a reply given after waiting (up to N seconds) for the key's first attempt",
                     "schema": { "type": "string", "examples": ["wait=10"] },
                 },
                 "Idempotency-Expires": {
-                    "description": "When the request's key expires (an HTTP date, rounded down to the second), as written on its row at its first claim; on every answer to a request whose key is stored",
+                    "description": "When the request's key expires (an HTTP date, rounded down to the second), as written on its row at its first claim; on every reply to a request whose key is stored",
                     "schema": { "type": "string", "examples": ["Thu, 03 Dec 2026 10:00:00 GMT"] },
                 },
             },
@@ -229,11 +229,16 @@ pub fn document(state: &AppState) -> Value {
                     "properties": {
                         "state": { "type": "string", "enum": ["started", "unknown", "released", "done"] },
                         "operation": { "type": "string", "enum": operations },
-                        "status": { "type": "integer", "description": "done only: the saved answer's status (201, or 402 for a bank decline)" },
+                        "status": { "type": "integer", "description": "done only: the saved reply's status (201, or 402 for a bank decline)" },
                         "expires_at": { "type": "string", "format": "date-time", "description": "When the key expires: replayed until then, a new request after" },
                         "next_check_at": { "type": "string", "format": "date-time", "description": "unknown only: when the rail's rules let the bank be asked about it next" },
                         "settlement_due_at": { "type": "string", "format": "date-time", "description": "unknown only, once every status check the rail allows was made: when the bank's settlement file is due" },
-                        "answer": { "description": "done only: the saved answer's body, byte for byte as a replay carries it", "oneOf": [
+                        "reply": { "description": "done only: the saved reply's body, byte for byte as a replay carries it", "oneOf": [
+                            { "$ref": "#/components/schemas/Payment" },
+                            { "$ref": "#/components/schemas/Refund" },
+                            { "$ref": "#/components/schemas/Problem" },
+                        ] },
+                        "answer": { "deprecated": true, "description": "done only: the deprecated alias of reply, the same bytes; sent until the second release after the first with reply", "oneOf": [
                             { "$ref": "#/components/schemas/Payment" },
                             { "$ref": "#/components/schemas/Refund" },
                             { "$ref": "#/components/schemas/Problem" },
@@ -257,7 +262,7 @@ pub fn document(state: &AppState) -> Value {
     })
 }
 
-/// The answers every idempotent operation may give (a refused key or body, the body too slow,
+/// The replies every idempotent operation may give (a refused key or body, the body too slow,
 /// the first attempt still running, a rate limit, an outcome pending), with `specific` added:
 /// its 201, its 402 and its 422; and those of every guarded operation.
 fn idempotent_responses(specific: Value) -> Value {
@@ -267,19 +272,19 @@ fn idempotent_responses(specific: Value) -> Value {
         "409": retry_problem("The first attempt with this key is still running"),
         "413": problem("Body over the size limit"),
         "429": retry_problem(RATE_LIMITED),
-        "503": retry_problem("Outcome pending at the bank, over capacity or past the answer deadline, or the database is unavailable"),
+        "503": retry_problem("Outcome pending at the bank, over capacity or past the reply deadline, or the database is unavailable"),
     });
     guarded_responses(with_defaults(specific, common))
 }
 
-/// `specific` with the answers every operation behind the `/v1` gate (`http::gate`) may give
+/// `specific` with the replies every operation behind the `/v1` gate (`http::gate`) may give
 /// added where it does not name them: no valid token, no valid edge proof.
 fn guarded_responses(specific: Value) -> Value {
     with_defaults(
         specific,
         json!({
             "401": problem("No valid bearer token"),
-            "403": problem("No valid edge proof: the backend's own check where REQUIRE_EDGE_PROOF is on, never answered through the edge"),
+            "403": problem("No valid edge proof: the backend's own check where REQUIRE_EDGE_PROOF is on, never replied through the edge"),
         }),
     )
 }
@@ -287,8 +292,8 @@ fn guarded_responses(specific: Value) -> Value {
 /// `responses` with each of `defaults` that it does not have.
 fn with_defaults(mut responses: Value, defaults: Value) -> Value {
     if let (Value::Object(responses), Value::Object(defaults)) = (&mut responses, defaults) {
-        for (status, answer) in defaults {
-            responses.entry(status).or_insert(answer);
+        for (status, reply) in defaults {
+            responses.entry(status).or_insert(reply);
         }
     }
     responses
@@ -323,7 +328,7 @@ pub(super) fn secured_operation(
 fn readyz() -> Value {
     json!({
         "operationId": "readyz",
-        "summary": "The database answered the last readiness check",
+        "summary": "The database replied to the last readiness check",
         "responses": {
             "200": { "description": "Ready", "content": { "text/plain": {} } },
             "503": retry_problem("The database is unreachable, or the replica is shutting down"),
@@ -331,8 +336,8 @@ fn readyz() -> Value {
     })
 }
 
-/// A 200 answer of JSON of `schema`.
-fn json_answer(description: &str, schema: Value) -> Value {
+/// A 200 reply of JSON of `schema`.
+fn json_reply(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
 
@@ -414,8 +419,8 @@ fn prefer_parameter() -> Value {
     json!({
         "name": "Prefer", "in": "header", "required": false,
         "description": "wait=N (RFC 7240): if the key's first attempt is still running, wait up to \
-                        N seconds (at most the policy's max_wait_seconds) for its answer instead \
-                        of 409; the answer then carries Preference-Applied: wait=N",
+                        N seconds (at most the policy's max_wait_seconds) for its reply instead \
+                        of 409; the reply then carries Preference-Applied: wait=N",
         "schema": { "type": "string", "examples": ["wait=10"] },
     })
 }
@@ -453,7 +458,7 @@ fn created(schema: &str, of_payment: bool) -> Value {
     })
 }
 
-/// A problem+json answer.
+/// A problem+json reply.
 pub(super) fn problem(description: &str) -> Value {
     json!({ "description": description, "content": { "application/problem+json": {
         "schema": { "$ref": "#/components/schemas/Problem" } } } })
@@ -467,14 +472,14 @@ fn retry_problem(description: &str) -> Value {
     problem_with_headers(description, "Retry-After")
 }
 
-/// A problem answer with `first` among its headers, and the two every keyed answer may carry.
+/// A problem reply with `first` among its headers, and the two every keyed reply may carry.
 fn problem_with_headers(description: &str, first: &str) -> Value {
-    let mut answer = problem(description);
+    let mut reply = problem(description);
     let mut headers = json!({
         "Preference-Applied": { "$ref": "#/components/headers/Preference-Applied" },
         "Idempotency-Expires": { "$ref": "#/components/headers/Idempotency-Expires" },
     });
     headers[first] = json!({ "$ref": format!("#/components/headers/{first}") });
-    answer["headers"] = headers;
-    answer
+    reply["headers"] = headers;
+    reply
 }

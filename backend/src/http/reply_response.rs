@@ -1,4 +1,4 @@
-//! Turning an [`Reply`] (a saved or fresh answer, or a problem) into an HTTP response, with the
+//! Turning a [`Reply`] (a saved or fresh reply, or a problem) into an HTTP response, with the
 //! headers that matter: `Content-Type`, `Location`, `Retry-After`, `Idempotent-Replayed`, the
 //! key's `Idempotency-Expires` and, after a wait for the key's first attempt,
 //! `Preference-Applied`.
@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 use crate::domain::Reply;
 
-/// The header that marks a replayed answer.
+/// The header that marks a replayed reply.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 impl IntoResponse for Reply {
@@ -53,7 +53,7 @@ pub fn mark_expiry(headers: &mut HeaderMap, expires_at: OffsetDateTime) {
     headers.insert(EXPIRES_HEADER, value);
 }
 
-/// Adds `Preference-Applied: wait=N` to an answer given after waiting up to `wait`.
+/// Adds `Preference-Applied: wait=N` to a reply given after waiting up to `wait`.
 pub fn mark_wait_applied(headers: &mut HeaderMap, wait: Duration) {
     let value = HeaderValue::try_from(wait_value(wait)).expect("`wait=` and digits");
     headers.insert(PREFERENCE_APPLIED_HEADER, value);

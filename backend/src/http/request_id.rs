@@ -1,7 +1,7 @@
 //! The request id: the `X-Request-Id` a request came with (the edge mints one per forwarded
 //! request), or one minted here. [`propagate`] puts it in the request's extensions as a
 //! [`RequestId`], where every handler takes it to pass on explicitly to the writes it causes,
-//! and echoes it on the answer.
+//! and echoes it on the reply.
 //!
 //! With it, the trace id: from a W3C `traceparent` header the request came with, or a new
 //! trace's. Both are fields of the request's span, so every log line written while the request
@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::domain::RequestId;
 use crate::telemetry::traces::join_callers_trace;
 
-/// The request header (and answer header) that carries the id.
+/// The request header (and reply header) that carries the id.
 pub const HEADER: &str = "x-request-id";
 
 /// The longest id kept as sent; a longer or unprintable one is replaced by a fresh id.

@@ -5,7 +5,7 @@
 //! duration's histogram has the status by class.
 //!
 //! The access log line is at `info` under the target `access` (method, route, status, duration,
-//! whether the answer was a replay, the request id): `RUST_LOG=info,access=warn` turns it off.
+//! whether the reply was a replay, the request id): `RUST_LOG=info,access=warn` turns it off.
 
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ use crate::domain::RequestId;
 use crate::metrics::{DurationLabels, RequestLabels};
 use crate::state::AppState;
 
-/// The answer header that marks a replay (SPEC §4).
+/// The reply header that marks a replay (SPEC §4).
 const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Middleware: counts and times the request once its response is ready, and logs it.

@@ -4,7 +4,7 @@
 //!
 //! Every request runs with its request id (`X-Request-Id`, taken or minted, echoed, stamped on
 //! the audit trail: `trail::request_id`) and trace id, in a span every log line carries. The
-//! `/v1` API runs behind its gate (`http::gate`): the answer deadline, load shedding, the edge's
+//! `/v1` API runs behind its gate (`http::gate`): the reply deadline, load shedding, the edge's
 //! proof, then authentication.
 
 use axum::Router;
@@ -43,12 +43,12 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The answer to a route that does not exist (on either listener).
+/// The reply to a route that does not exist (on either listener).
 pub async fn no_such_route() -> Error {
     Error::from(Problem::new(ProblemKind::NotFound, "No such route."))
 }
 
-/// The answer to a route that exists, but not with this method (on either listener).
+/// The reply to a route that exists, but not with this method (on either listener).
 pub async fn method_not_allowed() -> Error {
     Error::from(Problem::method_not_allowed())
 }

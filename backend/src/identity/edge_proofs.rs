@@ -3,7 +3,7 @@
 //! body's digest), and its memory of the nonces seen, so a captured request replayed to this
 //! replica within the proof's life is refused too. Replicas do not share that memory: a replay
 //! to another replica within 30 s repeats a request the idempotency rules already make
-//! harmless (the same key and body replay the first answer), and nothing more.
+//! harmless (the same key and body replay the first reply), and nothing more.
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! their own secret (`OPERATOR_JWT_SECRET`, `backend dev-operator-token`), which must differ
 //! from the customers'. The token's `sub` names the operator in the audit trail.
 //!
-//! Answers: no token, a forged, malformed, expired or too long-lived one, or one for another
+//! Replies: no token, a forged, malformed, expired or too long-lived one, or one for another
 //! audience (a customer's), 401; a genuine operator-audience token without the role, 403. A
 //! production backend with no operator keys and no secret has no operator: every token is
 //! refused (401, saying so), so the console is closed unless it is configured.

@@ -74,7 +74,7 @@ impl ProviderKeys {
         self.fetches.load(Ordering::Relaxed)
     }
 
-    /// The cache's answer: a key or a refusal, or `None` to fetch first.
+    /// The cache's reply: a key or a refusal, or `None` to fetch first.
     fn choose(&self, header: &TokenHeader) -> Option<Result<PublicKey, AuthError>> {
         match self.lock().choose(header, self.now_ms()) {
             KeyChoice::Use(key) => Some(Ok(key.clone())),
@@ -121,7 +121,7 @@ impl ProviderKeys {
             .await
             .map_err(|error| format!("GET {url}: {error}"))?;
         if !response.status().is_success() {
-            return Err(format!("GET {url} answered {}", response.status()));
+            return Err(format!("GET {url} replied {}", response.status()));
         }
         let max_age = response
             .headers()

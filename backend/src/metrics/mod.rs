@@ -131,7 +131,7 @@ pub struct BreakerLabels {
     pub to: &'static str,
 }
 
-/// Labels of a bank callback's answer.
+/// Labels of a bank callback's reply.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallbackLabels {
     /// `applied`, `already_final`, `mismatch`, `unknown_reference`, `refused` (signature or
@@ -185,13 +185,13 @@ pub struct Metrics {
     pub http_requests: Family<RequestLabels, Counter>,
     /// Keys claimed (new work started).
     pub claims: Family<OperationLabels, Counter>,
-    /// Saved answers replayed.
+    /// Saved replies replayed.
     pub replays: Family<OperationLabels, Counter>,
     /// Of those, replayed from memory without a database read ([`crate::replay_cache`]).
     pub replays_from_memory: Family<OperationLabels, Counter>,
-    /// 409 answers: the first attempt was still running.
+    /// 409 replies: the first attempt was still running.
     pub conflicts: Family<OperationLabels, Counter>,
-    /// 422 answers: a key reused with a different request.
+    /// 422 replies: a key reused with a different request.
     pub mismatches: Family<OperationLabels, Counter>,
     /// Calls to the bank, by call and outcome.
     pub bank_calls: Family<BankCallLabels, Counter>,
@@ -201,7 +201,7 @@ pub struct Metrics {
     pub stuck_keys_found: Counter,
     /// Unfinished keys resolved, by operation and outcome.
     pub keys_resolved: Family<OutcomeLabels, Counter>,
-    /// Bank look-ups that got no usable answer.
+    /// Bank look-ups that got no usable reply.
     pub lookup_failures: Counter,
     /// Status checks the bank refused as breaking the rail's rules (a defect in our pacing).
     pub status_checks_refused: Counter,
@@ -209,7 +209,7 @@ pub struct Metrics {
     pub status_checks_paced: Counter,
     /// How many status checks each movement settled by a check (or sent to settlement) took.
     pub status_checks_per_movement: Histogram,
-    /// Movements whose checks ran out with no final answer, left to the settlement file.
+    /// Movements whose checks ran out with no final reply, left to the settlement file.
     pub awaiting_settlement: Counter,
     /// Bank callbacks received, by what came of them.
     pub bank_callbacks: Family<CallbackLabels, Counter>,
@@ -223,19 +223,19 @@ pub struct Metrics {
     pub late_movements_found: Family<OperationLabels, Counter>,
     /// Expired keys deleted.
     pub keys_expired: Counter,
-    /// API requests answered 503 at once because `MAX_CONCURRENT_REQUESTS` were in flight.
+    /// API requests replied 503 at once because `MAX_CONCURRENT_REQUESTS` were in flight.
     pub requests_shed: Counter,
     /// Requests that began waiting for their key's first attempt (`Prefer: wait`).
     pub waits_started: Counter,
-    /// Waits that ended with an answer other than 409: the replay, or the outcome as it stood.
-    pub waits_answered: Counter,
-    /// Waits whose time ran out: answered 409.
+    /// Waits that ended with a reply other than 409: the replay, or the outcome as it stood.
+    pub waits_replied: Counter,
+    /// Waits whose time ran out: replied 409.
     pub waits_timed_out: Counter,
-    /// Requests that asked to wait when `MAX_WAITING_REQUESTS` were waiting: answered 409.
+    /// Requests that asked to wait when `MAX_WAITING_REQUESTS` were waiting: replied 409.
     pub waits_refused: Counter,
     /// Requests waiting now.
     pub waiting_requests: Gauge,
-    /// Finished answers kept in memory, read when metrics are scraped.
+    /// Finished replies kept in memory, read when metrics are scraped.
     pub replay_cache_entries: Gauge,
     /// What they weigh in bytes (the bound `REPLAY_CACHE_MAX_BYTES` is on this).
     pub replay_cache_bytes: Gauge,
@@ -298,7 +298,7 @@ impl Metrics {
             keys_expired: Counter::default(),
             requests_shed: Counter::default(),
             waits_started: Counter::default(),
-            waits_answered: Counter::default(),
+            waits_replied: Counter::default(),
             waits_timed_out: Counter::default(),
             waits_refused: Counter::default(),
             waiting_requests: Gauge::default(),
@@ -328,12 +328,12 @@ impl Metrics {
         registry.register("idempotency_claims", "Keys claimed", metrics.claims.clone());
         registry.register(
             "idempotency_replays",
-            "Saved answers replayed",
+            "Saved replies replayed",
             metrics.replays.clone(),
         );
         registry.register(
             "idempotency_replays_from_memory",
-            "Saved answers replayed from memory, without a database read",
+            "Saved replies replayed from memory, without a database read",
             metrics.replays_from_memory.clone(),
         );
         registry.register(
@@ -378,7 +378,7 @@ impl Metrics {
         );
         registry.register(
             "reconcile_lookup_failures",
-            "Bank look-ups without a usable answer",
+            "Bank look-ups without a usable reply",
             metrics.lookup_failures.clone(),
         );
         registry.register(
@@ -398,7 +398,7 @@ impl Metrics {
         );
         registry.register(
             "reconcile_sent_to_settlement",
-            "Movements whose status checks ran out with no final answer, left to the bank's settlement file",
+            "Movements whose status checks ran out with no final reply, left to the bank's settlement file",
             metrics.awaiting_settlement.clone(),
         );
         registry.register(
@@ -432,18 +432,18 @@ impl Metrics {
             metrics.waits_started.clone(),
         );
         registry.register(
-            "idempotency_waits_answered",
-            "Waits that ended with the first attempt's answer or outcome",
-            metrics.waits_answered.clone(),
+            "idempotency_waits_replied",
+            "Waits that ended with the first attempt's reply or outcome",
+            metrics.waits_replied.clone(),
         );
         registry.register(
             "idempotency_waits_timed_out",
-            "Waits whose time ran out (answered 409)",
+            "Waits whose time ran out (replied 409)",
             metrics.waits_timed_out.clone(),
         );
         registry.register(
             "idempotency_waits_refused",
-            "Requests that could not wait: MAX_WAITING_REQUESTS were waiting (answered 409)",
+            "Requests that could not wait: MAX_WAITING_REQUESTS were waiting (replied 409)",
             metrics.waits_refused.clone(),
         );
         registry.register(
@@ -453,12 +453,12 @@ impl Metrics {
         );
         registry.register(
             "idempotency_replay_cache_entries",
-            "Finished answers kept in memory",
+            "Finished replies kept in memory",
             metrics.replay_cache_entries.clone(),
         );
         registry.register(
             "idempotency_replay_cache_bytes",
-            "What the finished answers kept in memory weigh, in bytes",
+            "What the finished replies kept in memory weigh, in bytes",
             metrics.replay_cache_bytes.clone(),
         );
         registry.register(
@@ -588,7 +588,7 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a bank callback's answer.
+    /// Counts a bank callback's reply.
     pub fn bank_callback(&self, result: &'static str) {
         self.bank_callbacks
             .get_or_create(&CallbackLabels { result })

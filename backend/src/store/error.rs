@@ -1,6 +1,6 @@
 //! Store errors, each saying what happened, and split by what the caller should tell the
 //! client: "try again later" (the database is unreachable, 503) or "a bug" (500). None is ever
-//! saved as a key's answer.
+//! saved as a key's reply.
 
 use thiserror::Error;
 
@@ -50,7 +50,7 @@ fn is_unavailable(error: &sqlx::Error) -> bool {
 }
 
 /// The connection's server is gone or no longer takes writes (a failover): the socket broke,
-/// or PostgreSQL answered SQLSTATE class 08 (connection exception), 57P (shutting down, or not
+/// or PostgreSQL replied SQLSTATE class 08 (connection exception), 57P (shutting down, or not
 /// yet accepting connections) or 25006 (a read-only transaction: the server is a standby, or a
 /// former primary demoted under the connection). Each means the next statement on that
 /// connection would fail the same way.

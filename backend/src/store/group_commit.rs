@@ -9,7 +9,7 @@
 //!   window is the previous batch's commit, during which the next batch gathers;
 //! - it runs them in one `BEGIN IMMEDIATE` transaction on a connection of its own, each inside
 //!   its own savepoint, so a write that fails is undone alone and the others stand;
-//! - it commits once, and only then answers each write: nobody hears "claimed" before the
+//! - it commits once, and only then replies to each write: nobody hears "claimed" before the
 //!   claim is on disk, so a claim is still committed before its bank call (SPEC §5).
 //!
 //! **Nothing is ever written outside the batch's transaction.** SQLite rolls a transaction back
@@ -29,7 +29,7 @@
 //! fails, whatever the write did meanwhile. The first such failure stops the batch: the rest do
 //! not run, the batch is rolled back whole, every caller hears "not written" (a 503 to the
 //! client, with nothing saved), and the writer closes the connection and opens a fresh one for
-//! the next batch. A write that returns without sending anything changed nothing: its answer is
+//! the next batch. A write that returns without sending anything changed nothing: its reply is
 //! its own, and the next write's opening is the one it did not send.
 //!
 //! **The writer is supervised.** Should its task end (a write that panics), the supervisor
@@ -99,7 +99,7 @@ impl<'c> Opening<'c> {
     }
 }
 
-/// Answers a write's caller, given whether its batch committed and whether the write's own
+/// Replies to a write's caller, given whether its batch committed and whether the write's own
 /// failure, if it failed, was undone alone (so was its own, not its opening's).
 type Acknowledge = Box<dyn FnOnce(Result<(), String>, bool) + Send>;
 
@@ -162,19 +162,19 @@ impl GroupCommit {
         T: Send + 'static,
         F: for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<T, StoreError>> + Send + 'static,
     {
-        let (sender, answer) = oneshot::channel();
+        let (sender, reply) = oneshot::channel();
         let write: Write = Box::new(move |opening| {
             Box::pin(async move {
                 let outcome = statements(opening).await;
                 let failed = outcome.is_err();
                 let acknowledge = Box::new(move |committed: Result<(), String>, undone_alone| {
-                    let answer = match (committed, outcome) {
+                    let reply = match (committed, outcome) {
                         (Ok(()), outcome) => outcome,
                         (Err(_), Err(own)) if undone_alone => Err(own),
                         (Err(why), _) => Err(not_written(&why)),
                     };
                     // The caller may have gone (its request timed out): nothing to tell then.
-                    let _ = sender.send(answer);
+                    let _ = sender.send(reply);
                 });
                 Ran {
                     acknowledge,
@@ -190,7 +190,7 @@ impl GroupCommit {
             )
         };
         self.writes.send(write).await.map_err(|_| unrun())?;
-        answer.await.unwrap_or_else(|_| Err(unrun()))
+        reply.await.unwrap_or_else(|_| Err(unrun()))
     }
 }
 
@@ -275,7 +275,7 @@ impl Savepoint {
     }
 }
 
-/// One transaction for `batch`, each write in `savepoint`, then each write's answer. `false`
+/// One transaction for `batch`, each write in `savepoint`, then each write's reply. `false`
 /// if the batch failed: the connection is then in a state not worth trusting, and is closed.
 async fn write_batch(
     conn: &mut SqliteConnection,
@@ -415,8 +415,8 @@ mod tests {
         for round in 0..20 {
             let ids = (1..=40).map(|n| round * 100 + n);
             // Id 7 of round 0 collides with the seeded row: that write fails.
-            let answers = join_all(ids.map(|id| writer.write(insert(id)))).await;
-            let failed = answers.iter().filter(|answer| answer.is_err()).count();
+            let replies = join_all(ids.map(|id| writer.write(insert(id)))).await;
+            let failed = replies.iter().filter(|reply| reply.is_err()).count();
             assert_eq!(failed, usize::from(round == 0), "round {round}");
         }
         // 20 rounds of 40 writes of two rows, less the failed write's two, plus the seed.
@@ -429,7 +429,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_write_is_answered_only_once_it_is_committed() {
+    async fn a_write_is_replied_to_only_once_it_is_committed() {
         let (_dir, pool) = scratch_database().await;
         let writer = GroupCommit::start(&pool);
         for round in 0..50 {
@@ -438,7 +438,7 @@ mod tests {
                 let (writer, pool) = (writer.clone(), pool.clone());
                 async move {
                     writer.write(insert(id)).await.expect("written");
-                    // Another connection sees it the moment the answer arrives.
+                    // Another connection sees it the moment the reply arrives.
                     let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM t WHERE id = ?1")
                         .bind(id)
                         .fetch_one(&pool)
@@ -451,12 +451,12 @@ mod tests {
         }
     }
 
-    /// A write that holds the writer until `release` fires, so that the writes sent meanwhile
+    /// A write that holds the writer until `let_go` fires, so that the writes sent meanwhile
     /// queue up and are taken as the next batch, together.
-    fn holding_the_writer(release: oneshot::Receiver<()>) -> impl TestWrite<()> {
+    fn holding_the_writer(let_go: oneshot::Receiver<()>) -> impl TestWrite<()> {
         move |opening| {
             Box::pin(async move {
-                let _ = release.await;
+                let _ = let_go.await;
                 opening.fetch_all("SELECT 1", sqlx::query).await?;
                 Ok(())
             })
@@ -502,12 +502,12 @@ mod tests {
         Box<dyn for<'c> FnOnce(Opening<'c>) -> BoxFuture<'c, Result<u64, StoreError>> + Send>;
 
     /// Sends `writes` while the writer is held, a few milliseconds apart so that they queue in
-    /// that order, then frees the writer, so they go as one batch; their answers, in order.
+    /// that order, then frees the writer, so they go as one batch; their replies, in order.
     async fn as_one_batch(
         writer: &GroupCommit,
         writes: Vec<Boxed>,
     ) -> Vec<Result<u64, StoreError>> {
-        let (release, held) = oneshot::channel();
+        let (let_go, held) = oneshot::channel();
         let holding = tokio::spawn({
             let writer = writer.clone();
             async move { writer.write(holding_the_writer(held)).await }
@@ -520,16 +520,16 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        release.send(()).expect("the holding write waits");
+        let_go.send(()).expect("the holding write waits");
         holding
             .await
             .expect("joins")
             .expect("the holding write commits");
-        let mut answers = Vec::new();
+        let mut replies = Vec::new();
         for write in sent {
-            answers.push(write.await.expect("joins"));
+            replies.push(write.await.expect("joins"));
         }
-        answers
+        replies
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -547,14 +547,14 @@ mod tests {
                     Box::new(breaking(how)),
                     Box::new(insert(round * 10 + 2)),
                 ];
-                let answers = as_one_batch(&writer, writes).await;
-                for (which, answer) in [("first", &answers[0]), ("third", &answers[2])] {
+                let replies = as_one_batch(&writer, writes).await;
+                for (which, reply) in [("first", &replies[0]), ("third", &replies[2])] {
                     assert!(
-                        matches!(answer, Err(StoreError::Unavailable(_))),
-                        "{how:?}, round {round}: the {which} write is told it was not written: {answer:?}"
+                        matches!(reply, Err(StoreError::Unavailable(_))),
+                        "{how:?}, round {round}: the {which} write is told it was not written: {reply:?}"
                     );
                 }
-                assert!(answers[1].is_err(), "{how:?}: the breaking write");
+                assert!(replies[1].is_err(), "{how:?}: the breaking write");
                 assert_eq!(
                     count(&pool).await,
                     0,
@@ -584,11 +584,11 @@ mod tests {
             Sqlite::execute(&mut *holder, sqlx::query("BEGIN IMMEDIATE"))
                 .await
                 .expect("the other write lock");
-            let answers = join_all((1..=3).map(|n| writer.write(insert(round * 10 + n)))).await;
-            for answer in &answers {
+            let replies = join_all((1..=3).map(|n| writer.write(insert(round * 10 + n)))).await;
+            for reply in &replies {
                 assert!(
-                    matches!(answer, Err(StoreError::Unavailable(_))),
-                    "round {round}: not written: {answer:?}"
+                    matches!(reply, Err(StoreError::Unavailable(_))),
+                    "round {round}: not written: {reply:?}"
                 );
             }
             Sqlite::execute(&mut *holder, sqlx::query("ROLLBACK"))
@@ -629,14 +629,14 @@ mod tests {
                     Box::new(sending_nothing(fails)),
                     Box::new(insert(id + 2)),
                 ];
-                let answers = as_one_batch(&writer, writes).await;
+                let replies = as_one_batch(&writer, writes).await;
                 for which in [1, 3] {
-                    assert_eq!(answers[which].as_ref().ok(), Some(&1), "round {round}");
+                    assert_eq!(replies[which].as_ref().ok(), Some(&1), "round {round}");
                 }
                 for which in [0, 2] {
-                    match (&answers[which], fails) {
+                    match (&replies[which], fails) {
                         (Ok(0), false) | (Err(StoreError::Corrupt(_)), true) => {}
-                        (answer, _) => panic!("round {round}: its own answer: {answer:?}"),
+                        (reply, _) => panic!("round {round}: its own reply: {reply:?}"),
                     }
                 }
             }

@@ -7,12 +7,12 @@
 //! transaction (so it is delivered only if the write commits) when the key's row is marked
 //! `awaited` (a request waits on it: `Claims::mark_awaited`), and every replica's listener
 //! ([`listen_for_changes`]) wakes its own watchers, so a retry parked on one replica hears of an
-//! answer saved by another. Notifications are not durable: one sent while a listener is
+//! reply saved by another. Notifications are not durable: one sent while a listener is
 //! reconnecting is lost, so a listener that reconnects wakes every watcher to look again, and a
 //! watcher never waits longer than its caller's poll interval between looks anyway.
 //!
 //! A watch is taken *before* the key is read again, so a change that commits between that read
-//! and the wait still wakes it. Dropping a [`KeyWatch`] (the waiting request answered, timed
+//! and the wait still wakes it. Dropping a [`KeyWatch`] (the waiting request replied, timed
 //! out or lost its client) removes it: nothing is left behind.
 
 use std::collections::HashMap;

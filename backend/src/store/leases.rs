@@ -1,6 +1,6 @@
 //! [`Leases`] on either database: reconciliation takes a key under a lease written on its row
 //! (`store::sql::keys`), so no transaction is open across a bank look-up and no two reconcilers
-//! ever hold one key, and writes the bank's answer only while it still holds the lease. Beside
+//! ever hold one key, and writes the bank's reply only while it still holds the lease. Beside
 //! it, the bank's other final words: a status check counted against the rail's rules, and a
 //! line of the settlement file. Every statement here is shared by both databases.
 
@@ -44,7 +44,7 @@ impl<D: Db> Leases for SqlStore<D> {
         let detail = "asked the bank now, by the claim's reference";
         let asked = claim_event(
             key,
-            taken.1.resource_id,
+            taken.1.movement_id,
             (EventKind::OperatorLookup, detail),
             cause,
         );
@@ -90,7 +90,7 @@ impl<D: Db> Leases for SqlStore<D> {
         let finished = outcome::finish_in::<D>(
             &mut tx,
             key,
-            (stored.operation, stored.resource_id),
+            (stored.operation, stored.movement_id),
             result,
             event,
             cause,
@@ -112,14 +112,14 @@ impl<D: Db> Leases for SqlStore<D> {
         } = leased;
         let mut tx = D::begin_write(&self.pool).await?;
         let released =
-            keys::set_released::<D>(&mut tx, key, stored.resource_id, owner, check_after).await?;
+            keys::set_released::<D>(&mut tx, key, stored.movement_id, owner, check_after).await?;
         if !released {
             return Err(StoreError::LeaseLost);
         }
         let detail = "the bank never saw the reference; a retry claims the key again";
         let event = claim_event(
             key,
-            stored.resource_id,
+            stored.movement_id,
             (EventKind::Released, detail),
             cause,
         );
@@ -133,10 +133,10 @@ impl<D: Db> Leases for SqlStore<D> {
         } = leased;
         let mut tx = self.write_giving_back_lease(key, owner).await?;
         let user_id = key.user.as_i64();
-        movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.resource_id).await?;
-        keys::end_checks::<D>(&mut tx, key, stored.resource_id).await?;
+        movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.movement_id).await?;
+        keys::end_checks::<D>(&mut tx, key, stored.movement_id).await?;
         let detail = "the last check found nothing at the bank: no money moved";
-        let event = claim_event(key, stored.resource_id, (EventKind::Voided, detail), cause);
+        let event = claim_event(key, stored.movement_id, (EventKind::Voided, detail), cause);
         events::append::<D>(&mut tx, &event).await?;
         tx.commit().await?;
         Ok(())
@@ -155,7 +155,7 @@ impl<D: Db> Leases for SqlStore<D> {
                 wait.as_secs()
             )
         } else {
-            format!("no final answer yet; next look-up in {}s", wait.as_secs())
+            format!("no final reply yet; next look-up in {}s", wait.as_secs())
         };
         let mut tx = D::begin_write(&self.pool).await?;
         let (key, owner) = (leased.key, leased.owner);
@@ -164,8 +164,8 @@ impl<D: Db> Leases for SqlStore<D> {
         if !scheduled {
             return Err(StoreError::LeaseLost);
         }
-        let resource_id = leased.stored.resource_id;
-        let event = claim_event(key, resource_id, (EventKind::LookedUp, detail), cause);
+        let movement_id = leased.stored.movement_id;
+        let event = claim_event(key, movement_id, (EventKind::LookedUp, detail), cause);
         events::append::<D>(&mut tx, &event).await?;
         tx.commit().await?;
         Ok(())
@@ -198,7 +198,7 @@ impl<D: Db> Leases for SqlStore<D> {
             key, stored, owner, ..
         } = leased;
         let mut tx = D::begin_write(&self.pool).await?;
-        let this = (stored.resource_id, owner);
+        let this = (stored.movement_id, owner);
         let Some(due_at) = keys::await_settlement::<D>(&mut tx, key, this, due_in).await? else {
             return Err(StoreError::LeaseLost);
         };
@@ -207,13 +207,13 @@ impl<D: Db> Leases for SqlStore<D> {
             return Ok(due_at.0);
         }
         let detail = format!(
-            "every status check the rail allows was made with no final answer; the bank's \
+            "every status check the rail allows was made with no final reply; the bank's \
              settlement file is due in {} min",
             due_in.as_secs() / 60
         );
         let event = claim_event(
             key,
-            stored.resource_id,
+            stored.movement_id,
             (EventKind::LookedUp, &detail),
             cause,
         );
@@ -261,22 +261,22 @@ async fn settle_in<D: Db>(
     let Some(ours) = movements::select_by_reference::<D>(conn, &row.reference).await? else {
         return Ok(Settlement::UnknownReference);
     };
-    let (user_id, resource_id) = (ours.user_id(), ours.id());
-    let Some(key) = keys::key_of_movement::<D>(conn, user_id, resource_id).await? else {
+    let (user_id, movement_id) = (ours.user_id(), ours.id());
+    let Some(key) = keys::key_of_movement::<D>(conn, user_id, movement_id).await? else {
         let gone = format!("{} has no key any more; not applied", row.reference);
         return Ok(Settlement::Mismatched(gone));
     };
     Ok(match settlement_against(&ours, row) {
         Ok(result) if ours.status() == MovementStatus::Pending => {
             let (operation, event) = (ours.operation(), EventKind::Resolved);
-            let this = (operation, resource_id);
+            let this = (operation, movement_id);
             outcome::finish_in::<D>(conn, key, this, &result, event, cause).await?;
             Settlement::Resolved
         }
         Ok(_) => Settlement::AlreadyFinal,
         Err(mismatch) => {
             let detail = format!("settlement file: {mismatch}; not applied");
-            let event = claim_event(key, resource_id, (EventKind::LedgerChecked, detail), cause);
+            let event = claim_event(key, movement_id, (EventKind::LedgerChecked, detail), cause);
             events::append::<D>(conn, &event).await?;
             Settlement::Mismatched(mismatch)
         }

@@ -124,12 +124,12 @@ impl Dialect for Postgres {
 /// [`WriterConnections`].)
 ///
 /// Why no statement timeout: under synchronous replication a commit waits for a standby, and a
-/// statement cancelled during that wait (which is what a timeout does) is answered as a
+/// statement cancelled during that wait (which is what a timeout does) is replied to as a
 /// *success*, with only a warning that the commit "might not have been replicated". A claim
 /// acknowledged that way could be lost in the failover that follows, and the retry would
 /// debit again. So the session setting is pinned to 0 whatever the role or database says, and
 /// a request's deadline is kept by the application instead (`REQUEST_TIMEOUT_MS`), which
-/// answers without cancelling anything at the database.
+/// replies without cancelling anything at the database.
 pub async fn connect(
     options: PgConnectOptions,
     max_connections: u32,

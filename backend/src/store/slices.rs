@@ -90,10 +90,10 @@ pub trait Claims: Send + Sync {
         &self,
         key: KeyRef,
         operation: Operation,
-        resource_id: Uuid,
+        movement_id: Uuid,
     ) -> Result<Option<SavedMovement>, StoreError>;
 
-    /// The payment or refund behind a finished key, to render its saved answer: the one read
+    /// The payment or refund behind a finished key, to render its saved reply: the one read
     /// with the key when there is one, else loaded. A finished key without it is corrupt.
     async fn saved_movement(
         &self,
@@ -103,12 +103,12 @@ pub trait Claims: Send + Sync {
         if let Some(saved) = &stored.saved {
             return Ok((**saved).clone());
         }
-        self.load_movement(key, stored.operation, stored.resource_id)
+        self.load_movement(key, stored.operation, stored.movement_id)
             .await?
             .ok_or_else(|| {
                 StoreError::Corrupt(format!(
                     "finished key's movement {} is gone",
-                    stored.resource_id
+                    stored.movement_id
                 ))
             })
     }
@@ -119,31 +119,31 @@ pub trait Claims: Send + Sync {
         &self,
         key: KeyRef,
         operation: Operation,
-        resource_id: Uuid,
+        movement_id: Uuid,
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError>;
 
-    /// Moves a `started` key to `unknown` after the bank call of `claim` got no final answer,
+    /// Moves a `started` key to `unknown` after the bank call of `claim` got no final reply,
     /// due for its first status check `first_check_in` from now; `false` if the key is no longer
     /// that claim's (a reconciler took it, or it was released and claimed again).
     async fn mark_unknown(
         &self,
         key: KeyRef,
-        (resource_id, claim): (Uuid, ClaimToken),
+        (movement_id, claim): (Uuid, ClaimToken),
         first_check_in: Duration,
         cause: &Cause,
     ) -> Result<bool, StoreError>;
 
     /// Releases a `started` key whose bank call `claim` never sent (no call could be had, or
-    /// the claim's answer was lost): the retry claims it again; its first check for a late
+    /// the claim's reply was lost): the retry claims it again; its first check for a late
     /// debit comes `stuck_after` from now, as for any release. Only while the key is still that
     /// claim's, and younger than `stuck_after` by its row's `claimed_at` on the database's clock
     /// (after that, reconciliation decides): never by this process's clock.
     async fn release_unsent(
         &self,
         key: KeyRef,
-        (resource_id, claim): (Uuid, ClaimToken),
+        (movement_id, claim): (Uuid, ClaimToken),
         stuck_after: Duration,
         cause: &Cause,
     ) -> Result<(), StoreError>;
@@ -247,7 +247,7 @@ pub trait Leases: Send + Sync {
         (spacing, queue_at_most): (Duration, Duration),
     ) -> Result<Option<CheckSlot>, StoreError>;
 
-    /// The leased key's checks ran out with no final answer: it waits for the bank's settlement
+    /// The leased key's checks ran out with no final reply: it waits for the bank's settlement
     /// file, due `due_in` from now (a key that waits already keeps its time), and no reconciler
     /// takes it again. When the file is due.
     async fn await_settlement(
@@ -307,11 +307,11 @@ pub trait OperatorReads: Send + Sync {
         page: Page<MovementCursor>,
     ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError>;
 
-    /// The keys (those still stored) and the trail of a customer's claims `resource_ids`.
+    /// The keys (those still stored) and the trail of a customer's claims `movement_ids`.
     async fn customer_claims(
         &self,
         user_id: i64,
-        resource_ids: &[Uuid],
+        movement_ids: &[Uuid],
     ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError>;
 
     /// A page of a customer's trail, newest first.
@@ -341,7 +341,7 @@ pub trait Health: Send + Sync {
     /// The versions of this database's migrations not applied yet.
     async fn unapplied_migrations(&self) -> Result<Vec<i64>, sqlx::migrate::MigrateError>;
 
-    /// Checks the database answers and this process can write claims and outcomes to it
+    /// Checks the database replies and this process can write claims and outcomes to it
     /// (readiness).
     async fn ping(&self) -> Result<(), StoreError>;
 

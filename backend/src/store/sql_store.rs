@@ -50,7 +50,7 @@ impl<D: Db> SqlStore<D> {
     }
 
     /// A write transaction that has given back `owner`'s lease on `key` (and so writes the
-    /// bank's answer only if the lease still held): [`StoreError::LeaseLost`] if it ran out and
+    /// bank's reply only if the lease still held): [`StoreError::LeaseLost`] if it ran out and
     /// another reconciler took the key.
     pub(super) async fn write_giving_back_lease(
         &self,
@@ -75,7 +75,7 @@ impl<D: Db> SqlStore<D> {
             conn,
             stored.operation,
             key.user.as_i64(),
-            stored.resource_id,
+            stored.movement_id,
         )
         .await?
         .ok_or_else(|| {
@@ -83,7 +83,7 @@ impl<D: Db> SqlStore<D> {
                 "key {} has no {} row {}",
                 key.key,
                 stored.operation.name(),
-                stored.resource_id
+                stored.movement_id
             ))
         })?;
         Ok(LeasedKey {
@@ -95,15 +95,15 @@ impl<D: Db> SqlStore<D> {
     }
 }
 
-/// An event of the claim (`key`, `resource_id`), recorded against `cause`.
+/// An event of the claim (`key`, `movement_id`), recorded against `cause`.
 pub(super) fn claim_event(
     key: KeyRef,
-    resource_id: Uuid,
+    movement_id: Uuid,
     (kind, detail): (EventKind, impl Into<String>),
     cause: &Cause,
 ) -> NewEvent {
     NewEvent::of_claim(
-        (key.user.as_i64(), key.key, resource_id),
+        (key.user.as_i64(), key.key, movement_id),
         kind,
         Some(detail.into()),
         cause,

@@ -1,5 +1,5 @@
 //! The values the store takes and returns: keys, claims, and the payment and refund rows from
-//! which a saved answer is rendered.
+//! which a saved reply is rendered.
 
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ impl KeyRef {
     }
 }
 
-/// A stored key: what the decision needs, plus the resource its answer is rendered from.
+/// A stored key: what the decision needs, plus the movement its reply is rendered from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredKey {
     /// State, fingerprint and timestamps, for `shared::decide`.
@@ -35,7 +35,7 @@ pub struct StoredKey {
     /// The operation that claimed the key.
     pub operation: Operation,
     /// The payment or refund the key created.
-    pub resource_id: Uuid,
+    pub movement_id: Uuid,
     /// The database's clock when the row was read, so expiry and stuck checks use one clock.
     pub read_at: OffsetDateTime,
     /// How many status checks were sent for its movement, by any replica, across re-claims
@@ -54,7 +54,7 @@ pub struct Finished {
     /// The movement as it now stands.
     pub movement: SavedMovement,
     /// The key as this write left it (`done`, with the database's clock), to remember its
-    /// answer; `None` if a racing writer (a reconciler) had finished it first.
+    /// reply; `None` if a racing writer (a reconciler) had finished it first.
     pub key: Option<StoredKey>,
 }
 
@@ -72,7 +72,7 @@ pub enum FinalOutcome {
 
 impl FinalOutcome {
     /// The result in a few words, for the audit trail: `succeeded`, `declined: {reason}`. The
-    /// view `key_trail` spells the same words from the status and reason for an answer kept on
+    /// view `key_trail` spells the same words from the status and reason for a reply kept on
     /// a payment's row (`migrations/20261207000001_routine_trail_on_movements.sql`).
     pub fn describe(&self) -> String {
         match self {
@@ -266,7 +266,7 @@ pub const CLAIM_LEASE_RENEWAL: Duration = Duration::from_secs(2);
 pub const RECONCILE_LEASE: Duration = Duration::from_secs(60);
 
 /// An unfinished (or released) key taken by reconciliation under a lease, with everything
-/// needed to ask the bank. Until the lease is given back (by writing the bank's answer,
+/// needed to ask the bank. Until the lease is given back (by writing the bank's reply,
 /// releasing, voiding or postponing, each checking the lease is still this one's) or runs out,
 /// no other reconciler or retry takes the key.
 #[derive(Debug, Clone, PartialEq, Eq)]

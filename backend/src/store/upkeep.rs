@@ -68,10 +68,10 @@ impl<D: Db> OperatorReads for SqlStore<D> {
     async fn customer_claims(
         &self,
         user_id: i64,
-        resource_ids: &[Uuid],
+        movement_ids: &[Uuid],
     ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
         let mut conn = self.pool.acquire().await?;
-        operator_reads::customer_claims::<D>(&mut conn, user_id, resource_ids).await
+        operator_reads::customer_claims::<D>(&mut conn, user_id, movement_ids).await
     }
 
     async fn customer_trail(

@@ -48,19 +48,19 @@ impl Appender {
         (Appender { queue }, task)
     }
 
-    /// Records what the request of `cause` saw of `key`: `resource_id` names the claim, or
+    /// Records what the request of `cause` saw of `key`: `movement_id` names the claim, or
     /// `None` for the key's claim as it stands when the row is written.
     pub fn observe_key(
         &self,
         key: KeyRef,
-        resource_id: Option<Uuid>,
+        movement_id: Option<Uuid>,
         (kind, detail): (EventKind, &str),
         cause: &Cause,
     ) {
         self.observe(NewEvent {
             user_id: key.user.as_i64(),
             key: Some(key.key),
-            resource_id,
+            movement_id,
             kind,
             detail: Some(detail.to_owned()),
             request_id: cause.request_id.as_ref().map(|id| id.as_str().to_owned()),
@@ -112,7 +112,7 @@ fn fold_repeats(batch: Vec<Observed>) -> Vec<Observed> {
     let mut index: HashMap<(i64, Option<Uuid>, Option<Uuid>, EventKind), usize> = HashMap::new();
     for observed in batch {
         let event = &observed.event;
-        let identity = (event.user_id, event.key, event.resource_id, event.kind);
+        let identity = (event.user_id, event.key, event.movement_id, event.kind);
         match index.get(&identity) {
             Some(&row) => rows[row].repeats += observed.repeats,
             None => {
@@ -133,7 +133,7 @@ mod tests {
             event: NewEvent {
                 user_id,
                 key: Some(Uuid::from_u128(key)),
-                resource_id: Some(Uuid::from_u128(key + 1)),
+                movement_id: Some(Uuid::from_u128(key + 1)),
                 kind: EventKind::Replayed,
                 detail: None,
                 request_id: Some(request.into()),

@@ -1,8 +1,8 @@
 //! The operator console in a real browser (SPEC §8 "Operator console"): headless Chromium,
 //! driven over WebDriver, uses `/admin/console` of a real backend (PostgreSQL, a bank simulator
 //! over HTTP) as support staff would, for the three stories the console is for:
-//! - a lost reply: the customer's retry was answered from the saved answer, and the payment's
-//!   trail reads claimed, bank answered, replayed;
+//! - a lost reply: the customer's retry got the saved reply, and the payment's
+//!   trail reads claimed, bank replied, replayed;
 //! - an unknown key: the bank debited but the backend had stopped waiting; from the queue the
 //!   operator asks the bank, the key resolves, the payment reads succeeded, and the bank still
 //!   holds exactly one debit for it;
@@ -71,7 +71,7 @@ async fn operators_trace_a_replay_resolve_an_unknown_key_and_find_a_double_charg
     .await;
 }
 
-/// The static page is open to all; the API answers 401 without a token and 401 or 403 to a
+/// The static page is open to all; the API replies 401 without a token and 401 or 403 to a
 /// customer's token, as problems; an operator's token is let in.
 async fn api_refuses_anyone_but_an_operator(app: &TestApp) {
     let page = app
@@ -79,12 +79,12 @@ async fn api_refuses_anyone_but_an_operator(app: &TestApp) {
         .get(format!("{}/admin/console", app.admin_url))
         .send()
         .await
-        .expect("the admin listener answers");
+        .expect("the admin listener replies");
     assert_eq!(page.status(), 200, "the console page needs no token");
     assert!(content_type(&page).starts_with("text/html"));
 
     let queue = format!("{}/admin/api/queue", app.admin_url);
-    let anonymous = app.http.get(&queue).send().await.expect("answers");
+    let anonymous = app.http.get(&queue).send().await.expect("replies");
     assert_eq!(anonymous.status(), 401, "no token");
     assert!(content_type(&anonymous).starts_with("application/problem+json"));
     let customer = app
@@ -93,7 +93,7 @@ async fn api_refuses_anyone_but_an_operator(app: &TestApp) {
         .bearer_auth(TestApp::token(LOST_REPLY_CUSTOMER))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert!(
         matches!(customer.status().as_u16(), 401 | 403),
         "a customer's token is no operator's: {}",
@@ -105,7 +105,7 @@ async fn api_refuses_anyone_but_an_operator(app: &TestApp) {
         .bearer_auth(TestApp::operator_token(OPERATOR))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert_eq!(operator.status(), 200, "an operator's token");
 }
 
@@ -118,7 +118,7 @@ fn content_type(response: &reqwest::Response) -> &str {
 }
 
 /// Customer A pays; the phone never sees the reply and sends the same request with the same
-/// key again: the second answer is the first one, replayed.
+/// key again: the second reply is the first one, replayed.
 async fn pay_then_retry_with_the_same_key(app: &TestApp) {
     let key = new_key();
     let body = payment_body(230_000);
@@ -130,10 +130,7 @@ async fn pay_then_retry_with_the_same_key(app: &TestApp) {
         .pay(LOST_REPLY_CUSTOMER, Some(&key), "elec-1", &body)
         .await;
     assert_eq!(retry.status, 201);
-    assert!(
-        retry.is_replay(),
-        "the retry is answered from the saved answer"
-    );
+    assert!(retry.is_replay(), "the retry gets the saved reply");
     assert_eq!(retry.bytes, first.bytes);
 }
 
@@ -144,7 +141,7 @@ struct UnknownKey {
 }
 
 /// Customer B pays while the bank holds its replies back past the backend's timeout: the bank
-/// debits, the backend answers "outcome pending" and leaves the key `unknown` (no reconciler
+/// debits, the backend replies "outcome pending" and leaves the key `unknown` (no reconciler
 /// runs in the test backend, so it stays so until the operator asks).
 async fn leave_a_key_unknown(app: &TestApp) -> UnknownKey {
     app.bank.simulator.set_knobs(Knobs {
@@ -191,11 +188,11 @@ async fn pay_one_bill_twice(app: &TestApp) -> [String; 2] {
     let body = payment_body(120_000);
     let mut references = Vec::new();
     for attempt in ["first", "second"] {
-        let answer = app
+        let reply = app
             .pay(DOUBLE_CHARGE_CUSTOMER, Some(&new_key()), "gas-1", &body)
             .await;
-        assert_eq!(answer.status, 201, "the {attempt} payment");
-        let reference = answer.json()["bank_reference"]
+        assert_eq!(reply.status, 201, "the {attempt} payment");
+        let reference = reply.json()["bank_reference"]
             .as_str()
             .expect("a bank reference")
             .to_owned();
@@ -275,7 +272,7 @@ async fn page_refuses_anyone_but_an_operator(browser: &Browser) {
         .await;
 }
 
-/// Customer A's one payment, and its trail in order: claimed, bank answered, replayed.
+/// Customer A's one payment, and its trail in order: claimed, bank replied, replayed.
 async fn trace_the_replay(browser: &Browser) {
     browser
         .type_into("#customer-id", &LOST_REPLY_CUSTOMER.to_string())
@@ -325,9 +322,9 @@ async fn resolve_the_unknown_key(browser: &Browser, app: &TestApp, unknown: &Unk
         .type_into(&format!("{row} input.reason"), ASK_REASON)
         .await;
     browser.click(&format!("{row} button.ask-bank")).await;
-    let answered = browser
+    let replied = browser
         .wait_for_script(
-            "the bank's answer in customer B's row",
+            "the bank's reply in customer B's row",
             "const cell = document.querySelector(arguments[0] + ' td.result');
              const result = cell && cell.dataset.result;
              if (!result || result === 'pending') return null;
@@ -335,7 +332,7 @@ async fn resolve_the_unknown_key(browser: &Browser, app: &TestApp, unknown: &Unk
             vec![json!(row)],
         )
         .await;
-    assert_eq!(answered["result"], "resolved", "{answered}");
+    assert_eq!(replied["result"], "resolved", "{replied}");
     browser
         .screenshot("console-queue.png", "#queue-results")
         .await;

@@ -27,10 +27,10 @@ async fn pay_as(app: &TestApp, user: u64, key: &str, request_id: &str) -> reqwes
         .json(&payment_body(230_000))
         .send()
         .await
-        .expect("the backend answers")
+        .expect("the backend replies")
 }
 
-async fn a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request(
+async fn a_payment_and_its_replay_are_claimed_replied_replayed_each_by_its_request(
     store: StoreKind,
 ) {
     let app = TestApp::spawn_on(store).await;
@@ -70,7 +70,7 @@ async fn a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_requ
 
 async fn a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
-    let answer = app
+    let reply = app
         .http
         .post(format!("{}/v1/bills/elec-1/pay", app.url))
         .bearer_auth(TestApp::token(3))
@@ -79,9 +79,9 @@ async fn a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one(store: S
         .json(&payment_body(100))
         .send()
         .await
-        .expect("answers");
-    assert_eq!(answer.status(), 201);
-    let minted = answer.headers()["x-request-id"]
+        .expect("replies");
+    assert_eq!(reply.status(), 201);
+    let minted = reply.headers()["x-request-id"]
         .to_str()
         .expect("visible ASCII")
         .to_owned();
@@ -134,9 +134,9 @@ async fn a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waite
         .json(&payment_body(230_000))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert_eq!(waited.status(), 201);
-    assert_eq!(first.await.expect("joins").expect("answers").status, 201);
+    assert_eq!(first.await.expect("joins").expect("replies").status, 201);
 
     let trail = app.trail_of_length(7, 5).await;
     assert_eq!(
@@ -152,7 +152,7 @@ async fn a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waite
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: StoreKind) {
+async fn a_lost_bank_reply_is_unknown_then_resolved_by_the_reconciler(store: StoreKind) {
     let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
     let key = new_key();
     let first = app
@@ -170,7 +170,7 @@ async fn a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler(store: St
     let ids = app.request_ids(9).await;
     assert_eq!(
         ids[0], ids[1],
-        "the unknown answer belongs to the claiming request"
+        "the unknown reply belongs to the claiming request"
     );
     assert_eq!(ids[2], "-", "the reconciler's own work has no request");
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -191,14 +191,11 @@ async fn a_release_and_the_retry_that_claims_again_are_recorded(store: StoreKind
         trail,
         ["claimed", "released", "claimed_again", "bank_answered"]
     );
-    // The answer names the retry that recorded it, not the request that first claimed: on
-    // PostgreSQL too, where a claimant's own answer would be kept on the payment's row, this one
+    // The reply names the retry that recorded it, not the request that first claimed: on
+    // PostgreSQL too, where a claimant's own reply would be kept on the payment's row, this one
     // is a `key_events` row of its own.
     let ids = app.request_ids(2).await;
-    assert_ne!(
-        ids[0], ids[3],
-        "the first request did not record the answer"
-    );
+    assert_ne!(ids[0], ids[3], "the first request did not record the reply");
     assert_eq!(ids[2], ids[3], "the retry that claimed again recorded it");
     assert_eq!(
         app.scalar("SELECT count(*) FROM key_events WHERE user_id = 2 AND event = 'bank_answered'")
@@ -295,11 +292,11 @@ async fn a_crashed_claim_is_settled_inline_by_the_retry_and_recorded_as_resolved
     simulate_crash_after_claim(&app, 5, &debited, &body, true).await;
     simulate_crash_after_claim(&app, 6, &never_sent, &body, false).await;
 
-    let answer = app.pay(5, Some(&debited), "elec-1", &body).await;
-    assert_eq!((answer.status, answer.is_replay()), (201, true));
+    let reply = app.pay(5, Some(&debited), "elec-1", &body).await;
+    assert_eq!((reply.status, reply.is_replay()), (201, true));
     assert_eq!(app.trail(5).await, ["claimed", "resolved"]);
-    let answer = app.pay(6, Some(&never_sent), "elec-1", &body).await;
-    assert_eq!((answer.status, answer.is_replay()), (201, false));
+    let reply = app.pay(6, Some(&never_sent), "elec-1", &body).await;
+    assert_eq!((reply.status, reply.is_replay()), (201, false));
     assert_eq!(
         app.trail(6).await,
         ["claimed", "released", "claimed_again", "bank_answered"]
@@ -344,7 +341,7 @@ async fn a_key_reused_after_expiry_starts_a_second_story_under_the_same_key(stor
 /// between the state change and its event would: the event's transaction must fail whole. On
 /// PostgreSQL the routine events are written to the movement's row, so the row's write that
 /// carries one (a payment's insert with its claim's event id, a movement's update with its
-/// answer's) is refused too.
+/// reply's) is refused too.
 async fn refuse_events_named(app: &TestApp, store: StoreKind, event: &str) {
     let sql = match store {
         StoreKind::Postgres => {
@@ -380,10 +377,10 @@ async fn a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_c
 ) {
     let app = TestApp::spawn_on(store).await;
     refuse_events_named(&app, store, "claimed").await;
-    let answer = app
+    let reply = app
         .pay(8, Some(&new_key()), "elec-1", &payment_body(100))
         .await;
-    assert!(answer.status >= 500, "the claim failed: {}", answer.status);
+    assert!(reply.status >= 500, "the claim failed: {}", reply.status);
     app.assert_nothing_written("a claim without its event")
         .await;
     assert!(app.trail(8).await.is_empty());
@@ -393,8 +390,8 @@ async fn an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished(stor
     let app = TestApp::spawn_on(store).await;
     refuse_events_named(&app, store, "bank_answered").await;
     let key = new_key();
-    let answer = app.pay(8, Some(&key), "elec-1", &payment_body(100)).await;
-    assert!(answer.status >= 500, "the save failed: {}", answer.status);
+    let reply = app.pay(8, Some(&key), "elec-1", &payment_body(100)).await;
+    assert!(reply.status >= 500, "the save failed: {}", reply.status);
     assert_ne!(
         app.key_state(8, &key).await.as_deref(),
         Some("done"),
@@ -460,11 +457,11 @@ async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once
     );
 }
 
-/// The bank's answer is recorded when the payment moves, whether or not its key moves with it.
+/// The bank's reply is recorded when the payment moves, whether or not its key moves with it.
 /// Here the key is deleted while the bank call is in flight (as a purge by hand would), so the
 /// outcome finds the payment pending but no key to finish: the payment moves alone, and the
-/// trail still says the bank answered, naming the claiming request.
-async fn an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone(store: StoreKind) {
+/// trail still says the bank replied, naming the claiming request.
+async fn a_reply_is_recorded_when_the_payment_moves_though_its_key_is_gone(store: StoreKind) {
     let app = TestApp::spawn_with(Options::slow_bank(store, 1_500)).await;
     let key = new_key();
     let delete_the_key_once_claimed = async {
@@ -483,7 +480,7 @@ async fn an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone(sto
     );
     assert!(
         paid.status().is_success(),
-        "the client hears the bank's answer: {}",
+        "the client hears the bank's reply: {}",
         paid.status()
     );
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -499,16 +496,16 @@ async fn an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone(sto
     assert_eq!(
         [ids[0].as_str(), ids[2].as_str()],
         ["phone-attempt-1", "phone-attempt-1"],
-        "the claiming request recorded the answer"
+        "the claiming request recorded the reply"
     );
 }
 
 for_each_store!(
-    a_payment_and_its_replay_are_claimed_answered_replayed_each_by_its_request,
+    a_payment_and_its_replay_are_claimed_replied_replayed_each_by_its_request,
     a_missing_or_unprintable_request_id_is_replaced_by_a_fresh_one,
     a_mismatch_and_a_decline_are_recorded_with_what_happened,
     a_duplicate_in_flight_is_refused_and_a_waiting_one_is_recorded_as_waited,
-    a_lost_bank_answer_is_unknown_then_resolved_by_the_reconciler,
+    a_lost_bank_reply_is_unknown_then_resolved_by_the_reconciler,
     a_release_and_the_retry_that_claims_again_are_recorded,
     a_refund_tells_its_own_story_beside_its_payments,
     a_crashed_claim_is_settled_inline_by_the_retry_and_recorded_as_resolved,
@@ -516,5 +513,5 @@ for_each_store!(
     an_expired_key_leaves_its_last_event_and_its_trail_goes_only_after_the_keeping_period,
     a_claim_whose_event_cannot_be_written_is_not_made_and_the_bank_is_not_called,
     an_outcome_whose_event_cannot_be_written_leaves_the_key_unfinished,
-    an_answer_is_recorded_when_the_payment_moves_though_its_key_is_gone,
+    a_reply_is_recorded_when_the_payment_moves_though_its_key_is_gone,
 );

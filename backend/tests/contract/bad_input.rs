@@ -31,7 +31,7 @@ async fn raw_pay(app: &TestApp, key_header: &[u8], body: &[u8]) -> (u16, String)
     let mut response = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response))
         .await
-        .expect("answer in time")
+        .expect("reply in time")
         .expect("read");
     let text = String::from_utf8_lossy(&response).into_owned();
     let status = text
@@ -52,7 +52,7 @@ async fn post_raw_body(app: &TestApp, body: Vec<u8>) -> crate::support::Received
         .body(body)
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     crate::support::Received::from(response).await
 }
 
@@ -73,8 +73,8 @@ async fn malformed_keys_are_400_and_write_nothing() {
         ),
         ("broken quoting", "\"8e03978e-40d5-43e8-bc93-6894a57f9324"),
     ] {
-        let answer = app.pay(1, Some(key), "elec-1", &body).await;
-        let problem = answer.assert_problem(400, "idempotency-key-malformed");
+        let reply = app.pay(1, Some(key), "elec-1", &body).await;
+        let problem = reply.assert_problem(400, "idempotency-key-malformed");
         assert!(problem["detail"].is_string(), "{what}: names the problem");
     }
     app.assert_nothing_written("malformed keys").await;
@@ -151,8 +151,8 @@ async fn wrong_fields_are_422_naming_the_field() {
         ),
         (json!([500]), "body"),
     ] {
-        let answer = app.pay(1, Some(&new_key()), "elec-1", &body).await;
-        let problem = answer.assert_problem(422, "invalid-field");
+        let reply = app.pay(1, Some(&new_key()), "elec-1", &body).await;
+        let problem = reply.assert_problem(422, "invalid-field");
         assert_eq!(problem["field"], field, "{body}");
     }
     let bad_bill = app
@@ -255,9 +255,9 @@ async fn requests_without_a_valid_token_are_401_before_anything_else_all_with_on
             Some(value) => request.header("Authorization", value),
             None => request,
         };
-        let answer = crate::support::Received::from(request.send().await.expect("answers")).await;
-        let body = answer.assert_problem(401, "unauthenticated");
-        assert_eq!(answer.header("www-authenticate"), Some("Bearer"), "{what}");
+        let reply = crate::support::Received::from(request.send().await.expect("replies")).await;
+        let body = reply.assert_problem(401, "unauthenticated");
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{what}");
         details.insert(body["detail"].as_str().unwrap_or_default().to_owned());
     }
     // Which check failed goes to the log, never to the caller.
@@ -277,15 +277,15 @@ async fn a_canonical_subject_and_clocks_within_the_leeway_are_accepted() {
         "sub": "42", "exp": now - 10, "nbf": now + 10, "iat": now + 10,
         "iss": "anyone", "aud": ["anything"],
     }));
-    let answer = app
+    let reply = app
         .http
         .get(format!("{}/v1/payments/{}", app.url, new_key()))
         .bearer_auth(token)
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     // Authenticated: the payment is simply not there.
-    crate::support::Received::from(answer)
+    crate::support::Received::from(reply)
         .await
         .assert_problem(404, "not-found");
 }
@@ -298,7 +298,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .get(format!("{}/v2/nothing", app.url))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     crate::support::Received::from(missing)
         .await
         .assert_problem(404, "not-found");
@@ -307,7 +307,7 @@ async fn unknown_routes_and_methods_are_problems_too() {
         .delete(format!("{}/healthz", app.url))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     crate::support::Received::from(wrong_method)
         .await
         .assert_problem(405, "method-not-allowed");
@@ -327,8 +327,8 @@ async fn a_corpus_of_mutated_requests_gets_no_server_error_but_503() {
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
     for (index, request) in corpus.iter().enumerate() {
         match test_harness::mutations::send_raw(&addr, request).await {
-            Some(answer) if answer.status < 500 || answer.status == 503 => {
-                *seen.entry(answer.status).or_default() += 1;
+            Some(reply) if reply.status < 500 || reply.status == 503 => {
+                *seen.entry(reply.status).or_default() += 1;
             }
             other => failures.push(format!("#{index}: {other:?} for {}", request.describe())),
         }

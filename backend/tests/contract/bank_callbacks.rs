@@ -2,7 +2,7 @@
 //! listener): a valid one settles a waiting key at once, with no status check, and its retry
 //! replays the payment; a duplicate changes nothing; a missing or forged signature, a stale
 //! time, a malformed body, a reference we never issued and a status contradicting ours each get
-//! their own answer, and nothing is applied twice; the previous secret is accepted while the
+//! their own reply, and nothing is applied twice; the previous secret is accepted while the
 //! bank rotates; without a secret the route is closed; the public listener has no such route.
 
 use std::time::Duration;
@@ -50,9 +50,9 @@ async fn callback(
     if let Some((secret, at)) = signed {
         request = request.header(SIGNATURE_HEADER, sign(secret.as_bytes(), at, &bytes));
     }
-    let answer = request.send().await.expect("the backend answers");
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or(Value::Null))
+    let reply = request.send().await.expect("the backend replies");
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or(Value::Null))
 }
 
 fn now() -> i64 {
@@ -84,11 +84,11 @@ async fn a_signed_callback_settles_a_waiting_key_at_once_and_a_duplicate_changes
     let (key, reference) = unknown_payment(&app, 61, 6_100).await;
     let debited = json!({"reference": reference, "amount_paise": 6_100, "status": "debited"});
 
-    let (status, answer) = callback(&app, &debited, Some((CURRENT, now())), &app.admin_url).await;
+    let (status, reply) = callback(&app, &debited, Some((CURRENT, now())), &app.admin_url).await;
     assert_eq!(
-        (status, answer["result"].as_str()),
+        (status, reply["result"].as_str()),
         (200, Some("applied")),
-        "{answer}"
+        "{reply}"
     );
     assert_eq!(app.key_state(61, &key).await.as_deref(), Some("done"));
     let retry = app
@@ -101,9 +101,9 @@ async fn a_signed_callback_settles_a_waiting_key_at_once_and_a_duplicate_changes
         "no status check"
     );
 
-    let (status, answer) = callback(&app, &debited, Some((CURRENT, now())), &app.admin_url).await;
+    let (status, reply) = callback(&app, &debited, Some((CURRENT, now())), &app.admin_url).await;
     assert_eq!(
-        (status, answer["result"].as_str()),
+        (status, reply["result"].as_str()),
         (200, Some("already_final"))
     );
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -114,7 +114,7 @@ async fn a_signed_callback_settles_a_waiting_key_at_once_and_a_duplicate_changes
     );
 }
 
-async fn each_bad_callback_gets_its_answer_and_nothing_is_applied_twice(store: StoreKind) {
+async fn each_bad_callback_gets_its_reply_and_nothing_is_applied_twice(store: StoreKind) {
     let app = TestApp::spawn_with(waiting_for_the_bank(store, &[CURRENT, PREVIOUS])).await;
     let (key, reference) = unknown_payment(&app, 62, 6_200).await;
     let debited = json!({"reference": reference, "amount_paise": 6_200, "status": "debited"});
@@ -129,9 +129,9 @@ async fn each_bad_callback_gets_its_answer_and_nothing_is_applied_twice(store: S
         (Some((CURRENT, now() - 301)), "stale"),
         (Some((CURRENT, now() + 301)), "from the future"),
     ] {
-        let (status, answer) = callback(&app, &debited, signed, &admin).await;
-        assert_eq!(status, 401, "{what}: {answer}");
-        assert_eq!(answer["type"], "/problems/unauthenticated", "{what}");
+        let (status, reply) = callback(&app, &debited, signed, &admin).await;
+        assert_eq!(status, 401, "{what}: {reply}");
+        assert_eq!(reply["type"], "/problems/unauthenticated", "{what}");
     }
     let (status, _) = callback(
         &app,
@@ -142,25 +142,25 @@ async fn each_bad_callback_gets_its_answer_and_nothing_is_applied_twice(store: S
     .await;
     assert_eq!(status, 400, "a body without amount and status");
     let pending = json!({"reference": reference, "amount_paise": 6_200, "status": "pending"});
-    let (status, answer) = callback(&app, &pending, Some((CURRENT, now())), &admin).await;
+    let (status, reply) = callback(&app, &pending, Some((CURRENT, now())), &admin).await;
     assert_eq!(
-        (status, answer["field"].as_str()),
+        (status, reply["field"].as_str()),
         (422, Some("status")),
-        "{answer}"
+        "{reply}"
     );
     let unknown = json!({"reference": "pay-00000000-0000-4000-8000-000000000000",
                          "amount_paise": 1, "status": "debited"});
-    let (status, answer) = callback(&app, &unknown, Some((CURRENT, now())), &admin).await;
+    let (status, reply) = callback(&app, &unknown, Some((CURRENT, now())), &admin).await;
     assert_eq!(
-        (status, answer["result"].as_str()),
+        (status, reply["result"].as_str()),
         (404, Some("unknown_reference"))
     );
     let wrong_amount = json!({"reference": reference, "amount_paise": 6_201, "status": "debited"});
-    let (status, answer) = callback(&app, &wrong_amount, Some((CURRENT, now())), &admin).await;
+    let (status, reply) = callback(&app, &wrong_amount, Some((CURRENT, now())), &admin).await;
     assert_eq!(
-        (status, answer["result"].as_str()),
+        (status, reply["result"].as_str()),
         (409, Some("mismatch")),
-        "{answer}"
+        "{reply}"
     );
     assert_eq!(
         app.key_state(62, &key).await.as_deref(),
@@ -169,16 +169,16 @@ async fn each_bad_callback_gets_its_answer_and_nothing_is_applied_twice(store: S
     );
 
     // Signed under the previous secret while the bank rotates: accepted.
-    let (status, answer) = callback(&app, &debited, Some((PREVIOUS, now())), &admin).await;
+    let (status, reply) = callback(&app, &debited, Some((PREVIOUS, now())), &admin).await;
     assert_eq!(
-        (status, answer["result"].as_str()),
+        (status, reply["result"].as_str()),
         (200, Some("applied")),
-        "{answer}"
+        "{reply}"
     );
     // A contradiction of that final word: recorded, never applied.
     let declined = json!({"reference": reference, "amount_paise": 6_200, "status": "declined"});
-    let (status, answer) = callback(&app, &declined, Some((CURRENT, now())), &admin).await;
-    assert_eq!((status, answer["result"].as_str()), (409, Some("mismatch")));
+    let (status, reply) = callback(&app, &declined, Some((CURRENT, now())), &admin).await;
+    assert_eq!((status, reply["result"].as_str()), (409, Some("mismatch")));
     assert_eq!(
         app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
         ["succeeded"]
@@ -205,13 +205,13 @@ async fn without_a_secret_the_route_is_closed_and_the_public_listener_has_none()
         ..Options::default()
     })
     .await;
-    let (status, answer) = callback(&closed, &any, Some((CURRENT, now())), &closed.admin_url).await;
-    assert_eq!(status, 404, "{answer}");
+    let (status, reply) = callback(&closed, &any, Some((CURRENT, now())), &closed.admin_url).await;
+    assert_eq!(status, 404, "{reply}");
     assert!(
-        answer["detail"]
+        reply["detail"]
             .as_str()
             .is_some_and(|detail| detail.contains("BANK_CALLBACK_SECRET")),
-        "{answer}"
+        "{reply}"
     );
 }
 
@@ -268,6 +268,6 @@ async fn the_simulators_callbacks_settle_lost_replies_without_a_check(store: Sto
 
 for_each_store!(
     a_signed_callback_settles_a_waiting_key_at_once_and_a_duplicate_changes_nothing,
-    each_bad_callback_gets_its_answer_and_nothing_is_applied_twice,
+    each_bad_callback_gets_its_reply_and_nothing_is_applied_twice,
     the_simulators_callbacks_settle_lost_replies_without_a_check,
 );

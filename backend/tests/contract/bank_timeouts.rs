@@ -1,7 +1,7 @@
 //! A misbehaving bank under load (SPEC §4, §5 invariants 1, 4 and 5, §7): a few hundred
-//! payments by clients that retry with the same key and body until they get a final answer,
+//! payments by clients that retry with the same key and body until they get a final reply,
 //! with the reconciler running beside them, against a bank that loses replies (it debits, then
-//! answers after the backend gave up), is too slow for the backend's timeout, answers look-ups
+//! replies after the backend gave up), is too slow for the backend's timeout, replies to look-ups
 //! `200` or `201`, or fails with a 503 before debiting. Afterwards the bank's ledger and the
 //! tables agree exactly: no reference debited twice, no key left `started`, `unknown` or
 //! `released`, and every debit has exactly one finished key and one succeeded payment row with
@@ -48,14 +48,14 @@ fn resolved(app: &TestApp, outcome: &'static str) -> u64 {
         .get()
 }
 
-fn total(runs: &[ClientRun], answers: impl Fn(&ClientRun) -> u32) -> u32 {
-    runs.iter().map(answers).sum()
+fn total(runs: &[ClientRun], replies: impl Fn(&ClientRun) -> u32) -> u32 {
+    runs.iter().map(replies).sum()
 }
 
 async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_payment(
     store: StoreKind,
 ) {
-    // `stuck_after` decides when a "never seen" answer may release a claim (the first call
+    // `stuck_after` decides when a "never seen" reply may release a claim (the first call
     // may still be on its way to the bank until then); a second keeps the run short.
     let policy = Policy {
         stuck_after: Duration::from_secs(1),
@@ -79,7 +79,7 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
         },
         policy,
         bank_timeout: Duration::from_millis(200),
-        // Half the calls get no final answer here, which opens the breaker: this test is about
+        // Half the calls get no final reply here, which opens the breaker: this test is about
         // resolving lost replies, so every payment goes to the bank (the breaker's own test is
         // `partner_bank`).
         bank: BankConfig {
@@ -96,7 +96,7 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
     println!(
         "bank timeouts under load ({store:?}): 300 payments ({CONCURRENCY} at a time) in \
          {elapsed:?}; {} debits, {} declines; clients saw {outcome_pending} outcome-pending and \
-         {} in-progress answers; the reconciler took up {} keys: {} succeeded, {} declined, {} \
+         {} in-progress replies; the reconciler took up {} keys: {} succeeded, {} declined, {} \
          released (the rest postponed); {} look-up failures",
         reconciled.debits,
         reconciled.declined,
@@ -110,7 +110,7 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
     assert_eq!(
         total(&runs, |run| run.service_unavailable),
         0,
-        "the database never went away and the bank never answered 5xx"
+        "the database never went away and the bank never replied 5xx"
     );
     assert!(outcome_pending > 0, "some replies were lost or late");
     assert!(
@@ -123,9 +123,9 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
     );
 }
 
-/// Lost replies at 30% against a deduplicating bank whose look-ups answer `lookup_status`:
+/// Lost replies at 30% against a deduplicating bank whose look-ups reply `lookup_status`:
 /// every key ends resolved, whichever success status the bank's look-ups use.
-async fn lost_replies_resolve_with_look_ups_answering(store: StoreKind, lookup: LookupStatus) {
+async fn lost_replies_resolve_with_look_ups_replying(store: StoreKind, lookup: LookupStatus) {
     let app = TestApp::spawn_with(Options {
         store,
         knobs: Knobs {
@@ -145,7 +145,7 @@ async fn lost_replies_resolve_with_look_ups_answering(store: StoreKind, lookup: 
     let (runs, reconciled, elapsed) = run_load(&app, 200).await;
     let metrics = &app.state.metrics;
     println!(
-        "lost replies, look-ups answering {lookup:?} ({store:?}): 200 payments in {elapsed:?}; \
+        "lost replies, look-ups replying {lookup:?} ({store:?}): 200 payments in {elapsed:?}; \
          {} debits, {} declines; {} keys resolved from the bank's records; {} look-up failures",
         reconciled.debits,
         reconciled.declined,
@@ -163,22 +163,22 @@ async fn lost_replies_resolve_with_look_ups_answering(store: StoreKind, lookup: 
     assert_eq!(
         metrics.lookup_failures.get(),
         0,
-        "every look-up answer was understood"
+        "every look-up reply was understood"
     );
 }
 
-async fn lost_replies_resolve_when_look_ups_answer_200(store: StoreKind) {
-    lost_replies_resolve_with_look_ups_answering(store, LookupStatus::Ok).await;
+async fn lost_replies_resolve_when_look_ups_reply_200(store: StoreKind) {
+    lost_replies_resolve_with_look_ups_replying(store, LookupStatus::Ok).await;
 }
 
-async fn lost_replies_resolve_when_look_ups_answer_with_the_original_201(store: StoreKind) {
-    lost_replies_resolve_with_look_ups_answering(store, LookupStatus::Original).await;
+async fn lost_replies_resolve_when_look_ups_reply_with_the_original_201(store: StoreKind) {
+    lost_replies_resolve_with_look_ups_replying(store, LookupStatus::Original).await;
 }
 
-/// A bank that answers its own 503 before debiting on 5% of calls: each such claim is looked up at
+/// A bank that sends its own 503 before debiting on 5% of calls: each such claim is looked up at
 /// once and released on the spot, so the client's next retry runs. With `stuck_after` at the
 /// shipped 5 minutes and the clients' deadline at 2 minutes, a key that waited for `stuck_after`
-/// would fail its client; the slowest time to a final answer is printed.
+/// would fail its client; the slowest time to a final reply is printed.
 async fn bank_5xx_before_debiting_leaves_no_key_waiting_for_stuck_after(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         store,
@@ -199,8 +199,8 @@ async fn bank_5xx_before_debiting_leaves_no_key_waiting_for_stuck_after(store: S
     let errors_seen = total(&runs, |run| run.service_unavailable);
     println!(
         "bank 5xx at 5% ({store:?}): 200 payments in {elapsed:?}; {} debits; clients saw \
-         {errors_seen} service-unavailable answers, {} claims released after the attempt's own look-up; \
-         slowest time to a final answer {slowest:?}",
+         {errors_seen} service-unavailable replies, {} claims released after the attempt's own look-up; \
+         slowest time to a final reply {slowest:?}",
         reconciled.debits,
         resolved(&app, "released"),
     );
@@ -214,7 +214,7 @@ async fn bank_5xx_before_debiting_leaves_no_key_waiting_for_stuck_after(store: S
 
 for_each_store!(
     lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_payment,
-    lost_replies_resolve_when_look_ups_answer_200,
-    lost_replies_resolve_when_look_ups_answer_with_the_original_201,
+    lost_replies_resolve_when_look_ups_reply_200,
+    lost_replies_resolve_when_look_ups_reply_with_the_original_201,
     bank_5xx_before_debiting_leaves_no_key_waiting_for_stuck_after,
 );

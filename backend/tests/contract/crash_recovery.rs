@@ -2,7 +2,7 @@
 //! as a child process on its own fresh database and is killed with `SIGKILL` at the worst
 //! moments, while the bank simulator (in this process, on a real socket) keeps its ledger.
 //! A new backend process on the same database then reconciles what the dead one left:
-//! - killed after the bank debited but before the answer was saved: exactly one debit, the key
+//! - killed after the bank debited but before the reply was saved: exactly one debit, the key
 //!   `done` with the true result, and the client's retry replays it;
 //! - killed while the bank was still working (it drops the request with the connection): no
 //!   debit, the claim is released (kept, with its payment), and the client's retry claims it
@@ -84,7 +84,7 @@ impl World {
             .get(format!("{}/metrics", backend.admin_url))
             .send()
             .await
-            .expect("metrics answer")
+            .expect("metrics reply")
             .text()
             .await
             .expect("metrics text")
@@ -118,7 +118,7 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
     .await;
     first.kill_hard();
     let lost = in_flight.await.expect("the client task ran");
-    assert!(lost.is_err(), "the killed backend never answered: {lost:?}");
+    assert!(lost.is_err(), "the killed backend never replied: {lost:?}");
     assert_eq!(
         key_state_in(&world.pool, user, &key).await.as_deref(),
         Some("started"),
@@ -160,7 +160,7 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
 
     let retry = send_pay(&world.http, &second.url, user, Some(&key), "elec-1", &body)
         .await
-        .expect("the new backend answers");
+        .expect("the new backend replies");
     assert_eq!(
         retry.status,
         201,
@@ -168,10 +168,10 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
         String::from_utf8_lossy(&retry.bytes)
     );
     assert!(retry.is_replay(), "the first attempt's result, replayed");
-    let answer = retry.json();
-    assert_eq!(answer["payment_id"], payment_id.to_string());
-    assert_eq!(answer["status"], "succeeded");
-    assert_eq!(answer["bank_reference"], reference);
+    let reply = retry.json();
+    assert_eq!(reply["payment_id"], payment_id.to_string());
+    assert_eq!(reply["status"], "succeeded");
+    assert_eq!(reply["bank_reference"], reference);
     assert_eq!(
         retry.header("location"),
         Some(format!("/v1/payments/{payment_id}").as_str())
@@ -246,7 +246,7 @@ async fn backend_killed_before_the_bank_acted_is_released_and_the_retry_debits_o
 
     let retry = send_pay(&world.http, &second.url, user, Some(&key), "elec-1", &body)
         .await
-        .expect("the new backend answers");
+        .expect("the new backend replies");
     assert_eq!(
         retry.status,
         201,
@@ -284,7 +284,7 @@ async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one
         &payment_body(10_000),
     )
     .await
-    .expect("backend answers");
+    .expect("backend replies");
     assert_eq!(paid.status, 201);
     let payment_id = paid.json()["payment_id"]
         .as_str()
@@ -335,7 +335,7 @@ async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one
 
     let retry = send_refund(&world.http, &second.url, user, &key, &payment_id, 4_000)
         .await
-        .expect("the new backend answers");
+        .expect("the new backend replies");
     assert_eq!(
         retry.status,
         201,
@@ -343,11 +343,11 @@ async fn backend_killed_after_the_refund_is_reconciled_and_the_retry_replays_one
         String::from_utf8_lossy(&retry.bytes)
     );
     assert!(retry.is_replay(), "the first attempt's refund, replayed");
-    let answer = retry.json();
-    assert_eq!(answer["refund_id"], refund_id.to_string());
-    assert_eq!(answer["payment_id"], payment_id);
-    assert_eq!(answer["amount_paise"], 4_000);
-    assert_eq!(answer["bank_reference"], reference);
+    let reply = retry.json();
+    assert_eq!(reply["refund_id"], refund_id.to_string());
+    assert_eq!(reply["payment_id"], payment_id);
+    assert_eq!(reply["amount_paise"], 4_000);
+    assert_eq!(reply["bank_reference"], reference);
 
     let ledger = world.bank.simulator.ledger();
     assert_eq!(ledger.debits.len(), 1);
@@ -382,17 +382,17 @@ async fn sigterm_lets_the_request_in_flight_finish_and_the_backend_exits_zero() 
     .await;
     backend.terminate();
 
-    let answer = in_flight
+    let reply = in_flight
         .await
         .expect("the client task ran")
-        .expect("the draining backend still answers");
+        .expect("the draining backend still replies");
     assert_eq!(
-        answer.status,
+        reply.status,
         201,
         "{}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
-    assert!(!answer.is_replay());
+    assert!(!reply.is_replay());
     let status = backend.wait_exit(PATIENCE).await;
     assert_eq!(status.code(), Some(0), "a clean exit: {status:?}");
     assert_eq!(

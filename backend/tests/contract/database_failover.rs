@@ -1,10 +1,10 @@
 //! What a database failover does to a payment, on PostgreSQL, each piece on its own (the whole
 //! of it, on a Patroni cluster whose leader is killed, is the `failover` suite and the HA soak):
-//! - a claim whose commit reached the database but whose answer never came back (the primary
-//!   died in between) answers 503 `service-unavailable` and is never followed by a bank call;
+//! - a claim whose commit reached the database but whose reply never came back (the primary
+//!   died in between) replies 503 `service-unavailable` and is never followed by a bank call;
 //!   the process that made it knows it sent nothing, so it releases the claim once the
-//!   database answers, and the retry debits once, under the claim's own reference;
-//! - a node gone read-only under the pool (SQLSTATE 25006, as a demoted primary answers) is
+//!   database replies, and the retry debits once, under the claim's own reference;
+//! - a node gone read-only under the pool (SQLSTATE 25006, as a demoted primary replies) is
 //!   "database unavailable", 503 with nothing claimed, never a 500; and the pool drops those
 //!   connections, so the first payments once the database takes writes again go through
 //!   instead of failing on read-only sessions the pool kept.
@@ -25,9 +25,7 @@ use backend::config::Limits;
 use backend::reconcile::{Step, try_reconcile_once};
 use bank_simulator::Knobs;
 
-use crate::support::{
-    LostAnswerProxy, Options, TestApp, new_key, payment_body, send_pay, wait_for,
-};
+use crate::support::{LostReplyProxy, Options, TestApp, new_key, payment_body, send_pay, wait_for};
 
 /// The part of the `pay_bill` claim statement the proxy recognises it by.
 const CLAIM_SQL: &str = "INSERT INTO payments (payment_id";
@@ -51,8 +49,8 @@ fn local_postgres() -> SocketAddr {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_claim_whose_commit_lost_its_answer_is_never_followed_by_a_bank_call() {
-    let proxy = LostAnswerProxy::start(local_postgres()).await;
+async fn a_claim_whose_commit_lost_its_reply_is_never_followed_by_a_bank_call() {
+    let proxy = LostReplyProxy::start(local_postgres()).await;
     let app = TestApp::spawn_with(Options {
         database_via: Some(proxy.clone()),
         ..Options::default()
@@ -60,27 +58,27 @@ async fn a_claim_whose_commit_lost_its_answer_is_never_followed_by_a_bank_call()
     .await;
     let (key, body) = (new_key(), payment_body(230_000));
 
-    proxy.lose_the_answer_to(CLAIM_SQL);
+    proxy.lose_the_reply_to(CLAIM_SQL);
     let first = app.pay(7, Some(&key), "elec-1", &body).await;
     first.assert_problem(503, "service-unavailable");
     assert!(first.header("retry-after").is_some());
     assert_eq!(
-        proxy.answers_lost(),
+        proxy.replies_lost(),
         1,
-        "the claim's answer was the one lost"
+        "the claim's reply was the one lost"
     );
     assert_eq!(
         app.key_state(7, &key).await.as_deref(),
         Some("started"),
-        "the claim committed; only its answer was lost"
+        "the claim committed; only its reply was lost"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(app.ledger().await.debits.is_empty(), "no bank call");
 
     // This process knows it never called the bank for that claim: it releases it as soon as
-    // the database answers, so the retry need not wait for reconciliation (stuck_after).
+    // the database replies, so the retry need not wait for reconciliation (stuck_after).
     wait_for(
-        "the unanswered claim released",
+        "the claim without a reply released",
         Duration::from_secs(10),
         async || app.key_state(7, &key).await.as_deref() == Some("released"),
     )
@@ -106,14 +104,14 @@ async fn a_claim_whose_commit_lost_its_answer_is_never_followed_by_a_bank_call()
 }
 
 /// Issue 45's stale release, end to end: replica A's claim commits but its link is cut before
-/// the answer (the proxy holds the connection silent for 4 s, then closes it). Meanwhile the key
+/// the reply (the proxy holds the connection silent for 4 s, then closes it). Meanwhile the key
 /// is released by reconciliation (past `stuck_after`) and claimed again through replica B, whose
 /// bank call takes 8 s. A's link comes back during that call, and A releases the claim it made,
 /// as it should; the release must not touch B's claim, or the next retry would call the bank a
 /// second time under the same reference (dedupe off: a second debit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cut_off_replicas_late_release_never_releases_the_key_claimed_again_elsewhere() {
-    let proxy = LostAnswerProxy::start(local_postgres()).await;
+    let proxy = LostReplyProxy::start(local_postgres()).await;
     let options = Options {
         knobs: Knobs {
             dedupe: false,
@@ -135,7 +133,7 @@ async fn a_cut_off_replicas_late_release_never_releases_the_key_claimed_again_el
     let (key, body) = (new_key(), payment_body(45_000));
     let http = replica_a.http.clone();
 
-    proxy.lose_the_answer_and_hold(CLAIM_SQL, Duration::from_secs(4));
+    proxy.lose_the_reply_and_hold(CLAIM_SQL, Duration::from_secs(4));
     let cut_off = {
         let (http, url, key, body) = (
             http.clone(),
@@ -179,9 +177,9 @@ async fn a_cut_off_replicas_late_release_never_releases_the_key_claimed_again_el
     let lost = cut_off
         .await
         .expect("ran")
-        .expect("A answers once its link is back");
+        .expect("A replies once its link is back");
     lost.assert_problem(503, "service-unavailable");
-    assert_eq!(proxy.answers_lost(), 1);
+    assert_eq!(proxy.replies_lost(), 1);
     // A's release runs half a second after its error; give it that and a little more.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(
@@ -191,10 +189,10 @@ async fn a_cut_off_replicas_late_release_never_releases_the_key_claimed_again_el
     );
     let meanwhile = send_pay(&http, &replica_b.url, 7, Some(&key), "elec-1", &body)
         .await
-        .expect("B answers");
+        .expect("B replies");
     meanwhile.assert_problem(409, "request-in-progress");
 
-    let paid = reclaimed.await.expect("ran").expect("B answers");
+    let paid = reclaimed.await.expect("ran").expect("B replies");
     assert_eq!(paid.status, 201, "{paid:?}");
     let reference = paid.json()["bank_reference"].clone();
     let debits = replica_a.ledger().await.debits;
@@ -239,7 +237,7 @@ async fn a_node_gone_read_only_is_a_503_and_the_pool_drops_its_connections() {
     }
     let mut refused = 0;
     for attempt in 0..5 {
-        let answer = app
+        let reply = app
             .pay(
                 8,
                 Some(&new_key()),
@@ -247,7 +245,7 @@ async fn a_node_gone_read_only_is_a_503_and_the_pool_drops_its_connections() {
                 &payment_body(100),
             )
             .await;
-        answer.assert_problem(503, "service-unavailable");
+        reply.assert_problem(503, "service-unavailable");
         refused += 1;
     }
     assert_eq!(refused, 5);
@@ -270,7 +268,7 @@ async fn a_node_gone_read_only_is_a_503_and_the_pool_drops_its_connections() {
         .expect(&reset);
     let mut statuses = Vec::new();
     for attempt in 0..3 {
-        let answer = app
+        let reply = app
             .pay(
                 8,
                 Some(&new_key()),
@@ -278,11 +276,11 @@ async fn a_node_gone_read_only_is_a_503_and_the_pool_drops_its_connections() {
                 &payment_body(100),
             )
             .await;
-        statuses.push(answer.status);
-        if answer.status == 201 {
+        statuses.push(reply.status);
+        if reply.status == 201 {
             break;
         }
-        answer.assert_problem(503, "service-unavailable");
+        reply.assert_problem(503, "service-unavailable");
     }
     assert_eq!(
         statuses.last(),

@@ -1,9 +1,9 @@
 //! Stopping a replica the way a load balancer can follow (`config::drain`), with the real
-//! binary as a child process under a steady stream of payments: on SIGTERM `/readyz` answers 503
+//! binary as a child process under a steady stream of payments: on SIGTERM `/readyz` replies 503
 //! at once (within 100 ms of the signal); every payment sent during the grace period is served
 //! (201, debited once); then the listeners close and the process exits 0 within the grace period
 //! plus the deadline. Three rounds. And a request that outlives the deadline (a bank that
-//! holds its answer for 20 s) does not hold the process: it exits within grace plus deadline,
+//! holds its reply for 20 s) does not hold the process: it exits within grace plus deadline,
 //! the claim left for reconciliation.
 
 use std::sync::Arc;
@@ -39,15 +39,15 @@ async fn drain_round(round: u32) {
         .map(|client| {
             let (http, url, sending) = (http.clone(), backend.url.clone(), Arc::clone(&sending));
             tokio::spawn(async move {
-                let mut answers = Vec::new();
+                let mut replies = Vec::new();
                 while sending.load(Ordering::Relaxed) {
                     let key = new_key();
                     let body = payment_body(1_000);
                     let sent =
                         send_pay(&http, &url, 70 + client as u64, Some(&key), "elec-1", &body);
-                    answers.push(sent.await.map(|answer| answer.status));
+                    replies.push(sent.await.map(|reply| reply.status));
                 }
-                answers
+                replies
             })
         })
         .collect();
@@ -60,7 +60,7 @@ async fn drain_round(round: u32) {
             .get(format!("{}/readyz", backend.url))
             .send()
             .await
-            .expect("the backend still answers /readyz")
+            .expect("the backend still replies /readyz")
             .status();
         if status == 503 {
             break signalled.elapsed();
@@ -72,8 +72,8 @@ async fn drain_round(round: u32) {
     sending.store(false, Ordering::Relaxed);
     let mut served = 0;
     for client in clients {
-        for answer in client.await.expect("the client ran") {
-            let status = answer.expect("every payment sent in the grace period is answered");
+        for reply in client.await.expect("the client ran") {
+            let status = reply.expect("every payment sent in the grace period is replied to");
             assert_eq!(
                 status, 201,
                 "round {round}: a payment refused while draining"
@@ -139,11 +139,11 @@ async fn a_request_past_the_deadline_does_not_hold_the_process() {
     );
     assert!(
         in_flight.await.expect("the client ran").is_err(),
-        "the cut request got no answer"
+        "the cut request got no reply"
     );
 }
 
-/// A bank answering after `latency_ms`, a fresh database, and the backend binary on them that
+/// A bank replying after `latency_ms`, a fresh database, and the backend binary on them that
 /// drains for `grace`, then gives requests in flight `deadline`.
 async fn stopping_backend(
     latency_ms: u64,

@@ -1,7 +1,7 @@
-//! The `/v1` API answers only what the edge forwards (SPEC §7, "The edge is the only way in"): with
-//! `EDGE_PROOF_SECRET` set, a payment without the edge's proof, with a forged one (another
-//! secret), a stale one (a minute old), one for another body, or one already used (the same
-//! request replayed) is refused 403 `forbidden` before its token is read (so also without a
+//! The `/v1` API replies only to what the edge forwards (SPEC §7, "The edge is the only way
+//! in"): with `EDGE_PROOF_SECRET` set, a payment without the edge's proof, with a forged one
+//! (another secret), a stale one (a minute old), one for another body, or one already used (the
+//! same request replayed) is refused 403 `forbidden` before its token is read (so also without a
 //! token), and nothing is claimed or debited; a request with a fresh proof pays. Health and the
 //! policy stay open to load balancers. (Through the real edge: `edge/tests/identity.rs`.)
 
@@ -30,7 +30,7 @@ async fn pay(app: &TestApp, key: &str, body: &Value, proof: Option<String>) -> R
     if let Some(proof) = proof {
         request = request.header(PROOF_HEADER, proof);
     }
-    Received::from(request.send().await.expect("the backend answers")).await
+    Received::from(request.send().await.expect("the backend replies")).await
 }
 
 fn proof(secret: &str, body: &Value, at: i64, nonce: &str) -> String {
@@ -84,7 +84,7 @@ async fn only_requests_with_a_fresh_proof_of_the_edge_reach_the_api() {
         if let Some(proof) = proof {
             request = request.header(PROOF_HEADER, proof);
         }
-        async { Received::from(request.send().await.expect("the backend answers")).await }
+        async { Received::from(request.send().await.expect("the backend replies")).await }
     };
     unauthenticated(None).await.assert_problem(403, "forbidden");
     let proved_only = proof(PROOF_SECRET, &body, now(), "no-token");
@@ -102,12 +102,12 @@ async fn only_requests_with_a_fresh_proof_of_the_edge_reach_the_api() {
     assert_eq!(app.ledger().await.debits.len(), 1);
 
     for open in ["/healthz", "/readyz", "/idempotency-policy"] {
-        let answer = app
+        let reply = app
             .http
             .get(format!("{}{open}", app.url))
             .send()
             .await
-            .expect("answers");
-        assert_eq!(answer.status(), 200, "{open} needs no proof");
+            .expect("replies");
+        assert_eq!(reply.status(), 200, "{open} needs no proof");
     }
 }

@@ -36,7 +36,7 @@ async fn without_database_url_the_backend_pays_once_and_replays_from_a_local_sql
     let body = payment_body(230_000);
     let first = send_pay(&http, &backend.url, 7, Some(&key), "elec-1", &body)
         .await
-        .expect("backend answers");
+        .expect("backend replies");
     assert_eq!(
         first.status,
         201,
@@ -46,10 +46,10 @@ async fn without_database_url_the_backend_pays_once_and_replays_from_a_local_sql
     assert!(!first.is_replay());
     let retry = send_pay(&http, &backend.url, 7, Some(&key), "elec-1", &body)
         .await
-        .expect("backend answers");
+        .expect("backend replies");
     assert_eq!(retry.status, 201);
     assert!(retry.is_replay());
-    assert_eq!(retry.bytes, first.bytes, "the replay is the first answer");
+    assert_eq!(retry.bytes, first.bytes, "the replay is the first reply");
 
     let ledger = bank.simulator.ledger();
     assert_eq!(ledger.debits.len(), 1, "one debit for two requests");

@@ -1,6 +1,6 @@
 //! Expiry (SPEC §4 "same key after keep_keys_for_hours", §5 invariant 6), on each store: the
 //! janitor deletes a backlog of expired keys (100,000 on PostgreSQL, 10,000 on SQLite) in bounded
-//! batches while new payments keep being claimed and answered 201 (the slowest claim during the sweep is printed, never asserted on); payments
+//! batches while new payments keep being claimed and get 201 (the slowest claim during the sweep is printed, never asserted on); payments
 //! are kept, only key rows go; a key reused after expiry is a new request, whether or not the
 //! janitor got to it first, and a key still within its retention replays.
 
@@ -101,17 +101,17 @@ async fn a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_s
                 while !sweep_done.load(Ordering::SeqCst) {
                     let user = 1 + client as u64;
                     let started = Instant::now();
-                    let answer = app
+                    let reply = app
                         .pay(user, Some(&new_key()), "elec-1", &payment_body(500))
                         .await;
                     latencies.push(started.elapsed());
                     assert_eq!(
-                        answer.status,
+                        reply.status,
                         201,
                         "a claim during the sweep: {}",
-                        String::from_utf8_lossy(&answer.bytes)
+                        String::from_utf8_lossy(&reply.bytes)
                     );
-                    assert!(!answer.is_replay());
+                    assert!(!reply.is_replay());
                     claims.fetch_add(1, Ordering::SeqCst);
                 }
                 latencies
@@ -176,16 +176,16 @@ async fn a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_s
 
 async fn a_reused_expired_key_runs_as_new_and_an_unexpired_key_replays(store: StoreKind) {
     // A deduplicating bank (the default): a reused key's claim has a reference of its own
-    // (SPEC §7), so the bank moves money again rather than answer with the first outcome.
+    // (SPEC §7), so the bank moves money again rather than reply with the first outcome.
     let app = TestApp::spawn_on(store).await;
     let user = 31;
     let body = payment_body(4_200);
     let (swept, unswept, kept) = (new_key(), new_key(), new_key());
     let mut first = Vec::new();
     for key in [&swept, &unswept, &kept] {
-        let answer = app.pay(user, Some(key), "elec-1", &body).await;
-        assert_eq!(answer.status, 201);
-        first.push(answer);
+        let reply = app.pay(user, Some(key), "elec-1", &body).await;
+        assert_eq!(reply.status, 201);
+        first.push(reply);
     }
     let age = async |key: &str| {
         app.age_keys(Some(key), Duration::from_secs(49 * 3600))

@@ -49,7 +49,7 @@ fn connect(url: &str) -> TcpStream {
 fn trickle_until_closed(url: &str, head: &[u8]) -> (String, Duration) {
     let mut socket = connect(url);
     let started = Instant::now();
-    let mut answer = Vec::new();
+    let mut reply = Vec::new();
     for byte in head.iter().cycle() {
         assert!(
             started.elapsed() < PATIENCE,
@@ -61,28 +61,28 @@ fn trickle_until_closed(url: &str, head: &[u8]) -> (String, Duration) {
         let mut buffer = [0; 1024];
         match socket.read(&mut buffer) {
             Ok(0) => break,
-            Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            Ok(read) => reply.extend_from_slice(&buffer[..read]),
             Err(error) if error.kind() == ErrorKind::WouldBlock => {}
             Err(_) => break,
         }
     }
     (
-        String::from_utf8_lossy(&answer).into_owned(),
+        String::from_utf8_lossy(&reply).into_owned(),
         started.elapsed(),
     )
 }
 
-/// Sends `request` whole and reads the answer to its end.
+/// Sends `request` whole and reads the reply to its end.
 fn exchange(url: &str, request: &[u8]) -> String {
     let mut socket = connect(url);
     socket
         .set_read_timeout(Some(PATIENCE))
         .expect("a read timeout");
-    // The server may answer and close before it has read everything: a failed write is fine.
+    // The server may reply and close before it has read everything: a failed write is fine.
     let _ = socket.write_all(request);
-    let mut answer = Vec::new();
-    let _ = socket.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    let mut reply = Vec::new();
+    let _ = socket.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
 }
 
 fn pay_request(token: &str, extra_headers: &str) -> Vec<u8> {
@@ -107,10 +107,10 @@ async fn a_head_trickled_a_byte_at_a_time_is_cut_at_the_head_deadline(store: Sto
     let app = app_with_a_short_head_deadline(store).await;
     let url = app.url.clone();
     let head = b"POST /v1/bills/elec-1/pay HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa";
-    let (answer, open_for) = blocking(move || trickle_until_closed(&url, head)).await;
+    let (reply, open_for) = blocking(move || trickle_until_closed(&url, head)).await;
     assert!(
-        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
-        "{answer}"
+        reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+        "{reply}"
     );
     assert!(open_for >= HEAD_DEADLINE, "closed after {open_for:?}");
     app.assert_nothing_written("a head that never arrived")
@@ -150,10 +150,10 @@ async fn a_flood_of_headers_or_one_huge_header_is_refused_before_any_work(store:
     let huge = format!("X-Huge: {}\r\n", "a".repeat(1 << 20));
     for (what, extra) in [("200 headers", flood), ("a 1 MiB header", huge)] {
         let (url, request) = (app.url.clone(), pay_request(&token, &extra));
-        let answer = blocking(move || exchange(&url, &request)).await;
+        let reply = blocking(move || exchange(&url, &request)).await;
         assert!(
-            answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
-            "{what}: {answer}"
+            reply.starts_with("HTTP/1.1 431 Request Header Fields Too Large"),
+            "{what}: {reply}"
         );
     }
     app.assert_nothing_written("refused heads").await;
@@ -161,8 +161,8 @@ async fn a_flood_of_headers_or_one_huge_header_is_refused_before_any_work(store:
 
     // The server goes on: a normal payment right after is taken.
     let (url, request) = (app.url.clone(), pay_request(&token, ""));
-    let answer = blocking(move || exchange(&url, &request)).await;
-    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    let reply = blocking(move || exchange(&url, &request)).await;
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
 }
 
 for_each_store!(

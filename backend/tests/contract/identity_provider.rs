@@ -64,7 +64,7 @@ fn customer(user: u64) -> Value {
 
 /// Pays a new bill of `user` with `token`.
 async fn pay_with(app: &TestApp, token: &str) -> Received {
-    let answer = app
+    let reply = app
         .http
         .post(format!("{}/v1/bills/{}/pay", app.url, new_key()))
         .bearer_auth(token)
@@ -72,23 +72,23 @@ async fn pay_with(app: &TestApp, token: &str) -> Received {
         .json(&payment_body(1_000))
         .send()
         .await
-        .expect("the backend answers");
-    Received::from(answer).await
+        .expect("the backend replies");
+    Received::from(reply).await
 }
 
 #[track_caller]
-fn assert_paid(answer: &Received, what: &str) {
+fn assert_paid(reply: &Received, what: &str) {
     assert_eq!(
-        answer.status,
+        reply.status,
         201,
         "{what}: {}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
 }
 
 #[track_caller]
-fn assert_refused(answer: &Received, what: &str) {
-    let problem = answer.assert_problem(401, "unauthenticated");
+fn assert_refused(reply: &Received, what: &str) {
+    let problem = reply.assert_problem(401, "unauthenticated");
     assert_eq!(
         problem["detail"], UNAUTHENTICATED_DETAIL,
         "{what}: one fixed detail"
@@ -175,12 +175,12 @@ async fn unknown_kids_fetch_a_bounded_number_of_times_and_a_provider_down_change
                     .json(&payment_body(1_000))
                     .send()
                     .await
-                    .map(|answer| answer.status().as_u16())
+                    .map(|reply| reply.status().as_u16())
             })
         })
         .collect();
-    for answer in flood {
-        assert_eq!(answer.await.expect("sent").expect("answered"), 401);
+    for reply in flood {
+        assert_eq!(reply.await.expect("sent").expect("replied"), 401);
     }
     let bound = 3.0 + started.elapsed().as_secs_f64() / REFETCH.as_secs_f64();
     let fetched = provider.fetches() - 2;
@@ -313,13 +313,13 @@ async fn operators_sign_in_with_the_providers_tokens_for_the_console() {
         let http = app.http.clone();
         let url = format!("{}/admin/api/queue", app.admin_url);
         async move {
-            let answer = http
+            let reply = http
                 .get(url)
                 .bearer_auth(token)
                 .send()
                 .await
-                .expect("answers");
-            answer.status().as_u16()
+                .expect("replies");
+            reply.status().as_u16()
         }
     };
     assert_eq!(queue(operator(json!({}))).await, 200, "an operator");

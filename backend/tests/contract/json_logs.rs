@@ -48,11 +48,8 @@ async fn json_lines_carry_the_request_id_and_trace_id_and_the_access_log_is_at_i
         "first-attempt",
         Some(format!("00-{TRACE_ID}-00f067aa0ba902b7-01")),
     );
-    assert_eq!(first.await.expect("an answer").status(), 201);
-    assert_eq!(
-        pay("the-retry", None).await.expect("an answer").status(),
-        201
-    );
+    assert_eq!(first.await.expect("a reply").status(), 201);
+    assert_eq!(pay("the-retry", None).await.expect("a reply").status(), 201);
 
     // The log reaches the test through a pipe read in the background: wait for the last line.
     wait_for(

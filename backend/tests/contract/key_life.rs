@@ -1,10 +1,10 @@
 //! A key's life is decided once, at its claim (SPEC §4, "Expiry"): the expiry is written on the
 //! key's row, so replicas whose policies differ (a rolling deploy that changes
-//! `keep_keys_for_hours`) agree on every existing key, and every answer says when the key
+//! `keep_keys_for_hours`) agree on every existing key, and every reply says when the key
 //! expires (`Idempotency-Expires`). And a claim is claimed again only while it can still be
 //! completed: a released claim whose last check voided its movement is never called at the bank
 //! again, so no money moves under a `void` record, and its retry is a new claim under a new
-//! reference. The bank simulator answers over HTTP; money is counted at its ledger.
+//! reference. The bank simulator replies over HTTP; money is counted at its ledger.
 
 use std::time::Duration;
 
@@ -27,7 +27,7 @@ fn keeping_keys_for(hours: u64) -> Policy {
     }
 }
 
-/// Pays as `user` with `key` at the backend `url` while the bank answers every call with a 500
+/// Pays as `user` with `key` at the backend `url` while the bank replies to every call with a 500
 /// before it moves money: the claim is released at once (503, nothing charged). Then the bank
 /// works again.
 async fn pay_and_be_released(app: &TestApp, url: &str, user: u64, key: &str) {
@@ -35,7 +35,7 @@ async fn pay_and_be_released(app: &TestApp, url: &str, user: u64, key: &str) {
         error_rate: 1.0,
         ..Knobs::default()
     });
-    let answer = send_pay(
+    let reply = send_pay(
         &app.http,
         url,
         user,
@@ -44,8 +44,8 @@ async fn pay_and_be_released(app: &TestApp, url: &str, user: u64, key: &str) {
         &payment_body(700),
     )
     .await
-    .expect("answers");
-    answer.assert_problem(503, "service-unavailable");
+    .expect("replies");
+    reply.assert_problem(503, "service-unavailable");
     assert_eq!(app.key_state(user, key).await.as_deref(), Some("released"));
     app.bank.simulator.set_knobs(Knobs::default());
 }
@@ -63,12 +63,12 @@ async fn assert_money_matches(app: &TestApp, what: &str) {
     assert_eq!(debited, succeeded, "{what}: debits and succeeded payments");
 }
 
-fn assert_not_5xx(answer: &Received, what: &str) {
+fn assert_not_5xx(reply: &Received, what: &str) {
     assert!(
-        answer.status < 500,
+        reply.status < 500,
         "{what}: {} {}",
-        answer.status,
-        String::from_utf8_lossy(&answer.bytes)
+        reply.status,
+        String::from_utf8_lossy(&reply.bytes)
     );
 }
 
@@ -104,7 +104,7 @@ async fn two_replicas_with_different_policies_agree_on_a_keys_expiry(claimed_at_
 
     let mut bodies = Vec::new();
     for attempt in ["retry", "repeat"] {
-        let answer = send_pay(
+        let reply = send_pay(
             &app.http,
             &long_keeper.url,
             3,
@@ -113,21 +113,18 @@ async fn two_replicas_with_different_policies_agree_on_a_keys_expiry(claimed_at_
             &payment_body(700),
         )
         .await
-        .expect("answers");
-        assert_not_5xx(&answer, attempt);
+        .expect("replies");
+        assert_not_5xx(&reply, attempt);
         assert_eq!(
-            answer.status,
+            reply.status,
             201,
             "{attempt}: {}",
-            String::from_utf8_lossy(&answer.bytes)
+            String::from_utf8_lossy(&reply.bytes)
         );
-        assert!(answer.header("idempotency-expires").is_some(), "{attempt}");
-        bodies.push(answer.json());
+        assert!(reply.header("idempotency-expires").is_some(), "{attempt}");
+        bodies.push(reply.json());
     }
-    assert_eq!(
-        bodies[0], bodies[1],
-        "the repeat replays the retry's answer"
-    );
+    assert_eq!(bodies[0], bodies[1], "the repeat replays the retry's reply");
     let ledger = app.ledger().await;
     assert_eq!(ledger.debits.len(), 1, "one debit for the one payment");
     let reference = bodies[0]["bank_reference"].as_str().expect("a reference");
@@ -246,15 +243,15 @@ async fn a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_ag
     assert_money_matches(&app, "after every round").await;
 }
 
-/// Every answer to a request whose key is stored says when the key expires, as its row does;
+/// Every reply to a request whose key is stored says when the key expires, as its row does;
 /// the key status says the same.
-async fn every_answer_about_a_stored_key_carries_its_expiry(store: StoreKind) {
+async fn every_reply_about_a_stored_key_carries_its_expiry(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let first = app.pay(5, Some(&key), "elec-1", &payment_body(900)).await;
     let expires = first
         .header("idempotency-expires")
-        .expect("the first answer names the expiry")
+        .expect("the first reply names the expiry")
         .to_owned();
     let at = shared::expiry::parse_http_date(&expires).expect("an HTTP date");
     let row = app.scalar(&expiry_seconds_of_every_key(store)).await;
@@ -271,9 +268,9 @@ async fn every_answer_about_a_stored_key_carries_its_expiry(store: StoreKind) {
     let replay = app.pay(5, Some(&key), "elec-1", &payment_body(900)).await;
     let mismatch = app.pay(5, Some(&key), "elec-1", &payment_body(901)).await;
     mismatch.assert_problem(422, "idempotency-key-reused");
-    for (what, answer) in [("replay", &replay), ("mismatch", &mismatch)] {
+    for (what, reply) in [("replay", &replay), ("mismatch", &mismatch)] {
         assert_eq!(
-            answer.header("idempotency-expires"),
+            reply.header("idempotency-expires"),
             Some(expires.as_str()),
             "{what}"
         );
@@ -284,7 +281,7 @@ async fn every_answer_about_a_stored_key_carries_its_expiry(store: StoreKind) {
         .bearer_auth(TestApp::token(5))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     let status = Received::from(status).await;
     assert_eq!(status.header("idempotency-expires"), Some(expires.as_str()));
     let in_body = time::OffsetDateTime::parse(
@@ -316,5 +313,5 @@ fn creation_seconds_of_every_key(store: StoreKind) -> String {
 
 crate::for_each_store!(
     a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_again,
-    every_answer_about_a_stored_key_carries_its_expiry,
+    every_reply_about_a_stored_key_carries_its_expiry,
 );

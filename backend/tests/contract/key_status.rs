@@ -1,4 +1,4 @@
-//! `GET /v1/idempotency-keys/{key}` over HTTP: a finished key answers its saved outcome (201 or
+//! `GET /v1/idempotency-keys/{key}` over HTTP: a finished key gets its saved outcome (201 or
 //! the 402 decline) exactly as a replay would, a pending key its state with `Retry-After`, and a
 //! key is only ever found for the user who sent it. Reading never moves money.
 
@@ -17,22 +17,22 @@ async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Received {
         .bearer_auth(TestApp::token(user))
         .send()
         .await
-        .expect("backend answers");
+        .expect("backend replies");
     Received::from(response).await
 }
 
-/// Asserts a 200 status answer in `state` with an RFC 3339 `expires_at`, and returns its body
+/// Asserts a 200 status reply in `state` with an RFC 3339 `expires_at`, and returns its body
 /// without `expires_at`.
-fn assert_state(answer: &Received, state: &str) -> Value {
+fn assert_state(reply: &Received, state: &str) -> Value {
     assert_eq!(
-        answer.status,
+        reply.status,
         200,
         "{}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    assert_eq!(answer.header("cache-control"), Some("no-store"));
-    let mut body = answer.json();
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    assert_eq!(reply.header("cache-control"), Some("no-store"));
+    let mut body = reply.json();
     assert_eq!(body["state"], state, "{body}");
     let expires_at = body
         .as_object_mut()
@@ -45,7 +45,7 @@ fn assert_state(answer: &Received, state: &str) -> Value {
 }
 
 #[tokio::test]
-async fn finished_payment_answers_the_saved_201_for_bare_and_quoted_keys() {
+async fn finished_payment_replies_with_the_saved_201_for_bare_and_quoted_keys() {
     let app = TestApp::spawn().await;
     let key = new_key();
     let paid = app
@@ -54,18 +54,22 @@ async fn finished_payment_answers_the_saved_201_for_bare_and_quoted_keys() {
     assert_eq!(paid.status, 201);
 
     for key_in_path in [key.clone(), format!("%22{key}%22"), key.to_uppercase()] {
-        let answer = key_status(&app, 7, &key_in_path).await;
-        let body = assert_state(&answer, "done");
+        let reply = key_status(&app, 7, &key_in_path).await;
+        let body = assert_state(&reply, "done");
         assert_eq!(body["operation"], "pay_bill");
         assert_eq!(body["status"], 201);
-        assert_eq!(body["answer"], paid.json(), "{key_in_path}");
-        assert_eq!(answer.header("retry-after"), None);
+        assert_eq!(body["reply"], paid.json(), "{key_in_path}");
+        assert_eq!(
+            body["answer"], body["reply"],
+            "the deprecated alias, for older clients"
+        );
+        assert_eq!(reply.header("retry-after"), None);
     }
     assert_eq!(app.ledger().await.debits.len(), 1, "reading moved no money");
 }
 
 #[tokio::test]
-async fn declined_payment_answers_the_saved_402_problem() {
+async fn declined_payment_replies_with_the_saved_402_problem() {
     let app = TestApp::spawn().await;
     let key = new_key();
     let body = json!({"amount_paise": 230_000, "payer_vpa": "decline@okbank"});
@@ -74,11 +78,12 @@ async fn declined_payment_answers_the_saved_402_problem() {
 
     let status = assert_state(&key_status(&app, 7, &key).await, "done");
     assert_eq!(status["status"], 402);
-    assert_eq!(status["answer"], declined.json());
+    assert_eq!(status["reply"], declined.json());
+    assert_eq!(status["answer"], status["reply"]);
 }
 
 #[tokio::test]
-async fn finished_refund_answers_the_saved_refund() {
+async fn finished_refund_replies_with_the_saved_refund() {
     let app = TestApp::spawn().await;
     let paid = app
         .pay(7, Some(&new_key()), "elec-1", &payment_body(10_000))
@@ -94,7 +99,7 @@ async fn finished_refund_answers_the_saved_refund() {
     let status = assert_state(&key_status(&app, 7, &refund_key).await, "done");
     assert_eq!(status["operation"], "refund_payment");
     assert_eq!(status["status"], 201);
-    assert_eq!(status["answer"], refunded.json());
+    assert_eq!(status["reply"], refunded.json());
 }
 
 #[tokio::test]
@@ -168,10 +173,10 @@ async fn key_still_running_is_started_with_retry_after() {
     );
     assert_eq!(started.header("retry-after"), Some("1"));
 
-    let paid = paying.await.expect("task").expect("backend answers");
+    let paid = paying.await.expect("task").expect("backend replies");
     assert_eq!(paid.status, 201);
     let done = assert_state(&key_status(&app, 7, &key).await, "done");
-    assert_eq!(done["answer"], paid.json());
+    assert_eq!(done["reply"], paid.json());
 }
 
 #[tokio::test]
@@ -208,7 +213,7 @@ async fn malformed_key_is_400_and_a_missing_token_is_401() {
         .get(format!("{}/v1/idempotency-keys/{}", app.url, new_key()))
         .send()
         .await
-        .expect("backend answers");
+        .expect("backend replies");
     Received::from(anonymous)
         .await
         .assert_problem(401, "unauthenticated");

@@ -2,7 +2,7 @@
 //! trickled past the read deadline is cut with 408 and nothing claimed; more requests than
 //! `MAX_CONCURRENT_REQUESTS` are shed at once with 503 (never left to time out), and after the
 //! clients retry the ledger and the tables still agree; a payment that cannot get a bank call
-//! within `BANK_QUEUE_WAIT_MS` is released unsent and its retry pays once; an answer past the
+//! within `BANK_QUEUE_WAIT_MS` is released unsent and its retry pays once; a reply past the
 //! request deadline is a 503 while the claimed work goes on; the metrics and detailed
 //! readiness are only on the admin listener, and a custom method makes no new series.
 
@@ -16,7 +16,7 @@ use futures_util::future::join_all;
 use crate::support::load::{ClientRun, assert_ledger_matches_tables, pay_until_final};
 use crate::support::{Options, StoreKind, TestApp, new_key, payment_body};
 
-/// Sends a payment's head and the first bytes of its body, then nothing; the answer the
+/// Sends a payment's head and the first bytes of its body, then nothing; the reply the
 /// server gives without waiting for the rest.
 fn trickle_a_body(url: &str, token: &str) -> String {
     let addr = url.trim_start_matches("http://");
@@ -31,9 +31,9 @@ fn trickle_a_body(url: &str, token: &str) -> String {
         new_key()
     );
     socket.write_all(head.as_bytes()).expect("send the head");
-    let mut answer = Vec::new();
-    let _ = socket.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer).into_owned()
+    let mut reply = Vec::new();
+    let _ = socket.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
 }
 
 async fn a_trickled_body_is_cut_at_the_read_deadline_and_nothing_is_claimed(store: StoreKind) {
@@ -47,11 +47,11 @@ async fn a_trickled_body_is_cut_at_the_read_deadline_and_nothing_is_claimed(stor
     })
     .await;
     let (url, token) = (app.url.clone(), TestApp::token(3));
-    let answer = tokio::task::spawn_blocking(move || trickle_a_body(&url, &token))
+    let reply = tokio::task::spawn_blocking(move || trickle_a_body(&url, &token))
         .await
         .expect("the client thread");
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(answer.contains("/problems/body-timeout"), "{answer}");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("/problems/body-timeout"), "{reply}");
     app.assert_nothing_written("a body that never arrived")
         .await;
 }
@@ -136,7 +136,7 @@ async fn a_payment_that_gets_no_bank_call_is_released_unsent_and_its_retry_pays_
     );
 }
 
-async fn an_answer_past_the_request_deadline_is_503_and_the_work_goes_on(store: StoreKind) {
+async fn a_reply_past_the_request_deadline_is_503_and_the_work_goes_on(store: StoreKind) {
     let app = TestApp::spawn_with(Options {
         store,
         knobs: Knobs {
@@ -171,7 +171,7 @@ async fn an_answer_past_the_request_deadline_is_503_and_the_work_goes_on(store: 
 async fn metrics_and_detailed_readiness_are_only_on_the_admin_listener(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let get = async |url: String| {
-        crate::support::Received::from(app.http.get(url).send().await.expect("answers")).await
+        crate::support::Received::from(app.http.get(url).send().await.expect("replies")).await
     };
     get(format!("{}/metrics", app.url))
         .await
@@ -184,7 +184,7 @@ async fn metrics_and_detailed_readiness_are_only_on_the_admin_listener(store: St
 
     // Methods nobody uses make no new series: they count as `other`.
     for method in ["FOO", "BAR", "BAZ"] {
-        let answer = app
+        let reply = app
             .http
             .request(
                 method.parse().expect("a token"),
@@ -192,8 +192,8 @@ async fn metrics_and_detailed_readiness_are_only_on_the_admin_listener(store: St
             )
             .send()
             .await
-            .expect("answers");
-        assert!(answer.status().is_client_error(), "{method}");
+            .expect("replies");
+        assert!(reply.status().is_client_error(), "{method}");
     }
     let text = get(format!("{}/metrics", app.admin_url)).await;
     let text = String::from_utf8_lossy(&text.bytes);
@@ -211,6 +211,6 @@ for_each_store!(
     a_trickled_body_is_cut_at_the_read_deadline_and_nothing_is_claimed,
     more_requests_than_the_limit_are_shed_with_503_and_the_ledger_still_matches,
     a_payment_that_gets_no_bank_call_is_released_unsent_and_its_retry_pays_once,
-    an_answer_past_the_request_deadline_is_503_and_the_work_goes_on,
+    a_reply_past_the_request_deadline_is_503_and_the_work_goes_on,
     metrics_and_detailed_readiness_are_only_on_the_admin_listener,
 );

@@ -1,5 +1,5 @@
 //! The published OpenAPI document matches the public router: every documented (method, path)
-//! is routed (answered by its handler, not the fallback), every route declared in
+//! is routed (served by its handler, not the fallback), every route declared in
 //! `backend/src/http/` is documented (but the admin listener's, `admin.rs`, which is not part of
 //! the public API), and every problem type is listed.
 
@@ -70,7 +70,7 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
         .get(format!("{}/openapi.json", app.url))
         .send()
         .await
-        .expect("answers")
+        .expect("replies")
         .json()
         .await
         .expect("JSON");
@@ -95,10 +95,10 @@ async fn document_lists_exactly_the_routes_the_router_declares() {
                 format!("{}{concrete}", app.url),
             )
             .bearer_auth(TestApp::token(1));
-        let answer = crate::support::Received::from(request.send().await.expect("answers")).await;
-        assert_ne!(answer.status, 405, "{method} {path} is not routed");
-        if answer.status == 404 {
-            let body = answer.json();
+        let reply = crate::support::Received::from(request.send().await.expect("replies")).await;
+        assert_ne!(reply.status, 405, "{method} {path} is not routed");
+        if reply.status == 404 {
+            let body = reply.json();
             assert_ne!(
                 body["detail"], "No such route.",
                 "{method} {path} hit the fallback"

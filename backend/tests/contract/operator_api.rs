@@ -39,9 +39,9 @@ async fn call(
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let answer = request.send().await.expect("the backend answers");
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or(Value::Null))
+    let reply = request.send().await.expect("the backend replies");
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or(Value::Null))
 }
 
 async fn operator(app: &TestApp, method: &str, path: &str, body: &Value) -> (u16, Value) {
@@ -131,14 +131,14 @@ async fn only_an_operator_token_opens_the_operator_api_and_only_on_the_admin_lis
         .get(format!("{}/admin/console", app.url))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert_eq!(page.status(), 404, "nor is the console page");
     let page = app
         .http
         .get(format!("{}/admin/console", app.admin_url))
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert_eq!(page.status(), 200);
     let policy = page.headers()["content-security-policy"]
         .to_str()
@@ -265,10 +265,10 @@ async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_seco
 ) {
     let app = TestApp::spawn_with(Options::replies_lost_past_the_timeout(store)).await;
     let key = new_key();
-    let answer = app
+    let reply = app
         .pay(9, Some(&key), "elec-1", &payment_body(230_000))
         .await;
-    answer.assert_problem(503, "outcome-pending");
+    reply.assert_problem(503, "outcome-pending");
 
     let (status, queue) = operator(&app, "GET", "/admin/api/queue", &Value::Null).await;
     assert_eq!(status, 200);
@@ -296,7 +296,7 @@ async fn an_unknown_key_is_queued_and_asking_the_bank_resolves_it_without_a_seco
         .body("reason=why")
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     assert_eq!(not_json.status(), 400);
     let elsewhere = format!("/admin/api/customers/10/keys/{stored_key}/ask-bank");
     let (status, _) = operator(&app, "POST", &elsewhere, &json!({ "reason": "x" })).await;
@@ -416,7 +416,7 @@ async fn the_double_charge_check_names_one_bill_debited_under_two_references(sto
 }
 
 /// The operator API's document lists exactly the `/admin/api` routes declared in
-/// `src/http/operator/`, each with the 401 and 403 every one of them can answer.
+/// `src/http/operator/`, each with the 401 and 403 every one of them can reply.
 #[tokio::test]
 async fn the_operator_openapi_document_lists_exactly_the_operator_routes() {
     let app = TestApp::spawn().await;
@@ -425,7 +425,7 @@ async fn the_operator_openapi_document_lists_exactly_the_operator_routes() {
         .get(format!("{}/admin/openapi.json", app.admin_url))
         .send()
         .await
-        .expect("answers")
+        .expect("replies")
         .json()
         .await
         .expect("JSON");

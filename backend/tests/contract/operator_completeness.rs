@@ -21,13 +21,13 @@ async fn operator(app: &TestApp, method: &str, path: &str, body: &Value) -> (u16
         "GET" => app.http.get(url),
         _ => app.http.post(url).json(body),
     };
-    let answer = request
+    let reply = request
         .bearer_auth(TestApp::operator_token("asha"))
         .send()
         .await
-        .expect("the backend answers");
-    let status = answer.status().as_u16();
-    (status, answer.json().await.unwrap_or(Value::Null))
+        .expect("the backend replies");
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or(Value::Null))
 }
 
 /// Writes `count` succeeded payments of `user`, a minute apart (the first the newest), each
@@ -74,7 +74,7 @@ async fn payments_at_the_bank(
             )
             .send()
             .await
-            .expect("the bank answers");
+            .expect("the bank replies");
         assert_eq!(debited.status(), 201);
     }
     [
@@ -245,9 +245,9 @@ async fn a_reason_with_a_control_character_is_refused_before_the_key_is_leased(s
     }
     // Nothing was leased (a lease would hold the key for a minute: 409) nor recorded: a proper
     // request takes the key at once.
-    let (status, answer) = operator(&app, "POST", &ask, &json!({ "reason": "ticket 9" })).await;
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["result"], "released", "the bank never saw it");
+    let (status, reply) = operator(&app, "POST", &ask, &json!({ "reason": "ticket 9" })).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["result"], "released", "the bank never saw it");
     let lookups = app
         .scalar("SELECT count(*) FROM key_events WHERE user_id = 92 AND event = 'operator_lookup'")
         .await;
@@ -260,7 +260,7 @@ crate::for_each_store!(
     a_reason_with_a_control_character_is_refused_before_the_key_is_leased,
 );
 
-/// Two ledger checks at once, each with look-ups the bank answers slowly, while customers pay:
+/// Two ledger checks at once, each with look-ups the bank replies slowly, while customers pay:
 /// the checks keep to their share of `MAX_BANK_CALLS`, so every payment gets its bank call
 /// within `BANK_QUEUE_WAIT_MS` (201, never 503 "bank at capacity"); and a second check of a
 /// customer already being checked is 409.
@@ -287,15 +287,15 @@ async fn two_ledger_checks_at_once_leave_payments_their_bank_calls() {
         .map(|user| {
             let (admin, http, reason) = (app.admin_url.clone(), app.http.clone(), reason.clone());
             tokio::spawn(async move {
-                let answer = http
+                let reply = http
                     .post(format!("{admin}/admin/api/customers/{user}/ledger-check"))
                     .bearer_auth(TestApp::operator_token("asha"))
                     .json(&reason)
                     .send()
                     .await
-                    .expect("answers");
-                let status = answer.status().as_u16();
-                (status, answer.json::<Value>().await.expect("JSON"))
+                    .expect("replies");
+                let status = reply.status().as_u16();
+                (status, reply.json::<Value>().await.expect("JSON"))
             })
         })
         .collect();

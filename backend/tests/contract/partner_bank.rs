@@ -1,15 +1,15 @@
 //! The partner bank as it is outside our simulator (issue 45): down, failing, behind a gateway
-//! that answers for it, or answering what a bank would not. Each test counts debits at the
+//! that replies for it, or replying what a bank would not. Each test counts debits at the
 //! bank simulator's ledger (dedupe off where a second call would show), rows in the tables and
-//! answers on the wire, on both stores.
+//! replies on the wire, on both stores.
 //!
 //! - An outage with few bank calls allowed (`MAX_BANK_CALLS=2`): later payments are never
 //!   refused "at capacity" once the bank is back (a money call's place was once held while its
 //!   look-up waited for a second place, for ever).
 //! - A gateway's 503 after it forwarded the call: never read as "nothing moved".
-//! - A leftover release of a claim whose answer was lost: never releases the key claimed again.
+//! - A leftover release of a claim whose reply was lost: never releases the key claimed again.
 //! - The breaker: claims, bank calls and `unknown` keys during an outage, with and without it.
-//! - A redirect, a 10 MB answer, an answer naming another reference: none believed.
+//! - A redirect, a 10 MB reply, a reply naming another reference: none believed.
 
 use std::time::Duration;
 
@@ -69,17 +69,17 @@ async fn reconcile_all(app: &TestApp) {
 /// panics after a bounded number of attempts.
 async fn pay_until_paid(app: &TestApp, user: u64, key: &str, body: &serde_json::Value) -> Received {
     for _ in 0..20 {
-        let answer = app.pay(user, Some(key), "elec-1", body).await;
-        if answer.status == 201 {
-            return answer;
+        let reply = app.pay(user, Some(key), "elec-1", body).await;
+        if reply.status == 201 {
+            return reply;
         }
         assert_eq!(
-            answer.status,
+            reply.status,
             503,
             "{}",
-            String::from_utf8_lossy(&answer.bytes)
+            String::from_utf8_lossy(&reply.bytes)
         );
-        if answer.problem_type() == "/problems/bank-unavailable" {
+        if reply.problem_type() == "/problems/bank-unavailable" {
             // The breaker admits a probe after Retry-After; a client waits that long.
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
@@ -101,8 +101,8 @@ async fn assert_one_debit_each(app: &TestApp, paid: &[Received]) {
         paid.len(),
         "one debit per key: {ledger:?}"
     );
-    for answer in paid {
-        let reference = answer.json()["bank_reference"].clone();
+    for reply in paid {
+        let reference = reply.json()["bank_reference"].clone();
         let debited = ledger
             .debits
             .iter()
@@ -129,13 +129,13 @@ async fn a_bank_failing_every_call_never_stops_later_payments(store: StoreKind) 
         });
         let keys: Vec<String> = (0..6).map(|_| new_key()).collect();
         let body = payment_body(1_000 + round as u64);
-        let answers = join_all(
+        let replies = join_all(
             keys.iter()
                 .map(|key| app.pay(11, Some(key), "elec-1", &body)),
         )
         .await;
-        for answer in &answers {
-            answer.assert_problem(503, "service-unavailable");
+        for reply in &replies {
+            reply.assert_problem(503, "service-unavailable");
         }
         assert!(
             app.ledger().await.debits.len() == paid.len(),
@@ -171,14 +171,14 @@ async fn a_gateway_down_for_everything_then_back_loses_and_doubles_nothing(store
         app.gateway().set_mode(GatewayMode::Unavailable);
         let keys: Vec<String> = (0..6).map(|_| new_key()).collect();
         let body = payment_body(2_000 + round as u64);
-        let answers = join_all(
+        let replies = join_all(
             keys.iter()
                 .map(|key| app.pay(12, Some(key), "elec-1", &body)),
         )
         .await;
-        for answer in &answers {
+        for reply in &replies {
             // A gateway's 503 may have been forwarded: the outcome is unknown, not "nothing".
-            answer.assert_problem(503, "outcome-pending");
+            reply.assert_problem(503, "outcome-pending");
         }
         reconcile_all(&app).await;
 
@@ -197,7 +197,7 @@ async fn a_gateway_down_for_everything_then_back_loses_and_doubles_nothing(store
 }
 
 async fn a_gateway_503_after_forwarding_is_never_read_as_nothing_moved(store: StoreKind) {
-    // The bank takes 300 ms; the gateway answers 503 at once, before the debit lands.
+    // The bank takes 300 ms; the gateway replies 503 at once, before the debit lands.
     let app = TestApp::spawn_with(two_bank_calls(
         store,
         Knobs {
@@ -240,7 +240,7 @@ async fn a_gateway_503_after_forwarding_is_never_read_as_nothing_moved(store: St
     assert_one_debit_each(&app, &paid).await;
 }
 
-/// A claim of `key` by user 14 whose answer was lost, as the store has it: its token, its
+/// A claim of `key` by user 14 whose reply was lost, as the store has it: its token, its
 /// payment's id and its bank reference. No call was made for it.
 async fn lost_claim(
     app: &TestApp,
@@ -317,7 +317,7 @@ async fn a_leftover_release_never_releases_a_key_claimed_again(store: StoreKind)
         );
         let meanwhile = app.pay(14, Some(&key), "elec-1", &body).await;
         meanwhile.assert_problem(409, "request-in-progress");
-        let paid = retry.await.expect("the retry ran").expect("an answer");
+        let paid = retry.await.expect("the retry ran").expect("a reply");
         assert_eq!(paid.status, 201, "round {round}: {paid:?}");
         app.bank.simulator.set_knobs(Knobs {
             dedupe: false,
@@ -384,7 +384,7 @@ struct OutageCounts {
     refused_before_claim: usize,
 }
 
-/// A steady stream of 30 payments (one every 100 ms) while the bank's gateway answers 503 to
+/// A steady stream of 30 payments (one every 100 ms) while the bank's gateway replies 503 to
 /// everything, then the bank back and every payment retried until paid.
 async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings>) -> OutageCounts {
     let app = TestApp::spawn_with(Options {
@@ -396,32 +396,32 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
     })
     .await;
     let (paid_before, paid_body) = (new_key(), payment_body(4_900));
-    let first_answer = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
-    assert_eq!(first_answer.status, 201);
+    let first_reply = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
+    assert_eq!(first_reply.status, 201);
     app.gateway().set_mode(GatewayMode::Unavailable);
     let (mut keys, mut refused) = (Vec::new(), 0);
     for payment in 0..30u64 {
         let (key, body) = (new_key(), payment_body(5_000 + payment));
-        let answer = app.pay(15, Some(&key), "elec-1", &body).await;
-        if answer.problem_type() == "/problems/bank-unavailable" {
-            assert!(answer.header("retry-after").is_some());
+        let reply = app.pay(15, Some(&key), "elec-1", &body).await;
+        if reply.problem_type() == "/problems/bank-unavailable" {
+            assert!(reply.header("retry-after").is_some());
             assert_eq!(app.key_state(15, &key).await, None, "nothing claimed");
             refused += 1;
         } else {
-            answer.assert_problem(503, "outcome-pending");
+            reply.assert_problem(503, "outcome-pending");
         }
         keys.push((key, body));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let counts = OutageCounts {
         claims: app.count("payments").await - 1,
-        bank_calls: app.gateway().answered_itself(),
+        bank_calls: app.gateway().replied_itself(),
         unknown_keys: app
             .scalar("SELECT count(*) FROM idempotency_keys WHERE state = 'unknown'")
             .await,
         refused_before_claim: refused,
     };
-    // Stored keys are answered as ever, the breaker open or not: the replay, outcome pending
+    // Stored keys are replied to as ever, the breaker open or not: the replay, outcome pending
     // (a retry whose status check is due asks the bank through the failing gateway: after the
     // counts, which count the payments' own calls).
     let replayed = app.pay(15, Some(&paid_before), "elec-1", &paid_body).await;
@@ -435,7 +435,7 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
     for (key, body) in &keys {
         paid.push(pay_until_paid(&app, 15, key, body).await);
     }
-    paid.push(first_answer);
+    paid.push(first_reply);
     assert_one_debit_each(&app, &paid).await;
     if breaker.is_some() {
         assert!(
@@ -478,13 +478,13 @@ async fn the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fail
     );
 }
 
-async fn answers_a_bank_would_not_give_are_looked_up_not_believed(store: StoreKind) {
+async fn replies_a_bank_would_not_give_are_looked_up_not_believed(store: StoreKind) {
     let app = TestApp::spawn_with(two_bank_calls(store, Knobs::default())).await;
     let modes = [
         GatewayMode::RedirectsCalls {
             location: "http://127.0.0.1:9/debits".to_owned(),
         },
-        GatewayMode::HugeAnswers {
+        GatewayMode::HugeReplies {
             bytes: 10 * 1024 * 1024,
         },
         GatewayMode::NamesAnotherReference,
@@ -519,7 +519,7 @@ async fn answers_a_bank_would_not_give_are_looked_up_not_believed(store: StoreKi
 }
 
 /// The backend binary on its embedded store, with `extra` settings, paying once through
-/// whatever bank route those settings give it: the answer's status.
+/// whatever bank route those settings give it: the reply's status.
 async fn pay_once_from_a_process(bank_url: &str, extra: &[(&str, String)]) -> u16 {
     let working_dir = tempfile::tempdir().expect("a temporary directory");
     let backend = BackendProcess::start(&BackendEnv {
@@ -546,7 +546,7 @@ async fn pay_once_from_a_process(bank_url: &str, extra: &[(&str, String)]) -> u1
         &payment_body(700),
     )
     .await
-    .expect("the backend answers");
+    .expect("the backend replies");
     paid.status
 }
 
@@ -555,7 +555,7 @@ async fn the_bank_is_reached_through_a_proxy_only_when_bank_proxy_url_names_one(
     let bank = BankSimulator::spawn(Knobs::default())
         .await
         .expect("bank starts");
-    // A proxy that answers 503 to everything: a bank call that went through it would fail.
+    // A proxy that replies 503 to everything: a bank call that went through it would fail.
     let environment_proxy = BankGateway::start(&bank.url).await;
     environment_proxy.set_mode(GatewayMode::Unavailable);
     let proxy_url = environment_proxy.url();
@@ -568,7 +568,7 @@ async fn the_bank_is_reached_through_a_proxy_only_when_bank_proxy_url_names_one(
     let status = pay_once_from_a_process(&bank.url, &from_the_environment).await;
     assert_eq!(status, 201, "the environment's proxy is not the bank's");
     assert_eq!(
-        environment_proxy.answered_itself(),
+        environment_proxy.replied_itself(),
         0,
         "nothing went through it"
     );
@@ -593,5 +593,5 @@ for_each_store!(
     a_claimants_late_release_finds_its_claim_after_a_reconciler_took_the_lease,
     a_claim_older_than_stuck_after_is_not_its_claimants_to_release,
     the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fails,
-    answers_a_bank_would_not_give_are_looked_up_not_believed,
+    replies_a_bank_would_not_give_are_looked_up_not_believed,
 );

@@ -2,7 +2,7 @@
 //! against a real bank simulator, on both stores:
 //! - twenty simultaneous attempts with one key against a 2 s bank all get the first attempt's
 //!   201, nineteen of them as replays after waiting, none a 409, and the bank debits once; on
-//!   PostgreSQL also with the attempts split across two replicas, which hear of the answer only
+//!   PostgreSQL also with the attempts split across two replicas, which hear of the reply only
 //!   through `LISTEN/NOTIFY`;
 //! - a key's change is announced to the other replicas (`NOTIFY`) only when a request waits on
 //!   it: thirty payments nobody retries announce nothing, three whose retry waits announce one
@@ -11,8 +11,8 @@
 //! - a bank timeout ends every wait with the usual 503 outcome pending;
 //! - a waiter whose client hangs up leaves nothing behind (no watch, no waiting place);
 //! - past `MAX_WAITING_REQUESTS` a retry gets the 409 at once;
-//! - the key status look-up waits too (and answers `started` when its wait runs out), and its
-//!   `answer` is the replay's body byte for byte.
+//! - the key status look-up waits too (and replies `started` when its wait runs out), and its
+//!   `reply` is the replay's body byte for byte.
 
 use std::time::{Duration, Instant};
 
@@ -65,23 +65,19 @@ async fn first_attempt_in_flight(
     first
 }
 
-/// Asserts twenty answers are one first 201 and nineteen identical replays given after a wait,
+/// Asserts twenty replies are one first 201 and nineteen identical replays given after a wait,
 /// and one debit for the key at the bank.
-async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Received]) {
-    let first: Vec<&Received> = answers.iter().filter(|a| !a.is_replay()).collect();
+async fn assert_one_reply_for_all(what: &str, app: &TestApp, replies: &[Received]) {
+    let first: Vec<&Received> = replies.iter().filter(|a| !a.is_replay()).collect();
     assert_eq!(first.len(), 1, "{what}: one attempt did the work");
     let first = first[0];
     assert_eq!(first.status, 201, "{what}: {}", first.json());
-    for answer in answers {
-        assert_eq!(answer.status, 201, "{what}: no 409, no error");
-        assert_eq!(answer.bytes, first.bytes, "{what}: the same body");
-        assert_eq!(
-            answer.header("location"),
-            first.header("location"),
-            "{what}"
-        );
+    for reply in replies {
+        assert_eq!(reply.status, 201, "{what}: no 409, no error");
+        assert_eq!(reply.bytes, first.bytes, "{what}: the same body");
+        assert_eq!(reply.header("location"), first.header("location"), "{what}");
     }
-    let replays: Vec<&Received> = answers.iter().filter(|a| a.is_replay()).collect();
+    let replays: Vec<&Received> = replies.iter().filter(|a| a.is_replay()).collect();
     assert_eq!(replays.len(), 19, "{what}: nineteen replays");
     for replay in replays {
         assert_eq!(
@@ -99,17 +95,17 @@ async fn assert_one_answer_for_all(what: &str, app: &TestApp, answers: &[Receive
     assert_eq!(for_key, 1, "{what}: one debit at the bank");
 }
 
-async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: StoreKind) {
+async fn twenty_waiting_attempts_get_the_first_reply_and_one_debit(store: StoreKind) {
     let app = TestApp::spawn_with(Options::slow_bank(store, 2_000)).await;
     const ROUNDS: usize = 3;
     for round in 1..=ROUNDS {
         let key = new_key();
         let started = Instant::now();
         let attempts = (0..20).map(|_| async {
-            let answer = pay(&app.http, &app.url, &key, Some("wait=10"))
+            let reply = pay(&app.http, &app.url, &key, Some("wait=10"))
                 .await
-                .expect("answers");
-            (answer, started.elapsed())
+                .expect("replies");
+            (reply, started.elapsed())
         });
         let timed: Vec<(Received, Duration)> = join_all(attempts).await;
         let first_took = timed.iter().find(|(a, _)| !a.is_replay()).map(|(_, t)| *t);
@@ -121,18 +117,18 @@ async fn twenty_waiting_attempts_get_the_first_answer_and_one_debit(store: Store
         eprintln!(
             "{store:?} round {round}: first attempt {first_took:?}, slowest waited replay {slowest_replay:?}"
         );
-        let answers: Vec<Received> = timed.into_iter().map(|(answer, _)| answer).collect();
-        assert_one_answer_for_all(&format!("round {round}"), &app, &answers).await;
+        let replies: Vec<Received> = timed.into_iter().map(|(reply, _)| reply).collect();
+        assert_one_reply_for_all(&format!("round {round}"), &app, &replies).await;
     }
     assert_eq!(app.ledger().await.debits.len(), ROUNDS);
     assert_eq!(app.metric("idempotency_waits_started_total").await, 57.0);
-    assert_eq!(app.metric("idempotency_waits_answered_total").await, 57.0);
+    assert_eq!(app.metric("idempotency_waits_replied_total").await, 57.0);
     assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 0.0);
     assert_eq!(app.metric("idempotency_waiting_requests").await, 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn waiters_on_another_replica_hear_of_the_answer_through_postgres() {
+async fn waiters_on_another_replica_hear_of_the_reply_through_postgres() {
     let options = Options::slow_bank(StoreKind::Postgres, 2_000);
     let app = TestApp::spawn_with(Options::slow_bank(StoreKind::Postgres, 2_000)).await;
     let replica = app.spawn_replica(&options).await;
@@ -150,9 +146,9 @@ async fn waiters_on_another_replica_hear_of_the_answer_through_postgres() {
             }
         });
         let (first, others) = tokio::join!(first, join_all(others));
-        let mut answers = vec![first.expect("answers")];
-        answers.extend(others.into_iter().map(|answer| answer.expect("answers")));
-        assert_one_answer_for_all(&format!("round {round}"), app, &answers).await;
+        let mut replies = vec![first.expect("replies")];
+        replies.extend(others.into_iter().map(|reply| reply.expect("replies")));
+        assert_one_reply_for_all(&format!("round {round}"), app, &replies).await;
     }
 }
 
@@ -245,8 +241,8 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
             pay(&app.http, &app.url, &key, Some("wait=10")).await
         }))
         .await;
-        for answer in alone {
-            assert_eq!(answer.expect("answers").status, 201, "round {round}");
+        for reply in alone {
+            assert_eq!(reply.expect("replies").status, 201, "round {round}");
         }
         let announced = announcements_so_far(&sentinels, &mut listener).await;
         assert_eq!(
@@ -255,17 +251,17 @@ async fn only_a_key_a_request_waits_on_is_announced_to_the_other_replicas() {
             "round {round}: no waiter, no NOTIFY"
         );
 
-        // A payment whose retry waits on it: its answer is announced, once.
+        // A payment whose retry waits on it: its reply is announced, once.
         let key = new_key();
         let first = first_attempt_in_flight(&app, &key).await;
         let waited = pay(&app.http, &app.url, &key, Some("wait=10"))
             .await
-            .expect("answers");
-        let first = first.await.expect("joins").expect("answers");
+            .expect("replies");
+        let first = first.await.expect("joins").expect("replies");
         assert_eq!((first.status, waited.status), (201, 201), "round {round}");
         assert!(
             waited.is_replay(),
-            "round {round}: the retry waited for the answer"
+            "round {round}: the retry waited for the reply"
         );
         let announced = announcements_so_far(&sentinels, &mut listener).await;
         assert_eq!(announced, vec![format!("7 {key}")], "round {round}");
@@ -279,22 +275,22 @@ async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
     let first = first_attempt_in_flight(&app, &key).await;
     let waited = pay(&app.http, &app.url, &key, Some("wait=1"))
         .await
-        .expect("answers");
+        .expect("replies");
     waited.assert_problem(409, "request-in-progress");
     assert_eq!(waited.header("retry-after"), Some("1"));
     assert_eq!(waited.header("preference-applied"), Some("wait=1"));
     // Without the header: 409 at once, no Preference-Applied, as before.
-    let plain = pay(&app.http, &app.url, &key, None).await.expect("answers");
+    let plain = pay(&app.http, &app.url, &key, None).await.expect("replies");
     plain.assert_problem(409, "request-in-progress");
     assert_eq!(plain.header("preference-applied"), None);
     // A wait over the policy's cap is cut to it; a wait of 0 does not wait.
     let zero = pay(&app.http, &app.url, &key, Some("wait=0"))
         .await
-        .expect("answers");
+        .expect("replies");
     zero.assert_problem(409, "request-in-progress");
     assert_eq!(zero.header("preference-applied"), None);
 
-    let first = first.await.expect("task").expect("answers");
+    let first = first.await.expect("task").expect("replies");
     assert_eq!(first.status, 201);
     assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 1.0);
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -314,17 +310,17 @@ async fn a_bank_timeout_ends_every_wait_with_503_outcome_pending(store: StoreKin
             tokio::time::sleep(Duration::from_millis(if n == 0 { 0 } else { 200 })).await;
             pay(&app.http, &app.url, key, Some("wait=10"))
                 .await
-                .expect("answers")
+                .expect("replies")
         }
     });
-    let answers = join_all(attempts).await;
-    for answer in &answers {
-        answer.assert_problem(503, "outcome-pending");
-        assert_eq!(answer.header("retry-after"), Some("5"));
+    let replies = join_all(attempts).await;
+    for reply in &replies {
+        reply.assert_problem(503, "outcome-pending");
+        assert_eq!(reply.header("retry-after"), Some("5"));
     }
-    let waited = answers
+    let waited = replies
         .iter()
-        .filter(|answer| answer.header("preference-applied") == Some("wait=10"))
+        .filter(|reply| reply.header("preference-applied") == Some("wait=10"))
         .count();
     assert_eq!(waited, 5, "every waiter got the outcome as it stood");
     assert_eq!(app.key_state(7, &key).await.as_deref(), Some("unknown"));
@@ -350,7 +346,7 @@ async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
     )
     .await;
     assert_eq!(app.metric("idempotency_waits_started_total").await, 10.0);
-    let first = first.await.expect("task").expect("answers");
+    let first = first.await.expect("task").expect("replies");
     assert_eq!(first.status, 201, "the first attempt was not disturbed");
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
@@ -364,7 +360,7 @@ async fn key_status(app: &TestApp, key: &str, prefer: &str) -> Received {
         .header("Prefer", prefer)
         .send()
         .await
-        .expect("answers");
+        .expect("replies");
     Received::from(response).await
 }
 
@@ -380,20 +376,20 @@ async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
     let retries = join_all((0..5).map(|_| pay(&app.http, &app.url, &key, Some("wait=10")))).await;
-    let retries: Vec<Received> = retries.into_iter().map(|a| a.expect("answers")).collect();
+    let retries: Vec<Received> = retries.into_iter().map(|a| a.expect("replies")).collect();
     let waited = retries.iter().filter(|a| a.status == 201).count();
     let refused: Vec<&Received> = retries.iter().filter(|a| a.status == 409).collect();
     assert_eq!((waited, refused.len()), (2, 3), "two places to wait in");
-    for answer in refused {
-        answer.assert_problem(409, "request-in-progress");
-        assert_eq!(answer.header("preference-applied"), None, "it did not wait");
+    for reply in refused {
+        reply.assert_problem(409, "request-in-progress");
+        assert_eq!(reply.header("preference-applied"), None, "it did not wait");
     }
     assert_eq!(app.metric("idempotency_waits_refused_total").await, 3.0);
-    assert_eq!(first.await.expect("task").expect("answers").status, 201);
+    assert_eq!(first.await.expect("task").expect("replies").status, 201);
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: StoreKind) {
+async fn key_status_waits_and_replies_with_the_replay_body_byte_for_byte(store: StoreKind) {
     let app = TestApp::spawn_with(Options::slow_bank(store, 1_500)).await;
     let key = new_key();
     let first = first_attempt_in_flight(&app, &key).await;
@@ -408,12 +404,12 @@ async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: Store
     assert_eq!(status.header("preference-applied"), Some("wait=10"));
     let body: Value = status.json();
     assert_eq!(body["state"], "done", "{body}");
-    let first = first.await.expect("task").expect("answers");
+    let first = first.await.expect("task").expect("replies");
     let text = String::from_utf8(status.bytes.clone()).expect("UTF-8");
     let replay_body = String::from_utf8(first.bytes.clone()).expect("UTF-8");
     assert!(
-        text.contains(&format!("\"answer\":{replay_body},")),
-        "the answer is the replay's bytes: {text} vs {replay_body}"
+        text.contains(&format!("\"reply\":{replay_body},")),
+        "the reply is the replay's bytes: {text} vs {replay_body}"
     );
     let expires_at = time::OffsetDateTime::parse(
         body["expires_at"].as_str().expect("expires_at"),
@@ -428,10 +424,10 @@ async fn key_status_waits_and_answers_the_replay_body_byte_for_byte(store: Store
 }
 
 for_each_store!(
-    twenty_waiting_attempts_get_the_first_answer_and_one_debit,
+    twenty_waiting_attempts_get_the_first_reply_and_one_debit,
     a_wait_that_runs_out_gets_409_with_retry_after,
     a_bank_timeout_ends_every_wait_with_503_outcome_pending,
     a_waiter_that_hangs_up_leaves_nothing_behind,
-    key_status_waits_and_answers_the_replay_body_byte_for_byte,
+    key_status_waits_and_replies_with_the_replay_body_byte_for_byte,
     past_max_waiting_requests_a_retry_gets_409_at_once,
 );

@@ -13,16 +13,16 @@ use shared::api::MovementStatus;
 use shared::{IdempotencyKey, KeyState, Operation, UserId};
 
 /// Runs `rounds` rounds of `attempts` simultaneous requests with one fresh key per round, then
-/// checks every answer and the ledger.
+/// checks every reply and the ledger.
 async fn race(app: &TestApp, rounds: usize, attempts: usize) {
     let body = payment_body(230_000);
     let mut keys = Vec::with_capacity(rounds);
     let (mut conflicts, mut replays) = (0, 0);
     for round in 0..rounds {
         let key = new_key();
-        let answers =
+        let replies =
             join_all((0..attempts).map(|_| app.pay(1, Some(&key), "elec-1", &body))).await;
-        let fresh: Vec<_> = answers
+        let fresh: Vec<_> = replies
             .iter()
             .filter(|a| a.status == 201 && !a.is_replay())
             .collect();
@@ -31,21 +31,18 @@ async fn race(app: &TestApp, rounds: usize, attempts: usize) {
             1,
             "round {round}: exactly one attempt does the work"
         );
-        for answer in &answers {
-            match (answer.status, answer.is_replay()) {
+        for reply in &replies {
+            match (reply.status, reply.is_replay()) {
                 (201, false) => {}
                 (201, true) => {
                     replays += 1;
-                    assert_eq!(
-                        answer.bytes, fresh[0].bytes,
-                        "round {round}: replay differs"
-                    );
+                    assert_eq!(reply.bytes, fresh[0].bytes, "round {round}: replay differs");
                 }
                 (409, false) => {
                     conflicts += 1;
-                    answer.assert_problem(409, "request-in-progress");
+                    reply.assert_problem(409, "request-in-progress");
                 }
-                other => panic!("round {round}: unexpected answer {other:?}"),
+                other => panic!("round {round}: unexpected reply {other:?}"),
             }
         }
         keys.push(key);
@@ -70,7 +67,7 @@ async fn race(app: &TestApp, rounds: usize, attempts: usize) {
         app.count("idempotency_keys").await,
         i64::try_from(rounds).expect("small")
     );
-    println!("{rounds} rounds x {attempts}: {conflicts} answered 409, {replays} replayed");
+    println!("{rounds} rounds x {attempts}: {conflicts} replied 409, {replays} replayed");
 }
 
 fn without_bank_dedupe(store: StoreKind) -> Options {
@@ -120,12 +117,12 @@ async fn a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits(store: Sto
 }
 
 /// The request path and a reconciler can both come to write one claim's outcome; the store, not
-/// the caller, decides which answer stands. Written through the store on each (on SQLite the
+/// the caller, decides which reply stands. Written through the store on each (on SQLite the
 /// outcome is one string of three statements, each after the first writing only if the one
-/// before it did): the first answer stands, the key finishes once, the trail holds one
+/// before it did): the first reply stands, the key finishes once, the trail holds one
 /// `bank_answered`; an outcome for no movement writes nothing; a retry of the key claims
-/// nothing new (no second payment, no second `claimed`) and replays the first answer.
-async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store: StoreKind) {
+/// nothing new (no second payment, no second `claimed`) and replays the first reply.
+async fn a_late_outcome_keeps_the_first_reply_and_a_retry_claims_nothing(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let body = payment_body(230_000);
     let key = new_key();
@@ -133,15 +130,15 @@ async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store:
     let idempotency_key = IdempotencyKey::try_from(key.clone()).expect("a valid key");
     let key_ref = KeyRef::new(UserId::new(7).expect("positive"), &idempotency_key);
     let claimed = app.state.store.load_key(key_ref).await.expect("read");
-    let payment_id = claimed.expect("the claim is stored").resource_id;
-    let finish = |result: FinalOutcome, resource_id| {
+    let payment_id = claimed.expect("the claim is stored").movement_id;
+    let finish = |result: FinalOutcome, movement_id| {
         let store = app.state.store.clone();
         async move {
             store
                 .finish(
                     key_ref,
                     Operation::PayBill,
-                    resource_id,
+                    movement_id,
                     &result,
                     &Cause::background(),
                 )
@@ -157,9 +154,9 @@ async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store:
         .await
         .expect("the payment exists");
     assert_eq!(first.movement.status(), MovementStatus::Succeeded);
-    let key_now = first.key.expect("the key finished with the first answer");
+    let key_now = first.key.expect("the key finished with the first reply");
     assert_eq!(key_now.record.state, KeyState::Done);
-    assert_eq!(key_now.resource_id, payment_id);
+    assert_eq!(key_now.movement_id, payment_id);
 
     let late = finish(declined.clone(), payment_id)
         .await
@@ -167,7 +164,7 @@ async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store:
     assert_eq!(
         late.movement.status(),
         MovementStatus::Succeeded,
-        "the first answer stands"
+        "the first reply stands"
     );
     assert!(late.key.is_none(), "the key had finished already");
     assert!(
@@ -197,7 +194,7 @@ async fn a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing(store:
 }
 
 for_each_store!(
-    a_late_outcome_keeps_the_first_answer_and_a_retry_claims_nothing,
+    a_late_outcome_keeps_the_first_reply_and_a_retry_claims_nothing,
     two_attempts_at_once_debit_once_in_every_round,
     eight_attempts_at_once_debit_once_in_every_round,
     a_slow_bank_turns_simultaneous_attempts_into_409s_not_debits,

@@ -100,7 +100,7 @@ async fn two_reconcilers_at_once_take_each_stuck_key_exactly_once(store: StoreKi
             )
             .send()
             .await
-            .expect("the bank answers");
+            .expect("the bank replies");
         assert_eq!(response.status(), 201);
     }
 
@@ -247,7 +247,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
         http.get(format!("{}/metrics", backend.admin_url))
             .send()
             .await
-            .expect("metrics answer")
+            .expect("metrics reply")
             .text()
             .await
             .expect("metrics text")
@@ -258,7 +258,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
     let lost = new_key();
     send_pay(&http, &backend.url, 41, Some(&lost), "elec-1", &body)
         .await
-        .expect("backend answers")
+        .expect("backend replies")
         .assert_problem(503, "outcome-pending");
     let succeeded = r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#;
     wait_for(
@@ -298,7 +298,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
     let unreachable = new_key();
     send_pay(&http, &backend.url, 43, Some(&unreachable), "elec-1", &body)
         .await
-        .expect("backend answers")
+        .expect("backend replies")
         .assert_problem(503, "service-unavailable");
     assert_eq!(
         key_state_in(&pool, 43, &unreachable).await.as_deref(),

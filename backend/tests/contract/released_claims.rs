@@ -3,7 +3,7 @@
 //! reference; a first call that reaches the bank after the release is found by the later check
 //! and recorded; a retry in between claims it again under the same reference, so a deduplicating
 //! bank moves the money once; the last check, when the key expires, voids a claim the bank never
-//! saw, which then stops counting against a payment's refundable rest; and only a look-up answer
+//! saw, which then stops counting against a payment's refundable rest; and only a look-up reply
 //! that says "never seen" releases anything: a misrouted bank URL releases nothing. The bank
 //! dedupes by reference (its default) unless a test says otherwise. Each test runs on both
 //! stores.
@@ -114,7 +114,7 @@ async fn a_first_call_that_reaches_the_bank_after_the_release_is_found_by_the_la
         .bearer_auth(TestApp::operator_token("asha"))
         .send()
         .await
-        .expect("answers")
+        .expect("replies")
         .json()
         .await
         .expect("JSON");
@@ -176,7 +176,7 @@ async fn a_retry_after_the_release_claims_again_and_the_late_first_call_moves_no
     );
 }
 
-/// A backend whose bank answers every call with its own 503 (naming the reference) before doing anything, until told
+/// A backend whose bank replies to every call with its own 503 (naming the reference) before doing anything, until told
 /// otherwise: claims are released at once.
 async fn app_with_a_failing_bank(store: StoreKind) -> TestApp {
     TestApp::spawn_with(Options {

@@ -1,10 +1,10 @@
 //! The replay cache (`backend::replay_cache`) keeps every promise a database read keeps, on
-//! each store: a replay from memory is the saved answer byte for byte (and is counted as one
+//! each store: a replay from memory is the saved reply byte for byte (and is counted as one
 //! from memory, so these tests see the cache was used); a different body under the key is
 //! still 422; another user's identical key is another payment; an entry is forgotten before
-//! its key expires, and a key reused after expiry is a new payment, never the old answer; two
-//! replicas on one database each remember the same answer; a repeat of bytes already replayed,
-//! answered without being parsed again, keeps each of these promises. Money is counted at the bank's
+//! its key expires, and a key reused after expiry is a new payment, never the old reply; two
+//! replicas on one database each remember the same reply; a repeat of bytes already replayed,
+//! replied without being parsed again, keeps each of these promises. Money is counted at the bank's
 //! ledger. Speed is measured by `bench/perf.sh`, never here.
 
 use std::time::Duration;
@@ -36,16 +36,16 @@ async fn assert_money_moved(app: &TestApp, debits: usize) {
     assert_eq!(payments, debits, "payment rows");
 }
 
-/// The parts of an answer a replay must repeat exactly.
-fn wire(answer: &Received) -> (u16, Vec<u8>, Option<String>) {
+/// The parts of a reply a replay must repeat exactly.
+fn wire(reply: &Received) -> (u16, Vec<u8>, Option<String>) {
     (
-        answer.status,
-        answer.bytes.clone(),
-        answer.header("location").map(str::to_owned),
+        reply.status,
+        reply.bytes.clone(),
+        reply.header("location").map(str::to_owned),
     )
 }
 
-async fn a_replay_from_memory_is_the_saved_answer_byte_for_byte(store: StoreKind) {
+async fn a_replay_from_memory_is_the_saved_reply_byte_for_byte(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let first = pay(&app, 7, &key).await;
@@ -55,7 +55,7 @@ async fn a_replay_from_memory_is_the_saved_answer_byte_for_byte(store: StoreKind
         assert!(replay.is_replay(), "repeat {n}");
         assert_eq!(wire(&replay), wire(&first), "repeat {n}");
     }
-    // The save remembered the answer: every repeat came from memory.
+    // The save remembered the reply: every repeat came from memory.
     assert_eq!(app.metric(FROM_MEMORY).await, 5.0);
     assert_eq!(app.metric(REPLAYS).await, 5.0);
     assert_money_moved(&app, 1).await;
@@ -113,7 +113,7 @@ async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) 
     assert_eq!(
         wire(&replay),
         wire(&first),
-        "the key still replays its own answer"
+        "the key still replays its own reply"
     );
     assert_money_moved(&app, 1).await;
 }
@@ -130,7 +130,7 @@ async fn pay_bytes_keyed(app: &TestApp, keys: &[&str], bill: &str, body: &'stati
     for key in keys {
         request = request.header("Idempotency-Key", *key);
     }
-    Received::from(request.send().await.expect("backend answers")).await
+    Received::from(request.send().await.expect("backend replies")).await
 }
 
 /// `POST /v1/bills/{bill}/pay` as user 7 under `key`, with `body` sent as these very bytes.
@@ -188,7 +188,7 @@ async fn another_users_identical_key_is_another_payment(store: StoreKind) {
     assert!(!ravi.is_replay(), "user 8 never paid under this key");
     assert_ne!(asha.json()["payment_id"], ravi.json()["payment_id"]);
     assert_eq!(app.metric(FROM_MEMORY).await, 0.0);
-    // Each user's repeat replays their own answer.
+    // Each user's repeat replays their own reply.
     let asha_again = pay(&app, 7, &key).await;
     let ravi_again = pay(&app, 8, &key).await;
     assert_eq!(wire(&asha_again), wire(&asha));
@@ -197,7 +197,7 @@ async fn another_users_identical_key_is_another_payment(store: StoreKind) {
     assert_money_moved(&app, 2).await;
 }
 
-/// Keys kept three seconds: long enough to remember an answer, short enough to see it expire.
+/// Keys kept three seconds: long enough to remember a reply, short enough to see it expire.
 fn short_lived_keys(store: StoreKind) -> Options {
     Options {
         store,
@@ -209,7 +209,7 @@ fn short_lived_keys(store: StoreKind) -> Options {
     }
 }
 
-async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer(store: StoreKind) {
+async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_reply(store: StoreKind) {
     let app = TestApp::spawn_with(short_lived_keys(store)).await;
     let key = new_key();
     let first = pay(&app, 7, &key).await;
@@ -226,16 +226,16 @@ async fn a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer(st
     assert_eq!(
         app.metric(FROM_MEMORY).await,
         1.0,
-        "the old answer was not used"
+        "the old reply was not used"
     );
-    // The new answer is the one remembered now.
+    // The new reply is the one remembered now.
     let replay = pay(&app, 7, &key).await;
     assert_eq!(wire(&replay), wire(&reused));
     assert_eq!(app.metric(FROM_MEMORY).await, 2.0);
     assert_money_moved(&app, 2).await;
 }
 
-async fn an_answer_is_forgotten_before_its_key_expires(store: StoreKind) {
+async fn a_reply_is_forgotten_before_its_key_expires(store: StoreKind) {
     let app = TestApp::spawn_with(short_lived_keys(store)).await;
     let key = new_key();
     let first = pay(&app, 7, &key).await;
@@ -250,17 +250,17 @@ async fn an_answer_is_forgotten_before_its_key_expires(store: StoreKind) {
 }
 
 for_each_store!(
-    a_replay_from_memory_is_the_saved_answer_byte_for_byte,
+    a_replay_from_memory_is_the_saved_reply_byte_for_byte,
     a_replay_read_from_the_database_is_remembered_too,
     a_different_body_under_a_remembered_key_is_still_422,
     the_very_bytes_of_a_replayed_repeat_keep_every_promise,
     another_users_identical_key_is_another_payment,
-    a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_answer,
-    an_answer_is_forgotten_before_its_key_expires,
+    a_key_reused_after_expiry_is_a_new_payment_not_the_remembered_reply,
+    a_reply_is_forgotten_before_its_key_expires,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_replicas_remember_the_same_answer_and_refuse_the_same_mismatch() {
+async fn two_replicas_remember_the_same_reply_and_refuse_the_same_mismatch() {
     let app = TestApp::spawn().await;
     let replica = app.spawn_replica(&Options::default()).await;
     let key = new_key();
@@ -269,7 +269,7 @@ async fn two_replicas_remember_the_same_answer_and_refuse_the_same_mismatch() {
         async move {
             send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(amount))
                 .await
-                .expect("a replica answers")
+                .expect("a replica replies")
         }
     };
     let first = pay_on(&app.url, 23_000).await;

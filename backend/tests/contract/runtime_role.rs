@@ -103,11 +103,11 @@ async fn a_role_without_ddl_rights_serves_once_migrate_has_run_and_not_before() 
     let body = payment_body(3_000);
     let paid = send_pay(&http, &replica.url, 5, Some(&key), "elec-5", &body)
         .await
-        .expect("an answer");
+        .expect("a reply");
     assert_eq!(paid.status, 201, "{}", String::from_utf8_lossy(&paid.bytes));
     let replayed = send_pay(&http, &replica.url, 5, Some(&key), "elec-5", &body)
         .await
-        .expect("an answer");
+        .expect("a reply");
     assert!(replayed.is_replay());
     assert_eq!(bank.simulator.ledger().debits.len(), 1);
 }

@@ -102,7 +102,7 @@ impl PartitionedApp {
             .json(&payment_body(1_000))
             .send()
             .await
-            .expect("answers");
+            .expect("replies");
         Received::from(response).await
     }
 
@@ -140,8 +140,8 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
     for round in 0..100u64 {
         let key = new_key();
         let user = 100 + round % 7;
-        let answers = join_all([app.pay(user, &key, "race"), app.pay(user, &key, "race")]).await;
-        let fresh = answers
+        let replies = join_all([app.pay(user, &key, "race"), app.pay(user, &key, "race")]).await;
+        let fresh = replies
             .iter()
             .filter(|a| a.status == 201 && !a.is_replay())
             .count();
@@ -158,7 +158,7 @@ async fn the_service_runs_unchanged_on_tables_partitioned_by_user() {
             .json(&serde_json::json!({ "amount_paise": 400 }))
             .send()
             .await
-            .expect("answers");
+            .expect("replies");
         assert_eq!(response.status(), 201);
     }
 

@@ -24,7 +24,7 @@ use crate::support::{
     Options, SECRET, StoreKind, TestApp, new_key, payment_body, test_policy, wait_for,
 };
 
-/// One status check, answered `pending` for an hour: the movement then awaits settlement.
+/// One status check, replied `pending` for an hour: the movement then awaits settlement.
 fn one_pending_check(store: StoreKind) -> Options {
     let mut policy: Policy = test_policy();
     policy.status_checks.at_most = 1;

@@ -10,22 +10,22 @@ use serde_json::json;
 
 async fn operation_without_key_is_refused_and_nothing_is_saved(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
-    let answer = app.pay(1, None, "elec-1", &payment_body(230_000)).await;
-    answer.assert_problem(400, "idempotency-key-missing");
+    let reply = app.pay(1, None, "elec-1", &payment_body(230_000)).await;
+    reply.assert_problem(400, "idempotency-key-missing");
     app.assert_nothing_written("no key").await;
 }
 
-async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
+async fn new_key_debits_once_saves_and_replies_201(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
-    let answer = app
+    let reply = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
         .await;
 
-    assert_eq!(answer.status, 201);
-    assert!(!answer.is_replay());
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    let body = answer.json();
+    assert_eq!(reply.status, 201);
+    assert!(!reply.is_replay());
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let body = reply.json();
     assert_eq!(body["bill_id"], "elec-1");
     assert_eq!(body["amount_paise"], 230_000);
     assert_eq!(body["status"], "succeeded");
@@ -37,7 +37,7 @@ async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
         "the claim's own"
     );
     assert_eq!(
-        answer.header("location"),
+        reply.header("location"),
         Some(format!("/v1/payments/{payment_id}").as_str())
     );
 
@@ -50,7 +50,7 @@ async fn new_key_debits_once_saves_and_answers_201(store: StoreKind) {
     assert_eq!(ledger.debits[0].account, "asha@okbank");
 }
 
-async fn retry_with_same_key_replays_the_first_answer_without_a_second_debit(store: StoreKind) {
+async fn retry_with_same_key_replays_the_first_reply_without_a_second_debit(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let key = new_key();
     let first = app
@@ -239,10 +239,10 @@ async fn bank_5xx_before_the_debit_releases_the_claim_at_once_and_the_retry_runs
     let app = TestApp::spawn_with(Options::bank_errors_before_debiting(store)).await;
     let key = new_key();
     let body = payment_body(100);
-    let answer = app.pay(2, Some(&key), "elec-1", &body).await;
-    // A 500 is a definite answer: looked up at once, never seen, released on the spot. Never
+    let reply = app.pay(2, Some(&key), "elec-1", &body).await;
+    // A 500 is a definite reply: looked up at once, never seen, released on the spot. Never
     // a saved error: the key is released, not done, and its payment kept, pending.
-    let problem = answer.assert_problem(503, "service-unavailable");
+    let problem = reply.assert_problem(503, "service-unavailable");
     assert!(
         problem["detail"]
             .as_str()
@@ -250,7 +250,7 @@ async fn bank_5xx_before_the_debit_releases_the_claim_at_once_and_the_retry_runs
             .contains("no money moved"),
         "{problem}"
     );
-    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(reply.header("retry-after"), Some("1"));
     assert_eq!(app.key_state(2, &key).await.as_deref(), Some("released"));
     assert_eq!(
         app.texts("SELECT CAST(status AS TEXT) FROM payments").await,
@@ -289,14 +289,14 @@ async fn key_stuck_in_started_is_resolved_inline_to_the_banks_true_result(store:
     simulate_crash_after_claim(&app, 5, &key, &body, true).await;
     assert_eq!(app.key_state(5, &key).await.as_deref(), Some("started"));
 
-    let answer = app.pay(5, Some(&key), "elec-1", &body).await;
+    let reply = app.pay(5, Some(&key), "elec-1", &body).await;
     assert_eq!(
-        answer.status,
+        reply.status,
         201,
         "{}",
-        String::from_utf8_lossy(&answer.bytes)
+        String::from_utf8_lossy(&reply.bytes)
     );
-    assert!(answer.is_replay(), "the first attempt's result, replayed");
+    assert!(reply.is_replay(), "the first attempt's result, replayed");
     assert_eq!(app.key_state(5, &key).await.as_deref(), Some("done"));
     assert_eq!(app.ledger().await.debits.len(), 1, "no second debit");
 }
@@ -307,10 +307,10 @@ async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs(store: St
     let body = payment_body(1_000);
     simulate_crash_after_claim(&app, 5, &key, &body, false).await;
 
-    let answer = app.pay(5, Some(&key), "elec-1", &body).await;
-    assert_eq!(answer.status, 201);
+    let reply = app.pay(5, Some(&key), "elec-1", &body).await;
+    assert_eq!(reply.status, 201);
     assert!(
-        !answer.is_replay(),
+        !reply.is_replay(),
         "the bank never saw it: this attempt did the work"
     );
     let ledger = app.ledger().await;
@@ -320,7 +320,7 @@ async fn key_stuck_before_the_bank_call_is_released_and_the_retry_runs(store: St
         1,
         "the released claim's payment, claimed again, not a second one"
     );
-    assert_eq!(answer.json()["bank_reference"], ledger.debits[0].reference);
+    assert_eq!(reply.json()["bank_reference"], ledger.debits[0].reference);
 }
 
 /// The reproduction: user 77 pays `phone-nov` Rs 1 with key K; K ages past its 48
@@ -477,7 +477,7 @@ async fn published_policy_and_problem_pages_resolve(store: StoreKind) {
         .get(format!("{}/idempotency-policy", app.url))
         .send()
         .await
-        .expect("answers")
+        .expect("replies")
         .json()
         .await
         .expect("json");
@@ -490,7 +490,7 @@ async fn published_policy_and_problem_pages_resolve(store: StoreKind) {
             .get(format!("{}{}", app.url, kind.type_uri()))
             .send()
             .await
-            .expect("answers");
+            .expect("replies");
         assert_eq!(page.status(), 200, "{}", kind.slug());
     }
 }
@@ -513,7 +513,7 @@ pub async fn simulate_crash_after_claim(
             .json(&json!({ "reference": reference, "amount_paise": body["amount_paise"], "account": body["payer_vpa"] }))
             .send()
             .await
-            .expect("bank answers");
+            .expect("bank replies");
         assert_eq!(debited.status(), 201);
     }
     app.age_keys(Some(key), Duration::from_secs(6 * 60)).await;
@@ -521,8 +521,8 @@ pub async fn simulate_crash_after_claim(
 
 for_each_store!(
     operation_without_key_is_refused_and_nothing_is_saved,
-    new_key_debits_once_saves_and_answers_201,
-    retry_with_same_key_replays_the_first_answer_without_a_second_debit,
+    new_key_debits_once_saves_and_replies_201,
+    retry_with_same_key_replays_the_first_reply_without_a_second_debit,
     same_key_with_a_different_body_is_422_and_changes_nothing,
     same_key_while_the_first_attempt_runs_is_409_with_retry_after,
     bank_decline_is_saved_and_replayed_as_402,

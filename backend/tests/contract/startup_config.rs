@@ -182,7 +182,7 @@ fn a_leeway_over_five_minutes_is_refused_naming_the_setting() {
     assert!(at_most.status.success(), "{}", stderr(&at_most));
 }
 
-/// Serves a backend with `settings` on an embedded SQLite file in `data` and answers the
+/// Serves a backend with `settings` on an embedded SQLite file in `data` and replies to the
 /// status of an authenticated read with `token` (404: authenticated, no such payment; 401: not).
 async fn status_of_a_read_with(
     settings: &[(&str, &str)],
@@ -212,15 +212,15 @@ async fn status_of_a_read_with(
     let http = reqwest::Client::new();
     let mut statuses = Vec::new();
     for token in tokens {
-        let answer = http
+        let reply = http
             .get(format!(
                 "{base}/v1/payments/8e03978e-40d5-43e8-bc93-6894a57f9324"
             ))
             .bearer_auth(token)
             .send()
             .await
-            .expect("answers");
-        statuses.push(answer.status().as_u16());
+            .expect("replies");
+        statuses.push(reply.status().as_u16());
     }
     statuses
 }
@@ -414,7 +414,7 @@ async fn production_refuses_an_unreplicated_database_unless_told_naming_the_sett
     );
 }
 
-/// Production answers `/v1` only through the edge: without the edge proof's secret it does not
+/// Production serves `/v1` only through the edge: without the edge proof's secret it does not
 /// start, naming the secret and the setting that turns the proof off; a short secret is
 /// refused too.
 #[test]

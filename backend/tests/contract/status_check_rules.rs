@@ -56,7 +56,7 @@ fn quiet_all_day() -> Vec<QuietWindow> {
     ]
 }
 
-/// A bank that debits but loses the reply past the backend's timeout, and answers `pending`
+/// A bank that debits but loses the reply past the backend's timeout, and replies `pending`
 /// to look-ups for `pending_ms` after the call.
 fn lost_replies_then_pending(store: StoreKind, pending_ms: u64, policy: Policy) -> Options {
     let lost = Options::replies_lost_past_the_timeout(store);
@@ -117,7 +117,7 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
     assert_eq!(status_checks_of(&app, 81).await, 0);
 
     // Each check at its time: 90 s, 805 s, 2 h after the call reached the bank (its claim plus
-    // the bank timeout; a second's margin here). Each answers `pending`.
+    // the bank timeout; a second's margin here). Each replies `pending`.
     for (checks, age_to) in [(1, 91), (2, 806), (3, 7_201)] {
         app.age_keys(
             Some(&key),
@@ -206,7 +206,7 @@ async fn app_age(app: &TestApp, user: u64) -> u64 {
     u64::try_from(app.scalar(&sql).await).unwrap_or(0)
 }
 
-async fn a_pending_answer_is_asked_again_and_its_final_word_saved(store: StoreKind) {
+async fn a_pending_reply_is_asked_again_and_its_final_word_saved(store: StoreKind) {
     // The bank holds the debit `pending` for 1.5 s; checks may go at once and then from 1 s.
     let policy = policy_with((0, 5, 1), 1_000, vec![]);
     let app = TestApp::spawn_with(lost_replies_then_pending(store, 1_500, policy)).await;
@@ -218,7 +218,7 @@ async fn a_pending_answer_is_asked_again_and_its_final_word_saved(store: StoreKi
     let patience = Duration::from_secs(20);
     app.reconcile_until((82, &key), "done", patience).await;
     let stats = app.bank.simulator.check_stats();
-    assert!(stats.answered_pending >= 1, "{stats:?}");
+    assert!(stats.replied_pending >= 1, "{stats:?}");
     assert!(status_checks_of(&app, 82).await >= 2, "pending, then final");
     assert_eq!(app.pay(82, Some(&key), "elec-1", &body).await.status, 201);
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -292,7 +292,7 @@ async fn quiet_hours_hold_the_reconciler_but_a_customer_may_ask(store: StoreKind
 
 for_each_store!(
     no_check_before_first_after_none_beyond_at_most_then_settlement,
-    a_pending_answer_is_asked_again_and_its_final_word_saved,
+    a_pending_reply_is_asked_again_and_its_final_word_saved,
     rules_kept_in_real_time_are_never_refused_and_a_broken_rule_is_counted,
     quiet_hours_hold_the_reconciler_but_a_customer_may_ask,
 );
@@ -302,7 +302,7 @@ for_each_store!(
 /// checks left, never `at_most` afresh.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_checks_one_process_made_count_for_the_replicas_that_take_over() {
-    // Two checks: at once, then a minute on; the bank answers `pending` for an hour.
+    // Two checks: at once, then a minute on; the bank replies `pending` for an hour.
     let policy = policy_with((0, 2, 1), 20, vec![]);
     let options = lost_replies_then_pending(StoreKind::Postgres, 3_600_000, policy);
     let app = TestApp::spawn_with(options.clone()).await;

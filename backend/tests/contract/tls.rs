@@ -46,7 +46,7 @@ async fn debits(bank_url: &str, ca: &TestCa) -> usize {
         .get(format!("{bank_url}/ledger"))
         .send()
         .await
-        .expect("the ledger answers over https")
+        .expect("the ledger replies over https")
         .json()
         .await
         .expect("the ledger is JSON");
@@ -88,13 +88,13 @@ async fn a_payment_and_its_replay_go_through_tls_to_the_bank_and_the_database() 
     let body = payment_body(25_000);
     let first = send_pay(&http, &backend.url, 42, Some(&key), "bill-tls", &body)
         .await
-        .expect("answered");
+        .expect("replied");
     assert_eq!(first.status, 201, "{}", backend.log());
     let replay = send_pay(&http, &backend.url, 42, Some(&key), "bill-tls", &body)
         .await
-        .expect("answered");
+        .expect("replied");
     assert_eq!(replay.status, 201);
-    assert!(replay.is_replay(), "the second answer is the saved one");
+    assert!(replay.is_replay(), "the second reply is the saved one");
     assert_eq!(replay.bytes, first.bytes);
     assert_eq!(debits(&bank_url, &ca).await, 1, "one debit at the bank");
 
@@ -126,7 +126,7 @@ async fn a_bank_certificate_from_a_ca_the_backend_does_not_trust_moves_no_money(
             ..BackendEnv::new(database.url(), &bank_url)
         })
         .await;
-        let answer = send_pay(
+        let reply = send_pay(
             &client(),
             &backend.url,
             42,
@@ -135,9 +135,9 @@ async fn a_bank_certificate_from_a_ca_the_backend_does_not_trust_moves_no_money(
             &payment_body(25_000),
         )
         .await
-        .expect("answered");
+        .expect("replied");
         assert_ne!(
-            answer.status, 201,
+            reply.status, 201,
             "paid through an untrusted bank ({extra:?})"
         );
         assert!(

@@ -3,7 +3,7 @@
 //! child and whose checks, claim, bank call (a client span) and save are the server span's
 //! descendants; the bank call carries the trace on to the bank (read off the wire by a
 //! recording hop in front of the bank simulator); the audit trail's events carry the trace id.
-//! The replay is a trace of its own, answered from memory, with no claim and no bank call. The
+//! The replay is a trace of its own, served from memory, with no claim and no bank call. The
 //! log level (`RUST_LOG=warn`) does not thin the trace. Without an endpoint nothing is sent:
 //! the unit tests of `telemetry::traces`.
 
@@ -23,7 +23,7 @@ const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 const CALLERS_SPAN: &str = "b7ad6b7169203331";
 
 #[tokio::test]
-async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay_is_answered_from_memory()
+async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay_is_replied_from_memory()
  {
     let bank = BankSimulator::spawn(Knobs::default())
         .await
@@ -52,8 +52,8 @@ async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay
         request.send()
     };
     let first = pay(Some(format!("00-{TRACE_ID}-{CALLERS_SPAN}-01")));
-    assert_eq!(first.await.expect("an answer").status(), 201);
-    let replay = pay(None).await.expect("an answer");
+    assert_eq!(first.await.expect("a reply").status(), 201);
+    let replay = pay(None).await.expect("a reply");
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
 
@@ -100,7 +100,7 @@ async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay
         .expect("the replay's server span");
     assert_eq!(replay_server.parent_span_id, "", "a trace of its own");
     let pay_bill = one(&replay_trace, "pay_bill");
-    assert_eq!(pay_bill.attribute("replay.answered_from"), Some("memory"));
+    assert_eq!(pay_bill.attribute("replay.replied_from"), Some("memory"));
     for absent in ["claim_payment", "debit", "finish"] {
         assert!(
             replay_trace.iter().all(|span| span.name != absent),
@@ -209,19 +209,19 @@ async fn pass_on(State(hop): State<Hop>, request: Request) -> impl IntoResponse 
     }
     let body = axum::body::to_bytes(body, 1 << 20).await.expect("a body");
     let url = format!("{}{}", hop.bank_url, parts.uri);
-    let answer = hop
+    let reply = hop
         .http
         .request(parts.method, url)
         .headers(parts.headers)
         .body(body)
         .send()
         .await
-        .expect("the bank answers");
-    let status = answer.status();
-    let headers = answer.headers().clone();
+        .expect("the bank replies");
+    let status = reply.status();
+    let headers = reply.headers().clone();
     (
         status,
         headers,
-        answer.bytes().await.expect("the bank's body"),
+        reply.bytes().await.expect("the bank's body"),
     )
 }

@@ -1,5 +1,5 @@
 //! PostgreSQL stopped and started again in the middle of a load run (SPEC §4 "any failure after
-//! the claim", §5 invariants 1, 4 and 5): while the database is away the service answers 503
+//! the claim", §5 invariants 1, 4 and 5): while the database is away the service replies 503
 //! (`service-unavailable` before anything was done, `outcome-pending` when the bank may have
 //! moved money), never 500, and `/readyz` says 503; once PostgreSQL is back the service recovers
 //! by itself (`/readyz` 200, new payments go through), and after reconciliation the bank's
@@ -40,7 +40,7 @@ const CLIENTS: u64 = 8;
 /// How many payments finish before PostgreSQL is stopped, and again after it is back.
 const PAYMENTS_PER_PHASE: usize = 60;
 /// How long PostgreSQL stays away once the service has noticed: long enough that the load's
-/// clients, backing off after the outcome-pending answers of the attempts the stop cut short,
+/// clients, backing off after the outcome-pending replies of the attempts the stop cut short,
 /// send new claims while it is away (at 2 s, a fresh clone on a busy machine once saw none).
 const OUTAGE: Duration = Duration::from_secs(6);
 
@@ -139,13 +139,13 @@ async fn readyz(app: &TestApp) -> u16 {
         .get(format!("{}/readyz", app.url))
         .send()
         .await
-        .expect("the backend answers /readyz")
+        .expect("the backend replies /readyz")
         .status()
         .as_u16()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a_double_debit() {
+async fn postgres_restart_mid_load_is_met_with_503s_and_recovered_without_a_double_debit() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let mut cluster = Cluster::local();
     let policy = Policy {
@@ -239,7 +239,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
     keep_paying.store(false, Ordering::SeqCst);
     let mut runs = Vec::new();
     for client in clients {
-        runs.extend(client.await.expect("every payment got a final answer"));
+        runs.extend(client.await.expect("every payment got a final reply"));
     }
 
     // The probe saved nothing while the database was away, so its retry is a new request.
@@ -249,7 +249,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
         "nothing was saved"
     );
     let probe_run = pay_until_final(&app, 99, probe_key).await;
-    assert_eq!(probe_run.answer.status, 201);
+    assert_eq!(probe_run.reply.status, 201);
     runs.push(probe_run);
     reconciler.stop().await;
 
@@ -262,7 +262,7 @@ async fn postgres_restart_mid_load_is_answered_with_503s_and_recovered_without_a
          stop; the stop took {stop_took:?}; /readyz said 503 {noticed_after:?} after the stop \
          began and 200 again after {ready_again_after:?}; clients saw {unavailable} \
          service-unavailable, {outcome_pending} outcome-pending and {in_progress} in-progress \
-         answers, no 500; {} debits, {} declines",
+         replies, no 500; {} debits, {} declines",
         runs.len(),
         reconciled.debits,
         reconciled.declined,

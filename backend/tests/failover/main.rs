@@ -5,11 +5,11 @@
 //! 1. production start-up finds its synchronous standby, and readiness and the
 //!    `database_synchronous_standbys` metric report it;
 //! 2. the leader is killed (its Patroni and PostgreSQL, as a machine dies) while clients pay:
-//!    every request is answered, with 201 or a retryable 409/503 and never a 500; a new leader
+//!    every request is replied to, with 201 or a retryable 409/503 and never a 500; a new leader
 //!    is elected; every client's payment ends final; and the bank's ledger and the tables on
 //!    the new leader agree exactly: no acknowledged payment lost, no double debit;
 //! 3. every standby is lost: with strict replication writes stop, so readiness turns not-ready
-//!    and a payment is answered 503 at its deadline, with nothing debited; once a standby is
+//!    and a payment gets 503 at its deadline, with nothing debited; once a standby is
 //!    back the claim that was waiting commits, and its retry gets the one payment.
 //!
 //! Failover takes the cluster's whole TTL (about 20 s), so the phases share one cluster in one
@@ -63,7 +63,7 @@ async fn start_up_sees_the_synchronous_standby(cluster: &HaCluster) {
         .get(format!("{}/readyz", app.admin_url))
         .send()
         .await
-        .expect("the admin listener answers")
+        .expect("the admin listener replies")
         .json()
         .await
         .expect("JSON");
@@ -125,7 +125,7 @@ async fn the_leader_killed_under_load_loses_nothing(cluster: &HaCluster) {
     let unavailable: u32 = runs.iter().map(|run| run.service_unavailable).sum();
     println!(
         "leader {killed} killed: a new leader took writes after {:.1} s; {} payments, {} debits, \
-         {unavailable} answers 503 service-unavailable on the way",
+         {unavailable} replies 503 service-unavailable on the way",
         elected_in.as_secs_f64(),
         runs.len(),
         reconciled.debits
@@ -156,13 +156,13 @@ async fn losing_every_standby_stops_writes_and_loses_nothing(cluster: &HaCluster
         "readiness turns not-ready with no standby",
         Duration::from_secs(10),
         async || {
-            let answer = app
+            let reply = app
                 .http
                 .get(format!("{}/readyz", app.url))
                 .send()
                 .await
-                .expect("the API answers");
-            answer.status() == 503
+                .expect("the API replies");
+            reply.status() == 503
         },
     )
     .await;
@@ -174,7 +174,7 @@ async fn losing_every_standby_stops_writes_and_loses_nothing(cluster: &HaCluster
     refused.assert_problem(503, "service-unavailable");
     assert!(
         asked.elapsed() < request_timeout + Duration::from_secs(2),
-        "answered at its deadline, not when the database came back: {:?}",
+        "replied at its deadline, not when the database came back: {:?}",
         asked.elapsed()
     );
     assert!(app.ledger().await.debits.is_empty(), "nothing debited");
@@ -188,7 +188,7 @@ async fn losing_every_standby_stops_writes_and_loses_nothing(cluster: &HaCluster
     cluster.wait_healthy(90).await.expect("a standby is back");
     let run = pay_until_final(&app, 9, key).await;
     reconciler.stop().await;
-    assert_eq!(run.answer.status, 201);
+    assert_eq!(run.reply.status, 201);
     let reconciled = assert_ledger_matches_tables(&app, &[run]).await;
     assert_eq!(reconciled.debits, 1, "the waiting claim paid once");
 }

@@ -27,30 +27,30 @@ pub struct ClientRun {
     pub user: u64,
     /// The key sent on every attempt.
     pub key: String,
-    /// The final answer: 201 or 402.
-    pub answer: Received,
-    /// 503 "outcome pending" answers before it.
+    /// The final reply: 201 or 402.
+    pub reply: Received,
+    /// 503 "outcome pending" replies before it.
     pub outcome_pending: u32,
-    /// 503 "service unavailable" answers (database away) before it.
+    /// 503 "service unavailable" replies (database away) before it.
     pub service_unavailable: u32,
-    /// 503 "bank unavailable" answers (the bank breaker open; nothing claimed) before it.
+    /// 503 "bank unavailable" replies (the bank breaker open; nothing claimed) before it.
     pub bank_unavailable: u32,
-    /// 409 "request in progress" answers before it.
+    /// 409 "request in progress" replies before it.
     pub in_progress: u32,
-    /// From the first attempt to the final answer.
+    /// From the first attempt to the final reply.
     pub took: Duration,
 }
 
-/// Sends `user`'s payment with `key` (and the same body every time) until the answer is final
-/// (201 or 402), retrying the answers a client must retry: 409 in progress, 503 outcome
-/// pending, 503 service unavailable, 503 bank unavailable. Any other answer (a 500 above all) fails the test.
+/// Sends `user`'s payment with `key` (and the same body every time) until the reply is final
+/// (201 or 402), retrying the replies a client must retry: 409 in progress, 503 outcome
+/// pending, 503 service unavailable, 503 bank unavailable. Any other reply (a 500 above all) fails the test.
 pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun {
     let body = payment_body(1_000 + user);
     let started = Instant::now();
     let mut run = ClientRun {
         user,
         key,
-        answer: Received {
+        reply: Received {
             status: 0,
             headers: Default::default(),
             bytes: Vec::new(),
@@ -62,10 +62,10 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
         took: Duration::ZERO,
     };
     for failed_attempts in 1.. {
-        let answer = app.pay(user, Some(&run.key), "elec-1", &body).await;
-        match (answer.status, problem_slug(&answer).as_deref()) {
+        let reply = app.pay(user, Some(&run.key), "elec-1", &body).await;
+        match (reply.status, problem_slug(&reply).as_deref()) {
             (201 | 402, _) => {
-                run.answer = answer;
+                run.reply = reply;
                 run.took = started.elapsed();
                 return run;
             }
@@ -76,30 +76,30 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
             (status, _) => panic!(
                 "unexpected {status} for key {}: {}",
                 run.key,
-                String::from_utf8_lossy(&answer.bytes)
+                String::from_utf8_lossy(&reply.bytes)
             ),
         }
-        let retry_after = answer
+        let retry_after = reply
             .header("retry-after")
-            .expect("every retryable answer says when to retry");
+            .expect("every retryable reply says when to retry");
         assert!(
             retry_after.parse::<u64>().is_ok(),
             "Retry-After {retry_after:?}"
         );
         match CLIENT_RETRIES.next_step(failed_attempts, started.elapsed(), None, random_unit()) {
             NextStep::RetryAfter(wait) => tokio::time::sleep(wait).await,
-            NextStep::CheckStatus => panic!("key {}: no final answer within the deadline", run.key),
+            NextStep::CheckStatus => panic!("key {}: no final reply within the deadline", run.key),
         }
     }
     unreachable!("the loop returns or panics")
 }
 
-/// The problem type's slug of a problem+json answer.
-fn problem_slug(answer: &Received) -> Option<String> {
-    if answer.header("content-type") != Some("application/problem+json") {
+/// The problem type's slug of a problem+json reply.
+fn problem_slug(reply: &Received) -> Option<String> {
+    if reply.header("content-type") != Some("application/problem+json") {
         return None;
     }
-    let body: serde_json::Value = serde_json::from_slice(&answer.bytes).ok()?;
+    let body: serde_json::Value = serde_json::from_slice(&reply.bytes).ok()?;
     body["type"]
         .as_str()?
         .strip_prefix("/problems/")
@@ -146,7 +146,7 @@ pub struct Reconciled {
 /// (none `started`, `unknown` or `released`); one payment per key, under its own reference (a
 /// released claim's retry reuses its payment and reference); no reference debited twice; the
 /// debited references are exactly the succeeded payments' (each with its finished key), with
-/// the same amount; and every client's final answer is what the tables hold for its key. Runs
+/// the same amount; and every client's final reply is what the tables hold for its key. Runs
 /// on either store.
 pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> Reconciled {
     let unfinished = app
@@ -216,11 +216,11 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
         let (payment_id, status, _) = by_key
             .get(&(i64::try_from(run.user).expect("small"), run.key.clone()))
             .unwrap_or_else(|| panic!("key {} has no row", run.key));
-        if run.answer.status == 201 {
+        if run.reply.status == 201 {
             assert_eq!(status, "succeeded", "key {}", run.key);
-            assert_eq!(run.answer.json()["payment_id"], payment_id.as_str());
+            assert_eq!(run.reply.json()["payment_id"], payment_id.as_str());
         } else {
-            run.answer.assert_problem(402, "payment-declined");
+            run.reply.assert_problem(402, "payment-declined");
             assert_eq!(status, "declined", "key {}", run.key);
             declined += 1;
         }

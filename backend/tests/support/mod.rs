@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use tokio::sync::oneshot;
 
-pub use test_harness::{BankGateway, LostAnswerProxy, Received, TestDatabase, metric_in, wait_for};
+pub use test_harness::{BankGateway, LostReplyProxy, Received, TestDatabase, metric_in, wait_for};
 
 /// Instantiates each named `async fn(StoreKind)` test body as two tests, `on_postgres::NAME`
 /// and `on_sqlite::NAME`: one contract, checked against each store.
@@ -90,7 +90,7 @@ pub struct Options {
     /// How commits must be replicated (`DATABASE_REPLICATION`).
     pub replication: Replication,
     /// A proxy the backend reaches PostgreSQL through (the test's own pool goes direct).
-    pub database_via: Option<LostAnswerProxy>,
+    pub database_via: Option<LostReplyProxy>,
     /// Tokens' keys and rules: the test secrets by default.
     pub identity: Identity,
     /// The PostgreSQL server the fresh database is made on, by its maintenance database's URL
@@ -160,7 +160,7 @@ impl Options {
         }
     }
 
-    /// On `store`, a bank that answers every call with its own 503 (naming the reference) before it moves any money.
+    /// On `store`, a bank that replies to every call with its own 503 (naming the reference) before it moves any money.
     pub fn bank_errors_before_debiting(store: StoreKind) -> Options {
         Options {
             store,
@@ -377,14 +377,14 @@ impl TestApp {
     pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Received {
         send_pay(&self.http, &self.url, user, key, bill, body)
             .await
-            .expect("backend answers")
+            .expect("backend replies")
     }
 
     /// `POST /v1/payments/{payment}/refunds`.
     pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Received {
         send_refund(&self.http, &self.url, user, key, payment_id, amount)
             .await
-            .expect("backend answers")
+            .expect("backend replies")
     }
 
     /// `GET /v1/payments/{payment}`.
@@ -395,7 +395,7 @@ impl TestApp {
             .bearer_auth(Self::token(user))
             .send()
             .await
-            .expect("backend answers");
+            .expect("backend replies");
         Received::from(response).await
     }
 
@@ -405,7 +405,7 @@ impl TestApp {
             .get(format!("{}/ledger", self.bank.url))
             .send()
             .await
-            .expect("bank answers")
+            .expect("bank replies")
             .json()
             .await
             .expect("ledger is JSON")
@@ -500,7 +500,7 @@ impl TestApp {
     }
 
     /// `user`'s trail once it holds `count` events (observations are written a moment after
-    /// the answer), waiting at most five seconds.
+    /// the reply), waiting at most five seconds.
     pub async fn trail_of_length(&self, user: u64, count: usize) -> Vec<String> {
         for _ in 0..100 {
             let trail = self.trail(user).await;
@@ -529,7 +529,7 @@ impl TestApp {
 
     /// Moves the timestamps of `key` (every key if `None`) `by` into the past, as if its claim
     /// had been made that long ago: its lease, if any, runs out that much earlier too. The
-    /// backend's replay cache cannot see that time pass, so it forgets its answers (as it would
+    /// backend's replay cache cannot see that time pass, so it forgets its replies (as it would
     /// have, had the time truly passed).
     pub async fn age_keys(&self, key: Option<&str>, by: Duration) {
         self.state.replay_cache.forget_all();
@@ -710,14 +710,14 @@ pub async fn metrics_text(http: &reqwest::Client, admin_url: &str) -> String {
     http.get(format!("{admin_url}/metrics"))
         .send()
         .await
-        .expect("metrics answer")
+        .expect("metrics reply")
         .text()
         .await
         .expect("metrics text")
 }
 
 /// `POST /v1/bills/{bill}/pay` to the backend at `base_url` as `user` with `key` (sent bare);
-/// an error if no answer came (the backend was killed, say).
+/// an error if no reply came (the backend was killed, say).
 pub async fn send_pay(
     http: &reqwest::Client,
     base_url: &str,
@@ -737,7 +737,7 @@ pub async fn send_pay(
     Ok(Received::from(request.send().await?).await)
 }
 
-/// `POST /v1/payments/{payment}/refunds` to the backend at `base_url`; an error if no answer
+/// `POST /v1/payments/{payment}/refunds` to the backend at `base_url`; an error if no reply
 /// came.
 pub async fn send_refund(
     http: &reqwest::Client,

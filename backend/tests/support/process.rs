@@ -87,7 +87,7 @@ impl BackendProcess {
             .env("REQUIRE_EDGE_PROOF", "false")
             .env("POLICY_FILE", POLICY_FILE)
             .env("BANK_TIMEOUT_MS", env.bank_timeout_ms.to_string())
-            // An answer deadline past the bank's, as start-up requires.
+            // A reply deadline past the bank's, as start-up requires.
             .env(
                 "REQUEST_TIMEOUT_MS",
                 (env.bank_timeout_ms + 15_000).to_string(),

@@ -10,7 +10,7 @@ export interface Clock {
   nowMs(): number;
   /**
    * Resolves after `ms` milliseconds on this clock. When `cancel` is aborted first, the sleep may
-   * stop early and never resolve (the attempt timeout cancels its sleep once an answer comes, so
+   * stop early and never resolve (the attempt timeout cancels its sleep once a reply comes, so
    * no timer outlives its request); a clock may also ignore `cancel`.
    */
   sleep(ms: number, cancel?: AbortSignal): Promise<void>;

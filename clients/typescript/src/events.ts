@@ -4,7 +4,7 @@
  * anything: an exception thrown by the callback is swallowed.
  *
  * Waiting for the first attempt (`Prefer: wait`) shows in two places: `sending` names the wait
- * the attempt asks for, and `answered` the wait the server applied (`Preference-Applied`).
+ * the attempt asks for, and `replied` the wait the server applied (`Preference-Applied`).
  */
 
 import type { ActionResult } from './results.js';
@@ -21,9 +21,9 @@ export type ClientEvent =
       /** The `Prefer: wait` it asks for, in seconds, or `null`. */
       readonly preferWaitSeconds: number | null;
     }
-  /** The server answered an attempt. */
+  /** The server replied to an attempt. */
   | {
-      readonly type: 'answered';
+      readonly type: 'replied';
       readonly key: string;
       readonly attempt: number;
       readonly status: number;
@@ -31,9 +31,9 @@ export type ClientEvent =
       /** The wait the server applied (`Preference-Applied: wait=N`), in seconds, or `null`. */
       readonly waitedSeconds: number | null;
     }
-  /** An attempt got no answer: it timed out, or the connection failed. */
+  /** An attempt got no reply: it timed out, or the connection failed. */
   | {
-      readonly type: 'no_answer';
+      readonly type: 'no_reply';
       readonly key: string;
       readonly attempt: number;
       readonly reason: string;
@@ -43,14 +43,14 @@ export type ClientEvent =
       readonly type: 'waiting';
       readonly key: string;
       readonly ms: number;
-      /** The last answer's `Retry-After` (a floor under the wait), or `null`. */
+      /** The last reply's `Retry-After` (a floor under the wait), or `null`. */
       readonly retryAfterMs: number | null;
     }
   /** The deadline or the attempt bound is reached: no more sends; the key is looked up. */
   | { readonly type: 'stopped_sending'; readonly key: string; readonly attempts: number }
   /** Look-up `check` (1 for the first) of the key's status is being sent. */
   | { readonly type: 'looking_up'; readonly key: string; readonly check: number }
-  /** A look-up told nothing (no answer, an error status, a body that is not a key status). */
+  /** A look-up told nothing (no reply, an error status, a body that is not a key status). */
   | {
       readonly type: 'look_up_failed';
       readonly key: string;

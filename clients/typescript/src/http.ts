@@ -3,7 +3,7 @@
  * them: the bearer token, the key in the IETF draft's quoted form (a Structured Field string),
  * the saved body string unchanged, and `Prefer: wait=N` when the rules ask for a wait. Each
  * request, body included, is given up on after the attempt timeout (its `fetch` aborted): a
- * rejected `fetch` or a timeout is "no answer", never a reason to mint a new key.
+ * rejected `fetch` or a timeout is "no reply", never a reason to mint a new key.
  */
 
 import type { Clock } from './clock.js';
@@ -34,7 +34,7 @@ export type FetchLike = (url: string, init: RequestInitLike) => Promise<Response
 /** The bearer token, or a function that gives the current one (asked before every request). */
 export type TokenSource = string | (() => string | Promise<string>);
 
-/** An answer, read whole. */
+/** A reply, read whole. */
 export interface Reply {
   readonly status: number;
   /** `Retry-After` in milliseconds, or `null`. */
@@ -49,7 +49,7 @@ export interface Reply {
 /** What came back from one request. */
 export type Exchange =
   | { readonly kind: 'reply'; readonly reply: Reply }
-  | { readonly kind: 'no_answer'; readonly reason: string };
+  | { readonly kind: 'no_reply'; readonly reason: string };
 
 /** Talks to the payments API at one base URL as one user. */
 export class HttpTransport {
@@ -99,26 +99,26 @@ export class HttpTransport {
 
   private async exchange(url: string, init: Omit<RequestInitLike, 'signal'>): Promise<Exchange> {
     const controller = new AbortController();
-    const answeredInTime = new AbortController();
+    const repliedInTime = new AbortController();
     // Raced as well as aborted, so that a fetch that ignores its signal cannot hang the run.
-    const givenUp = this.clock.sleep(this.timeoutMs, answeredInTime.signal).then(() => {
+    const givenUp = this.clock.sleep(this.timeoutMs, repliedInTime.signal).then(() => {
       controller.abort();
       throw new GaveUp();
     });
     givenUp.catch(() => undefined);
-    const answered = (async () => {
+    const replied = (async () => {
       const response = await this.fetch(url, { ...init, signal: controller.signal });
       return readReply(response, await response.text());
     })();
-    answered.catch(() => undefined);
+    replied.catch(() => undefined);
     try {
-      return { kind: 'reply', reply: await Promise.race([answered, givenUp]) };
+      return { kind: 'reply', reply: await Promise.race([replied, givenUp]) };
     } catch (error) {
       const reason =
-        error instanceof GaveUp ? `no answer within ${this.timeoutMs / 1000} s` : describe(error);
-      return { kind: 'no_answer', reason };
+        error instanceof GaveUp ? `no reply within ${this.timeoutMs / 1000} s` : describe(error);
+      return { kind: 'no_reply', reason };
     } finally {
-      answeredInTime.abort();
+      repliedInTime.abort();
     }
   }
 }

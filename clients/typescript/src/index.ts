@@ -66,7 +66,7 @@ export {
   clientRules,
   defaultPreferWait,
   waitToAsk,
-  type AnswerClass,
+  type ReplyClass,
   type ClientRules,
 } from './rules.js';
 export { MemoryStore, type ActionStore, type SavedAction } from './store.js';

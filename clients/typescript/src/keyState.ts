@@ -3,7 +3,7 @@
  * (`KeyStatusResponse`, `shared/src/api/key_status.rs`):
  *
  * ```json
- * {"state":"done","operation":"pay_bill","status":201,"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
+ * {"state":"done","operation":"pay_bill","status":201,"reply":{...},"expires_at":"2026-12-03T10:00:00Z"}
  * ```
  *
  * It is read with `JSON.parse` and plain checks:
@@ -13,8 +13,9 @@
  * - `operation` is `pay_bill` or `refund_payment`;
  * - `expires_at` is an RFC 3339 date-time (`Z` or a `±hh:mm` offset, fractional seconds
  *   allowed), checked by a regular expression;
- * - a `done` key needs `status`, an integer from 100 to 599, and `answer`, present and not
- *   `null`; the other states ignore both;
+ * - a `done` key needs `status`, an integer from 100 to 599, and `reply`, present and not
+ *   `null` (else `answer`, its deprecated alias, which servers of the previous version send
+ *   alone); the other states ignore them;
  * - an `unknown` key may carry `next_check_at` (when the rail's rules let the bank be asked
  *   next) or `settlement_due_at` (its checks ran out: when the bank's settlement file is due),
  *   RFC 3339 date-times, kept when well formed, so an app can say "we will know by …".
@@ -26,7 +27,7 @@
  * with serde, and differ only on bodies the server never sends:
  *
  * - a member given twice: `JSON.parse` keeps the last, serde refuses the body;
- * - the array form (`[state, operation, status, answer, expires_at]`) and serde's map form of
+ * - the array form (`[state, operation, status, reply, expires_at]`) and serde's map form of
  *   the operation (`{"pay_bill":null}`): serde accepts them, this reader does not;
  * - escaped lone surrogates (`"\ud800"`): `JSON.parse` accepts them, serde refuses them in the
  *   five fields;
@@ -46,7 +47,7 @@ export type KeyState =
   | { readonly state: 'started' }
   | { readonly state: 'unknown' }
   | { readonly state: 'released' }
-  /** Finished, with the saved answer's status (201, or 402 for a decline). */
+  /** Finished, with the saved reply's status (201, or 402 for a decline). */
   | { readonly state: 'done'; readonly status: number };
 
 /** A key status, as read from its body. */
@@ -56,10 +57,10 @@ export interface KeyStatus {
   /** When the key stops being replayed (RFC 3339, as sent). */
   readonly expiresAt: string;
   /**
-   * For a `done` key, the saved answer (the payment, the refund or the problem) as parsed from
+   * For a `done` key, the saved reply (the payment, the refund or the problem) as parsed from
    * the body; `null` for the other states.
    */
-  readonly answer: unknown;
+  readonly reply: unknown;
   /** For an `unknown` key, when the bank may be asked about it next (RFC 3339); else `null`. */
   readonly nextCheckAt: string | null;
   /**
@@ -98,7 +99,8 @@ export function readKeyStatus(body: string): KeyStatus | null {
     operation,
     expires_at: expiresAt,
     status,
-    answer,
+    reply: sent,
+    answer: sentAsDeprecatedAlias,
     next_check_at: nextCheck,
     settlement_due_at: settlementDue,
   } = value;
@@ -121,11 +123,13 @@ export function readKeyStatus(body: string): KeyStatus | null {
         nextCheckAt: dateTimeOrNull(nextCheck),
         settlementDueAt: dateTimeOrNull(settlementDue),
       };
-    case 'done':
-      if (!isHttpStatus(status) || answer === undefined || answer === null) {
+    case 'done': {
+      const reply = sent ?? sentAsDeprecatedAlias;
+      if (!isHttpStatus(status) || reply === undefined || reply === null) {
         return null;
       }
-      return { keyState: { state, status }, operation, expiresAt, ...NOTHING_MORE, answer };
+      return { keyState: { state, status }, operation, expiresAt, ...NOTHING_MORE, reply };
+    }
     default:
       return null;
   }
@@ -173,7 +177,7 @@ function jsonObjectOf(text: string): Record<string, unknown> | null {
 }
 
 /** The members a state does not carry. */
-const NOTHING_MORE = { answer: null, nextCheckAt: null, settlementDueAt: null } as const;
+const NOTHING_MORE = { reply: null, nextCheckAt: null, settlementDueAt: null } as const;
 
 /** `value` if it is an RFC 3339 date-time, else `null`. */
 function dateTimeOrNull(value: unknown): string | null {

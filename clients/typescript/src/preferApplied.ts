@@ -1,5 +1,5 @@
 /**
- * `Preference-Applied: wait=N` on an answer: the server held the request up to N seconds for
+ * `Preference-Applied: wait=N` on a reply: the server held the request up to N seconds for
  * the key's first attempt (SPEC §4). Read as `wait_in` in `shared/src/prefer.rs` reads it:
  * comma-separated preferences (commas inside quoted strings do not split), parameters after
  * `;` ignored, the name case-insensitive, the value digits or a quoted string of digits; the

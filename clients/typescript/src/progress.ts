@@ -4,11 +4,11 @@
  * what the last request came back with and the time since the action's first send, it says what
  * the client does next.
  *
- * An action is first *sent*: the saved key and body, again and again, until a final answer
- * (2xx, 402, another 4xx) or a 401. A retryable answer (409, 429, 5xx) or no answer at all is
+ * An action is first *sent*: the saved key and body, again and again, until a final reply
+ * (2xx, 402, another 4xx) or a 401. A retryable reply (409, 429, 5xx) or no reply at all is
  * followed by a wait of `uniform(0, ceiling)` with `Retry-After` as its floor. Once the next
  * wait would cross the deadline, or the attempts reach their bound, the key is *looked up*
- * instead (`GET /v1/idempotency-keys/{key}`): paying again cannot be the answer to not knowing.
+ * instead (`GET /v1/idempotency-keys/{key}`): paying again cannot be the cure for not knowing.
  * A look-up that tells nothing is asked again a bounded number of times, then the action stays
  * saved as unreachable. Every request carries the same `Prefer: wait=N`.
  */
@@ -19,10 +19,10 @@ import { type ClientRules, ceilingNanos, classifyStatus, waitToAsk } from './rul
 
 /** What one request (an attempt or a look-up) came back with. */
 export type Seen =
-  /** No answer: the request timed out or the connection failed. */
-  | { readonly kind: 'no_answer' }
+  /** No reply: the request timed out or the connection failed. */
+  | { readonly kind: 'no_reply' }
   | {
-      readonly kind: 'answer';
+      readonly kind: 'reply';
       readonly status: number;
       /** Its `Retry-After` in milliseconds ({@link parseRetryAfter}), or `null`. */
       readonly retryAfterMs: number | null;
@@ -34,7 +34,7 @@ export type Seen =
 export type Unsettled =
   /** The first attempt is still running on the server. */
   | 'started'
-  /** The bank's answer is unknown; the server is asking the bank. */
+  /** The bank's reply is unknown; the server is asking the bank. */
   | 'unknown'
   /** The bank never received it and the key was released: nothing charged so far. */
   | 'released'
@@ -43,8 +43,8 @@ export type Unsettled =
 
 /** How a run of an action ends. */
 export type Ending =
-  /** A final answer, from an attempt or (`fromLookUp`) from the key's status. */
-  | { readonly kind: 'answered'; readonly status: number; readonly fromLookUp: boolean }
+  /** A final reply, from an attempt or (`fromLookUp`) from the key's status. */
+  | { readonly kind: 'replied'; readonly status: number; readonly fromLookUp: boolean }
   /** The server has no record of the key: nothing was charged. */
   | { readonly kind: 'not_received' }
   /** The token was refused (401): sign in again and resume the same action. */
@@ -120,12 +120,12 @@ export class ActionProgress {
 
   private afterAttempt(seen: Seen, elapsed: Nanos, unit: number): Next {
     let retryAfter: Nanos | null = null;
-    if (seen.kind === 'answer') {
+    if (seen.kind === 'reply') {
       if (seen.status === 401) {
         return this.stop({ kind: 'sign_in_required' });
       }
       if (classifyStatus(seen.status) === 'final') {
-        return this.stop({ kind: 'answered', status: seen.status, fromLookUp: false });
+        return this.stop({ kind: 'replied', status: seen.status, fromLookUp: false });
       }
       retryAfter = floorOf(seen);
     }
@@ -140,7 +140,7 @@ export class ActionProgress {
 
   private afterLookUp(seen: Seen, unit: number): Next {
     let retryAfter: Nanos | null = null;
-    if (seen.kind === 'answer') {
+    if (seen.kind === 'reply') {
       if (seen.status === 200 && seen.keyState !== null) {
         return this.stop(endingOf(seen.keyState));
       }
@@ -182,7 +182,7 @@ export class ActionProgress {
 
 function endingOf(state: KeyState): Ending {
   return state.state === 'done'
-    ? { kind: 'answered', status: state.status, fromLookUp: true }
+    ? { kind: 'replied', status: state.status, fromLookUp: true }
     : { kind: 'unsettled', why: state.state };
 }
 

@@ -1,5 +1,5 @@
 /**
- * How an action ended, as typed results (SPEC §7 names the bodies). Only a final answer and a
+ * How an action ended, as typed results (SPEC §7 names the bodies). Only a final reply and a
  * key the server never received end an action and delete it from the store; the others keep it
  * saved, because money may have moved and a later resume must ask about the same key rather
  * than pay again.
@@ -42,7 +42,7 @@ export interface Problem {
 }
 
 /** What every result names. */
-export interface Outcome {
+export interface ResultBase {
   /** The action's `Idempotency-Key`. */
   readonly key: string;
   readonly operation: Operation;
@@ -50,10 +50,10 @@ export interface Outcome {
   readonly attempts: number;
 }
 
-/** What every final answer carries besides its body. */
-interface FinalAnswer extends Outcome {
+/** What every final reply carries besides its body. */
+interface FinalReply extends ResultBase {
   readonly status: number;
-  /** Whether it replays an answer the server had saved (`Idempotent-Replayed: true`). */
+  /** Whether it replays a reply the server had saved (`Idempotent-Replayed: true`). */
   readonly replayed: boolean;
   /** Whether the look-up after the deadline told it, rather than an attempt. */
   readonly fromStatusLookUp: boolean;
@@ -62,20 +62,20 @@ interface FinalAnswer extends Outcome {
 }
 
 /** A 2xx with the payment or the refund. The action is over. */
-export interface Paid<R extends Receipt = Receipt> extends FinalAnswer {
+export interface Paid<R extends Receipt = Receipt> extends FinalReply {
   readonly kind: 'paid';
   readonly receipt: R;
 }
 
 /** A 402: the bank declined. A final business outcome; the action is over. */
-export interface Declined extends FinalAnswer {
+export interface Declined extends FinalReply {
   readonly kind: 'declined';
   /** The decline problem, or `null` when the body was not one. */
   readonly problem: Problem | null;
 }
 
 /** Another final status (400, 404, 422, …): the same bytes would be refused again. */
-export interface Refused extends FinalAnswer {
+export interface Refused extends FinalReply {
   readonly kind: 'refused';
   /** The problem, whose `type` says why, or `null` when the body was not one. */
   readonly problem: Problem | null;
@@ -86,13 +86,13 @@ export interface Refused extends FinalAnswer {
  * A 2xx whose body is not the payment or refund (a proxy, a captive portal). The rules take
  * any 2xx as final, so the action is over; check the payments list before paying again.
  */
-export interface Unreadable extends FinalAnswer {
+export interface Unreadable extends FinalReply {
   readonly kind: 'unreadable';
   readonly bodyText: string;
 }
 
 /** Not settled yet: the action stays saved. Show a status screen; resume later; never pay again. */
-export interface Pending extends Outcome {
+export interface Pending extends ResultBase {
   readonly kind: 'pending';
   readonly why: Unsettled;
   /** When the server expects to know, as its last reply said ("we will know by …"). */
@@ -100,12 +100,12 @@ export interface Pending extends Outcome {
 }
 
 /** The token was refused (401). The action stays saved: sign in again and resume it. */
-export interface SignInRequired extends Outcome {
+export interface SignInRequired extends ResultBase {
   readonly kind: 'sign_in_required';
 }
 
 /** The server has no record of the key: nothing was charged. The action is deleted. */
-export interface NotReceived extends Outcome {
+export interface NotReceived extends ResultBase {
   readonly kind: 'not_received';
 }
 
@@ -119,25 +119,25 @@ export type ActionResult<R extends Receipt = Receipt> =
   | SignInRequired
   | NotReceived;
 
-/** A final answer as the client received it. */
-export interface AnswerFacts extends Omit<FinalAnswer, 'key' | 'operation' | 'attempts'> {
+/** A final reply as the client received it. */
+export interface ReplyFacts extends Omit<FinalReply, 'key' | 'operation' | 'attempts'> {
   readonly bodyText: string;
 }
 
-/** The typed result of a final answer to an action of `outcome.operation`. */
-export function finalResult(outcome: Outcome, answer: AnswerFacts): ActionResult {
-  const { bodyText, ...facts } = answer;
+/** The typed result of a final reply to an action of `base.operation`. */
+export function finalResult(base: ResultBase, reply: ReplyFacts): ActionResult {
+  const { bodyText, ...facts } = reply;
   const body = parsedJson(bodyText);
-  if (answer.status >= 200 && answer.status <= 299) {
-    const receipt = outcome.operation === 'pay_bill' ? asPayment(body) : asRefund(body);
+  if (reply.status >= 200 && reply.status <= 299) {
+    const receipt = base.operation === 'pay_bill' ? asPayment(body) : asRefund(body);
     return receipt === null
-      ? { kind: 'unreadable', ...outcome, ...facts, bodyText }
-      : { kind: 'paid', ...outcome, ...facts, receipt };
+      ? { kind: 'unreadable', ...base, ...facts, bodyText }
+      : { kind: 'paid', ...base, ...facts, receipt };
   }
-  if (answer.status === 402) {
-    return { kind: 'declined', ...outcome, ...facts, problem: asProblem(body) };
+  if (reply.status === 402) {
+    return { kind: 'declined', ...base, ...facts, problem: asProblem(body) };
   }
-  return { kind: 'refused', ...outcome, ...facts, problem: asProblem(body), bodyText };
+  return { kind: 'refused', ...base, ...facts, problem: asProblem(body), bodyText };
 }
 
 function parsedJson(text: string): unknown {

@@ -19,7 +19,7 @@ export interface ClientRules {
   readonly capMs: number;
   /** After this long since the action's first send, stop sending and look the key up. */
   readonly deadlineMs: number;
-  /** How long one attempt (or one look-up) waits for an answer. */
+  /** How long one attempt (or one look-up) waits for a reply. */
   readonly attemptTimeoutMs: number;
   /**
    * How long the server is asked to wait for the key's first attempt; `null` sends no
@@ -98,15 +98,15 @@ export function ceilingNanos(rules: ClientRules, failedAttempts: number): Nanos 
   return shorter(grown, nanosFromMillis(rules.capMs));
 }
 
-/** How a client must treat an answer's status. */
-export type AnswerClass = 'final' | 'retry';
+/** How a client must treat a reply's status. */
+export type ReplyClass = 'final' | 'retry';
 
 /**
  * 409 (in progress), 429 (rate limited) and 5xx (outcome pending, a proxy) are retried with the
  * same key and body; a 2xx, a 402 decline and any other status are final. Retrying a 5xx is
- * safe: the server never saves a server error as a final answer.
+ * safe: the server never saves a server error as a final reply.
  */
-export function classifyStatus(status: number): AnswerClass {
+export function classifyStatus(status: number): ReplyClass {
   return status === 409 || status === 429 || (status >= 500 && status <= 599) ? 'retry' : 'final';
 }
 

@@ -3,7 +3,7 @@
  * on a clock and a transport, reports what happens, and ends the action as the rules stop it
  * (a port of the Rust client's `attempt_loop` and `status_check`).
  *
- * Each attempt sends the saved key and body, unchanged. After a stop, a final answer or a key
+ * Each attempt sends the saved key and body, unchanged. After a stop, a final reply or a key
  * the server never received removes the action from the store; anything else keeps it saved.
  */
 
@@ -13,7 +13,7 @@ import type { ClientEvent } from './events.js';
 import type { Exchange, HttpTransport, Reply } from './http.js';
 import { keyStateFromBody, knownByOf, readKeyStatus } from './keyState.js';
 import { ActionProgress, type Ending, type Next, type Seen } from './progress.js';
-import { type ActionResult, type Outcome, finalResult } from './results.js';
+import { type ActionResult, type ResultBase, finalResult } from './results.js';
 import { type ClientRules, waitToAsk } from './rules.js';
 import type { ActionStore, SavedAction } from './store.js';
 
@@ -28,8 +28,8 @@ export interface RunContext {
   readonly report: (event: ClientEvent) => void;
 }
 
-/** The last answer a run has seen, kept for the final answer the rules may stop on. */
-type LastAnswer = { readonly from: 'attempt' | 'look_up'; readonly reply: Reply } | null;
+/** The last reply a run has seen, kept for the final reply the rules may stop on. */
+type LastReply = { readonly from: 'attempt' | 'look_up'; readonly reply: Reply } | null;
 
 /**
  * Runs `action` (already saved) until its outcome is known or its look-ups are spent. A resumed
@@ -44,7 +44,7 @@ export async function runAction(context: RunContext, action: SavedAction): Promi
   const started = ActionProgress.start(context.rules, elapsedMs());
   const { progress } = started;
   let next: Next = started.next;
-  let last: LastAnswer = null;
+  let last: LastReply = null;
   let lastRetryAfterMs: number | null = null;
   let lookUps = 0;
   let firstOfPhase = true;
@@ -68,9 +68,9 @@ export async function runAction(context: RunContext, action: SavedAction): Promi
       const exchange = await transport.send(action, next.headers);
       if (exchange.kind === 'reply') {
         const { status, replayed, waitedSeconds } = exchange.reply;
-        report({ type: 'answered', key, attempt, status, replayed, waitedSeconds });
+        report({ type: 'replied', key, attempt, status, replayed, waitedSeconds });
       } else {
-        report({ type: 'no_answer', key, attempt, reason: exchange.reason });
+        report({ type: 'no_reply', key, attempt, reason: exchange.reason });
       }
       last = exchange.kind === 'reply' ? { from: 'attempt', reply: exchange.reply } : null;
       seen = seenOf(exchange, false);
@@ -95,35 +95,35 @@ export async function runAction(context: RunContext, action: SavedAction): Promi
     } else {
       return finish(context, action, progress.attempts, next.ending, last);
     }
-    lastRetryAfterMs = seen.kind === 'answer' ? seen.retryAfterMs : null;
+    lastRetryAfterMs = seen.kind === 'reply' ? seen.retryAfterMs : null;
     next = progress.next(seen, elapsedMs(), context.random());
   }
 }
 
 /** What the rules see of an exchange: a look-up's 200 body read as a key status. */
 function seenOf(exchange: Exchange, lookUp: boolean): Seen {
-  if (exchange.kind === 'no_answer') {
-    return { kind: 'no_answer' };
+  if (exchange.kind === 'no_reply') {
+    return { kind: 'no_reply' };
   }
   const { status, retryAfterMs, bodyText } = exchange.reply;
   const keyState = lookUp && status === 200 ? keyStateFromBody(bodyText) : null;
-  return { kind: 'answer', status, retryAfterMs, keyState };
+  return { kind: 'reply', status, retryAfterMs, keyState };
 }
 
 /** Why a look-up told nothing, or `null` when it told something (a state, 401, 404). */
 function lookUpFailure(exchange: Exchange, seen: Seen): string | null {
-  if (exchange.kind === 'no_answer') {
+  if (exchange.kind === 'no_reply') {
     return exchange.reason;
   }
   const { status } = exchange.reply;
   if (status === 200) {
-    return seen.kind === 'answer' && seen.keyState === null ? 'unreadable status' : null;
+    return seen.kind === 'reply' && seen.keyState === null ? 'unreadable status' : null;
   }
-  return status === 401 || status === 404 ? null : `answered ${status}`;
+  return status === 401 || status === 404 ? null : `replied ${status}`;
 }
 
 /**
- * Ends the run as the rules stopped it: a final answer or a key never received removes the
+ * Ends the run as the rules stopped it: a final reply or a key never received removes the
  * action; anything else keeps it saved.
  */
 async function finish(
@@ -131,7 +131,7 @@ async function finish(
   action: SavedAction,
   attempts: number,
   ending: Ending,
-  last: LastAnswer,
+  last: LastReply,
 ): Promise<ActionResult> {
   const result = resultOf({ key: action.key, operation: action.operation, attempts }, ending, last);
   const keptAction = result.kind === 'pending' || result.kind === 'sign_in_required';
@@ -146,13 +146,13 @@ async function finish(
   return result;
 }
 
-function resultOf(outcome: Outcome, ending: Ending, last: LastAnswer): ActionResult {
+function resultOf(base: ResultBase, ending: Ending, last: LastReply): ActionResult {
   switch (ending.kind) {
-    case 'answered':
+    case 'replied':
       return (
-        answeredResult(outcome, last) ?? {
+        repliedResult(base, last) ?? {
           kind: 'pending',
-          ...outcome,
+          ...base,
           why: 'unreachable',
           knownBy: null,
         }
@@ -160,21 +160,21 @@ function resultOf(outcome: Outcome, ending: Ending, last: LastAnswer): ActionRes
     case 'unsettled':
       return {
         kind: 'pending',
-        ...outcome,
+        ...base,
         why: ending.why,
         knownBy: last === null ? null : knownByOf(last.reply.bodyText),
       };
     case 'not_received':
     case 'sign_in_required':
-      return { kind: ending.kind, ...outcome };
+      return { kind: ending.kind, ...base };
   }
 }
 
 /**
- * The final answer the rules stopped on: the attempt's reply, or the saved answer a `done`
+ * The final reply the rules stopped on: the attempt's reply, or the saved reply a `done`
  * key's status carries; `null` when there is none to read (the action then stays saved).
  */
-function answeredResult(outcome: Outcome, last: LastAnswer): ActionResult | null {
+function repliedResult(base: ResultBase, last: LastReply): ActionResult | null {
   if (last === null) {
     return null;
   }
@@ -182,7 +182,7 @@ function answeredResult(outcome: Outcome, last: LastAnswer): ActionResult | null
   const waitedForFirstAttempt = reply.waitedSeconds !== null;
   if (last.from === 'attempt') {
     const { status, replayed, bodyText } = reply;
-    return finalResult(outcome, {
+    return finalResult(base, {
       status,
       replayed,
       fromStatusLookUp: false,
@@ -194,12 +194,12 @@ function answeredResult(outcome: Outcome, last: LastAnswer): ActionResult | null
   if (keyStatus === null || keyStatus.keyState.state !== 'done') {
     return null;
   }
-  return finalResult(outcome, {
+  return finalResult(base, {
     status: keyStatus.keyState.status,
     replayed: true,
     fromStatusLookUp: true,
     waitedForFirstAttempt,
-    // The saved answer, parsed with the key status; as text again for the typed result.
-    bodyText: JSON.stringify(keyStatus.answer),
+    // The saved reply, parsed with the key status; as text again for the typed result.
+    bodyText: JSON.stringify(keyStatus.reply),
   });
 }

@@ -1,6 +1,6 @@
 /**
- * Where pending actions live between the tap on Pay and the final answer. An action is saved
- * *before* its first send and removed at its final answer (or when the server never received
+ * Where pending actions live between the tap on Pay and the final reply. An action is saved
+ * *before* its first send and removed at its final reply (or when the server never received
  * it), so whatever happens in between (a crash, a killed app, a reboot) the next start finds the
  * same key and the same body bytes and carries on with them instead of minting a new key.
  *

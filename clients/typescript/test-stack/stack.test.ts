@@ -117,10 +117,10 @@ for (const [route, baseUrl] of routes) {
     let first = true;
     // The first request goes out and runs to its end, but its reply never reaches the phone.
     const losingTheFirstReply = (real: FetchLike): FetchLike => (url, init) => {
-      const answer = real(url, init);
-      if (!first) return answer;
+      const sending = real(url, init);
+      if (!first) return sending;
       first = false;
-      answer.catch(() => undefined);
+      sending.catch(() => undefined);
       return Promise.reject(new TypeError('the reply was lost'));
     };
     const { client, events, sent } = phone(baseUrl, {}, losingTheFirstReply);
@@ -128,7 +128,7 @@ for (const [route, baseUrl] of routes) {
     assert.equal(result.attempts, 2);
     assert.ok(result.waitedForFirstAttempt || result.replayed, JSON.stringify(result));
     sameKeyAndBytes(sent, result.key);
-    assert.ok(events.some((event) => event.type === 'no_answer'));
+    assert.ok(events.some((event) => event.type === 'no_reply'));
     assert.equal((await debits()) - before, 1);
   });
 
@@ -139,7 +139,7 @@ for (const [route, baseUrl] of routes) {
     const result = expectPaid(await client.payBill(`elec-slow-${route}`, 120000, 'ravi@okbank'));
     sameKeyAndBytes(sent, result.key);
     assert.ok(result.attempts >= 2, JSON.stringify(result));
-    assert.ok(events.some((event) => event.type === 'no_answer'), 'the first attempt timed out');
+    assert.ok(events.some((event) => event.type === 'no_reply'), 'the first attempt timed out');
     assert.equal((await debits()) - before, 1);
   });
 
@@ -171,7 +171,7 @@ for (const [route, baseUrl] of routes) {
     if (first.kind === 'pending') {
       assert.equal((await client.pending()).length, 1, 'the action is kept');
     }
-    // After the bank has answered, a resume past the deadline looks the key up: never a new send.
+    // After the bank has replied, a resume past the deadline looks the key up: never a new send.
     let resumed: ActionResult = first;
     for (let round = 0; round < 30 && resumed.kind === 'pending'; round++) {
       await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -220,7 +220,7 @@ test('edge: over the rate limit, a 429 is retried after its Retry-After: one deb
   }
   results.forEach(expectPaid);
   assert.ok(
-    events.some((event) => event.type === 'answered' && event.status === 429),
+    events.some((event) => event.type === 'replied' && event.status === 429),
     'the burst of two was exceeded',
   );
   assert.ok(events.some((event) => event.type === 'waiting' && event.retryAfterMs !== null));

@@ -1,7 +1,7 @@
 /**
  * The client end to end against a scripted `fetch` and a fake clock (no real waiting, except
  * one test of the real attempt timeout): every attempt carries the same key and the identical
- * body bytes, waits follow the rules, final answers are typed, and the store keeps exactly the
+ * body bytes, waits follow the rules, final replies are typed, and the store keeps exactly the
  * actions whose outcome is not known to be final.
  */
 
@@ -48,7 +48,7 @@ function keyStatus(state: string, extra: Record<string, unknown> = {}): Step {
   return { status: 200, body: JSON.stringify(body) };
 }
 
-/** A client for user 7 on a fake clock, answering from `sends` and `lookUps`. */
+/** A client for user 7 on a fake clock, replying from `sends` and `lookUps`. */
 function rig(sends: Step[], lookUps: Step[] = [], options: Partial<PaymentsClientOptions> = {}) {
   const clock = new FakeClock();
   const server = new ScriptedFetch(clock, sends, lookUps);
@@ -101,7 +101,7 @@ test('replies lost, then the replay: every attempt sends the same key and the id
   assert.match(result.key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   // Half of the 0.5 s and 1 s ceilings.
   assert.deepEqual(clock.sleeps, [250, 500]);
-  assert.deepEqual(await store.list(), [], 'a final answer removes the action');
+  assert.deepEqual(await store.list(), [], 'a final reply removes the action');
 });
 
 test('a 409 with Retry-After is retried after the Retry-After, a floor under the jitter', async () => {
@@ -121,7 +121,7 @@ test('a 409 with Retry-After is retried after the Retry-After, a floor under the
   );
   assert.ok(
     events.some(
-      (event) => event.type === 'answered' && event.status === 409 && event.waitedSeconds === 10,
+      (event) => event.type === 'replied' && event.status === 409 && event.waitedSeconds === 10,
     ),
   );
   assert.ok(
@@ -168,7 +168,7 @@ test('a 422 is refused with its problem type and ends the action', async () => {
   assert.equal(result.status, 422);
   assert.equal(result.problem?.type, '/problems/invalid-field');
   assert.equal(result.problem?.['field'], 'payer_vpa');
-  assert.equal(server.posts.length, 1, 'a final answer is not retried');
+  assert.equal(server.posts.length, 1, 'a final reply is not retried');
   assert.deepEqual(await store.list(), []);
 });
 
@@ -225,8 +225,8 @@ test('a look-up 404 means never received: nothing charged, the action removed', 
   assert.deepEqual(await store.list(), []);
 });
 
-test("a look-up's done key gives the saved answer and ends the action", async () => {
-  const { client, store } = rig([lost], [keyStatus('done', { status: 201, answer: PAYMENT })]);
+test("a look-up's done key gives the saved reply and ends the action", async () => {
+  const { client, store } = rig([lost], [keyStatus('done', { status: 201, reply: PAYMENT })]);
   const result = await client.payBill('elec-1', 230_000, 'asha@okbank');
 
   assertKind(result, 'paid');
@@ -327,7 +327,7 @@ test('a resumed action past its deadline is only looked up, never sent', async (
   const store = new MemoryStore();
   const { client, server, clock } = rig(
     [created],
-    [keyStatus('done', { status: 402, answer: DECLINE })],
+    [keyStatus('done', { status: 402, reply: DECLINE })],
     { store },
   );
   const late: SavedAction = {
@@ -366,7 +366,7 @@ test("resuming another user's action is refused", async () => {
   assert.equal(server.requests.length, 0);
 });
 
-test('a request that outlives the attempt timeout is aborted and counts as no answer', async () => {
+test('a request that outlives the attempt timeout is aborted and counts as no reply', async () => {
   const signals: AbortSignal[] = [];
   let calls = 0;
   const fetch: FetchLike = (_url, init) => {
@@ -391,7 +391,7 @@ test('a request that outlives the attempt timeout is aborted and counts as no an
   assert.equal(signals[1]?.aborted, false);
   assert.ok(
     events.some(
-      (event) => event.type === 'no_answer' && event.reason === 'no answer within 0.03 s',
+      (event) => event.type === 'no_reply' && event.reason === 'no reply within 0.03 s',
     ),
   );
   assert.ok(
@@ -408,7 +408,7 @@ test('two taps are two actions with two keys, and the events tell each run', asy
   assert.notEqual(first.key, second.key);
   assert.deepEqual(
     events.filter((event) => event.key === first.key).map((event) => event.type),
-    ['sending', 'answered', 'stopped'],
+    ['sending', 'replied', 'stopped'],
   );
 });
 

@@ -16,7 +16,7 @@ function body(members: string): string {
   return `{${members}}`;
 }
 
-test('the four states are read, and a done key needs its status and answer', () => {
+test('the four states are read, and a done key needs its status and reply', () => {
   assert.deepEqual(keyStateFromBody(body(`"state":"started","operation":"pay_bill",${EXPIRES}`)), {
     state: 'started',
   });
@@ -26,22 +26,22 @@ test('the four states are read, and a done key needs its status and answer', () 
   );
   assert.deepEqual(
     keyStateFromBody(
-      body(`"state":"released","operation":"pay_bill","status":null,"answer":null,${EXPIRES}`),
+      body(`"state":"released","operation":"pay_bill","status":null,"reply":null,${EXPIRES}`),
     ),
     { state: 'released' },
   );
   assert.deepEqual(
     keyStateFromBody(
-      body(`"state":"done","operation":"pay_bill","status":402,"answer":{"status":402},${EXPIRES}`),
+      body(`"state":"done","operation":"pay_bill","status":402,"reply":{"status":402},${EXPIRES}`),
     ),
     { state: 'done', status: 402 },
   );
   for (const members of [
     `"state":"done","operation":"pay_bill",${EXPIRES}`,
     `"state":"done","operation":"pay_bill","status":201,${EXPIRES}`,
-    `"state":"done","operation":"pay_bill","answer":{},${EXPIRES}`,
-    `"state":"done","operation":"pay_bill","status":201,"answer":null,${EXPIRES}`,
-    `"state":"done","operation":"pay_bill","status":null,"answer":{},${EXPIRES}`,
+    `"state":"done","operation":"pay_bill","reply":{},${EXPIRES}`,
+    `"state":"done","operation":"pay_bill","status":201,"reply":null,${EXPIRES}`,
+    `"state":"done","operation":"pay_bill","status":null,"reply":{},${EXPIRES}`,
     `"state":"gone","operation":"pay_bill",${EXPIRES}`,
     `"state":"Started","operation":"pay_bill",${EXPIRES}`,
     `"state":5,"operation":"pay_bill",${EXPIRES}`,
@@ -55,21 +55,39 @@ test('the four states are read, and a done key needs its status and answer', () 
   }
 });
 
-test("a done key's answer is kept as parsed, with the operation and expiry", () => {
-  const answer = { type: '/problems/payment-declined', title: 'Declined', status: 402 };
+test("a done key's reply is kept as parsed, with the operation and expiry", () => {
+  const reply = { type: '/problems/payment-declined', title: 'Declined', status: 402 };
   const status = readKeyStatus(
-    `{"state":"done","operation":"pay_bill","status":402,"answer": ${JSON.stringify(answer)} ,${EXPIRES}}`,
+    `{"state":"done","operation":"pay_bill","status":402,"reply": ${JSON.stringify(reply)} ,${EXPIRES}}`,
   );
   assert.deepEqual(status, {
     keyState: { state: 'done', status: 402 },
     operation: 'pay_bill',
     expiresAt: '2026-12-03T10:00:00Z',
-    answer,
+    reply,
     nextCheckAt: null,
     settlementDueAt: null,
   });
   assert.equal(
-    readKeyStatus(body(`"state":"unknown","operation":"pay_bill","answer":{},${EXPIRES}`))?.answer,
+    readKeyStatus(body(`"state":"unknown","operation":"pay_bill","reply":{},${EXPIRES}`))?.reply,
+    null,
+  );
+});
+
+test('a body from a server of the previous version, with only the deprecated answer, is read alike', () => {
+  const reply = { payment_id: 'pay-1', status: 'succeeded' };
+  const old = readKeyStatus(
+    body(`"state":"done","operation":"pay_bill","status":201,"answer":${JSON.stringify(reply)},${EXPIRES}`),
+  );
+  assert.deepEqual(old?.keyState, { state: 'done', status: 201 });
+  assert.deepEqual(old?.reply, reply);
+  // Both sent (as servers now do): `reply` is the one read.
+  const both = readKeyStatus(
+    body(`"state":"done","operation":"pay_bill","status":201,"reply":${JSON.stringify(reply)},"answer":{},${EXPIRES}`),
+  );
+  assert.deepEqual(both?.reply, reply);
+  assert.equal(
+    readKeyStatus(body(`"state":"done","operation":"pay_bill","status":201,"answer":null,${EXPIRES}`)),
     null,
   );
 });
@@ -118,7 +136,7 @@ test('what is not a JSON object is not a key status', () => {
 test("a done key's status is an integer from 100 to 599", () => {
   const done = (status: string) =>
     keyStateFromBody(
-      body(`"state":"done","operation":"pay_bill","status":${status},"answer":{},${EXPIRES}`),
+      body(`"state":"done","operation":"pay_bill","status":${status},"reply":{},${EXPIRES}`),
     );
   assert.deepEqual(done('100'), { state: 'done', status: 100 });
   assert.deepEqual(done('599'), { state: 'done', status: 599 });

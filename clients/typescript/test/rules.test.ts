@@ -22,8 +22,8 @@ import { multiplied } from '../src/nanos.js';
 const SECOND = 1000;
 const DEADLINE = 600 * SECOND;
 
-function answer(status: number, retryAfterMs: number | null = null): Seen {
-  return { kind: 'answer', status, retryAfterMs, keyState: null };
+function reply(status: number, retryAfterMs: number | null = null): Seen {
+  return { kind: 'reply', status, retryAfterMs, keyState: null };
 }
 
 function send(afterMs: number): Next {
@@ -68,7 +68,7 @@ test('the ceiling doubles from base up to cap', () => {
   assert.equal(ceiling(rules, 2 ** 32 - 1), 30_000);
 });
 
-test('answers are classified final or retry', () => {
+test('replies are classified final or retry', () => {
   for (const status of [200, 201, 400, 401, 402, 404, 413, 422]) {
     assert.equal(classifyStatus(status), 'final', String(status));
   }
@@ -77,29 +77,29 @@ test('answers are classified final or retry', () => {
   }
 });
 
-test('a new action is sent at once and a final answer stops it for good', () => {
+test('a new action is sent at once and a final reply stops it for good', () => {
   for (const status of [201, 402, 404, 422]) {
     const { progress, next } = ActionProgress.start(clientRules(), 0);
     assert.deepEqual(next, send(0));
-    assert.deepEqual(progress.next(answer(503), SECOND, 0.5), send(SECOND / 4));
-    const stop: Next = { kind: 'stop', ending: { kind: 'answered', status, fromLookUp: false } };
-    assert.deepEqual(progress.next(answer(status), 2 * SECOND, 0.5), stop);
+    assert.deepEqual(progress.next(reply(503), SECOND, 0.5), send(SECOND / 4));
+    const stop: Next = { kind: 'stop', ending: { kind: 'replied', status, fromLookUp: false } };
+    assert.deepEqual(progress.next(reply(status), 2 * SECOND, 0.5), stop);
     assert.equal(progress.attempts, 2);
-    assert.deepEqual(progress.next(answer(503), 3 * SECOND, 0.5), stop);
+    assert.deepEqual(progress.next(reply(503), 3 * SECOND, 0.5), stop);
   }
 });
 
 test('Retry-After is the floor, and the deadline turns sending into a look-up', () => {
   const { progress } = ActionProgress.start(clientRules(), 0);
-  assert.deepEqual(progress.next(answer(429, 7 * SECOND), SECOND, 0.1), send(7 * SECOND));
+  assert.deepEqual(progress.next(reply(429, 7 * SECOND), SECOND, 0.1), send(7 * SECOND));
   // The second wait's ceiling is 1 s: 0.9 of it from half a second before the deadline crosses it.
-  assert.deepEqual(progress.next({ kind: 'no_answer' }, DEADLINE - SECOND / 2, 0.9), lookUp(0));
+  assert.deepEqual(progress.next({ kind: 'no_reply' }, DEADLINE - SECOND / 2, 0.9), lookUp(0));
 });
 
 test('a wait that ends exactly at the deadline is a look-up; a nanosecond earlier, a send', () => {
   // After the first failure: half of the 500 ms ceiling.
   const at = (elapsedMs: number) =>
-    ActionProgress.start(clientRules(), 0).progress.next(answer(503), elapsedMs, 0.5);
+    ActionProgress.start(clientRules(), 0).progress.next(reply(503), elapsedMs, 0.5);
   assert.deepEqual(at(DEADLINE - 250), lookUp(0));
   assert.deepEqual(at(DEADLINE - 250.000001), send(250));
 });
@@ -107,9 +107,9 @@ test('a wait that ends exactly at the deadline is a look-up; a nanosecond earlie
 test('look-ups that tell nothing are bounded, then the action is unreachable', () => {
   const { progress, next } = ActionProgress.start(clientRules(), DEADLINE);
   assert.deepEqual(next, lookUp(0));
-  assert.deepEqual(progress.next(answer(503), DEADLINE, 0.5), lookUp(SECOND / 4));
-  assert.deepEqual(progress.next({ kind: 'no_answer' }, DEADLINE, 0.5), lookUp(SECOND / 2));
-  assert.deepEqual(progress.next(answer(200), DEADLINE, 0.5), {
+  assert.deepEqual(progress.next(reply(503), DEADLINE, 0.5), lookUp(SECOND / 4));
+  assert.deepEqual(progress.next({ kind: 'no_reply' }, DEADLINE, 0.5), lookUp(SECOND / 2));
+  assert.deepEqual(progress.next(reply(200), DEADLINE, 0.5), {
     kind: 'stop',
     ending: { kind: 'unsettled', why: 'unreachable' },
   });
@@ -118,15 +118,15 @@ test('look-ups that tell nothing are bounded, then the action is unreachable', (
 test('look-ups settle, keep or end the action', () => {
   const cases: [Seen, Next][] = [
     [
-      { kind: 'answer', status: 200, retryAfterMs: null, keyState: { state: 'done', status: 201 } },
-      { kind: 'stop', ending: { kind: 'answered', status: 201, fromLookUp: true } },
+      { kind: 'reply', status: 200, retryAfterMs: null, keyState: { state: 'done', status: 201 } },
+      { kind: 'stop', ending: { kind: 'replied', status: 201, fromLookUp: true } },
     ],
     [
-      { kind: 'answer', status: 200, retryAfterMs: null, keyState: { state: 'released' } },
+      { kind: 'reply', status: 200, retryAfterMs: null, keyState: { state: 'released' } },
       { kind: 'stop', ending: { kind: 'unsettled', why: 'released' } },
     ],
-    [answer(404), { kind: 'stop', ending: { kind: 'not_received' } }],
-    [answer(401), { kind: 'stop', ending: { kind: 'sign_in_required' } }],
+    [reply(404), { kind: 'stop', ending: { kind: 'not_received' } }],
+    [reply(401), { kind: 'stop', ending: { kind: 'sign_in_required' } }],
   ];
   for (const [seen, expected] of cases) {
     const { progress } = ActionProgress.start(clientRules(), DEADLINE);
@@ -136,7 +136,7 @@ test('look-ups settle, keep or end the action', () => {
 
 test('a jitter unit outside [0, 1] is clamped; NaN is refused', () => {
   const after = (unit: number) =>
-    ActionProgress.start(clientRules(), 0).progress.next(answer(503), 0, unit);
+    ActionProgress.start(clientRules(), 0).progress.next(reply(503), 0, unit);
   assert.deepEqual(after(-3), send(0));
   assert.deepEqual(after(7), send(500));
   assert.throws(() => after(Number.NaN), RangeError);

@@ -60,11 +60,11 @@ test('vector: every Retry-After value reads as the Rust rules read it', () => {
 });
 
 function seenOf(seen: VectorSeen): Seen {
-  if ('no_answer' in seen) {
-    return { kind: 'no_answer' };
+  if ('no_reply' in seen) {
+    return { kind: 'no_reply' };
   }
   return {
-    kind: 'answer',
+    kind: 'reply',
     status: seen.status,
     retryAfterMs: seen.retry_after === undefined ? null : parseRetryAfter(seen.retry_after),
     keyState: seen.status === 200 && seen.body !== undefined ? keyStateFromBody(seen.body) : null,

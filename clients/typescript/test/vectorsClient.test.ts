@@ -50,7 +50,7 @@ for (const vector of vectors.cases ?? []) {
       const step = replies.shift();
       assert.ok(step !== undefined, 'the loop made no more requests than the case has replies');
       clock.now = started + step.at_ms;
-      if ('no_answer' in step.seen) {
+      if ('no_reply' in step.seen) {
         throw new TypeError("the vector's reply was lost");
       }
       const { status, retry_after: retryAfter, body } = step.seen;
@@ -73,7 +73,7 @@ for (const vector of vectors.cases ?? []) {
       clock,
       random: () => {
         const unit = units.shift();
-        assert.ok(unit !== undefined, 'a unit per answer');
+        assert.ok(unit !== undefined, 'a unit per reply');
         return unit;
       },
       onEvent: (event) => events.push(event),
@@ -138,7 +138,7 @@ function endingOf(result: ActionResult): Omit<VectorStop, 'keep_action'> {
     case 'declined':
     case 'refused':
     case 'unreadable':
-      return { ending: 'answered', status: result.status, from_look_up: result.fromStatusLookUp };
+      return { ending: 'replied', status: result.status, from_look_up: result.fromStatusLookUp };
     case 'pending':
       return { ending: 'unsettled', why: result.why };
     case 'not_received':

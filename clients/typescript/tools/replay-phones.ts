@@ -9,7 +9,7 @@
  * clock (so a 15 s timeout, the 10-minute deadline and every backoff keep the article's
  * proportions, as the Rust phones' do) with `Prefer: wait` as client (d), and the jitter drawn
  * from a generator seeded per customer. Prints one JSON array: per customer, when each attempt
- * went out and how long it took to a final answer (the night's milliseconds), the 409s heard
+ * went out and how long it took to a final reply (the night's milliseconds), the 409s heard
  * and what the phone showed. Tokens are signed with `AUTH_JWT_SECRET` from the environment.
  */
 
@@ -63,7 +63,7 @@ async function payAtArrival(customer: Customer) {
     random: seededUnits(plan.seed, customer.index),
     onEvent: (event) => {
       if (event.type === 'sending') sentAt.push(nightClock.nowMs());
-      if (event.type === 'answered' && event.status === 409) inProgress409s += 1;
+      if (event.type === 'replied' && event.status === 409) inProgress409s += 1;
     },
   });
   const started = nightClock.nowMs();
@@ -87,7 +87,7 @@ function view(result: ActionResult): string {
     case 'refused':
       return 'refused';
     default:
-      return 'no_final_answer';
+      return 'no_final_reply';
   }
 }
 

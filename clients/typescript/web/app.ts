@@ -51,7 +51,7 @@ const view = {
   actionPanel: byId('action-panel'),
   actionKey: byId('action-key'),
   attempts: byId('attempts'),
-  outcome: byId('outcome'),
+  result: byId('result'),
 };
 
 /** A small element builder: text children are text nodes, never markup. */
@@ -123,7 +123,7 @@ function setBusy(running: boolean): void {
 
 function updatePayButton(): void {
   view.pay.disabled = busy || session === null || paiseOf(view.amount.value) === null;
-  for (const button of view.outcome.querySelectorAll('button')) {
+  for (const button of view.result.querySelectorAll('button')) {
     button.disabled = busy;
   }
 }
@@ -135,12 +135,12 @@ function showAction(key: string | null): void {
   view.actionPanel.hidden = false;
   view.actionKey.textContent = key ?? '(none: nothing was saved or sent)';
   view.attempts.replaceChildren();
-  setOutcome('running', h('p', {}, 'Working…'));
+  setResult('running', h('p', {}, 'Working…'));
 }
 
-function setOutcome(kind: string, ...content: HTMLElement[]): void {
-  view.outcome.dataset['kind'] = kind;
-  view.outcome.replaceChildren(...content);
+function setResult(kind: string, ...content: HTMLElement[]): void {
+  view.result.dataset['kind'] = kind;
+  view.result.replaceChildren(...content);
 }
 
 function onEvent(event: ClientEvent): void {
@@ -151,7 +151,7 @@ function onEvent(event: ClientEvent): void {
   view.attempts.append(
     h(
       'li',
-      event.type === 'answered'
+      event.type === 'replied'
         ? { 'data-event': event.type, 'data-status': String(event.status) }
         : { 'data-event': event.type },
       h('span', { class: 'at' }, `+${seconds} s`),
@@ -171,16 +171,16 @@ function line(event: ClientEvent): string {
         event.preferWaitSeconds === null ? '' : ` (Prefer: wait=${event.preferWaitSeconds})`;
       return `Sending attempt ${event.attempt}${wait}`;
     }
-    case 'answered': {
+    case 'replied': {
       const replayed = event.replayed ? ', replayed' : '';
       const waited =
         event.waitedSeconds === null
           ? ''
           : `, held for the first attempt (Preference-Applied: wait=${event.waitedSeconds})`;
-      return `Attempt ${event.attempt} answered ${event.status}${replayed}${waited}`;
+      return `Attempt ${event.attempt} replied ${event.status}${replayed}${waited}`;
     }
-    case 'no_answer':
-      return `Attempt ${event.attempt}: no answer (${event.reason})`;
+    case 'no_reply':
+      return `Attempt ${event.attempt}: no reply (${event.reason})`;
     case 'waiting': {
       const floor =
         event.retryAfterMs === null ? '' : ` (Retry-After: ${event.retryAfterMs / 1000} s)`;
@@ -225,7 +225,7 @@ function knownByLine(knownBy: KnownBy | null): HTMLElement[] {
 
 const WHY: Record<Unsettled, string> = {
   started: 'the first attempt is still running on the server',
-  unknown: "the bank's answer is not known yet; the server is asking the bank",
+  unknown: "the bank's reply is not known yet; the server is asking the bank",
   unreachable: 'the server could not be reached',
   released: 'the bank never received it; asking again sends it once more under the same key',
 };
@@ -263,33 +263,33 @@ function showResult(result: ActionResult): void {
       rows.push(
         ['Bank reference', receipt.bank_reference],
         ['Amount', rupees(receipt.amount_paise)],
-        ['Answer', `${result.status}${result.replayed ? ' (the saved answer, replayed)' : ''}`],
+        ['Reply', `${result.status}${result.replayed ? ' (the saved reply, replayed)' : ''}`],
       );
-      setOutcome('paid', h('h3', {}, 'Paid'), details(rows));
+      setResult('paid', h('h3', {}, 'Paid'), details(rows));
       return;
     }
     case 'declined':
-      setOutcome(
+      setResult(
         'declined',
         h('h3', {}, 'Declined by the bank'),
         ...problemLines(result.problem, 'Nothing was charged.'),
       );
       return;
     case 'refused':
-      setOutcome(
+      setResult(
         'refused',
         h('h3', {}, `Refused (${result.status})`),
         ...problemLines(result.problem, result.bodyText.slice(0, 200)),
       );
       return;
     case 'unreadable':
-      setOutcome(
+      setResult(
         'unreadable',
-        h('h3', {}, `Answered ${result.status}, but not with a payment`),
+        h('h3', {}, `Replied ${result.status}, but not with a payment`),
         h(
           'p',
           {},
-          'Something between here and the server answered. Check your payments before paying ' +
+          'Something between here and the server replied. Check your payments before paying ' +
             'again.',
         ),
       );
@@ -297,7 +297,7 @@ function showResult(result: ActionResult): void {
     case 'pending': {
       const again = h('button', { type: 'button', class: 'quiet' }, 'Ask again');
       again.addEventListener('click', () => void resumeSaved());
-      setOutcome(
+      setResult(
         'pending',
         h('h3', {}, 'Not settled yet'),
         h('p', {}, `The outcome is not known: ${WHY[result.why]}.`),
@@ -315,7 +315,7 @@ function showResult(result: ActionResult): void {
       return;
     }
     case 'sign_in_required':
-      setOutcome(
+      setResult(
         'sign_in_required',
         h('h3', {}, 'Sign in again'),
         h(
@@ -327,7 +327,7 @@ function showResult(result: ActionResult): void {
       );
       return;
     case 'not_received':
-      setOutcome(
+      setResult(
         'not_received',
         h('h3', {}, 'Not received'),
         h(
@@ -354,7 +354,7 @@ function showError(error: unknown): void {
         : error instanceof TokenUnavailableError
           ? 'No token for the next request: the payment is kept; sign in again to carry it on'
           : 'Something went wrong';
-  setOutcome('error', h('h3', {}, what), h('p', {}, message));
+  setResult('error', h('h3', {}, what), h('p', {}, message));
 }
 
 // --- Saved actions: listed and resumed on load ---------------------------------------------
@@ -383,7 +383,7 @@ function describeSaved(action: SavedAction): HTMLElement {
 function listSaved(actions: SavedAction[]): void {
   view.saved.replaceChildren(...actions.map(describeSaved));
   if (actions.length === 0 && !view.savedPanel.hidden) {
-    view.saved.append(h('li', {}, 'None left: every saved payment has an answer.'));
+    view.saved.append(h('li', {}, 'None left: every saved payment has a reply.'));
   }
   if (actions.length > 0) {
     view.savedPanel.hidden = false;

@@ -8,7 +8,7 @@
 // Content-Type pass), the body; then the status, the response headers (Retry-After,
 // Idempotent-Replayed, Preference-Applied, Location, Content-Type, …) and the body. A client
 // that hangs up ends the forwarded request too, as it would at the edge. When API_URL cannot
-// be reached the answer is a 502 problem, like the edge's `backend-unreachable`.
+// be reached the reply is a 502 problem, like the edge's `backend-unreachable`.
 //
 // LISTEN_ADDR is host:port (default 127.0.0.1:8788; port 0 picks a free one). Once listening it
 // prints one line, `web listening on http://HOST:PORT` (as the backend and the bank simulator print theirs). SIGTERM (or SIGINT) closes it.
@@ -115,7 +115,7 @@ async function servePage(path, request, response) {
   response.end(request.method === 'HEAD' ? undefined : body);
 }
 
-/** Streams `request` to API_URL and its answer back. */
+/** Streams `request` to API_URL and its reply back. */
 function forward(request, response) {
   const target = new URL(request.url ?? '/', API_URL);
   const headers = {};
@@ -127,20 +127,20 @@ function forward(request, response) {
   const transport = target.protocol === 'https:' ? https : http;
   const upstream = transport.request(target, { method: request.method, headers });
 
-  upstream.on('response', (answer) => {
-    const answerHeaders = {};
-    for (const [name, value] of Object.entries(answer.headers)) {
+  upstream.on('response', (reply) => {
+    const replyHeaders = {};
+    for (const [name, value] of Object.entries(reply.headers)) {
       if (!HOP_BY_HOP.has(name) && value !== undefined) {
-        answerHeaders[name] = value;
+        replyHeaders[name] = value;
       }
     }
-    response.writeHead(answer.statusCode ?? 502, answer.statusMessage, answerHeaders);
-    answer.pipe(response);
-    answer.on('error', () => response.destroy());
+    response.writeHead(reply.statusCode ?? 502, reply.statusMessage, replyHeaders);
+    reply.pipe(response);
+    reply.on('error', () => response.destroy());
   });
   upstream.on('error', (error) => {
     if (response.headersSent) {
-      // Cut off mid-answer: the client sees a broken response, as it would at the edge.
+      // Cut off mid-reply: the client sees a broken response, as it would at the edge.
       response.destroy();
       return;
     }
@@ -163,7 +163,7 @@ function forward(request, response) {
     });
     response.end(problem);
   });
-  // The client hung up before the whole answer was sent: end the forwarded request too.
+  // The client hung up before the whole reply was sent: end the forwarded request too.
   response.on('close', () => {
     if (!response.writableFinished) {
       upstream.destroy();

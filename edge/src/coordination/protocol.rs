@@ -1,7 +1,8 @@
 //! The messages between the Worker and the Durable Object, sent as JSON over the object's
-//! `fetch`: `POST /begin` with a [`BeginRequest`], answered with a [`BeginOutcome`] (at once,
-//! or after a wait for the first attempt's answer); and `POST /finish` with a
-//! [`FinishReport`], answered `204`.
+//! `fetch`: `POST /begin` with a [`BeginRequest`], which gets a [`BeginVerdict`] (at once, or
+//! after a wait for the first attempt's reply); and `POST /finish` with a [`FinishReport`],
+//! which gets `204`. An object or Worker of the previous version says `outcome` for `verdict`,
+//! `answer` for `reply` and `answered` for `replied`: both are read.
 
 use std::time::Duration;
 
@@ -27,32 +28,32 @@ pub struct BeginRequest {
     pub fingerprint: Fingerprint,
     /// How long the in-flight mark holds if nobody clears it, in milliseconds.
     pub mark_for_ms: u64,
-    /// How long the attempt may wait for the first attempt's answer if the key is in flight
+    /// How long the attempt may wait for the first attempt's reply if the key is in flight
     /// (`Prefer: wait`, capped by the policy), in milliseconds; 0 when it does not wait.
     #[serde(default)]
     pub wait_ms: u64,
 }
 
-/// The object's answer to a [`BeginRequest`].
+/// The object's reply to a [`BeginRequest`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
-    tag = "outcome",
+    tag = "verdict",
     rename_all = "snake_case",
-    try_from = "BeginOutcomeFields"
+    try_from = "BeginVerdictFields"
 )]
-pub enum BeginOutcome {
+pub enum BeginVerdict {
     /// Forward the attempt; it holds the in-flight mark until it reports.
     Forward,
     /// Another attempt with the same fingerprint is being forwarded: 409.
     InProgress,
     /// The key is held by a request with another fingerprint: 422.
     Mismatch,
-    /// The key's final answer is known: replay it.
+    /// The key's final reply is known: replay it.
     Replay {
-        /// The answer to replay.
-        answer: SavedReply,
+        /// The reply to replay.
+        reply: SavedReply,
     },
-    /// The attempt waited for the first attempt's answer (`Prefer: wait`).
+    /// The attempt waited for the first attempt's reply (`Prefer: wait`).
     AfterWait {
         /// How the wait ended.
         end: WaitEnd,
@@ -63,30 +64,32 @@ pub enum BeginOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "wait", rename_all = "snake_case", try_from = "WaitEndFields")]
 pub enum WaitEnd {
-    /// The first attempt's answer arrived: replayed if final, passed on as it is if not (an
+    /// The first attempt's reply arrived: replayed if final, passed on as it is if not (an
     /// outcome still pending is the same 503 for every waiter).
-    Answered {
-        /// The answer.
-        answer: SavedReply,
+    Replied {
+        /// The reply.
+        reply: SavedReply,
     },
-    /// The first attempt ended without an answer the edge could keep, or the wait ran out (or
+    /// The first attempt ended without a reply the edge could keep, or the wait ran out (or
     /// reached the end of the in-flight mark): 409, as without waiting.
     StillInProgress,
 }
 
-/// A [`BeginOutcome`] as read: the `outcome` tag and every variant's fields (flat, for the
+/// A [`BeginVerdict`] as read: the `verdict` tag and every variant's fields (flat, for the
 /// module's size, as `super::record` explains for the stored record).
 #[derive(Deserialize)]
-struct BeginOutcomeFields {
-    outcome: BeginOutcomeTag,
-    answer: Option<SavedReply>,
+struct BeginVerdictFields {
+    #[serde(alias = "outcome")]
+    verdict: BeginVerdictTag,
+    #[serde(alias = "answer")]
+    reply: Option<SavedReply>,
     end: Option<WaitEnd>,
 }
 
-/// The `outcome` tag of a [`BeginOutcome`].
+/// The `verdict` tag of a [`BeginVerdict`].
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum BeginOutcomeTag {
+enum BeginVerdictTag {
     Forward,
     InProgress,
     Mismatch,
@@ -94,36 +97,38 @@ enum BeginOutcomeTag {
     AfterWait,
 }
 
-impl TryFrom<BeginOutcomeFields> for BeginOutcome {
+impl TryFrom<BeginVerdictFields> for BeginVerdict {
     type Error = &'static str;
 
-    fn try_from(fields: BeginOutcomeFields) -> Result<BeginOutcome, Self::Error> {
-        Ok(match fields.outcome {
-            BeginOutcomeTag::Forward => BeginOutcome::Forward,
-            BeginOutcomeTag::InProgress => BeginOutcome::InProgress,
-            BeginOutcomeTag::Mismatch => BeginOutcome::Mismatch,
-            BeginOutcomeTag::Replay => BeginOutcome::Replay {
-                answer: fields.answer.ok_or("missing field `answer`")?,
+    fn try_from(fields: BeginVerdictFields) -> Result<BeginVerdict, Self::Error> {
+        Ok(match fields.verdict {
+            BeginVerdictTag::Forward => BeginVerdict::Forward,
+            BeginVerdictTag::InProgress => BeginVerdict::InProgress,
+            BeginVerdictTag::Mismatch => BeginVerdict::Mismatch,
+            BeginVerdictTag::Replay => BeginVerdict::Replay {
+                reply: fields.reply.ok_or("missing field `reply`")?,
             },
-            BeginOutcomeTag::AfterWait => BeginOutcome::AfterWait {
+            BeginVerdictTag::AfterWait => BeginVerdict::AfterWait {
                 end: fields.end.ok_or("missing field `end`")?,
             },
         })
     }
 }
 
-/// A [`WaitEnd`] as read: the `wait` tag and the answer, if any.
+/// A [`WaitEnd`] as read: the `wait` tag and the reply, if any.
 #[derive(Deserialize)]
 struct WaitEndFields {
     wait: WaitEndTag,
-    answer: Option<SavedReply>,
+    #[serde(alias = "answer")]
+    reply: Option<SavedReply>,
 }
 
 /// The `wait` tag of a [`WaitEnd`].
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum WaitEndTag {
-    Answered,
+    #[serde(alias = "answered")]
+    Replied,
     StillInProgress,
 }
 
@@ -132,8 +137,8 @@ impl TryFrom<WaitEndFields> for WaitEnd {
 
     fn try_from(fields: WaitEndFields) -> Result<WaitEnd, Self::Error> {
         Ok(match fields.wait {
-            WaitEndTag::Answered => WaitEnd::Answered {
-                answer: fields.answer.ok_or("missing field `answer`")?,
+            WaitEndTag::Replied => WaitEnd::Replied {
+                reply: fields.reply.ok_or("missing field `reply`")?,
             },
             WaitEndTag::StillInProgress => WaitEnd::StillInProgress,
         })
@@ -147,15 +152,16 @@ pub struct FinishReport {
     pub attempt_id: String,
     /// The attempt's fingerprint.
     pub fingerprint: Fingerprint,
-    /// The answer the attempt got (the backend's, or the edge's problem for a failed forward),
+    /// The reply the attempt got (the backend's, or the edge's problem for a failed forward),
     /// kept if final and handed to the attempts waiting for it; `None` if its body was not
     /// text.
-    pub answer: Option<SavedReply>,
+    #[serde(alias = "answer")]
+    pub reply: Option<SavedReply>,
 }
 
-impl BeginOutcome {
-    /// The answer the edge gives without the backend, or `None` when the attempt goes on. An
-    /// answer after a wait names the wait the attempt was given, `wait`, in
+impl BeginVerdict {
+    /// The reply the edge gives without the backend, or `None` when the attempt goes on. An
+    /// reply after a wait names the wait the attempt was given, `wait`, in
     /// `Preference-Applied`.
     pub fn edge_reply(&self, wait: Option<Duration>) -> Option<Reply> {
         let in_progress = || {
@@ -164,14 +170,14 @@ impl BeginOutcome {
             ))
         };
         let reply = match self {
-            BeginOutcome::Forward => return None,
-            BeginOutcome::InProgress => in_progress(),
-            BeginOutcome::Mismatch => Reply::problem(&Problem::idempotency_key_reused()),
-            BeginOutcome::Replay { answer } => Reply::replay(answer),
-            BeginOutcome::AfterWait { end } => {
+            BeginVerdict::Forward => return None,
+            BeginVerdict::InProgress => in_progress(),
+            BeginVerdict::Mismatch => Reply::problem(&Problem::idempotency_key_reused()),
+            BeginVerdict::Replay { reply: saved } => Reply::replay(saved),
+            BeginVerdict::AfterWait { end } => {
                 let mut reply = match end {
-                    WaitEnd::Answered { answer } if answer.is_final() => Reply::replay(answer),
-                    WaitEnd::Answered { answer } => Reply::relay(answer),
+                    WaitEnd::Replied { reply: saved } if saved.is_final() => Reply::replay(saved),
+                    WaitEnd::Replied { reply: saved } => Reply::relay(saved),
                     WaitEnd::StillInProgress => in_progress(),
                 };
                 if let Some(wait) = wait {
@@ -195,54 +201,76 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outcomes_travel_as_tagged_json() {
-        let replay = BeginOutcome::Replay { answer: created() };
-        let waited = BeginOutcome::AfterWait {
-            end: WaitEnd::Answered { answer: created() },
+    fn verdicts_travel_as_tagged_json() {
+        let replay = BeginVerdict::Replay { reply: created() };
+        let waited = BeginVerdict::AfterWait {
+            end: WaitEnd::Replied { reply: created() },
         };
-        let ran_out = BeginOutcome::AfterWait {
+        let ran_out = BeginVerdict::AfterWait {
             end: WaitEnd::StillInProgress,
         };
-        for outcome in [
-            BeginOutcome::Forward,
-            BeginOutcome::InProgress,
-            BeginOutcome::Mismatch,
+        for verdict in [
+            BeginVerdict::Forward,
+            BeginVerdict::InProgress,
+            BeginVerdict::Mismatch,
             replay,
             waited,
             ran_out,
         ] {
-            let json = serde_json::to_string(&outcome).expect("serialises");
+            let json = serde_json::to_string(&verdict).expect("serialises");
             assert_eq!(
-                serde_json::from_str::<BeginOutcome>(&json).expect("parses"),
-                outcome
+                serde_json::from_str::<BeginVerdict>(&json).expect("parses"),
+                verdict
             );
         }
         assert_eq!(
-            serde_json::to_string(&BeginOutcome::InProgress).expect("serialises"),
-            r#"{"outcome":"in_progress"}"#
+            serde_json::to_string(&BeginVerdict::InProgress).expect("serialises"),
+            r#"{"verdict":"in_progress"}"#
         );
     }
 
     #[test]
-    fn outcomes_read_back_with_the_tag_anywhere_and_refused_without_their_fields() {
+    fn verdicts_read_back_with_the_tag_anywhere_and_refused_without_their_fields() {
         assert_eq!(
-            serde_json::from_str::<BeginOutcome>(
-                r#"{"end":{"answer":{"status":201,"content_type":null,"location":null,"body":"{}"},"wait":"answered"},"outcome":"after_wait"}"#
+            serde_json::from_str::<BeginVerdict>(
+                r#"{"end":{"reply":{"status":201,"content_type":null,"location":null,"body":"{}"},"wait":"replied"},"verdict":"after_wait"}"#
             )
             .expect("parses"),
-            BeginOutcome::AfterWait {
-                end: WaitEnd::Answered { answer: created() }
+            BeginVerdict::AfterWait {
+                end: WaitEnd::Replied { reply: created() }
             }
         );
+        // As a Worker of the previous version writes them.
+        assert_eq!(
+            serde_json::from_str::<BeginVerdict>(
+                r#"{"outcome":"after_wait","end":{"wait":"answered","answer":{"status":201,"content_type":null,"location":null,"body":"{}"}}}"#
+            )
+            .expect("parses"),
+            BeginVerdict::AfterWait {
+                end: WaitEnd::Replied { reply: created() }
+            }
+        );
+        let report = FinishReport {
+            attempt_id: "a".to_owned(),
+            fingerprint: Fingerprint::from_slice(&[7; 32]).expect("32 bytes"),
+            reply: Some(created()),
+        };
+        let json = serde_json::to_string(&report).expect("serialises");
+        let old_report = json.replace(r#""reply":"#, r#""answer":"#);
+        assert_ne!(old_report, json);
+        assert_eq!(
+            serde_json::from_str::<FinishReport>(&old_report).expect("parses"),
+            report
+        );
         for broken in [
-            r#"{"outcome":"replay"}"#,
-            r#"{"outcome":"after_wait"}"#,
-            r#"{"outcome":"after_wait","end":{"wait":"answered"}}"#,
-            r#"{"outcome":"later"}"#,
-            r#"{"answer":null}"#,
+            r#"{"verdict":"replay"}"#,
+            r#"{"verdict":"after_wait"}"#,
+            r#"{"verdict":"after_wait","end":{"wait":"replied"}}"#,
+            r#"{"verdict":"later"}"#,
+            r#"{"reply":null}"#,
         ] {
             assert!(
-                serde_json::from_str::<BeginOutcome>(broken).is_err(),
+                serde_json::from_str::<BeginVerdict>(broken).is_err(),
                 "{broken}"
             );
         }
@@ -261,9 +289,9 @@ mod tests {
 
     #[test]
     fn an_attempt_in_progress_gets_409_with_retry_after() {
-        let reply = BeginOutcome::InProgress
+        let reply = BeginVerdict::InProgress
             .edge_reply(None)
-            .expect("answered here");
+            .expect("replied here");
         assert_eq!(reply.status, 409);
         assert_eq!(reply.header("retry-after"), Some("1"));
         let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
@@ -272,27 +300,27 @@ mod tests {
 
     #[test]
     fn a_mismatch_gets_422_key_reused() {
-        let reply = BeginOutcome::Mismatch
+        let reply = BeginVerdict::Mismatch
             .edge_reply(None)
-            .expect("answered here");
+            .expect("replied here");
         assert_eq!(reply.status, 422);
         let body: serde_json::Value = serde_json::from_slice(&reply.body).expect("json");
         assert_eq!(body["type"], "/problems/idempotency-key-reused");
     }
 
     #[test]
-    fn forward_is_not_answered_at_the_edge() {
-        assert_eq!(BeginOutcome::Forward.edge_reply(None), None);
+    fn forward_is_not_replied_to_at_the_edge() {
+        assert_eq!(BeginVerdict::Forward.edge_reply(None), None);
     }
 
     #[test]
-    fn after_a_wait_the_answer_names_the_wait_it_was_given() {
+    fn after_a_wait_the_reply_names_the_wait_it_was_given() {
         let wait = Some(Duration::from_secs(10));
-        let replayed = BeginOutcome::AfterWait {
-            end: WaitEnd::Answered { answer: created() },
+        let replayed = BeginVerdict::AfterWait {
+            end: WaitEnd::Replied { reply: created() },
         }
         .edge_reply(wait)
-        .expect("answered here");
+        .expect("replied here");
         assert_eq!(replayed.status, 201);
         assert_eq!(replayed.header("idempotent-replayed"), Some("true"));
         assert_eq!(replayed.header("preference-applied"), Some("wait=10"));
@@ -305,21 +333,21 @@ mod tests {
             body: r#"{"type":"/problems/outcome-pending"}"#.to_owned(),
             ..created()
         };
-        let relayed = BeginOutcome::AfterWait {
-            end: WaitEnd::Answered { answer: pending },
+        let relayed = BeginVerdict::AfterWait {
+            end: WaitEnd::Replied { reply: pending },
         }
         .edge_reply(wait)
-        .expect("answered here");
+        .expect("replied here");
         assert_eq!(relayed.status, 503);
         assert_eq!(relayed.header("retry-after"), Some("5"));
         assert_eq!(relayed.header("idempotent-replayed"), None);
         assert_eq!(relayed.header("preference-applied"), Some("wait=10"));
 
-        let ran_out = BeginOutcome::AfterWait {
+        let ran_out = BeginVerdict::AfterWait {
             end: WaitEnd::StillInProgress,
         }
         .edge_reply(wait)
-        .expect("answered here");
+        .expect("replied here");
         assert_eq!(ran_out.status, 409);
         assert_eq!(ran_out.header("retry-after"), Some("1"));
         assert_eq!(ran_out.header("preference-applied"), Some("wait=10"));

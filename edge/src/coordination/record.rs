@@ -1,11 +1,11 @@
 //! The record a Durable Object keeps for its (user, key), and the pure transitions of the
-//! protocol: each takes the record as it stands and the time, and says what to answer and how
+//! protocol: each takes the record as it stands and the time, and says what to reply and how
 //! the record changes. Times are Unix milliseconds, as the runtime's clock gives them.
 
 use serde::{Deserialize, Serialize};
 use shared::Fingerprint;
 
-use super::protocol::{BeginOutcome, BeginRequest, FinishReport};
+use super::protocol::{BeginRequest, BeginVerdict, FinishReport};
 use super::saved_reply::SavedReply;
 use super::waiters::WaiterNews;
 
@@ -22,12 +22,12 @@ pub enum KeyRecord {
         /// When the mark lapses if the attempt never reports.
         mark_expires_at_ms: u64,
     },
-    /// The backend's final answer, replayed until the key's expiry.
+    /// The backend's final reply, replayed until the key's expiry.
     Finished {
-        /// The fingerprint of the request the answer belongs to.
+        /// The fingerprint of the request the reply belongs to.
         fingerprint: Fingerprint,
-        /// The answer.
-        answer: SavedReply,
+        /// The reply.
+        reply: SavedReply,
         /// When the key expires: the backend's `Idempotency-Expires`, the expiry written on the
         /// key's row at its claim.
         keep_until_ms: u64,
@@ -38,14 +38,16 @@ pub enum KeyRecord {
 /// same; reading it through this flat struct, rather than serde's internally tagged enum (which
 /// first copies the whole object into its generic `Content` tree), keeps that machinery out of
 /// the Wasm module: about 11 KB gzipped, with the other tagged messages read the same way
-/// (`BeginOutcome`, `WaitEnd`, `TakeOutcome`).
+/// (`BeginVerdict`, `WaitEnd`, `TakeVerdict`).
 #[derive(Deserialize)]
 struct KeyRecordFields {
     state: KeyRecordState,
     attempt_id: Option<String>,
     fingerprint: Fingerprint,
     mark_expires_at_ms: Option<u64>,
-    answer: Option<SavedReply>,
+    /// Records stored before the rename say `answer`; they are read until they expire.
+    #[serde(alias = "answer")]
+    reply: Option<SavedReply>,
     keep_until_ms: Option<u64>,
 }
 
@@ -72,7 +74,7 @@ impl TryFrom<KeyRecordFields> for KeyRecord {
             },
             KeyRecordState::Finished => KeyRecord::Finished {
                 fingerprint,
-                answer: fields.answer.ok_or("missing field `answer`")?,
+                reply: fields.reply.ok_or("missing field `reply`")?,
                 keep_until_ms: fields
                     .keep_until_ms
                     .ok_or("missing field `keep_until_ms`")?,
@@ -142,29 +144,29 @@ pub fn begin(
     current: Option<&KeyRecord>,
     request: &BeginRequest,
     now_ms: u64,
-) -> (BeginOutcome, RecordChange) {
+) -> (BeginVerdict, RecordChange) {
     let Some(live) = current.filter(|record| record.is_live_at(now_ms)) else {
         let mark = KeyRecord::InFlight {
             attempt_id: request.attempt_id.clone(),
             fingerprint: request.fingerprint,
             mark_expires_at_ms: now_ms.saturating_add(request.mark_for_ms),
         };
-        return (BeginOutcome::Forward, RecordChange::Store(mark));
+        return (BeginVerdict::Forward, RecordChange::Store(mark));
     };
     if *live.fingerprint() != request.fingerprint {
-        return (BeginOutcome::Mismatch, RecordChange::Unchanged);
+        return (BeginVerdict::Mismatch, RecordChange::Unchanged);
     }
-    let outcome = match live {
-        KeyRecord::InFlight { .. } => BeginOutcome::InProgress,
-        KeyRecord::Finished { answer, .. } => BeginOutcome::Replay {
-            answer: answer.clone(),
+    let verdict = match live {
+        KeyRecord::InFlight { .. } => BeginVerdict::InProgress,
+        KeyRecord::Finished { reply, .. } => BeginVerdict::Replay {
+            reply: reply.clone(),
         },
     };
-    (outcome, RecordChange::Unchanged)
+    (verdict, RecordChange::Unchanged)
 }
 
-/// Until when (Unix milliseconds) an attempt that got [`BeginOutcome::InProgress`] waits for the
-/// first attempt's answer: its own wait, never past the end of the in-flight mark (a Worker
+/// Until when (Unix milliseconds) an attempt that got [`BeginVerdict::InProgress`] waits for the
+/// first attempt's reply: its own wait, never past the end of the in-flight mark (a Worker
 /// that died mid-forward never reports); `None` if it does not wait.
 pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u64) -> Option<u64> {
     match current {
@@ -179,24 +181,24 @@ pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u
     }
 }
 
-/// An attempt's forward ended. A final answer is kept until its key's expiry as the backend's
+/// An attempt's forward ended. A final reply is kept until its key's expiry as the backend's
 /// `Idempotency-Expires` names it, never longer (unless one is kept already: the first stays,
-/// and the backend gives the same one to every attempt anyway); a final answer without a
-/// readable expiry, or already past it, is not kept. Any other outcome clears the mark of the
+/// and the backend gives the same one to every attempt anyway); a final reply without a
+/// readable expiry, or already past it, is not kept. Any other reply clears the mark of the
 /// attempt that reports, and only that attempt's. The attempts waiting on the key are handed a
-/// final answer, or whatever the attempt holding the mark got.
+/// final reply, or whatever the attempt holding the mark got.
 pub fn finish(current: Option<&KeyRecord>, report: &FinishReport, now_ms: u64) -> FinishStep {
     let live = current.filter(|record| record.is_live_at(now_ms));
-    let final_answer = report.answer.as_ref().filter(|answer| answer.is_final());
+    let final_reply = report.reply.as_ref().filter(|reply| reply.is_final());
     let holds_the_mark = matches!(live, Some(KeyRecord::InFlight { attempt_id, .. })
         if *attempt_id == report.attempt_id);
-    let change = match (final_answer, live) {
+    let change = match (final_reply, live) {
         (Some(_), Some(KeyRecord::Finished { .. })) => RecordChange::Unchanged,
-        (Some(answer), _) => match answer.key_expires_at_ms() {
+        (Some(reply), _) => match reply.key_expires_at_ms() {
             Some(keep_until_ms) if keep_until_ms > now_ms => {
                 RecordChange::Store(KeyRecord::Finished {
                     fingerprint: report.fingerprint,
-                    answer: answer.clone(),
+                    reply: reply.clone(),
                     keep_until_ms,
                 })
             }
@@ -206,7 +208,7 @@ pub fn finish(current: Option<&KeyRecord>, report: &FinishReport, now_ms: u64) -
         (None, _) if holds_the_mark => RecordChange::Clear,
         (None, _) => RecordChange::Unchanged,
     };
-    let tell_waiters = (final_answer.is_some() || holds_the_mark).then(|| report.answer.clone());
+    let tell_waiters = (final_reply.is_some() || holds_the_mark).then(|| report.reply.clone());
     FinishStep {
         change,
         tell_waiters,
@@ -297,11 +299,11 @@ mod tests {
         time::OffsetDateTime::from_unix_timestamp_nanos(at_ms).expect("in range")
     }
 
-    fn report(attempt: &str, amount: u64, answer: Option<SavedReply>) -> FinishReport {
+    fn report(attempt: &str, amount: u64, reply: Option<SavedReply>) -> FinishReport {
         FinishReport {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
-            answer,
+            reply,
         }
     }
 
@@ -317,10 +319,10 @@ mod tests {
         record: &mut Option<KeyRecord>,
         request: &BeginRequest,
         now: u64,
-    ) -> BeginOutcome {
-        let (outcome, change) = begin(record.as_ref(), request, now);
+    ) -> BeginVerdict {
+        let (verdict, change) = begin(record.as_ref(), request, now);
         apply(record, change);
-        outcome
+        verdict
     }
 
     /// Runs finish and applies its change.
@@ -339,8 +341,8 @@ mod tests {
 
     #[test]
     fn the_first_attempt_is_forwarded_and_marks_the_key_in_flight() {
-        let (outcome, change) = begin(None, &begin_request("a", 1), NOW);
-        assert_eq!(outcome, BeginOutcome::Forward);
+        let (verdict, change) = begin(None, &begin_request("a", 1), NOW);
+        assert_eq!(verdict, BeginVerdict::Forward);
         assert_eq!(
             stored(change),
             KeyRecord::InFlight {
@@ -356,48 +358,48 @@ mod tests {
         let mut record = None;
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("a", 1), NOW),
-            BeginOutcome::Forward
+            BeginVerdict::Forward
         );
         for n in 0..19 {
             let attempt = format!("b{n}");
             assert_eq!(
                 begin_and_apply(&mut record, &begin_request(&attempt, 1), NOW + 1),
-                BeginOutcome::InProgress
+                BeginVerdict::InProgress
             );
         }
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("c", 2), NOW + 1),
-            BeginOutcome::Mismatch
+            BeginVerdict::Mismatch
         );
     }
 
     #[test]
-    fn a_final_answer_is_replayed_until_the_key_expires() {
+    fn a_final_reply_is_replayed_until_the_key_expires() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         finish_and_apply(&mut record, &report("a", 1, Some(created())), NOW + 5);
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("b", 1), NOW + 10),
-            BeginOutcome::Replay { answer: created() }
+            BeginVerdict::Replay { reply: created() }
         );
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("c", 2), NOW + 10),
-            BeginOutcome::Mismatch
+            BeginVerdict::Mismatch
         );
         // Kept until the backend's expiry, and not a moment longer.
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("d", 1), NOW + KEEP_MS - 1),
-            BeginOutcome::Replay { answer: created() }
+            BeginVerdict::Replay { reply: created() }
         );
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("e", 1), NOW + KEEP_MS),
-            BeginOutcome::Forward
+            BeginVerdict::Forward
         );
     }
 
     #[test]
-    fn a_report_long_after_its_attempt_began_keeps_the_answer_only_until_the_backends_expiry() {
-        // The first forward timed out; a retry an hour later got the answer. The key expires
+    fn a_report_long_after_its_attempt_began_keeps_the_reply_only_until_the_backends_expiry() {
+        // The first forward timed out; a retry an hour later got the reply. The key expires
         // when the backend says, not an hour later.
         let mut record = None;
         let hour = 3_600_000;
@@ -414,15 +416,15 @@ mod tests {
     }
 
     #[test]
-    fn a_final_answer_without_a_readable_expiry_or_past_it_is_not_kept() {
+    fn a_final_reply_without_a_readable_expiry_or_past_it_is_not_kept() {
         for expires in [None, Some("soon".to_owned())] {
             let mut record = None;
             begin_and_apply(&mut record, &begin_request("a", 1), NOW);
-            let answer = SavedReply {
+            let reply = SavedReply {
                 expires,
                 ..created()
             };
-            finish_and_apply(&mut record, &report("a", 1, Some(answer)), NOW + 5);
+            finish_and_apply(&mut record, &report("a", 1, Some(reply)), NOW + 5);
             assert_eq!(record, None, "the mark is cleared, nothing kept");
         }
         let mut record = None;
@@ -437,18 +439,18 @@ mod tests {
             NOW + 5,
         );
         assert_eq!(step.change, RecordChange::Clear);
-        assert!(step.tell_waiters.is_some(), "waiters still get the answer");
+        assert!(step.tell_waiters.is_some(), "waiters still get the reply");
     }
 
     #[test]
-    fn a_non_final_answer_frees_the_key_for_the_next_attempt() {
+    fn a_non_final_reply_frees_the_key_for_the_next_attempt() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         finish_and_apply(&mut record, &report("a", 1, None), NOW + 5);
         assert_eq!(record, None);
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("b", 1), NOW + 6),
-            BeginOutcome::Forward
+            BeginVerdict::Forward
         );
     }
 
@@ -472,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn a_late_final_answer_is_kept_even_after_the_mark_lapsed() {
+    fn a_late_final_reply_is_kept_even_after_the_mark_lapsed() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         let late = NOW + MARK_MS + 1;
@@ -481,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_final_answer_stays() {
+    fn the_first_final_reply_stays() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         finish_and_apply(&mut record, &report("a", 1, Some(created())), NOW + 5);
@@ -501,11 +503,11 @@ mod tests {
         begin_and_apply(&mut record, &begin_request("dead", 1), NOW);
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("b", 1), NOW + MARK_MS - 1),
-            BeginOutcome::InProgress
+            BeginVerdict::InProgress
         );
         assert_eq!(
             begin_and_apply(&mut record, &begin_request("c", 1), NOW + MARK_MS),
-            BeginOutcome::Forward
+            BeginVerdict::Forward
         );
     }
 
@@ -542,16 +544,24 @@ mod tests {
         let mark = stored(change);
         let finished = KeyRecord::Finished {
             fingerprint: fp(1),
-            answer: created(),
+            reply: created(),
             keep_until_ms: NOW + KEEP_MS,
         };
-        for record in [mark, finished] {
+        for record in [mark, finished.clone()] {
             let json = serde_json::to_string(&record).expect("serialises");
             assert_eq!(
                 serde_json::from_str::<KeyRecord>(&json).expect("parses"),
                 record
             );
         }
+        // A record stored by the edge before `answer` was renamed `reply` still reads.
+        let json = serde_json::to_string(&finished).expect("serialises");
+        let stored_before = json.replace(r#""reply":"#, r#""answer":"#);
+        assert_ne!(stored_before, json);
+        assert_eq!(
+            serde_json::from_str::<KeyRecord>(&stored_before).expect("parses"),
+            finished
+        );
     }
 
     #[test]
@@ -582,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn the_waiters_get_the_answer_of_the_attempt_they_wait_for() {
+    fn the_waiters_get_the_reply_of_the_attempt_they_wait_for() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
         let done = finish(record.as_ref(), &report("a", 1, Some(created())), NOW + 5);

@@ -1,12 +1,12 @@
-//! The answer to an attempt as an object holds it: status, body and the headers that matter.
+//! The reply to an attempt as an object holds it: status, body and the headers that matter.
 //! A final one is kept and replayed until its key's expiry, as the backend's
-//! `Idempotency-Expires` says it (never longer); any answer is handed to the attempts waiting
+//! `Idempotency-Expires` says it (never longer); any reply is handed to the attempts waiting
 //! for it.
 
 use serde::{Deserialize, Serialize};
 use shared::expiry::parse_http_date;
 
-/// An answer to a forwarded attempt: the backend's, or the edge's own problem when the forward
+/// A reply to a forwarded attempt: the backend's, or the edge's own problem when the forward
 /// failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedReply {
@@ -16,33 +16,33 @@ pub struct SavedReply {
     pub content_type: Option<String>,
     /// The `Location` header (a created payment), if the backend sent one.
     pub location: Option<String>,
-    /// The `Retry-After` header of an answer that is not final, if it had one.
+    /// The `Retry-After` header of a reply that is not final, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<String>,
-    /// The `Idempotency-Expires` header: when the answer's key expires, as the backend wrote it
+    /// The `Idempotency-Expires` header: when the reply's key expires, as the backend wrote it
     /// on the key's row at the claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
-    /// The body. The backend answers JSON, so it is text; a body that is not UTF-8 is not kept.
+    /// The body. The backend replies JSON, so it is text; a body that is not UTF-8 is not kept.
     pub body: String,
 }
 
 impl SavedReply {
-    /// Whether an answer with this status is final: a success, or a bank decline (402). Every
-    /// other answer (409 in progress, 503 outcome pending, 5xx, a 4xx refusal) may change on
+    /// Whether a reply with this status is final: a success, or a bank decline (402). Every
+    /// other reply (409 in progress, 503 outcome pending, 5xx, a 4xx refusal) may change on
     /// retry, so it is never kept at the edge.
     pub fn is_final_status(status: u16) -> bool {
         (200..300).contains(&status) || status == 402
     }
 
-    /// Whether this answer is final (see [`SavedReply::is_final_status`]).
+    /// Whether this reply is final (see [`SavedReply::is_final_status`]).
     pub fn is_final(&self) -> bool {
         Self::is_final_status(self.status)
     }
 
-    /// The answer of a response with a text body, or `None` when its body is not text; `header`
-    /// gives the response's header of a (lower-case) name. The `Retry-After` of a final answer
-    /// is not kept: a final answer is never retried.
+    /// The reply of a response with a text body, or `None` when its body is not text; `header`
+    /// gives the response's header of a (lower-case) name. The `Retry-After` of a final reply
+    /// is not kept: a final reply is never retried.
     pub fn of_response(
         status: u16,
         header: impl Fn(&str) -> Option<String>,
@@ -60,8 +60,8 @@ impl SavedReply {
         })
     }
 
-    /// When the answer's key expires (Unix milliseconds), if the backend said so in a header
-    /// this edge can read; an answer without it is never kept.
+    /// When the reply's key expires (Unix milliseconds), if the backend said so in a header
+    /// this edge can read; a reply without it is never kept.
     pub fn key_expires_at_ms(&self) -> Option<u64> {
         let at = parse_http_date(self.expires.as_deref()?)?;
         u64::try_from(at.unix_timestamp()).ok()?.checked_mul(1000)
@@ -76,7 +76,7 @@ mod tests {
 
     use super::*;
 
-    fn answer(status: u16, body: &[u8]) -> Option<SavedReply> {
+    fn reply(status: u16, body: &[u8]) -> Option<SavedReply> {
         let header = |name: &str| match name {
             "content-type" => Some("application/json".to_owned()),
             "location" => Some("/v1/payments/1".to_owned()),
@@ -89,36 +89,36 @@ mod tests {
 
     #[test]
     fn successes_and_declines_are_final_and_keep_no_retry_after() {
-        let created = answer(201, b"{}").expect("text");
+        let created = reply(201, b"{}").expect("text");
         assert!(created.is_final());
         assert_eq!(created.location.as_deref(), Some("/v1/payments/1"));
         assert_eq!(created.retry_after, None);
         assert_eq!(created.body, "{}");
         assert_eq!(created.key_expires_at_ms(), Some(1_796_292_000_000));
-        assert!(answer(402, b"{}").expect("text").is_final());
-        assert!(answer(200, b"{}").expect("text").is_final());
+        assert!(reply(402, b"{}").expect("text").is_final());
+        assert!(reply(200, b"{}").expect("text").is_final());
     }
 
     #[test]
-    fn answers_that_may_change_on_retry_are_not_final_and_keep_retry_after() {
+    fn replies_that_may_change_on_retry_are_not_final_and_keep_retry_after() {
         for status in [400, 401, 404, 409, 413, 422, 500, 502, 503, 504] {
-            let answer = answer(status, b"{}").expect("text");
-            assert!(!answer.is_final(), "{status}");
-            assert_eq!(answer.retry_after.as_deref(), Some("5"), "{status}");
+            let reply = reply(status, b"{}").expect("text");
+            assert!(!reply.is_final(), "{status}");
+            assert_eq!(reply.retry_after.as_deref(), Some("5"), "{status}");
         }
     }
 
     #[test]
     fn a_body_that_is_not_text_is_not_kept() {
-        assert_eq!(answer(201, &[0xff, 0xfe]), None);
+        assert_eq!(reply(201, &[0xff, 0xfe]), None);
     }
 
     #[test]
     fn records_written_before_retry_after_existed_still_read() {
         let old = r#"{"status":201,"content_type":null,"location":null,"body":"{}"}"#;
-        let answer: SavedReply = serde_json::from_str(old).expect("parses");
-        assert_eq!(answer.retry_after, None);
-        assert_eq!(answer.key_expires_at_ms(), None, "and is never kept");
+        let reply: SavedReply = serde_json::from_str(old).expect("parses");
+        assert_eq!(reply.retry_after, None);
+        assert_eq!(reply.key_expires_at_ms(), None, "and is never kept");
     }
 
     #[test]
@@ -129,11 +129,11 @@ mod tests {
             "1796292000",
             "Thu, 03 Dec 2026 10:00:00 UTC",
         ] {
-            let answer = SavedReply {
+            let reply = SavedReply {
                 expires: Some(expires.to_owned()),
-                ..answer(201, b"{}").expect("text")
+                ..reply(201, b"{}").expect("text")
             };
-            assert_eq!(answer.key_expires_at_ms(), None, "{expires:?}");
+            assert_eq!(reply.key_expires_at_ms(), None, "{expires:?}");
         }
     }
 }

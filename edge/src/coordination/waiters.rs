@@ -1,11 +1,11 @@
 //! [`Waiters`]: the attempts an object holds while its key's first attempt is forwarded, each
-//! waiting (`Prefer: wait`) to be handed that attempt's answer.
+//! waiting (`Prefer: wait`) to be handed that attempt's reply.
 //!
 //! They live in the object's memory only: a waiter is an open request, which an eviction or a
-//! restart of the object ends anyway. Each is a one-shot channel; the object answers all of them
+//! restart of the object ends anyway. Each is a one-shot channel; the object replies to all of them
 //! when the first attempt's report arrives, and each waiter gives up by itself when its wait
 //! runs out. A waiter whose client went away is a channel whose receiving end is gone: it is
-//! dropped the next time the list is looked at, and answering it costs nothing.
+//! dropped the next time the list is looked at, and replying to it costs nothing.
 
 use futures_channel::oneshot;
 
@@ -15,7 +15,7 @@ use super::saved_reply::SavedReply;
 /// rate limits keep one user's attempts far fewer.
 pub const MAX_WAITERS_PER_KEY: usize = 64;
 
-/// What a waiter is handed: the first attempt's answer, or `None` if the first attempt ended
+/// What a waiter is handed: the first attempt's reply, or `None` if the first attempt ended
 /// without one the edge could keep (its body was not text).
 pub type WaiterNews = Option<SavedReply>;
 
@@ -26,7 +26,7 @@ pub struct Waiters {
 }
 
 impl Waiters {
-    /// Parks an attempt: the receiver gets the first attempt's answer. `None` if
+    /// Parks an attempt: the receiver gets the first attempt's reply. `None` if
     /// [`MAX_WAITERS_PER_KEY`] are already waiting.
     pub fn park(&mut self) -> Option<oneshot::Receiver<WaiterNews>> {
         self.drop_departed();
@@ -39,7 +39,7 @@ impl Waiters {
     }
 
     /// Hands `news` to every waiting attempt and forgets them all; how many were still there.
-    pub fn answer_all(&mut self, news: &WaiterNews) -> usize {
+    pub fn reply_all(&mut self, news: &WaiterNews) -> usize {
         self.parked
             .drain(..)
             .filter_map(|waiter| waiter.send(news.clone()).ok())
@@ -82,11 +82,11 @@ mod tests {
     }
 
     #[test]
-    fn every_waiter_gets_the_answer_once() {
+    fn every_waiter_gets_the_reply_once() {
         let mut waiters = Waiters::default();
         let mut receivers: Vec<_> = (0..19).map(|_| waiters.park().expect("room")).collect();
         assert_eq!(waiters.len(), 19);
-        assert_eq!(waiters.answer_all(&Some(created())), 19);
+        assert_eq!(waiters.reply_all(&Some(created())), 19);
         assert!(waiters.is_empty());
         for receiver in &mut receivers {
             assert_eq!(receiver.try_recv(), Ok(Some(Some(created()))));
@@ -100,7 +100,7 @@ mod tests {
         let mut staying = waiters.park().expect("room");
         drop(gone);
         assert_eq!(waiters.len(), 1);
-        assert_eq!(waiters.answer_all(&None), 1);
+        assert_eq!(waiters.reply_all(&None), 1);
         assert_eq!(staying.try_recv(), Ok(Some(None)));
     }
 

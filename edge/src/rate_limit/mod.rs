@@ -10,7 +10,7 @@
 //!   before the key's object: "a few payments per second" for one customer however many
 //!   devices or addresses they use.
 //!
-//! A request over either limit is answered 429 `rate-limited` with `Retry-After` (the time until
+//! A request over either limit gets 429 `rate-limited` with `Retry-After` (the time until
 //! the bucket holds a token again) and goes no further: its key is untouched, so the same request
 //! sent later is handled as usual. The Worker sends the limit with every message
 //! ([`TakeRequest`]), so the objects need no settings of their own.
@@ -20,5 +20,5 @@ mod protocol;
 mod requester;
 
 pub use bucket::{Admission, Limit, TokenBucket};
-pub use protocol::{TAKE_PATH, TakeOutcome, TakeRequest};
+pub use protocol::{TAKE_PATH, TakeRequest, TakeVerdict};
 pub use requester::{CLIENT_ADDRESS_HEADER, ClientAddress, Requester};

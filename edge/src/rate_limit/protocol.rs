@@ -1,5 +1,5 @@
 //! The message between the Worker and a rate limiter object, as JSON over the object's `fetch`:
-//! `POST /take` with a [`TakeRequest`], answered with a [`TakeOutcome`].
+//! `POST /take` with a [`TakeRequest`], which gets a [`TakeVerdict`].
 
 use std::time::Duration;
 
@@ -19,14 +19,14 @@ pub struct TakeRequest {
     pub limit: Limit,
 }
 
-/// The object's answer to a [`TakeRequest`].
+/// The object's reply to a [`TakeRequest`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
-    tag = "outcome",
+    tag = "verdict",
     rename_all = "snake_case",
-    try_from = "TakeOutcomeFields"
+    try_from = "TakeVerdictFields"
 )]
-pub enum TakeOutcome {
+pub enum TakeVerdict {
     /// A token was taken: the request goes on.
     Allowed,
     /// Over the limit: 429.
@@ -36,30 +36,32 @@ pub enum TakeOutcome {
     },
 }
 
-/// A [`TakeOutcome`] as read: the `outcome` tag and the wait, if any. Flat rather than serde's
+/// A [`TakeVerdict`] as read: the `verdict` tag and the wait, if any. Flat rather than serde's
 /// internally tagged enum, for the Wasm module's size (`crate::coordination` reads its
 /// messages the same way); the JSON is the same.
 #[derive(Deserialize)]
-struct TakeOutcomeFields {
-    outcome: TakeOutcomeTag,
+struct TakeVerdictFields {
+    /// A limiter of the previous version says `outcome`.
+    #[serde(alias = "outcome")]
+    verdict: TakeVerdictTag,
     retry_after_ms: Option<u64>,
 }
 
-/// The `outcome` tag of a [`TakeOutcome`].
+/// The `verdict` tag of a [`TakeVerdict`].
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum TakeOutcomeTag {
+enum TakeVerdictTag {
     Allowed,
     Limited,
 }
 
-impl TryFrom<TakeOutcomeFields> for TakeOutcome {
+impl TryFrom<TakeVerdictFields> for TakeVerdict {
     type Error = &'static str;
 
-    fn try_from(fields: TakeOutcomeFields) -> Result<TakeOutcome, Self::Error> {
-        Ok(match fields.outcome {
-            TakeOutcomeTag::Allowed => TakeOutcome::Allowed,
-            TakeOutcomeTag::Limited => TakeOutcome::Limited {
+    fn try_from(fields: TakeVerdictFields) -> Result<TakeVerdict, Self::Error> {
+        Ok(match fields.verdict {
+            TakeVerdictTag::Allowed => TakeVerdict::Allowed,
+            TakeVerdictTag::Limited => TakeVerdict::Limited {
                 retry_after_ms: fields
                     .retry_after_ms
                     .ok_or("missing field `retry_after_ms`")?,
@@ -70,24 +72,24 @@ impl TryFrom<TakeOutcomeFields> for TakeOutcome {
 
 impl TakeRequest {
     /// Applies the request to the object's bucket (a full one for a requester seen first) at
-    /// `now_ms`, and says what to answer.
-    pub fn apply(self, bucket: &mut Option<TokenBucket>, now_ms: u64) -> TakeOutcome {
+    /// `now_ms`, and says what to reply.
+    pub fn apply(self, bucket: &mut Option<TokenBucket>, now_ms: u64) -> TakeVerdict {
         let bucket = bucket.get_or_insert_with(|| TokenBucket::full(self.limit, now_ms));
         match bucket.take(self.limit, now_ms) {
-            Admission::Allowed => TakeOutcome::Allowed,
-            Admission::Limited { retry_after } => TakeOutcome::Limited {
+            Admission::Allowed => TakeVerdict::Allowed,
+            Admission::Limited { retry_after } => TakeVerdict::Limited {
                 retry_after_ms: u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
             },
         }
     }
 }
 
-impl TakeOutcome {
-    /// The 429 the edge answers, or `None` when the request goes on.
+impl TakeVerdict {
+    /// The 429 the edge sends, or `None` when the request goes on.
     pub fn edge_reply(self) -> Option<Reply> {
         match self {
-            TakeOutcome::Allowed => None,
-            TakeOutcome::Limited { retry_after_ms } => Some(Reply::problem(
+            TakeVerdict::Allowed => None,
+            TakeVerdict::Limited { retry_after_ms } => Some(Reply::problem(
                 &Problem::rate_limited(Duration::from_millis(retry_after_ms)),
             )),
         }
@@ -114,11 +116,11 @@ mod tests {
     fn a_requester_seen_first_gets_a_full_bucket() {
         let mut bucket = None;
         for _ in 0..3 {
-            assert_eq!(take(60, 3).apply(&mut bucket, T0), TakeOutcome::Allowed);
+            assert_eq!(take(60, 3).apply(&mut bucket, T0), TakeVerdict::Allowed);
         }
         assert_eq!(
             take(60, 3).apply(&mut bucket, T0 + 250),
-            TakeOutcome::Limited {
+            TakeVerdict::Limited {
                 retry_after_ms: 750
             }
         );
@@ -130,26 +132,31 @@ mod tests {
             serde_json::to_string(&take(120, 10)).expect("serialises"),
             r#"{"limit":{"per_minute":120,"burst":10}}"#
         );
-        for outcome in [
-            TakeOutcome::Allowed,
-            TakeOutcome::Limited {
+        for verdict in [
+            TakeVerdict::Allowed,
+            TakeVerdict::Limited {
                 retry_after_ms: 1500,
             },
         ] {
-            let json = serde_json::to_string(&outcome).expect("serialises");
+            let json = serde_json::to_string(&verdict).expect("serialises");
             assert_eq!(
-                serde_json::from_str::<TakeOutcome>(&json).expect("parses"),
-                outcome
+                serde_json::from_str::<TakeVerdict>(&json).expect("parses"),
+                verdict
             );
         }
         assert_eq!(
-            serde_json::from_str::<TakeOutcome>(r#"{"retry_after_ms":5,"outcome":"limited"}"#)
+            serde_json::from_str::<TakeVerdict>(r#"{"retry_after_ms":5,"verdict":"limited"}"#)
                 .expect("parses"),
-            TakeOutcome::Limited { retry_after_ms: 5 }
+            TakeVerdict::Limited { retry_after_ms: 5 }
         );
-        for broken in [r#"{"outcome":"limited"}"#, r#"{"outcome":"maybe"}"#, "{}"] {
+        assert_eq!(
+            serde_json::from_str::<TakeVerdict>(r#"{"outcome":"limited","retry_after_ms":5}"#)
+                .expect("a limiter of the previous version"),
+            TakeVerdict::Limited { retry_after_ms: 5 }
+        );
+        for broken in [r#"{"verdict":"limited"}"#, r#"{"verdict":"maybe"}"#, "{}"] {
             assert!(
-                serde_json::from_str::<TakeOutcome>(broken).is_err(),
+                serde_json::from_str::<TakeVerdict>(broken).is_err(),
                 "{broken}"
             );
         }
@@ -157,12 +164,12 @@ mod tests {
 
     #[test]
     fn over_the_limit_is_a_429_problem_with_retry_after_in_whole_seconds() {
-        assert_eq!(TakeOutcome::Allowed.edge_reply(), None);
-        let reply = TakeOutcome::Limited {
+        assert_eq!(TakeVerdict::Allowed.edge_reply(), None);
+        let reply = TakeVerdict::Limited {
             retry_after_ms: 1200,
         }
         .edge_reply()
-        .expect("answered here");
+        .expect("replied here");
         assert_eq!(reply.status, 429);
         assert_eq!(reply.header("retry-after"), Some("2"));
         assert_eq!(

@@ -1,10 +1,10 @@
 //! Reading a guarded request's body off the connection without ever holding more than the limit,
-//! and reading to its end (discarding, up to a bound) a body the edge answers without using.
+//! and reading to its end (discarding, up to a bound) a body the edge replies without using.
 //!
 //! A body past the limit is kept no further than the limit plus a chunk. But the edge must still
-//! take in what the client is sending before it answers: a server that answers and closes while
+//! take in what the client is sending before it replies: a server that replies and closes while
 //! the request is still arriving makes the client's TCP stack see a reset, so a client that sent
-//! a whole 10 MB body without `Expect: 100-continue` got no answer at all, or, through
+//! a whole 10 MB body without `Expect: 100-continue` got no reply at all, or, through
 //! `wrangler dev`'s proxy, a bodyless 500 "Network connection lost" (docs/edge-toolchain.md,
 //! "Large bodies"). So the rest of such a body is read and dropped, up to
 //! [`DISCARD_LIMIT_BYTES`], before the 413 (or the 401, 404 or 429) is sent.
@@ -14,7 +14,7 @@ use worker::{ByteStream, Request};
 
 use crate::gate::BodyRead;
 
-/// The most of a body the edge reads and drops before answering without it: a little over
+/// The most of a body the edge reads and drops before replying without it: a little over
 /// 2,000 times the 16 KiB limit, enough for any honest mistake (a file sent to the wrong URL);
 /// a client sending more sees its connection cut, as before.
 pub const DISCARD_LIMIT_BYTES: usize = 32 * 1024 * 1024;
@@ -40,7 +40,7 @@ pub async fn read_body_within(request: &Request, limit: usize) -> BodyRead {
     BodyRead::Complete(body)
 }
 
-/// Reads and drops the body of a request the edge answered without it (an operator route, a
+/// Reads and drops the body of a request the edge replied to without it (an operator route, a
 /// rate limit, a misconfiguration), up to [`DISCARD_LIMIT_BYTES`]. A body already read or
 /// handed to a forward is left alone.
 pub async fn discard_unread_body(request: &Request) {

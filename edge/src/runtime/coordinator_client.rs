@@ -6,7 +6,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::{Env, Error, Response, Result, Stub};
 
 use super::outgoing::Outgoing;
-use crate::coordination::{BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport};
+use crate::coordination::{BEGIN_PATH, BeginRequest, BeginVerdict, FINISH_PATH, FinishReport};
 use crate::gate::Attempt;
 
 /// The binding of the Durable Object namespace (`wrangler.toml`, `[[durable_objects.bindings]]`).
@@ -31,7 +31,7 @@ impl CoordinatorClient {
     }
 
     /// Asks whether the attempt may be forwarded.
-    pub async fn begin(&self, request: &BeginRequest) -> Result<BeginOutcome> {
+    pub async fn begin(&self, request: &BeginRequest) -> Result<BeginVerdict> {
         // `from_slice`, not `Response::json`'s `from_str`: one JSON parser in the Wasm module.
         let mut response = self.post(BEGIN_PATH, request).await?;
         Ok(serde_json::from_slice(&response.bytes().await?)?)
@@ -49,7 +49,7 @@ impl CoordinatorClient {
         let status = response.status_code();
         if !(200..300).contains(&status) {
             return Err(Error::RustError(format!(
-                "the key coordinator answered {status} to {path}"
+                "the key coordinator replied {status} to {path}"
             )));
         }
         Ok(response)

@@ -1,21 +1,21 @@
 //! The Worker's fetch handler: every request enters here.
 //!
-//! An operator route (`/metrics`, `/admin/…`) is answered 404 here. Every other request first
+//! An operator route (`/metrics`, `/admin/…`) gets 404 here. Every other request first
 //! takes a token from its client address's rate limiter (429 without one). A request to an
 //! operation the policy guards is then read (body within the limit) and checked by the
-//! [`Gate`]; a refusal is answered here, and a well-formed attempt takes a token from its
+//! [`Gate`]; a refusal is replied to here, and a well-formed attempt takes a token from its
 //! user's limiter and goes through its (user, key) Durable Object and, when that says so, to the
-//! backend, whose answer is reported back to the object. An attempt that finds its key in
-//! flight and sent `Prefer: wait=N` is held by the object until the first attempt's answer
+//! backend, whose reply is reported back to the object. An attempt that finds its key in
+//! flight and sent `Prefer: wait=N` is held by the object until the first attempt's reply
 //! arrives (or its wait runs out), and never reaches the backend. Everything else is forwarded
-//! unchanged. Errors never escape as a bare runtime error: they become problem+json answers, and
+//! unchanged. Errors never escape as a bare runtime error: they become problem+json replies, and
 //! the details go to the log.
 //!
 //! Every request is the edge's span in a trace (`crate::trace`): the client's trace when its
 //! `traceparent` is well formed, else a new one; every forward names the edge's span as the
-//! backend's parent. Each branch says how the edge answered ([`EdgeOutcome`]: forwarded,
+//! backend's parent. Each branch says how the edge replied ([`EdgeHandling`]: forwarded,
 //! replayed, held, refused, forward failed, edge error), and when the settings name a collector
-//! (`OTEL_EXPORTER_OTLP_ENDPOINT`) the span is exported after the answer.
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT`) the span is exported after the reply.
 
 use std::time::Duration;
 
@@ -40,41 +40,41 @@ use crate::header_bytes::header_bytes;
 use crate::operator_routes::{self, is_operator_route};
 use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
 use crate::reply::Reply;
-use crate::trace::{EdgeOutcome, EdgeSpan, TraceContext};
+use crate::trace::{EdgeHandling, EdgeSpan, TraceContext};
 
-/// The entry point: answers every request, turning an unexpected error into a 500 problem. A
-/// body nothing read (the answer did not need it) is read to its end first, so the client,
-/// still sending, gets the answer rather than a reset connection.
+/// The entry point: replies to every request, turning an unexpected error into a 500 problem. A
+/// body nothing read (the reply did not need it) is read to its end first, so the client,
+/// still sending, gets the reply rather than a reset connection.
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, context: worker::Context) -> Result<Response> {
-    let answer = serve(&request, &env, &context).await;
+    let response = serve(&request, &env, &context).await;
     discard_unread_body(&request).await;
-    answer
+    response
 }
 
-/// An answer and how the edge came to it, for its span.
-struct Answered {
-    /// The span's `edge.outcome`: which branch answered.
-    outcome: EdgeOutcome,
+/// A reply and how the edge came to it, for its span.
+struct Served {
+    /// The span's `edge.handling`: which branch replied.
+    handling: EdgeHandling,
     /// What the client gets.
     response: Response,
 }
 
-impl Answered {
-    /// An answer the edge makes itself.
-    fn reply(outcome: EdgeOutcome, reply: Reply) -> Result<Answered> {
+impl Served {
+    /// A reply the edge makes itself.
+    fn reply(handling: EdgeHandling, reply: Reply) -> Result<Served> {
         let response = reply_response(reply)?;
-        Ok(Answered { outcome, response })
+        Ok(Served { handling, response })
     }
 
     /// A refusal the edge makes itself, before the backend.
-    fn refused(reply: Reply) -> Result<Answered> {
-        Answered::reply(EdgeOutcome::Refused, reply)
+    fn refused(reply: Reply) -> Result<Served> {
+        Served::reply(EdgeHandling::Refused, reply)
     }
 }
 
 /// Reads the settings and serves the request as the edge's span of its trace, exported after
-/// the answer when a collector is configured.
+/// the reply when a collector is configured.
 async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Result<Response> {
     let start_ms = now_ms();
     let config = match edge_config(env) {
@@ -85,11 +85,11 @@ async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Resul
         }
     };
     let trace = trace_of(request);
-    let answered = match handle(request, &config, &trace, env, context).await {
-        Ok(answered) => answered,
+    let served = match handle(request, &config, &trace, env, context).await {
+        Ok(served) => served,
         Err(error) => {
             console_error!("edge error: {error}");
-            Answered::reply(EdgeOutcome::EdgeError, Reply::problem(&internal_problem()))?
+            Served::reply(EdgeHandling::EdgeError, Reply::problem(&internal_problem()))?
         }
     };
     if let Some(export) = config.span_export() {
@@ -98,14 +98,14 @@ async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Resul
             trace: &trace,
             method: &method,
             path: &path,
-            status: answered.response.status_code(),
-            outcome: answered.outcome,
+            status: served.response.status_code(),
+            handling: served.handling,
             start_ms,
             end_ms: now_ms(),
         };
         export_span(context, export, &span);
     }
-    Ok(answered.response)
+    Ok(served.response)
 }
 
 /// Passes the request through or guards it.
@@ -115,16 +115,16 @@ async fn handle(
     trace: &TraceContext,
     env: &Env,
     context: &worker::Context,
-) -> Result<Answered> {
+) -> Result<Served> {
     let path = request.path();
     if is_operator_route(&path) {
-        return Answered::refused(Reply::problem(&operator_routes::not_found()));
+        return Served::refused(Reply::problem(&operator_routes::not_found()));
     }
     let limits = config.rate_limits();
     let address =
         ClientAddress::from_header(request.headers().get(CLIENT_ADDRESS_HEADER)?.as_deref());
     if let Some(limited) = over_limit(env, Requester::Address(address), limits.per_address).await {
-        return Answered::refused(limited);
+        return Served::refused(limited);
     }
     let policy = compiled_policy();
     let gate = Gate::new(policy);
@@ -136,10 +136,10 @@ async fn handle(
                 BodyRead::Complete(body) => Some(body),
                 BodyRead::TooLarge => {
                     let too_large = Problem::body_too_large(gate.body_limits().max_bytes);
-                    return Answered::refused(Reply::problem(&too_large));
+                    return Served::refused(Reply::problem(&too_large));
                 }
                 BodyRead::Unreadable => {
-                    return Answered::refused(Reply::problem(&Problem::body_unreadable()));
+                    return Served::refused(Reply::problem(&Problem::body_unreadable()));
                 }
             },
         };
@@ -147,11 +147,11 @@ async fn handle(
         let forwarded =
             forward_unchanged(request, body.as_deref(), config, &request_id, trace).await;
         return match forwarded {
-            Ok(response) => Ok(Answered {
-                outcome: EdgeOutcome::Forwarded,
+            Ok(response) => Ok(Served {
+                handling: EdgeHandling::Forwarded,
                 response,
             }),
-            Err(failure) => failure_answer(failure, config),
+            Err(failure) => failure_reply(failure, config),
         };
     };
     let body = read_body_within(request, gate.body_limits().max_bytes).await;
@@ -173,13 +173,13 @@ async fn handle(
     match gate.check(&route, checked) {
         Verdict::Unauthenticated(reason) => {
             console_log!("request refused: not authenticated: {reason}");
-            Answered::refused(Reply::problem(&Problem::from(&reason)))
+            Served::refused(Reply::problem(&Problem::from(&reason)))
         }
-        Verdict::Reject(problem) => Answered::refused(Reply::problem(&problem)),
+        Verdict::Reject(problem) => Served::refused(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
             let user = Requester::User(attempt.user);
             if let Some(limited) = over_limit(env, user, limits.per_user).await {
-                return Answered::refused(limited);
+                return Served::refused(limited);
             }
             let prefer = headers
                 .get(PREFER_HEADER)?
@@ -201,7 +201,7 @@ async fn handle(
 /// payment because of it would turn a limiter fault into an outage.
 async fn over_limit(env: &Env, requester: Requester, limit: Limit) -> Option<Reply> {
     match take_token(env, &requester, limit).await {
-        Ok(outcome) => outcome.edge_reply(),
+        Ok(verdict) => verdict.edge_reply(),
         Err(error) => {
             console_error!(
                 "rate limiter {} unavailable, not limiting: {error}",
@@ -230,7 +230,7 @@ async fn coordinate_and_forward(
     config: &EdgeConfig,
     env: &Env,
     context: &worker::Context,
-) -> Result<Answered> {
+) -> Result<Served> {
     let Coordinated {
         attempt,
         body,
@@ -246,22 +246,22 @@ async fn coordinate_and_forward(
         wait_ms: wait.map_or(0, millis),
     };
     match coordinator.begin(&begin).await {
-        Ok(outcome) => {
-            if let Some(reply) = outcome.edge_reply(wait) {
-                return Answered::reply(EdgeOutcome::of_key_object(&outcome), reply);
+        Ok(verdict) => {
+            if let Some(reply) = verdict.edge_reply(wait) {
+                return Served::reply(EdgeHandling::of_key_object(&verdict), reply);
             }
         }
         Err(error) => {
             // The backend stays the authority: without the object it still does the work once.
             console_error!("key coordinator unavailable, forwarding uncoordinated: {error}");
             let forwarded = forward_buffered(request, &body, config, &request_id, trace).await;
-            return forwarded_answer(forwarded, config);
+            return forwarded_reply(forwarded, config);
         }
     }
     // The forward and the report to the object run as a `wait_until` task: a phone that times
     // out and disconnects must not cancel them, or its key would stay marked in flight until the
-    // alarm instead of holding the finished answer for the phone's next retry.
-    let (answered, answer) = oneshot::channel();
+    // alarm instead of holding the finished reply for the phone's next retry.
+    let (forward_done, forward_result) = oneshot::channel();
     let outgoing = request.clone()?;
     let task_config = config.clone();
     let task_trace = trace.clone();
@@ -269,50 +269,50 @@ async fn coordinate_and_forward(
     context.wait_until(async move {
         let forwarded =
             forward_buffered(&outgoing, &body, &task_config, &request_id, &task_trace).await;
-        let answer = match &forwarded {
-            Ok(answer) => answer.saved_answer(),
+        let saved = match &forwarded {
+            Ok(backend) => backend.saved_reply(),
             Err(failure) => {
                 let problem = failure.problem(task_config.backend_timeout());
-                Some(Reply::problem(&problem).to_saved_answer())
+                Some(Reply::problem(&problem).to_saved_reply())
             }
         };
         let report = FinishReport {
             attempt_id: request_id,
             fingerprint,
-            answer,
+            reply: saved,
         };
         if let Err(error) = coordinator.finish(&report).await {
             console_error!(
                 "could not report to the key coordinator; its mark lapses by alarm: {error}"
             );
         }
-        // The phone may be gone; then nobody is waiting for the answer, and that is fine.
-        let _ = answered.send(forwarded);
+        // The phone may be gone; then nobody is waiting for the reply, and that is fine.
+        let _ = forward_done.send(forwarded);
     });
-    match answer.await {
-        Ok(forwarded) => forwarded_answer(forwarded, config),
-        Err(_) => Answered::reply(EdgeOutcome::EdgeError, Reply::problem(&internal_problem())),
+    match forward_result.await {
+        Ok(forwarded) => forwarded_reply(forwarded, config),
+        Err(_) => Served::reply(EdgeHandling::EdgeError, Reply::problem(&internal_problem())),
     }
 }
 
-/// The backend's answer, or the problem for a failed forward.
-fn forwarded_answer(
+/// The backend's reply, or the problem for a failed forward.
+fn forwarded_reply(
     forwarded: std::result::Result<BackendReply, ForwardFailure>,
     config: &EdgeConfig,
-) -> Result<Answered> {
+) -> Result<Served> {
     match forwarded {
-        Ok(answer) => Ok(Answered {
-            outcome: EdgeOutcome::Forwarded,
-            response: answer.into_response(),
+        Ok(backend) => Ok(Served {
+            handling: EdgeHandling::Forwarded,
+            response: backend.into_response(),
         }),
-        Err(failure) => failure_answer(failure, config),
+        Err(failure) => failure_reply(failure, config),
     }
 }
 
-/// The problem for a forward that got no answer from the backend.
-fn failure_answer(failure: ForwardFailure, config: &EdgeConfig) -> Result<Answered> {
+/// The problem for a forward that got no reply from the backend.
+fn failure_reply(failure: ForwardFailure, config: &EdgeConfig) -> Result<Served> {
     let problem = failure.problem(config.backend_timeout());
-    Answered::reply(EdgeOutcome::from(failure), Reply::problem(&problem))
+    Served::reply(EdgeHandling::from(failure), Reply::problem(&problem))
 }
 
 /// The settings from the runtime's environment (`[vars]`, and the secret).

@@ -1,6 +1,6 @@
 //! Sending a request on to the backend, bounded by the forward timeout: a request that passes
 //! through gets the backend's response as is; a guarded request sends the body the gate already
-//! read and gets the whole answer back, so the answer can be kept. Where the backend asks for
+//! read and gets the whole reply back, so the reply can be kept. Where the backend asks for
 //! the edge's proof (`EDGE_PROOF_SECRET`), every forward carries one, signed over its method,
 //! path, body and time (`shared::edge_proof`); a request that passes through then has its body
 //! read first, since the proof covers it, and otherwise streams it. Every forward carries the
@@ -30,7 +30,7 @@ use crate::forward_rules::{
 };
 use crate::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER, TraceContext};
 
-/// The backend's whole answer to a guarded request.
+/// The backend's whole reply to a guarded request.
 #[derive(Debug)]
 pub struct BackendReply {
     status: u16,
@@ -39,14 +39,14 @@ pub struct BackendReply {
 }
 
 impl BackendReply {
-    /// The answer as the key's object keeps it (if final) and hands it to waiting attempts;
+    /// The reply as the key's object keeps it (if final) and hands it to waiting attempts;
     /// `None` if its body is not text.
-    pub fn saved_answer(&self) -> Option<SavedReply> {
+    pub fn saved_reply(&self) -> Option<SavedReply> {
         let header = |name: &str| self.headers.get(name).ok().flatten();
         SavedReply::of_response(self.status, header, &self.body)
     }
 
-    /// The answer as the client's response: the backend's status, headers and body.
+    /// The reply as the client's response: the backend's status, headers and body.
     pub fn into_response(self) -> Response {
         Response::builder()
             .with_status(self.status)
@@ -71,7 +71,7 @@ pub async fn forward_unchanged(
     .await
 }
 
-/// Forwards a guarded request with the body already read, and reads the whole answer.
+/// Forwards a guarded request with the body already read, and reads the whole reply.
 pub async fn forward_buffered(
     request: &Request,
     body: &[u8],
@@ -95,7 +95,7 @@ pub async fn forward_buffered(
 /// The request to the backend: the client's method, path, query, headers and body (`body` as
 /// read, or the incoming body streamed), plus the request id, the edge's trace headers and,
 /// where configured, the edge's proof (its nonce the request id), with redirects handed back to
-/// the client rather than followed. A `GET` or `HEAD` goes without its body: `fetch` cannot send one, and the backend answers such a request as if
+/// the client rather than followed. A `GET` or `HEAD` goes without its body: `fetch` cannot send one, and the backend replies to such a request as if
 /// it had none (a read ignores a body; a route without that method is 405 either way). A method
 /// `fetch` cannot send at all (`CONNECT`, `TRACE`, `TRACK`) is the client's doing:
 /// [`ForwardFailure::MethodNotForwardable`], never "backend unreachable".

@@ -5,7 +5,7 @@
 //! same synchronous step as the decision, before any write is awaited, so two attempts arriving
 //! together can never both be told to forward. Storage (the object's SQLite-backed key-value
 //! store) keeps the record across evictions; the alarm deletes it when its time is up: a lapsed
-//! in-flight mark, or a kept answer at the key's expiry.
+//! in-flight mark, or a kept reply at the key's expiry.
 //!
 //! Messages and the stored record are JSON read with `serde_json::from_slice`, for the size of
 //! the Wasm module (its aim: `docs/figures.md`): not through `Request::json` or
@@ -30,7 +30,7 @@ use worker::{
 
 use super::clock::now_ms;
 use crate::coordination::{
-    BEGIN_PATH, BeginOutcome, BeginRequest, FINISH_PATH, FinishReport, KeyRecord, RecordChange,
+    BEGIN_PATH, BeginRequest, BeginVerdict, FINISH_PATH, FinishReport, KeyRecord, RecordChange,
     WaitEnd, WaiterNews, Waiters, begin, finish, on_alarm, wait_until,
 };
 
@@ -44,7 +44,7 @@ pub struct KeyCoordinator {
     /// The record as last read or written: outer `None` until read from storage once, inner
     /// `None` when the key is free at the edge.
     record: RefCell<Option<Option<KeyRecord>>>,
-    /// The attempts waiting for the in-flight attempt's answer.
+    /// The attempts waiting for the in-flight attempt's reply.
     waiters: RefCell<Waiters>,
 }
 
@@ -63,27 +63,27 @@ impl DurableObject for KeyCoordinator {
                 let message: BeginRequest = serde_json::from_slice(&request.bytes().await?)?;
                 let current = self.load().await?;
                 let now = now_ms();
-                let (outcome, change) = begin(current.as_ref(), &message, now);
-                let parked = match outcome {
-                    BeginOutcome::InProgress => wait_until(current.as_ref(), &message, now)
+                let (verdict, change) = begin(current.as_ref(), &message, now);
+                let parked = match verdict {
+                    BeginVerdict::InProgress => wait_until(current.as_ref(), &message, now)
                         .and_then(|until| Some((until, self.waiters.borrow_mut().park()?))),
                     _ => None,
                 };
                 self.apply(change).await?;
-                let outcome = match parked {
-                    Some((until, news)) => BeginOutcome::AfterWait {
+                let verdict = match parked {
+                    Some((until, news)) => BeginVerdict::AfterWait {
                         end: wait_for(news, until.saturating_sub(now)).await,
                     },
-                    None => outcome,
+                    None => verdict,
                 };
-                Response::from_json(&outcome)
+                Response::from_json(&verdict)
             }
             (Method::Post, FINISH_PATH) => {
                 let report: FinishReport = serde_json::from_slice(&request.bytes().await?)?;
                 let current = self.load().await?;
                 let step = finish(current.as_ref(), &report, now_ms());
                 if let Some(news) = &step.tell_waiters {
-                    self.waiters.borrow_mut().answer_all(news);
+                    self.waiters.borrow_mut().reply_all(news);
                 }
                 self.apply(step.change).await?;
                 Ok(Response::empty()?.with_status(204))
@@ -145,12 +145,12 @@ impl KeyCoordinator {
     }
 }
 
-/// Waits `within_ms` at most for the first attempt's answer.
+/// Waits `within_ms` at most for the first attempt's reply.
 async fn wait_for(news: oneshot::Receiver<WaiterNews>, within_ms: u64) -> WaitEnd {
     let timer = pin!(Delay::from(Duration::from_millis(within_ms)));
     match select(news, timer).await {
-        Either::Left((Ok(Some(answer)), _)) => WaitEnd::Answered { answer },
-        // No answer the edge could keep, or the time ran out.
+        Either::Left((Ok(Some(reply)), _)) => WaitEnd::Replied { reply },
+        // No reply the edge could keep, or the time ran out.
         _ => WaitEnd::StillInProgress,
     }
 }

@@ -1,6 +1,6 @@
 //! The Worker: the thin layer between the Workers runtime and the plain modules of this crate.
 //! It reads requests and settings, runs the [`crate::gate`], talks to the rate limiter and
-//! per-key Durable Objects and to the backend, copies answers back and exports the edge's spans.
+//! per-key Durable Objects and to the backend, copies replies back and exports the edge's spans.
 //! Nothing here decides a rule.
 //!
 //! The runtime finds its entry points by their JavaScript names, not through Rust paths: the

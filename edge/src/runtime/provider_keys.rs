@@ -51,7 +51,7 @@ pub async fn key_for(
     choose(url, policy, header).unwrap_or(Err(AuthError::KeysUnavailable))
 }
 
-/// The cache's answer: a key or a refusal, or `None` to fetch first.
+/// The cache's reply: a key or a refusal, or `None` to fetch first.
 fn choose(
     url: &str,
     policy: CachePolicy,
@@ -88,10 +88,10 @@ async fn fetch(url: &str) -> Option<(KeySet, Option<Duration>)> {
         let request = pin!(fetch.send());
         let mut response = match select(request, pin!(Delay::from(FETCH_TIMEOUT))).await {
             Either::Left((response, _)) => response.map_err(|error| error.to_string())?,
-            Either::Right(_) => return Err("no answer in time".to_owned()),
+            Either::Right(_) => return Err("no reply in time".to_owned()),
         };
         if !(200..300).contains(&response.status_code()) {
-            return Err(format!("answered {}", response.status_code()));
+            return Err(format!("replied {}", response.status_code()));
         }
         let cache_control = response.headers().get("cache-control").ok().flatten();
         let bytes = response.bytes().await.map_err(|error| error.to_string())?;

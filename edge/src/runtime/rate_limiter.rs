@@ -1,5 +1,5 @@
 //! The Durable Object kept per [`Requester`] (a user, or a client address): it holds the
-//! requester's token bucket in memory and answers each `POST /take` with the pure
+//! requester's token bucket in memory and replies to each `POST /take` with the pure
 //! [`TakeRequest::apply`].
 //!
 //! Memory only, on purpose: a bucket is worth keeping for seconds, and a write per request would
@@ -37,8 +37,8 @@ impl DurableObject for RateLimiter {
                 // `from_slice`, not `Request::json` (serde-wasm-bindgen) or `from_str`: one JSON
                 // parser in the Wasm module (see `key_coordinator`).
                 let message: TakeRequest = serde_json::from_slice(&request.bytes().await?)?;
-                let outcome = message.apply(&mut self.bucket.borrow_mut(), now_ms());
-                Response::from_json(&outcome)
+                let verdict = message.apply(&mut self.bucket.borrow_mut(), now_ms());
+                Response::from_json(&verdict)
             }
             _ => Response::error("no such rate limiter message", 404),
         }

@@ -5,7 +5,7 @@ use worker::wasm_bindgen::JsValue;
 use worker::{Env, Error, Result};
 
 use super::outgoing::Outgoing;
-use crate::rate_limit::{Limit, Requester, TAKE_PATH, TakeOutcome, TakeRequest};
+use crate::rate_limit::{Limit, Requester, TAKE_PATH, TakeRequest, TakeVerdict};
 
 /// The binding of the rate limiter namespace (`wrangler.toml`, `[[durable_objects.bindings]]`).
 pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
@@ -14,7 +14,7 @@ pub const RATE_LIMITER_BINDING: &str = "RATE_LIMITER";
 const RATE_LIMITER_ORIGIN: &str = "https://rate-limiter";
 
 /// Takes a token for one request of `requester` under `limit`.
-pub async fn take_token(env: &Env, requester: &Requester, limit: Limit) -> Result<TakeOutcome> {
+pub async fn take_token(env: &Env, requester: &Requester, limit: Limit) -> Result<TakeVerdict> {
     let stub = env
         .durable_object(RATE_LIMITER_BINDING)?
         .get_by_name(&requester.limiter_name())?;
@@ -24,7 +24,7 @@ pub async fn take_token(env: &Env, requester: &Requester, limit: Limit) -> Resul
     let status = response.status_code();
     if !(200..300).contains(&status) {
         return Err(Error::RustError(format!(
-            "the rate limiter answered {status}"
+            "the rate limiter replied {status}"
         )));
     }
     // `from_slice`, not `Response::json`'s `from_str`: one JSON parser in the Wasm module.

@@ -44,7 +44,7 @@ mod tests {
 
     #[wasm_bindgen_test]
     async fn a_replay_becomes_a_response_marked_as_replayed() {
-        let answer = SavedReply {
+        let saved = SavedReply {
             status: 201,
             content_type: Some("application/json".to_owned()),
             location: Some("/v1/payments/p".to_owned()),
@@ -52,7 +52,7 @@ mod tests {
             expires: None,
             body: r#"{"payment_id":"p"}"#.to_owned(),
         };
-        let mut response = reply_response(Reply::replay(&answer)).expect("response");
+        let mut response = reply_response(Reply::replay(&saved)).expect("response");
         assert_eq!(response.status_code(), 201);
         let headers = response.headers();
         assert_eq!(

@@ -1,7 +1,7 @@
 //! The edge's trace at the runtime: the context taken from a request's headers with freshly
 //! drawn ids ([`trace_of`]), and the export of the edge's span to the OTLP collector
-//! ([`export_span`]) as a `wait_until` task, after the answer, so a slow or failing collector
-//! never delays or changes the client's answer; a failed export is only logged.
+//! ([`export_span`]) as a `wait_until` task, after the reply, so a slow or failing collector
+//! never delays or changes the client's reply; a failed export is only logged.
 
 use worker::wasm_bindgen::JsValue;
 use worker::{Context, Fetch, Headers, Method, Request, RequestRedirect, console_error};
@@ -34,7 +34,7 @@ fn fresh_ids() -> FreshIds {
     }
 }
 
-/// Sends `span` to the collector once the answer is on its way.
+/// Sends `span` to the collector once the reply is on its way.
 pub fn export_span(context: &Context, export: &SpanExport, span: &EdgeSpan<'_>) {
     let body = otlp::export_request(span, &export.service_name);
     let url = export.traces_url.clone();
@@ -59,7 +59,7 @@ async fn post_json(url: &str, body: &str) -> worker::Result<()> {
     match response.status_code() {
         200..=299 => Ok(()),
         status => Err(worker::Error::RustError(format!(
-            "the collector answered {status}"
+            "the collector replied {status}"
         ))),
     }
 }

@@ -18,7 +18,7 @@ const SPAN_KIND_SERVER: u8 = 2;
 /// `STATUS_CODE_UNSET`: the span is not marked failed (a 4xx is the client's, not the edge's).
 const STATUS_CODE_UNSET: u8 = 0;
 
-/// `STATUS_CODE_ERROR`: a 5xx answer.
+/// `STATUS_CODE_ERROR`: a 5xx reply.
 const STATUS_CODE_ERROR: u8 = 2;
 
 /// The export request carrying `span`, from the service named `service_name`. Written with
@@ -36,7 +36,7 @@ pub fn export_request(span: &EdgeSpan<'_>, service_name: &str) -> String {
             r#"{{"key":"http.response.status_code","value":{{"intValue":"{}"}}}}"#,
             span.status
         ),
-        string_attribute("edge.outcome", span.outcome.as_str()),
+        string_attribute("edge.handling", span.handling.as_str()),
     ]
     .join(",");
     let status_code = if span.status >= 500 {
@@ -94,21 +94,21 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::trace::{EdgeOutcome, FreshIds, IncomingTrace, TraceContext};
+    use crate::trace::{EdgeHandling, FreshIds, IncomingTrace, TraceContext};
 
     const FRESH: FreshIds = FreshIds {
         trace_id: [0xab; 16],
         span_id: [0x0c; 8],
     };
 
-    fn exported(trace: &TraceContext, status: u16, outcome: EdgeOutcome) -> Value {
-        exported_with_path(trace, status, outcome, "/v1/bills/b-1/pay")
+    fn exported(trace: &TraceContext, status: u16, handling: EdgeHandling) -> Value {
+        exported_with_path(trace, status, handling, "/v1/bills/b-1/pay")
     }
 
     fn exported_with_path(
         trace: &TraceContext,
         status: u16,
-        outcome: EdgeOutcome,
+        handling: EdgeHandling,
         path: &str,
     ) -> Value {
         let span = EdgeSpan {
@@ -116,7 +116,7 @@ mod tests {
             method: "POST",
             path,
             status,
-            outcome,
+            handling,
             start_ms: 1_767_225_600_123,
             end_ms: 1_767_225_600_456,
         };
@@ -130,7 +130,7 @@ mod tests {
             tracestate: None,
         };
         let trace = TraceContext::start(incoming, FRESH);
-        let body = exported(&trace, 201, EdgeOutcome::Forwarded);
+        let body = exported(&trace, 201, EdgeHandling::Forwarded);
         let resource = &body["resourceSpans"][0];
         assert_eq!(
             resource["resource"]["attributes"],
@@ -152,7 +152,7 @@ mod tests {
                     {"key": "http.request.method", "value": {"stringValue": "POST"}},
                     {"key": "url.path", "value": {"stringValue": "/v1/bills/b-1/pay"}},
                     {"key": "http.response.status_code", "value": {"intValue": "201"}},
-                    {"key": "edge.outcome", "value": {"stringValue": "forwarded"}},
+                    {"key": "edge.handling", "value": {"stringValue": "forwarded"}},
                 ],
                 "status": {"code": 0},
             }])
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn a_new_trace_has_no_parent_and_a_5xx_marks_the_span_failed() {
         let trace = TraceContext::start(IncomingTrace::default(), FRESH);
-        let body = exported(&trace, 504, EdgeOutcome::ForwardFailed);
+        let body = exported(&trace, 504, EdgeHandling::ForwardFailed);
         let span = &body["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
         assert_eq!(span["traceId"], "ab".repeat(16));
         assert!(span.get("parentSpanId").is_none(), "{span}");
@@ -171,7 +171,7 @@ mod tests {
             span["attributes"][3]["value"]["stringValue"],
             "forward_failed"
         );
-        let refused = exported(&trace, 429, EdgeOutcome::Refused);
+        let refused = exported(&trace, 429, EdgeHandling::Refused);
         let status = &refused["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["status"];
         assert_eq!(status, &json!({"code": 0}));
     }
@@ -180,7 +180,7 @@ mod tests {
     fn quotes_and_backslashes_in_strings_stay_valid_json() {
         let trace = TraceContext::start(IncomingTrace::default(), FRESH);
         let path = r#"/v1/"odd"\path"#;
-        let body = exported_with_path(&trace, 404, EdgeOutcome::Refused, path);
+        let body = exported_with_path(&trace, 404, EdgeHandling::Refused, path);
         let attributes = &body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"];
         assert_eq!(attributes[1]["value"]["stringValue"], path);
     }

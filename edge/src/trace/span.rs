@@ -1,28 +1,28 @@
-//! The edge's span of a request, as a plain value: which request, how the edge answered it
-//! ([`EdgeOutcome`]) and when. The runtime fills one in per request and, when spans are
+//! The edge's span of a request, as a plain value: which request, how the edge replied to it
+//! ([`EdgeHandling`]) and when. The runtime fills one in per request and, when spans are
 //! exported, hands it to [`super::otlp`].
 
 use super::TraceContext;
-use crate::coordination::BeginOutcome;
+use crate::coordination::BeginVerdict;
 use crate::forward_rules::ForwardFailure;
 
-/// The span's name; the method, path and outcome are its attributes.
+/// The span's name; the method, path and handling are its attributes.
 pub const EDGE_SPAN_NAME: &str = "edge request";
 
-/// How the edge came to its answer: the span's `edge.outcome` attribute.
+/// How the edge came to its reply: the span's `edge.handling` attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EdgeOutcome {
-    /// The backend answered; its answer was passed on (`forwarded`).
+pub enum EdgeHandling {
+    /// The backend replied; its reply was passed on (`forwarded`).
     Forwarded,
-    /// A key's saved final answer was replayed without the backend (`replayed`).
+    /// A key's saved final reply was replayed without the backend (`replayed`).
     Replayed,
-    /// An in-flight duplicate waited at its key's object (`Prefer: wait`) and was answered when
+    /// An in-flight duplicate waited at its key's object (`Prefer: wait`) and was replied to when
     /// the wait ended (`held`).
     Held,
     /// The edge refused the request itself, before the backend: 404 operator route, 429, the
     /// gate's 401/400/413/422, the key's 409 or 422, a method that cannot be sent on (`refused`).
     Refused,
-    /// The forward got no answer: the backend was unreachable (502) or timed out (504)
+    /// The forward got no reply: the backend was unreachable (502) or timed out (504)
     /// (`forward_failed`).
     ForwardFailed,
     /// The edge failed itself: misconfigured or an unexpected runtime error (500)
@@ -30,36 +30,36 @@ pub enum EdgeOutcome {
     EdgeError,
 }
 
-impl EdgeOutcome {
+impl EdgeHandling {
     /// The attribute's value.
     pub fn as_str(self) -> &'static str {
         match self {
-            EdgeOutcome::Forwarded => "forwarded",
-            EdgeOutcome::Replayed => "replayed",
-            EdgeOutcome::Held => "held",
-            EdgeOutcome::Refused => "refused",
-            EdgeOutcome::ForwardFailed => "forward_failed",
-            EdgeOutcome::EdgeError => "edge_error",
+            EdgeHandling::Forwarded => "forwarded",
+            EdgeHandling::Replayed => "replayed",
+            EdgeHandling::Held => "held",
+            EdgeHandling::Refused => "refused",
+            EdgeHandling::ForwardFailed => "forward_failed",
+            EdgeHandling::EdgeError => "edge_error",
         }
     }
 
-    /// The outcome of a request its key's object answered (or, for `Forward`, let through).
-    pub fn of_key_object(outcome: &BeginOutcome) -> EdgeOutcome {
-        match outcome {
-            BeginOutcome::Forward => EdgeOutcome::Forwarded,
-            BeginOutcome::InProgress | BeginOutcome::Mismatch => EdgeOutcome::Refused,
-            BeginOutcome::Replay { .. } => EdgeOutcome::Replayed,
-            BeginOutcome::AfterWait { .. } => EdgeOutcome::Held,
+    /// The handling of a request its key's object replied to (or, for `Forward`, let through).
+    pub fn of_key_object(verdict: &BeginVerdict) -> EdgeHandling {
+        match verdict {
+            BeginVerdict::Forward => EdgeHandling::Forwarded,
+            BeginVerdict::InProgress | BeginVerdict::Mismatch => EdgeHandling::Refused,
+            BeginVerdict::Replay { .. } => EdgeHandling::Replayed,
+            BeginVerdict::AfterWait { .. } => EdgeHandling::Held,
         }
     }
 }
 
-impl From<ForwardFailure> for EdgeOutcome {
-    fn from(failure: ForwardFailure) -> EdgeOutcome {
+impl From<ForwardFailure> for EdgeHandling {
+    fn from(failure: ForwardFailure) -> EdgeHandling {
         match failure {
-            ForwardFailure::Unreachable | ForwardFailure::TimedOut => EdgeOutcome::ForwardFailed,
-            // Nothing was sent: the edge answers 405 as the backend would.
-            ForwardFailure::MethodNotForwardable => EdgeOutcome::Refused,
+            ForwardFailure::Unreachable | ForwardFailure::TimedOut => EdgeHandling::ForwardFailed,
+            // Nothing was sent: the edge replies 405 as the backend would.
+            ForwardFailure::MethodNotForwardable => EdgeHandling::Refused,
         }
     }
 }
@@ -73,13 +73,13 @@ pub struct EdgeSpan<'a> {
     pub method: &'a str,
     /// The request's path, without its query.
     pub path: &'a str,
-    /// The answer's status.
+    /// The reply's status.
     pub status: u16,
-    /// How the edge came to the answer.
-    pub outcome: EdgeOutcome,
+    /// How the edge came to the reply.
+    pub handling: EdgeHandling,
     /// When the request arrived, in Unix milliseconds.
     pub start_ms: u64,
-    /// When the answer was ready, in Unix milliseconds.
+    /// When the reply was ready, in Unix milliseconds.
     pub end_ms: u64,
 }
 
@@ -93,15 +93,15 @@ mod tests {
     use crate::coordination::{SavedReply, WaitEnd};
 
     #[test]
-    fn the_key_objects_answers_are_replayed_held_or_refused() {
-        let outcome = |begin: BeginOutcome| EdgeOutcome::of_key_object(&begin).as_str();
-        assert_eq!(outcome(BeginOutcome::InProgress), "refused");
-        assert_eq!(outcome(BeginOutcome::Mismatch), "refused");
-        let waited = BeginOutcome::AfterWait {
+    fn the_key_objects_replies_are_replayed_held_or_refused() {
+        let handling = |begin: BeginVerdict| EdgeHandling::of_key_object(&begin).as_str();
+        assert_eq!(handling(BeginVerdict::InProgress), "refused");
+        assert_eq!(handling(BeginVerdict::Mismatch), "refused");
+        let waited = BeginVerdict::AfterWait {
             end: WaitEnd::StillInProgress,
         };
-        assert_eq!(outcome(waited), "held");
-        let answer = SavedReply {
+        assert_eq!(handling(waited), "held");
+        let reply = SavedReply {
             status: 201,
             content_type: None,
             location: None,
@@ -109,15 +109,15 @@ mod tests {
             expires: None,
             body: String::new(),
         };
-        assert_eq!(outcome(BeginOutcome::Replay { answer }), "replayed");
-        assert_eq!(outcome(BeginOutcome::Forward), "forwarded");
+        assert_eq!(handling(BeginVerdict::Replay { reply }), "replayed");
+        assert_eq!(handling(BeginVerdict::Forward), "forwarded");
     }
 
     #[test]
-    fn a_forward_without_an_answer_failed_but_an_unsendable_method_was_refused() {
-        let outcome = |failure: ForwardFailure| EdgeOutcome::from(failure).as_str();
-        assert_eq!(outcome(ForwardFailure::Unreachable), "forward_failed");
-        assert_eq!(outcome(ForwardFailure::TimedOut), "forward_failed");
-        assert_eq!(outcome(ForwardFailure::MethodNotForwardable), "refused");
+    fn a_forward_without_a_reply_failed_but_an_unsendable_method_was_refused() {
+        let handling = |failure: ForwardFailure| EdgeHandling::from(failure).as_str();
+        assert_eq!(handling(ForwardFailure::Unreachable), "forward_failed");
+        assert_eq!(handling(ForwardFailure::TimedOut), "forward_failed");
+        assert_eq!(handling(ForwardFailure::MethodNotForwardable), "refused");
     }
 }

@@ -55,7 +55,7 @@ pub struct StackOptions {
     pub jwks_url: Option<String>,
     /// Token settings both edge and backend get (`AUTH_JWT_ISSUER`, `AUTH_USER_CLAIM`…).
     pub token_settings: Vec<(&'static str, String)>,
-    /// Whether the backend answers only requests with the edge's proof (and the edge signs).
+    /// Whether the backend replies only to requests with the edge's proof (and the edge signs).
     pub edge_proof: bool,
     /// An OTLP/HTTP receiver's base URL both edge and backend export their spans to
     /// (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: no traces.
@@ -263,7 +263,7 @@ impl Stack {
             .await
             .unwrap_or_else(|error| {
                 panic!(
-                    "{via:?} did not answer {} {}: {error}",
+                    "{via:?} did not reply {} {}: {error}",
                     call.method, call.path
                 )
             });
@@ -277,7 +277,7 @@ impl Stack {
             .get(format!("{}/metrics", self.backend_admin_url))
             .send()
             .await
-            .expect("backend metrics answer")
+            .expect("backend metrics reply")
             .text()
             .await
             .expect("metrics text");
@@ -297,7 +297,7 @@ impl Stack {
             .get(format!("{}/ledger", self.bank_url))
             .send()
             .await
-            .expect("bank answers")
+            .expect("bank replies")
             .json()
             .await
             .expect("ledger is JSON");
@@ -312,7 +312,7 @@ impl Stack {
             .json(&knobs)
             .send()
             .await
-            .expect("bank answers");
+            .expect("bank replies");
         assert!(response.status().is_success(), "knobs refused: {knobs}");
     }
 }

@@ -4,12 +4,15 @@
 //!
 //! On the wire it is one flat object: `state` names where the key stands, `operation` what it
 //! was used for and `expires_at` (RFC 3339, UTC) when it stops being replayed; a `done` key adds
-//! the saved answer's `status` and its body as `answer`, byte for byte the body a retry with the
+//! the saved reply's `status` and its body as `reply`, byte for byte the body a retry with the
 //! key is replayed:
 //!
 //! ```json
-//! {"state":"done","operation":"pay_bill","status":201,"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
+//! {"state":"done","operation":"pay_bill","status":201,"reply":{...},"answer":{...},"expires_at":"2026-12-03T10:00:00Z"}
 //! ```
+//!
+//! `answer` is the deprecated first name of `reply`: sent beside it, the same bytes, for the
+//! clients already deployed, and read when a body has no `reply` (SPEC §7 says until when).
 //!
 //! An `unknown` key adds, when known, `next_check_at` (when the rail's rules allow the bank to be
 //! asked about it next) or `settlement_due_at` (its checks ran out: when the bank's settlement
@@ -27,7 +30,7 @@ use crate::operation::Operation;
 pub struct KeyStatusResponse {
     /// The operation the key was used for.
     pub operation: Operation,
-    /// When the key expires: its saved answer is replayed until then, and after it the key is a
+    /// When the key expires: its saved reply is replayed until then, and after it the key is a
     /// new request.
     pub expires_at: OffsetDateTime,
     /// How far the key's work has come.
@@ -39,7 +42,7 @@ pub struct KeyStatusResponse {
 pub enum KeyProgress {
     /// Claimed; the first attempt is still running.
     Started,
-    /// The bank's answer is unknown; the bank is asked by reference, as the rail allows.
+    /// The bank's reply is unknown; the bank is asked by reference, as the rail allows.
     Unknown {
         /// When the bank may be asked next, if it may be asked again.
         next_check_at: Option<OffsetDateTime>,
@@ -49,13 +52,13 @@ pub enum KeyProgress {
     /// The bank never saw the key's claim: nothing was charged. Sending the same request with
     /// the key again claims it again (under the same bank reference).
     Released,
-    /// Finished: the saved answer, exactly as a retry with the key would replay it.
+    /// Finished: the saved reply, exactly as a retry with the key would replay it.
     Done {
-        /// The saved answer's status: 201, or 402 for a bank decline.
+        /// The saved reply's status: 201, or 402 for a bank decline.
         status: u16,
-        /// The saved answer's body, the same bytes a replay carries: the payment or refund, or
+        /// The saved reply's body, the same bytes a replay carries: the payment or refund, or
         /// the decline problem.
-        answer: Box<RawValue>,
+        reply: Box<RawValue>,
     },
 }
 
@@ -79,6 +82,9 @@ struct KeyStatusWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    reply: Option<Box<RawValue>>,
+    /// The deprecated alias of `reply`, written with the same bytes and read only without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     answer: Option<Box<RawValue>>,
     #[serde(with = "time::serde::rfc3339")]
     expires_at: OffsetDateTime,
@@ -99,13 +105,13 @@ struct KeyStatusWire {
 impl From<KeyStatusResponse> for KeyStatusWire {
     fn from(response: KeyStatusResponse) -> KeyStatusWire {
         let state = response.progress.state().to_owned();
-        let (mut status, mut answer, mut next_check_at, mut settlement_due_at) =
+        let (mut status, mut reply, mut next_check_at, mut settlement_due_at) =
             (None, None, None, None);
         match response.progress {
             KeyProgress::Done {
                 status: saved,
-                answer: body,
-            } => (status, answer) = (Some(saved), Some(body)),
+                reply: body,
+            } => (status, reply) = (Some(saved), Some(body)),
             KeyProgress::Unknown {
                 next_check_at: next,
                 settlement_due_at: due,
@@ -116,7 +122,8 @@ impl From<KeyStatusResponse> for KeyStatusWire {
             state,
             operation: response.operation,
             status,
-            answer,
+            answer: reply.clone(),
+            reply,
             expires_at: response.expires_at,
             next_check_at,
             settlement_due_at,
@@ -128,15 +135,15 @@ impl TryFrom<KeyStatusWire> for KeyStatusResponse {
     type Error = String;
 
     fn try_from(wire: KeyStatusWire) -> Result<KeyStatusResponse, String> {
-        let progress = match (wire.state.as_str(), wire.status, wire.answer) {
+        let progress = match (wire.state.as_str(), wire.status, wire.reply.or(wire.answer)) {
             ("started", ..) => KeyProgress::Started,
             ("unknown", ..) => KeyProgress::Unknown {
                 next_check_at: wire.next_check_at,
                 settlement_due_at: wire.settlement_due_at,
             },
             ("released", ..) => KeyProgress::Released,
-            ("done", Some(status), Some(answer)) => KeyProgress::Done { status, answer },
-            ("done", ..) => return Err("a done key's status lacks `status` or `answer`".into()),
+            ("done", Some(status), Some(reply)) => KeyProgress::Done { status, reply },
+            ("done", ..) => return Err("a done key's status lacks `status` or `reply`".into()),
             (other, ..) => return Err(format!("unknown key state {other:?}")),
         };
         Ok(KeyStatusResponse {
@@ -159,7 +166,7 @@ mod tests {
     const DECEMBER_3RD_10_AM: i64 = 1_796_292_000;
 
     #[test]
-    fn a_done_key_carries_the_answer_bytes_unchanged() {
+    fn a_done_key_carries_the_reply_bytes_unchanged() {
         // Members out of alphabetical order, as a replay body may have them.
         let body =
             r#"{"type":"/problems/payment-declined","title":"Payment declined","status":402}"#;
@@ -168,25 +175,47 @@ mod tests {
             expires_at: OffsetDateTime::from_unix_timestamp(DECEMBER_3RD_10_AM).expect("valid"),
             progress: KeyProgress::Done {
                 status: 402,
-                answer: RawValue::from_string(body.to_owned()).expect("json"),
+                reply: RawValue::from_string(body.to_owned()).expect("json"),
             },
         };
         let json = serde_json::to_string(&done).expect("serialises");
         assert_eq!(
             json,
             format!(
-                r#"{{"state":"done","operation":"pay_bill","status":402,"answer":{body},"expires_at":"2026-12-03T10:00:00Z"}}"#
+                r#"{{"state":"done","operation":"pay_bill","status":402,"reply":{body},"answer":{body},"expires_at":"2026-12-03T10:00:00Z"}}"#
             )
         );
         let parsed: KeyStatusResponse = serde_json::from_str(&json).expect("parses");
-        let KeyProgress::Done { status, answer } = parsed.progress else {
+        let KeyProgress::Done { status, reply } = parsed.progress else {
             panic!("done expected");
         };
-        assert_eq!((status, answer.get()), (402, body));
+        assert_eq!((status, reply.get()), (402, body));
     }
 
     #[test]
-    fn pending_states_have_no_answer() {
+    fn a_body_with_only_the_deprecated_alias_still_reads() {
+        let body = r#"{"payment_id":"pay-1","status":"succeeded"}"#;
+        let old = format!(
+            r#"{{"state":"done","operation":"pay_bill","status":201,"answer":{body},"expires_at":"2026-12-03T10:00:00Z"}}"#
+        );
+        let parsed: KeyStatusResponse = serde_json::from_str(&old).expect("parses");
+        let KeyProgress::Done { status, reply } = parsed.progress else {
+            panic!("done expected");
+        };
+        assert_eq!((status, reply.get()), (201, body));
+        // With both, `reply` is the one read.
+        let both = format!(
+            r#"{{"state":"done","operation":"pay_bill","status":201,"reply":{body},"answer":{{}},"expires_at":"2026-12-03T10:00:00Z"}}"#
+        );
+        let parsed: KeyStatusResponse = serde_json::from_str(&both).expect("parses");
+        let KeyProgress::Done { reply, .. } = parsed.progress else {
+            panic!("done expected");
+        };
+        assert_eq!(reply.get(), body);
+    }
+
+    #[test]
+    fn pending_states_have_no_reply() {
         let unknown: KeyStatusResponse = serde_json::from_str(
             r#"{"state":"unknown","operation":"refund_payment","expires_at":"2026-12-03T10:00:00Z"}"#,
         )

@@ -86,7 +86,7 @@ impl<'t> CompactToken<'t> {
     }
 
     /// The token once its signature has been checked: `signature_holds` is the verifier's
-    /// answer, and only a token whose signature holds has its claims read.
+    /// reply, and only a token whose signature holds has its claims read.
     pub fn verified(self, signature_holds: bool) -> Result<VerifiedToken, AuthError> {
         if !signature_holds {
             return Err(AuthError::BadSignature);

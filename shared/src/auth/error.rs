@@ -4,7 +4,7 @@ use thiserror::Error;
 
 use super::hs256::{JWT_SECRET_SETTING, MIN_SECRET_BYTES};
 
-/// Why a token was refused. All of them are answered with the same 401; the variant is logged.
+/// Why a token was refused. All of them get the same 401; the variant is logged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum AuthError {
     /// No `Authorization` header.

@@ -19,4 +19,4 @@ pub use progress::{
     parse_retry_after,
 };
 pub use rules::{ClientRules, PREFER_WAIT_MARGIN};
-pub use schedule::{AnswerClass, NextStep, RetrySchedule, classify_status, random_unit};
+pub use schedule::{NextStep, ReplyClass, RetrySchedule, classify_status, random_unit};

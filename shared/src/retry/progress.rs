@@ -1,14 +1,14 @@
 //! One action's course, as a pure state machine: given what the last request came back with and
 //! the time since the action's first send, what the client does next. Every client runs this
 //! (the Rust `payments-client` calls it; the TypeScript package is held to it by the test
-//! vectors in `shared/vectors/`), so "what happens after a 409 at minute nine" has one answer.
+//! vectors in `shared/vectors/`), so "what happens after a 409 at minute nine" is decided once.
 //!
-//! An action is first *sent*: the saved key and body, again and again, until a final answer
-//! (2xx, 402, another 4xx) or a 401. A retryable answer (409, 429, 5xx) or no answer at all
+//! An action is first *sent*: the saved key and body, again and again, until a final reply
+//! (2xx, 402, another 4xx) or a 401. A retryable reply (409, 429, 5xx) or no reply at all
 //! (a timeout, a failed connection) is followed by a wait of `uniform(0, ceiling)` with
 //! `Retry-After` as its floor ([`RetrySchedule`]). Once the next wait would cross the deadline,
 //! or the attempts reach their bound, the action is *looked up* instead
-//! (`GET /v1/idempotency-keys/{key}`): paying again cannot be the answer to not knowing. A
+//! (`GET /v1/idempotency-keys/{key}`): paying again cannot be the cure for not knowing. A
 //! look-up that tells nothing is asked again a bounded number of times, then the action stays
 //! saved as [`Unsettled::Unreachable`].
 //!
@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::{AnswerClass, ClientRules, NextStep, RetrySchedule, classify_status};
+use super::{ClientRules, NextStep, ReplyClass, RetrySchedule, classify_status};
 
 /// The longest `Retry-After` taken at its word (about 31 years); a longer value is read as this.
 pub const LONGEST_RETRY_AFTER_SECONDS: u64 = 999_999_999;
@@ -24,10 +24,10 @@ pub const LONGEST_RETRY_AFTER_SECONDS: u64 = 999_999_999;
 /// What one request (an attempt or a look-up) came back with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seen {
-    /// No answer: the request timed out or the connection failed.
+    /// No reply: the request timed out or the connection failed.
     Nothing,
-    /// An HTTP answer.
-    Answer {
+    /// An HTTP reply.
+    Reply {
         /// Its status.
         status: u16,
         /// Its `Retry-After` ([`parse_retry_after`]).
@@ -43,11 +43,11 @@ pub enum Seen {
 pub enum KeyState {
     /// The first attempt is still running.
     Started,
-    /// The bank's answer is unknown; the server is asking the bank.
+    /// The bank's reply is unknown; the server is asking the bank.
     Unknown,
     /// The bank never saw it and the server released the key: nothing charged so far.
     Released,
-    /// Finished, with the saved answer's status.
+    /// Finished, with the saved reply's status.
     Done {
         /// 201, or 402 for a decline.
         status: u16,
@@ -74,7 +74,7 @@ impl KeyState {
 pub enum Unsettled {
     /// The first attempt is still running on the server.
     Started,
-    /// The bank's answer is unknown; the server is asking the bank.
+    /// The bank's reply is unknown; the server is asking the bank.
     Unknown,
     /// The server could not be asked.
     Unreachable,
@@ -87,8 +87,8 @@ pub enum Unsettled {
 /// How a run of an action ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
-    /// A final answer with this status, from an attempt or (`from_look_up`) the key's status.
-    Answered {
+    /// A final reply with this status, from an attempt or (`from_look_up`) the key's status.
+    Replied {
         /// 2xx, 402, or another final 4xx.
         status: u16,
         /// Whether the look-up after the deadline told it.
@@ -183,14 +183,14 @@ impl ActionProgress {
 
     fn after_attempt(&mut self, seen: Seen, elapsed: Duration, unit: f64) -> Next {
         let retry_after = match seen {
-            Seen::Answer { status: 401, .. } => return self.stop(Ending::SignInRequired),
-            Seen::Answer { status, .. } if classify_status(status) == AnswerClass::Final => {
-                return self.stop(Ending::Answered {
+            Seen::Reply { status: 401, .. } => return self.stop(Ending::SignInRequired),
+            Seen::Reply { status, .. } if classify_status(status) == ReplyClass::Final => {
+                return self.stop(Ending::Replied {
                     status,
                     from_look_up: false,
                 });
             }
-            Seen::Answer { retry_after, .. } => retry_after,
+            Seen::Reply { retry_after, .. } => retry_after,
             Seen::Nothing => None,
         };
         let schedule: RetrySchedule = self.rules.schedule;
@@ -205,13 +205,13 @@ impl ActionProgress {
 
     fn after_look_up(&mut self, seen: Seen, unit: f64) -> Next {
         let retry_after = match seen {
-            Seen::Answer {
+            Seen::Reply {
                 status: 200,
                 key_state: Some(state),
                 ..
             } => {
                 return self.stop(match state {
-                    KeyState::Done { status } => Ending::Answered {
+                    KeyState::Done { status } => Ending::Replied {
                         status,
                         from_look_up: true,
                     },
@@ -220,9 +220,9 @@ impl ActionProgress {
                     KeyState::Released => Ending::Unsettled(Unsettled::Released),
                 });
             }
-            Seen::Answer { status: 404, .. } => return self.stop(Ending::NotReceived),
-            Seen::Answer { status: 401, .. } => return self.stop(Ending::SignInRequired),
-            Seen::Answer { retry_after, .. } => retry_after,
+            Seen::Reply { status: 404, .. } => return self.stop(Ending::NotReceived),
+            Seen::Reply { status: 401, .. } => return self.stop(Ending::SignInRequired),
+            Seen::Reply { retry_after, .. } => retry_after,
             Seen::Nothing => None,
         };
         let jittered = self
@@ -289,8 +289,8 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    fn answer(status: u16) -> Seen {
-        Seen::Answer {
+    fn reply(status: u16) -> Seen {
+        Seen::Reply {
             status,
             retry_after: None,
             key_state: None,
@@ -312,24 +312,24 @@ mod tests {
     }
 
     #[test]
-    fn a_new_action_is_sent_at_once_and_a_final_answer_stops_it() {
+    fn a_new_action_is_sent_at_once_and_a_final_reply_stops_it() {
         for status in [201, 402, 404, 422] {
             let (mut progress, first) =
                 ActionProgress::start(ClientRules::default(), Duration::ZERO);
             assert_eq!(first, send(Duration::ZERO));
-            assert_eq!(progress.next(answer(503), SECOND, 0.5), send(SECOND / 4));
-            let ending = Ending::Answered {
+            assert_eq!(progress.next(reply(503), SECOND, 0.5), send(SECOND / 4));
+            let ending = Ending::Replied {
                 status,
                 from_look_up: false,
             };
             assert_eq!(
-                progress.next(answer(status), 2 * SECOND, 0.5),
+                progress.next(reply(status), 2 * SECOND, 0.5),
                 Next::Stop(ending)
             );
             assert!(!ending.keeps_action());
             assert_eq!(progress.attempts(), 2);
             assert_eq!(
-                progress.next(answer(503), 3 * SECOND, 0.5),
+                progress.next(reply(503), 3 * SECOND, 0.5),
                 Next::Stop(ending)
             );
         }
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn retry_after_is_the_floor_and_the_deadline_turns_sending_into_a_look_up() {
         let (mut progress, _) = ActionProgress::start(ClientRules::default(), Duration::ZERO);
-        let busy = Seen::Answer {
+        let busy = Seen::Reply {
             status: 429,
             retry_after: Some(7 * SECOND),
             key_state: None,
@@ -366,7 +366,7 @@ mod tests {
             (
                 Some(KeyState::Done { status: 201 }),
                 200,
-                Ending::Answered {
+                Ending::Replied {
                     status: 201,
                     from_look_up: true,
                 },
@@ -387,7 +387,7 @@ mod tests {
         let rules = ClientRules::default();
         for (key_state, status, ending) in cases {
             let (mut progress, _) = ActionProgress::start(rules, rules.schedule.deadline);
-            let seen = Seen::Answer {
+            let seen = Seen::Reply {
                 status,
                 retry_after: None,
                 key_state,
@@ -404,10 +404,10 @@ mod tests {
         let rules = ClientRules::default();
         let (mut progress, _) = ActionProgress::start(rules, rules.schedule.deadline);
         let late = rules.schedule.deadline;
-        assert_eq!(progress.next(answer(503), late, 0.5), look_up(SECOND / 4));
+        assert_eq!(progress.next(reply(503), late, 0.5), look_up(SECOND / 4));
         assert_eq!(progress.next(Seen::Nothing, late, 0.5), look_up(SECOND / 2));
         assert_eq!(
-            progress.next(answer(200), late, 0.5),
+            progress.next(reply(200), late, 0.5),
             Next::Stop(Ending::Unsettled(Unsettled::Unreachable))
         );
     }

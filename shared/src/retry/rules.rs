@@ -5,20 +5,20 @@
 //!
 //! **`Prefer: wait` (RFC 7240, SPEC §4).** Every attempt and status look-up asks the server to
 //! wait up to [`ClientRules::prefer_wait`] for the key's first attempt when that attempt is
-//! still running, and to answer with its final answer instead of 409. The header carries whole
+//! still running, and to reply with its final reply instead of 409. The header carries whole
 //! seconds, so the wait is rounded down; the server applies at most its policy's cap
 //! (`max_wait_seconds` at `GET /idempotency-policy`, 10 s by default). The wait is always held
-//! *strictly below* the client's own `attempt_timeout`: a server whose wait runs out answers
-//! 409 with `Retry-After`, and that answer must reach the client before the client gives up on
+//! *strictly below* the client's own `attempt_timeout`: a server whose wait runs out replies
+//! 409 with `Retry-After`, and that reply must reach the client before the client gives up on
 //! the attempt, or the wait would turn every "still running" into a timeout. The default leaves
-//! [`PREFER_WAIT_MARGIN`] (5 s) for that answer to travel: the article's 15 s timeout asks for
+//! [`PREFER_WAIT_MARGIN`] (5 s) for that reply to travel: the article's 15 s timeout asks for
 //! `wait=10`, which is also the server's default cap.
 
 use std::time::Duration;
 
 use super::RetrySchedule;
 
-/// How much shorter than the attempt timeout the default wait is: room for the server's answer
+/// How much shorter than the attempt timeout the default wait is: room for the server's reply
 /// when its wait runs out (and for the network and the edge) before the client gives up.
 pub const PREFER_WAIT_MARGIN: Duration = Duration::from_secs(5);
 
@@ -29,7 +29,7 @@ pub const PREFER_WAIT_MARGIN: Duration = Duration::from_secs(5);
 pub struct ClientRules {
     /// Backoff, jitter and the deadline after which the client asks for the outcome instead.
     pub schedule: RetrySchedule,
-    /// How long one attempt (or one status look-up) waits for an answer.
+    /// How long one attempt (or one status look-up) waits for a reply.
     pub attempt_timeout: Duration,
     /// How long the server is asked to wait for the key's first attempt (`Prefer: wait=N`);
     /// `None` sends no `Prefer` header. Sent in whole seconds and strictly below

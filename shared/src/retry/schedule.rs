@@ -38,21 +38,21 @@ pub enum NextStep {
     CheckStatus,
 }
 
-/// How a client must treat an answer.
+/// How a client must treat a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnswerClass {
-    /// A final answer (2xx, a 402 decline, any other 4xx): stop; the action is over.
+pub enum ReplyClass {
+    /// A final reply (2xx, a 402 decline, any other 4xx): stop; the action is over.
     Final,
     /// Not final (409 in progress, 503 outcome pending, 429, 5xx from a proxy): retry the same.
     Retry,
 }
 
 /// Classifies an HTTP status. Every retry reuses the key, so retrying a 5xx is safe: the server
-/// never saves a server error as a final answer.
-pub fn classify_status(status: u16) -> AnswerClass {
+/// never saves a server error as a final reply.
+pub fn classify_status(status: u16) -> ReplyClass {
     match status {
-        409 | 429 | 500..=599 => AnswerClass::Retry,
-        _ => AnswerClass::Final,
+        409 | 429 | 500..=599 => ReplyClass::Retry,
+        _ => ReplyClass::Final,
     }
 }
 
@@ -172,12 +172,12 @@ mod tests {
     }
 
     #[test]
-    fn answers_are_classified_final_or_retry() {
+    fn replies_are_classified_final_or_retry() {
         for status in [200, 201, 400, 401, 402, 404, 413, 422] {
-            assert_eq!(classify_status(status), AnswerClass::Final, "{status}");
+            assert_eq!(classify_status(status), ReplyClass::Final, "{status}");
         }
         for status in [409, 429, 500, 502, 503, 504] {
-            assert_eq!(classify_status(status), AnswerClass::Retry, "{status}");
+            assert_eq!(classify_status(status), ReplyClass::Retry, "{status}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! playing the load balancer, WAF or misbehaving gateway that stands at a real bank's front
 //! door, for the failures of that front door which the bank simulator itself never produces: an
 //! HTML error page instead of the bank's JSON, a 503 for a call it did forward (so the money
-//! moved), a redirect, an answer far larger than any the bank sends, and an answer that names
+//! moved), a redirect, a reply far larger than any the bank sends, and a reply that names
 //! another reference than the call's.
 //!
 //! Backend tests give the backend the gateway's [`BankGateway::url`] as its bank, and switch
@@ -10,9 +10,9 @@
 //! the modes that misbehave on calls let every other request (look-ups, the ledger) through
 //! unchanged, so reconciliation can still ask the bank what happened. Forwarding keeps the
 //! method, the path and query, the body bytes and every end-to-end header (`content-type`,
-//! `traceparent`, …); an answer passed on keeps the bank's status, end-to-end headers and body.
+//! `traceparent`, …); a reply passed on keeps the bank's status, end-to-end headers and body.
 //! The gateway waits for the bank as long as the bank takes: the caller's own deadline is the
-//! one that fires. A bank it cannot reach, or whose answer it cannot read, is answered
+//! one that fires. A call to a bank it cannot reach, or whose reply it cannot read, gets
 //! `502 Bad Gateway` with an HTML page, as a real gateway does.
 
 use std::net::SocketAddr;
@@ -28,14 +28,14 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 /// The largest request body the gateway reads before forwarding it (the bank's requests are a
-/// few hundred bytes); a larger one, or one that cannot be read, is answered 400 by the gateway
+/// few hundred bytes); a larger one, or one that cannot be read, gets 400 from the gateway
 /// itself.
 const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 
 /// What [`GatewayMode::NamesAnotherReference`] puts in place of the bank's references.
 const ANOTHER_REFERENCE: &str = "pay-not-yours";
 
-/// Headers that belong to one connection, not to the request or answer they travel with: never
+/// Headers that belong to one connection, not to the request or reply they travel with: never
 /// forwarded, as RFC 9110 §7.6.1 says of a proxy (nor `host`, which the next hop's URL sets
 /// anew; [`end_to_end`] leaves out `content-length` too).
 const HOP_BY_HOP: [&str; 10] = [
@@ -54,12 +54,12 @@ const HOP_BY_HOP: [&str; 10] = [
 /// How the gateway treats the requests that arrive while it is set so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayMode {
-    /// Forwards every request and the bank's answer unchanged.
+    /// Forwards every request and the bank's reply unchanged.
     PassThrough,
-    /// Answers every request (calls and look-ups alike) 503 with a text/html body, forwarding
-    /// nothing: the bank is down behind it.
+    /// Replies to every request (calls and look-ups alike) with 503 and a text/html body,
+    /// forwarding nothing: the bank is down behind it.
     Unavailable,
-    /// Forwards each POST (a money-moving call) to the bank in a task of its own and answers
+    /// Forwards each POST (a money-moving call) to the bank in a task of its own and replies
     /// 503 (text/html body, no JSON) at once, without waiting for the bank: a gateway that
     /// resets or times out after forwarding. The forwarded call still completes at the bank.
     /// Every other request passes through.
@@ -67,28 +67,28 @@ pub enum GatewayMode {
     /// The 503 may reach the caller before the forwarded call reaches the bank, so a look-up
     /// made at once may still find the reference unknown.
     UnavailableAfterForwarding,
-    /// Answers each POST 307 Temporary Redirect with `Location: {location}` without forwarding
-    /// it; every other request passes through.
+    /// Replies to each POST with 307 Temporary Redirect and `Location: {location}` without
+    /// forwarding it; every other request passes through.
     RedirectsCalls {
         /// The `Location` of the redirect; it must be a valid header value
         /// ([`BankGateway::set_mode`] checks).
         location: String,
     },
-    /// Forwards each POST, then answers with the bank's status and a JSON body that is the
-    /// bank's answer object plus a `"padding"` string field making it `bytes` bytes long in all;
+    /// Forwards each POST, then replies with the bank's status and a JSON body that is the
+    /// bank's reply object plus a `"padding"` string field making it `bytes` bytes long in all;
     /// every other request passes through.
     ///
-    /// An answer that is not a JSON object passes through unchanged; one already longer than
+    /// A reply that is not a JSON object passes through unchanged; one already longer than
     /// `bytes` with an empty padding gets the empty padding and stays longer.
-    HugeAnswers {
+    HugeReplies {
         /// The size of the padded body, in bytes.
         bytes: usize,
     },
-    /// Forwards each POST, then answers with the bank's status and body, but with the body's
+    /// Forwards each POST, then replies with the bank's status and body, but with the body's
     /// `bank_reference` (and `reference`, if present) replaced by `"pay-not-yours"`; every
     /// other request passes through.
     ///
-    /// An answer that is not a JSON object passes through unchanged.
+    /// A reply that is not a JSON object passes through unchanged.
     NamesAnotherReference,
 }
 
@@ -115,8 +115,8 @@ struct Shared {
     mode: Mutex<GatewayMode>,
     /// POSTs forwarded to the bank, counted as they are sent.
     calls_forwarded: AtomicUsize,
-    /// Requests answered by the gateway itself, without (or before) the bank's answer.
-    answered_itself: AtomicUsize,
+    /// Requests the gateway replied to itself, without (or before) the bank's reply.
+    replied_itself: AtomicUsize,
 }
 
 /// A request as the gateway forwards it.
@@ -132,9 +132,9 @@ struct Forward {
     body: Bytes,
 }
 
-/// The bank's answer to a forwarded request, read whole.
+/// The bank's reply to a forwarded request, read whole.
 #[derive(Debug)]
-struct Answer {
+struct Reply {
     /// The bank's status.
     status: StatusCode,
     /// The bank's end-to-end headers.
@@ -161,7 +161,7 @@ impl BankGateway {
             client,
             mode: Mutex::new(GatewayMode::PassThrough),
             calls_forwarded: AtomicUsize::new(0),
-            answered_itself: AtomicUsize::new(0),
+            replied_itself: AtomicUsize::new(0),
         });
         let app = Router::new()
             .fallback(handle)
@@ -211,11 +211,11 @@ impl BankGateway {
         self.shared.calls_forwarded.load(Ordering::SeqCst)
     }
 
-    /// How many requests it has answered itself without (or before) the bank's answer (503s,
+    /// How many requests it has replied to itself without (or before) the bank's reply (503s,
     /// 307s, and the 502s and 400s of a bank it could not reach or a request it could not
     /// read).
-    pub fn answered_itself(&self) -> usize {
-        self.shared.answered_itself.load(Ordering::SeqCst)
+    pub fn replied_itself(&self) -> usize {
+        self.shared.replied_itself.load(Ordering::SeqCst)
     }
 }
 
@@ -228,8 +228,8 @@ impl Shared {
             .clone()
     }
 
-    /// Sends `forward` to the bank and reads its answer whole.
-    async fn send(&self, forward: Forward) -> Result<Answer, reqwest::Error> {
+    /// Sends `forward` to the bank and reads its reply whole.
+    async fn send(&self, forward: Forward) -> Result<Reply, reqwest::Error> {
         let url = format!("{}{}", self.bank_url, forward.path_and_query);
         let mut request = self
             .client
@@ -242,16 +242,16 @@ impl Shared {
         let status = response.status();
         let headers = end_to_end(response.headers());
         let body = response.bytes().await?;
-        Ok(Answer {
+        Ok(Reply {
             status,
             headers,
             body,
         })
     }
 
-    /// An answer of the gateway's own: `status` with an HTML page, counted.
+    /// A reply of the gateway's own: `status` with an HTML page, counted.
     fn page(&self, status: StatusCode) -> Response {
-        self.answered_itself.fetch_add(1, Ordering::SeqCst);
+        self.replied_itself.fetch_add(1, Ordering::SeqCst);
         let reason = status.canonical_reason().unwrap_or("Error");
         let code = status.as_u16();
         let html = format!(
@@ -270,7 +270,7 @@ impl Shared {
     /// The gateway's own 307 to `location`, counted (without a `Location` if it is not a valid
     /// header value, which [`BankGateway::set_mode`] refuses anyway).
     fn redirect(&self, location: &str) -> Response {
-        self.answered_itself.fetch_add(1, Ordering::SeqCst);
+        self.replied_itself.fetch_add(1, Ordering::SeqCst);
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::TEMPORARY_REDIRECT;
         if let Ok(location) = HeaderValue::from_str(location) {
@@ -280,7 +280,7 @@ impl Shared {
     }
 }
 
-/// Every request, whatever its method and path: answered as the mode in force on its arrival
+/// Every request, whatever its method and path: replied to as the mode in force on its arrival
 /// says.
 async fn handle(State(gateway): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -312,36 +312,36 @@ async fn handle(State(gateway): State<Arc<Shared>>, request: Request) -> Respons
     }
     if mode == GatewayMode::UnavailableAfterForwarding {
         let sender = Arc::clone(&gateway);
-        // The call goes on at the bank; its answer is read and dropped, as the gateway that
+        // The call goes on at the bank; its reply is read and dropped, as the gateway that
         // timed out drops it.
         tokio::spawn(async move { sender.send(forward).await.ok() });
         return gateway.page(StatusCode::SERVICE_UNAVAILABLE);
     }
-    let Ok(answer) = gateway.send(forward).await else {
+    let Ok(reply) = gateway.send(forward).await else {
         return gateway.page(StatusCode::BAD_GATEWAY);
     };
-    reshaped(answer, &mode).into_response()
+    reshaped(reply, &mode).into_response()
 }
 
-/// The bank's `answer` as `mode` passes it on: padded, renamed or unchanged.
-fn reshaped(mut answer: Answer, mode: &GatewayMode) -> Answer {
+/// The bank's `reply` as `mode` passes it on: padded, renamed or unchanged.
+fn reshaped(mut reply: Reply, mode: &GatewayMode) -> Reply {
     let body = match mode {
-        GatewayMode::HugeAnswers { bytes } => padded(&answer.body, *bytes),
-        GatewayMode::NamesAnotherReference => renamed(&answer.body),
+        GatewayMode::HugeReplies { bytes } => padded(&reply.body, *bytes),
+        GatewayMode::NamesAnotherReference => renamed(&reply.body),
         _ => None,
     };
     if let Some(body) = body {
-        answer.body = Bytes::from(body);
-        answer.headers.insert(
+        reply.body = Bytes::from(body);
+        reply.headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
     }
-    answer
+    reply
 }
 
-impl Answer {
-    /// The answer as the gateway sends it on.
+impl Reply {
+    /// The reply as the gateway sends it on.
     fn into_response(self) -> Response {
         let mut response = Response::new(Body::from(self.body));
         *response.status_mut() = self.status;

@@ -22,7 +22,7 @@ const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The longest the test waits for any one thing the page should show.
 pub const PATIENCE: Duration = Duration::from_secs(20);
-/// How long chromedriver may take to answer its first status request.
+/// How long chromedriver may take to reply to its first status request.
 const DRIVER_START_PATIENCE: Duration = Duration::from_secs(15);
 /// How often a wait looks again.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
@@ -57,7 +57,7 @@ impl ChromeDriver {
         driver
     }
 
-    /// Polls `GET /status` until chromedriver answers `"ready": true`; fails early if it exited.
+    /// Polls `GET /status` until chromedriver replies `"ready": true`; fails early if it exited.
     async fn wait_until_ready(&mut self) {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
@@ -68,8 +68,8 @@ impl ChromeDriver {
             if let Some(status) = self.process.try_wait().expect("chromedriver's status") {
                 panic!("chromedriver exited before it was ready: {status}");
             }
-            let answer = http.get(format!("{}/status", self.url)).send().await;
-            if let Ok(response) = answer
+            let reply = http.get(format!("{}/status", self.url)).send().await;
+            if let Ok(response) = reply
                 && let Ok(status) = response.json::<Value>().await
                 && status["value"]["ready"] == json!(true)
             {

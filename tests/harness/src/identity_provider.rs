@@ -1,7 +1,7 @@
 //! [`IdentityProvider`]: an identity provider for the tests, as a real one looks from outside:
 //! a JWKS served over HTTP on 127.0.0.1 (with `Cache-Control: max-age`), whose keys the test
 //! publishes and rotates, which can be made unreachable, and which counts the fetches it
-//! answered; and [`SigningKey`]s made per test (RSA 2048 by `openssl genpkey`, P-256 by `ring`)
+//! replied; and [`SigningKey`]s made per test (RSA 2048 by `openssl genpkey`, P-256 by `ring`)
 //! that sign RS256 and ES256 tokens with any header and claims, good or not.
 
 use std::net::SocketAddr;
@@ -189,7 +189,7 @@ impl IdentityProvider {
                     }
                     let published = provider.lock().clone();
                     if !published.reachable {
-                        return; // the connection closes unanswered, as a provider that is down
+                        return; // the connection closes without a reply, as a provider that is down
                     }
                     provider.fetches.fetch_add(1, Ordering::SeqCst);
                     let cache = published.max_age.map_or(String::new(), |age| {
@@ -229,12 +229,12 @@ impl IdentityProvider {
         self.lock().max_age = seconds;
     }
 
-    /// Makes the provider answer again, or stop answering (connections closed unanswered).
+    /// Makes the provider reply again, or stop replying (connections closed without a reply).
     pub fn set_reachable(&self, reachable: bool) {
         self.lock().reachable = reachable;
     }
 
-    /// How many fetches it answered.
+    /// How many fetches it replied to.
     pub fn fetches(&self) -> usize {
         self.fetches.load(Ordering::SeqCst)
     }

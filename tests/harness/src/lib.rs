@@ -3,18 +3,18 @@
 //! - [`TestDatabase`]: a fresh PostgreSQL database per test, dropped when the test ends;
 //! - [`ServerProcess`]: a server binary as a child process that binds port 0 itself and reports
 //!   its address on a fixed line (`… listening on http://ADDR`), never a port picked by
-//!   binding and releasing; killed with its process group when dropped;
+//!   binding and freeing; killed with its process group when dropped;
 //! - [`Received`]: what a test client received, read whole, with the assertions the contract needs;
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
 //! - [`HaCluster`]: a replicated PostgreSQL (Patroni, etcd, HAProxy) of `scripts/ha-cluster.sh`,
 //!   for the failover suite and the HA soak;
 //! - [`IdentityProvider`] and [`SigningKey`]: a JWKS endpoint whose keys a test publishes,
 //!   rotates or takes away, and the RS256 and ES256 keys that sign its tokens;
-//! - [`LostAnswerProxy`]: a proxy in front of PostgreSQL that loses the answer to one
+//! - [`LostReplyProxy`]: a proxy in front of PostgreSQL that loses the reply to one
 //!   statement, as a failover between a commit and its reply does;
 //! - [`BankGateway`]: an HTTP gateway in front of the bank simulator that fails as a real
 //!   bank's front door does ([`GatewayMode`]: down, 503 after forwarding, redirects, huge
-//!   answers, another payment's reference), which the simulator itself never does;
+//!   replies, another payment's reference), which the simulator itself never does;
 //! - [`TestCa`] and [`TlsPostgres`]: a certificate authority made per test, and a throwaway
 //!   PostgreSQL cluster that speaks TLS only, for the TLS tests;
 //! - [`OtlpReceiver`]: an OTLP/HTTP trace receiver that keeps the spans it is sent;
@@ -29,7 +29,7 @@ mod certificates;
 mod database;
 mod ha_cluster;
 mod identity_provider;
-mod lost_answer_proxy;
+mod lost_reply_proxy;
 pub mod mutations;
 mod otlp_receiver;
 mod process;
@@ -43,7 +43,7 @@ pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
 pub use ha_cluster::{HaCluster, HaMode};
 pub use identity_provider::{IdentityProvider, SigningKey};
-pub use lost_answer_proxy::LostAnswerProxy;
+pub use lost_reply_proxy::LostReplyProxy;
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
 pub use received::Received;

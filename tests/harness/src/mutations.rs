@@ -1,7 +1,7 @@
 //! A corpus of mutated requests, the same for the backend's and the edge's bad-input tests: what
 //! a broken or hostile client sends (methods, paths, header values, bodies), each sent over a raw
 //! socket, because an HTTP client library refuses to send many of them. The promise they test:
-//! nothing a client sends is answered with a 5xx but 503 (a passing outage), and every answer is
+//! nothing a client sends gets a 5xx but 503 (a passing outage), and every reply is
 //! a well-formed HTTP response.
 //!
 //! The corpus is seeded ([`mutated_requests`]), so a failing case is reproduced by its index.
@@ -64,17 +64,17 @@ impl RawRequest {
     }
 }
 
-/// An answer read off the socket.
+/// A reply read off the socket.
 #[derive(Debug, Clone)]
-pub struct RawAnswer {
+pub struct RawReply {
     /// Its status code.
     pub status: u16,
     /// Everything the server sent, as text.
     pub text: String,
 }
 
-impl RawAnswer {
-    /// Whether the answer is one of ours: a problem+json body.
+impl RawReply {
+    /// Whether the reply is one of ours: a problem+json body.
     pub fn is_problem(&self) -> bool {
         self.text
             .to_ascii_lowercase()
@@ -90,21 +90,21 @@ pub fn is_standard_method(method: &str) -> bool {
     .contains(&method)
 }
 
-/// Sends `request` to `addr` (`HOST:PORT`) on a fresh connection and returns the answer, or
+/// Sends `request` to `addr` (`HOST:PORT`) on a fresh connection and returns the reply, or
 /// `None` if no well-formed status line came back within ten seconds.
-pub async fn send_raw(addr: &str, request: &RawRequest) -> Option<RawAnswer> {
+pub async fn send_raw(addr: &str, request: &RawRequest) -> Option<RawReply> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await.ok()?;
         stream.write_all(&request.to_bytes()).await.ok()?;
-        let mut answer = Vec::new();
-        // A server may close while the body is still being sent; what it answered counts.
-        let _ = stream.read_to_end(&mut answer).await;
-        let text = String::from_utf8_lossy(&answer).into_owned();
+        let mut reply = Vec::new();
+        // A server may close while the body is still being sent; what it replied counts.
+        let _ = stream.read_to_end(&mut reply).await;
+        let text = String::from_utf8_lossy(&reply).into_owned();
         let status_line = text.lines().next()?;
         let mut parts = status_line.split(' ');
         (parts.next()? == "HTTP/1.1").then_some(())?;
         let status = parts.next()?.parse().ok()?;
-        Some(RawAnswer { status, text })
+        Some(RawReply { status, text })
     };
     tokio::time::timeout(Duration::from_secs(10), exchange)
         .await

@@ -4,8 +4,8 @@
 //! It speaks the protocol as the OpenTelemetry specification defines it: `POST /v1/traces` with
 //! an `ExportTraceServiceRequest`, as protobuf (`application/x-protobuf`, the backend's
 //! exporter) or JSON (`application/json`, the edge's), decoded with the OpenTelemetry project's
-//! own message types (`opentelemetry-proto`), and answered with an empty
-//! `ExportTraceServiceResponse`. A body that does not decode is answered 400 and counted, so a
+//! own message types (`opentelemetry-proto`), and replied to with an empty
+//! `ExportTraceServiceResponse`. A body that does not decode gets 400 and is counted, so a
 //! test sees an exporter that sends something the protocol does not allow. `GET /received`
 //! tells the counts to a process outside the test (`bench/observability.sh` runs the receiver as
 //! the `otlp-receiver` binary).

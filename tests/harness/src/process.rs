@@ -1,7 +1,7 @@
 //! [`ServerProcess`]: a server binary as a child process, for the tests that run the real thing
 //! (and kill it). It binds port 0 itself and reports where it listens on a fixed line of its
 //! standard output (`backend listening on http://ADDR`, `bank simulator listening on …`; for
-//! `workerd`, its control messages), so no test ever picks a port by binding and releasing
+//! `workerd`, its control messages), so no test ever picks a port by binding and freeing
 //! one. Its output is kept for the failure message; it runs in a process group of its own,
 //! killed as a whole when the value is dropped, however the test ends.
 

@@ -42,7 +42,7 @@ impl Received {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    /// Whether the answer is a replay (`Idempotent-Replayed: true`).
+    /// Whether the reply is a replay (`Idempotent-Replayed: true`).
     pub fn is_replay(&self) -> bool {
         self.header("idempotent-replayed") == Some("true")
     }

@@ -34,7 +34,7 @@ async fn debit(client: &reqwest::Client, gateway: &BankGateway, reference: &str)
         .json(&body)
         .send()
         .await
-        .expect("the gateway answers");
+        .expect("the gateway replies");
     Received::from(response).await
 }
 
@@ -44,12 +44,12 @@ async fn get(client: &reqwest::Client, gateway: &BankGateway, path: &str) -> Rec
         .get(format!("{}{path}", gateway.url()))
         .send()
         .await
-        .expect("the gateway answers");
+        .expect("the gateway replies");
     Received::from(response).await
 }
 
 /// Asserts the gateway's own error page: `status`, HTML, nothing a JSON reader could take for
-/// the bank's answer.
+/// the bank's reply.
 fn assert_html_page(received: &Received, status: u16) {
     assert_eq!(received.status, status);
     let content_type = received.header("content-type").unwrap_or_default();
@@ -65,12 +65,12 @@ fn assert_html_page(received: &Received, status: u16) {
 async fn pass_through_debits_once_and_returns_the_banks_201_and_its_look_ups() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
 
-    let answer = debit(&client, &gateway, "pay-pass").await;
+    let reply = debit(&client, &gateway, "pay-pass").await;
 
-    assert_eq!(answer.status, 201);
-    assert_eq!(answer.header("content-type"), Some("application/json"));
+    assert_eq!(reply.status, 201);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
     assert_eq!(
-        answer.json(),
+        reply.json(),
         json!({"status": "debited", "bank_reference": "pay-pass"})
     );
     assert_eq!(bank.simulator.ledger().debits_for("pay-pass").count(), 1);
@@ -86,34 +86,34 @@ async fn pass_through_debits_once_and_returns_the_banks_201_and_its_look_ups() {
     let ledger = get(&client, &gateway, "/ledger").await;
     assert_eq!(ledger.json()["debits"].as_array().map(Vec::len), Some(1));
     assert_eq!(gateway.calls_forwarded(), 1);
-    assert_eq!(gateway.answered_itself(), 0);
+    assert_eq!(gateway.replied_itself(), 0);
 }
 
 #[tokio::test]
-async fn unavailable_answers_every_request_503_html_and_forwards_nothing() {
+async fn unavailable_replies_503_html_to_every_request_and_forwards_nothing() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
     gateway.set_mode(GatewayMode::Unavailable);
 
-    let answer = debit(&client, &gateway, "pay-down").await;
+    let reply = debit(&client, &gateway, "pay-down").await;
     let looked_up = get(&client, &gateway, "/debits/pay-down").await;
 
-    assert_html_page(&answer, 503);
+    assert_html_page(&reply, 503);
     assert_html_page(&looked_up, 503);
     assert!(bank.simulator.ledger().debits.is_empty());
     assert_eq!(gateway.calls_forwarded(), 0);
-    assert_eq!(gateway.answered_itself(), 2);
+    assert_eq!(gateway.replied_itself(), 2);
 }
 
 #[tokio::test]
-async fn unavailable_after_forwarding_answers_503_html_yet_the_bank_debits() {
+async fn unavailable_after_forwarding_replies_503_html_yet_the_bank_debits() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
     gateway.set_mode(GatewayMode::UnavailableAfterForwarding);
 
-    let answer = debit(&client, &gateway, "pay-late").await;
+    let reply = debit(&client, &gateway, "pay-late").await;
 
-    assert_html_page(&answer, 503);
+    assert_html_page(&reply, 503);
     assert_eq!(gateway.calls_forwarded(), 1);
-    assert_eq!(gateway.answered_itself(), 1);
+    assert_eq!(gateway.replied_itself(), 1);
     wait_for(
         "the forwarded debit in the bank's ledger",
         Duration::from_secs(5),
@@ -126,41 +126,41 @@ async fn unavailable_after_forwarding_answers_503_html_yet_the_bank_debits() {
 }
 
 #[tokio::test]
-async fn redirects_calls_answers_307_with_the_location_and_debits_nothing() {
+async fn redirects_calls_replies_307_with_the_location_and_debits_nothing() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
     let location = "https://bank.example/maintenance";
     gateway.set_mode(GatewayMode::RedirectsCalls {
         location: location.to_owned(),
     });
 
-    let answer = debit(&client, &gateway, "pay-moved").await;
+    let reply = debit(&client, &gateway, "pay-moved").await;
 
-    assert_eq!(answer.status, 307);
-    assert_eq!(answer.header("location"), Some(location));
+    assert_eq!(reply.status, 307);
+    assert_eq!(reply.header("location"), Some(location));
     assert!(bank.simulator.ledger().debits.is_empty());
     assert_eq!(gateway.calls_forwarded(), 0);
-    assert_eq!(gateway.answered_itself(), 1);
+    assert_eq!(gateway.replied_itself(), 1);
     let looked_up = get(&client, &gateway, "/debits/pay-moved").await;
     assert_eq!(looked_up.status, 404, "look-ups pass through");
 }
 
 #[tokio::test]
-async fn huge_answers_pad_the_banks_answer_to_exactly_the_asked_size() {
+async fn huge_replies_pad_the_banks_reply_to_exactly_the_asked_size() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
     let bytes = 3 * 1024 * 1024 + 7;
-    gateway.set_mode(GatewayMode::HugeAnswers { bytes });
+    gateway.set_mode(GatewayMode::HugeReplies { bytes });
 
-    let answer = debit(&client, &gateway, "pay-huge").await;
+    let reply = debit(&client, &gateway, "pay-huge").await;
 
-    assert_eq!(answer.status, 201);
-    assert_eq!(answer.bytes.len(), bytes);
-    let body = answer.json();
+    assert_eq!(reply.status, 201);
+    assert_eq!(reply.bytes.len(), bytes);
+    let body = reply.json();
     assert_eq!(body["status"], "debited");
     assert_eq!(body["bank_reference"], "pay-huge");
     assert!(body["padding"].is_string());
     assert_eq!(bank.simulator.ledger().debits_for("pay-huge").count(), 1);
     assert_eq!(gateway.calls_forwarded(), 1);
-    assert_eq!(gateway.answered_itself(), 0);
+    assert_eq!(gateway.replied_itself(), 0);
     let looked_up = get(&client, &gateway, "/debits/pay-huge").await;
     assert_eq!(
         looked_up.json(),
@@ -170,15 +170,15 @@ async fn huge_answers_pad_the_banks_answer_to_exactly_the_asked_size() {
 }
 
 #[tokio::test]
-async fn names_another_reference_answers_the_banks_outcome_for_pay_not_yours() {
+async fn names_another_reference_replies_with_the_banks_outcome_for_pay_not_yours() {
     let (bank, gateway, client) = bank_behind_a_gateway().await;
     gateway.set_mode(GatewayMode::NamesAnotherReference);
 
-    let answer = debit(&client, &gateway, "pay-mine").await;
+    let reply = debit(&client, &gateway, "pay-mine").await;
 
-    assert_eq!(answer.status, 201);
+    assert_eq!(reply.status, 201);
     assert_eq!(
-        answer.json(),
+        reply.json(),
         json!({"status": "debited", "bank_reference": "pay-not-yours"})
     );
     assert_eq!(
@@ -201,14 +201,14 @@ async fn switching_back_to_pass_through_forwards_again() {
     assert_html_page(&debit(&client, &gateway, "pay-again").await, 503);
 
     gateway.set_mode(GatewayMode::PassThrough);
-    let answer = debit(&client, &gateway, "pay-again").await;
+    let reply = debit(&client, &gateway, "pay-again").await;
 
-    assert_eq!(answer.status, 201);
+    assert_eq!(reply.status, 201);
     assert_eq!(bank.simulator.ledger().debits_for("pay-again").count(), 1);
 }
 
 #[tokio::test]
-async fn a_dropped_gateway_stops_answering() {
+async fn a_dropped_gateway_stops_replying() {
     let (_bank, gateway, _client) = bank_behind_a_gateway().await;
     let url = gateway.url();
 

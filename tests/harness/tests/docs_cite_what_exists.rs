@@ -54,7 +54,7 @@ fn relative(path: &Path) -> String {
         .into_owned()
 }
 
-/// The section numbers of docs/SPEC.md (`## 4. Requests and answers` is 4).
+/// The section numbers of docs/SPEC.md (`## 4. Requests and replies` is 4).
 fn spec_sections() -> BTreeSet<u32> {
     let spec = std::fs::read_to_string(root().join("docs/SPEC.md")).expect("docs/SPEC.md");
     spec.lines()

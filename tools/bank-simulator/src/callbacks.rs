@@ -39,9 +39,9 @@ impl CallbackTarget {
                 .send()
                 .await;
             match sent {
-                Ok(answer) => tracing::info!(
+                Ok(reply) => tracing::info!(
                     reference = body.reference,
-                    status = answer.status().as_u16(),
+                    status = reply.status().as_u16(),
                     "callback delivered"
                 ),
                 Err(error) => tracing::warn!(reference = body.reference, %error, "callback lost"),

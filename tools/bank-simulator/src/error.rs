@@ -1,4 +1,4 @@
-//! Every answer of the simulator that is not an outcome, as one error type.
+//! Every reply of the simulator that is not an outcome, as one error type.
 //!
 //! Handlers return `Result<_, SimulatorError>`; the conversion to a response is the only place
 //! that picks status codes and [`ErrorBody`]s for failures, so a malformed request is always a
@@ -34,7 +34,7 @@ pub(crate) enum SimulatorError {
     /// No such route.
     #[error("no such route")]
     NoSuchRoute,
-    /// `error_rate` fired: answered before anything was done, naming the call's reference.
+    /// `error_rate` fired: replied before anything was done, naming the call's reference.
     #[error("simulated bank failure (error_rate); nothing was done")]
     SimulatedFailure(String),
 }

@@ -1,5 +1,5 @@
 //! A JSON body extractor whose rejection is a [`SimulatorError`], so unreadable bodies are
-//! answered in the simulator's own [`bank_api::ErrorBody`] format rather than as
+//! replied in the simulator's own [`bank_api::ErrorBody`] format rather than as
 //! axum's plain text.
 
 use axum::Json;

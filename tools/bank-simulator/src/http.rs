@@ -2,7 +2,7 @@
 //!
 //! Only `POST /debits` and `POST /refunds` are subject to the failure knobs. Look-ups follow the
 //! look-up knobs (latency, `pending`, the rail's rules); the ledger, `/stats`, the knobs and
-//! `reset` always answer at once, so tests can ask about what happened even while the bank is
+//! `reset` always reply at once, so tests can ask about what happened even while the bank is
 //! set to be slow or failing.
 
 use axum::extract::{Path, State};
@@ -71,7 +71,7 @@ async fn get_debit(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
 ) -> Result<Response, SimulatorError> {
-    if let Some(early) = answer_by_the_rules(&bank, &reference).await? {
+    if let Some(early) = reply_by_the_rules(&bank, &reference).await? {
         return Ok(early);
     }
     let outcome = bank
@@ -85,14 +85,14 @@ async fn get_debit(
 }
 
 /// Waits the look-up latency, counts the look-up and applies the rail's rules: a refusal, a
-/// `202 pending` answer, or `None` to answer from the books.
-async fn answer_by_the_rules(
+/// `202 pending` reply, or `None` to reply from the books.
+async fn reply_by_the_rules(
     bank: &BankSimulator,
     reference: &str,
 ) -> Result<Option<Response>, SimulatorError> {
     bank.look_up_latency().await;
     match bank.admit_look_up(reference) {
-        CheckVerdict::Answer => Ok(None),
+        CheckVerdict::Reply => Ok(None),
         CheckVerdict::Pending => {
             let pending = PendingReference {
                 reference: reference.to_owned(),
@@ -129,12 +129,12 @@ async fn post_refund(
     Ok((status, Json(outcome)))
 }
 
-/// The recorded outcome, as [`get_debit`] answers it.
+/// The recorded outcome, as [`get_debit`] returns it.
 async fn get_refund(
     State(bank): State<BankSimulator>,
     Path(reference): Path<String>,
 ) -> Result<Response, SimulatorError> {
-    if let Some(early) = answer_by_the_rules(&bank, &reference).await? {
+    if let Some(early) = reply_by_the_rules(&bank, &reference).await? {
         return Ok(early);
     }
     let outcome = bank

@@ -1,17 +1,17 @@
 //! The bank simulator: plays the partner bank over HTTP in development and tests.
 //!
 //! It executes debits and refunds by reference into an in-memory ledger and, like a real bank,
-//! answers a repeated reference with its first outcome without moving money again. Knobs
+//! replies to a repeated reference with its first outcome without moving money again. Knobs
 //! ([`Knobs`]) make it slow (latency plus jitter), declining (`decline_rate`), failing (503
 //! before doing anything, `error_rate`), forgetful of its replies (executes, then holds the
-//! answer until the caller has given up, `lost_reply_rate`) or careless (dedupe off, so a
+//! reply until the caller has given up, `lost_reply_rate`) or careless (dedupe off, so a
 //! repeat debits twice: the backend must prevent doubles on its own). All random draws come
 //! from one generator seeded by `seed`, so a run repeats for the same arrival order.
 //!
 //! With a callback URL and secret ([`BankSimulator::send_callbacks_to`]) it posts each decided
 //! call's final status, signed, delayed, lost or repeated as the knobs say (`callbacks`).
 //!
-//! Status look-ups follow the rail's rules when the knobs say so ([`status_checks`]): answered
+//! Status look-ups follow the rail's rules when the knobs say so ([`status_checks`]): replied
 //! `pending` for a while after the call, refused (`429 status_check_refused`) when sooner than
 //! the first-check delay or beyond the per-reference limit, and counted at `GET /stats`.
 //!

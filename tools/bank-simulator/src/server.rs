@@ -1,7 +1,7 @@
 //! Serving a simulator on a socket: [`serve`] for the binary, [`BankSimulator::spawn`] for tests.
 //!
 //! Shutdown is a future passed in. When it completes the server stops accepting, lets requests
-//! in flight finish, and releases replies held back as "lost" so the process stops promptly.
+//! in flight finish, and sends the replies held back as "lost" so the process stops promptly.
 
 use std::future::Future;
 use std::io;
@@ -69,7 +69,7 @@ where
         .with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("bank simulator shutting down");
-            simulator.release_held_replies();
+            simulator.let_held_replies_go();
         })
         .await
 }

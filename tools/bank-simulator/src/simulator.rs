@@ -38,8 +38,8 @@ struct Shared {
     /// Where decided calls' callbacks go; `None`: nowhere.
     callbacks: Mutex<Option<CallbackTarget>>,
     /// Set to `true` when a server of this simulator shuts down, so replies held back as
-    /// "lost" are released at once instead of delaying the shutdown by a minute.
-    held_replies_released: watch::Sender<bool>,
+    /// "lost" are sent at once instead of delaying the shutdown by a minute.
+    held_replies_let_go: watch::Sender<bool>,
 }
 
 impl BankSimulator {
@@ -51,7 +51,7 @@ impl BankSimulator {
             books: Mutex::new(Books::default()),
             checks: Mutex::new(CheckLog::default()),
             callbacks: Mutex::new(None),
-            held_replies_released: watch::Sender::new(false),
+            held_replies_let_go: watch::Sender::new(false),
         };
         Self {
             shared: Arc::new(shared),
@@ -149,7 +149,7 @@ impl BankSimulator {
         self.checks().stats()
     }
 
-    /// Counts a look-up of `reference` and says whether to answer, answer `pending` or refuse
+    /// Counts a look-up of `reference` and says whether to reply, reply `pending` or refuse
     /// it under the rail's rules.
     pub(crate) fn admit_look_up(&self, reference: &str) -> CheckVerdict {
         let knobs = self.knobs();
@@ -222,9 +222,9 @@ impl BankSimulator {
         self.books().refund_outcome(reference)
     }
 
-    /// Releases replies held back as lost, now and from now on.
-    pub(crate) fn release_held_replies(&self) {
-        self.shared.held_replies_released.send_replace(true);
+    /// Lets replies held back as lost go, now and from now on.
+    pub(crate) fn let_held_replies_go(&self) {
+        self.shared.held_replies_let_go.send_replace(true);
     }
 
     /// Waits the planned latency, fails if planned (naming the call's `reference`), then
@@ -285,10 +285,10 @@ impl BankSimulator {
         let Some(delay) = plan.lost_reply_delay else {
             return;
         };
-        let mut released = self.shared.held_replies_released.subscribe();
+        let mut let_go = self.shared.held_replies_let_go.subscribe();
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            _ = released.wait_for(|released| *released) => {}
+            _ = let_go.wait_for(|let_go| *let_go) => {}
         }
     }
 
@@ -326,7 +326,7 @@ mod tests {
     const SHORT: Duration = Duration::from_millis(50);
 
     #[tokio::test]
-    async fn releasing_held_replies_answers_them_at_once() {
+    async fn held_replies_let_go_are_sent_at_once() {
         let knobs = Knobs {
             lost_reply_rate: 1.0,
             ..Knobs::default()
@@ -347,10 +347,10 @@ mod tests {
             1,
             "executed before the reply is held"
         );
-        bank.release_held_replies();
+        bank.let_held_replies_go();
         let outcome = tokio::time::timeout(SHORT * 10, pending)
             .await
-            .expect("released promptly")
+            .expect("sent promptly")
             .expect("task ran")
             .expect("debit succeeded");
         assert!(matches!(outcome, DebitOutcome::Debited { .. }));

@@ -7,7 +7,7 @@
 //! breaks the rules sees it there, and the backend sees `429 status_check_refused`.
 //!
 //! It also plays the "deemed" state: for `pending_ms` after a call arrives, a look-up of its
-//! reference answers `pending` even when the call is decided.
+//! reference replies `pending` even when the call is decided.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -18,9 +18,9 @@ use serde::Serialize;
 /// What the bank does with one look-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CheckVerdict {
-    /// Answer it from the books.
-    Answer,
-    /// Answer `pending`: the call arrived less than `pending_ms` ago.
+    /// Reply to it from the books.
+    Reply,
+    /// Reply `pending`: the call arrived less than `pending_ms` ago.
     Pending,
     /// Refuse it: it breaks the rail's rules.
     Refused(Refusal),
@@ -36,7 +36,7 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    /// For the error answer's message.
+    /// For the error reply's message.
     pub(crate) fn message(self) -> &'static str {
         match self {
             Refusal::TooEarly => "status check sooner than the first-check delay after the call",
@@ -56,8 +56,8 @@ pub struct CheckStats {
     pub refused_too_early: u64,
     /// Look-ups refused as beyond the per-reference limit.
     pub refused_over_limit: u64,
-    /// Look-ups answered `pending`.
-    pub answered_pending: u64,
+    /// Look-ups replied `pending`.
+    pub replied_pending: u64,
     /// The most look-ups of one reference.
     pub most_checks_of_one_reference: u32,
     /// The most look-ups received within any one second.
@@ -107,10 +107,10 @@ impl CheckLog {
         }
         let pending_for = Duration::from_millis(knobs.pending_ms);
         if since_call.is_some_and(|since| since < pending_for) {
-            self.stats.answered_pending += 1;
+            self.stats.replied_pending += 1;
             return CheckVerdict::Pending;
         }
-        CheckVerdict::Answer
+        CheckVerdict::Reply
     }
 
     fn count_in_the_last_second(&mut self, now: Instant) {
@@ -155,8 +155,8 @@ mod tests {
             CheckVerdict::Refused(Refusal::TooEarly)
         );
         // A reference the bank never received has no arrival: only the limit applies.
-        assert_eq!(log.look_up("pay-2", &knobs), CheckVerdict::Answer);
-        assert_eq!(log.look_up("pay-2", &knobs), CheckVerdict::Answer);
+        assert_eq!(log.look_up("pay-2", &knobs), CheckVerdict::Reply);
+        assert_eq!(log.look_up("pay-2", &knobs), CheckVerdict::Reply);
         assert_eq!(
             log.look_up("pay-2", &knobs),
             CheckVerdict::Refused(Refusal::OverLimit)
@@ -183,7 +183,7 @@ mod tests {
         let mut log = CheckLog::default();
         log.call_arrived("pay-1");
         assert_eq!(log.look_up("pay-1", &knobs), CheckVerdict::Pending);
-        assert_eq!(log.look_up("pay-9", &knobs), CheckVerdict::Answer);
-        assert_eq!(log.stats().answered_pending, 1);
+        assert_eq!(log.look_up("pay-9", &knobs), CheckVerdict::Reply);
+        assert_eq!(log.stats().replied_pending, 1);
     }
 }

@@ -36,7 +36,7 @@ fn refund_request(reference: &str, debit_reference: &str, amount_paise: u64) -> 
 
 /// Sends a request and returns its status and JSON body.
 async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
-    let response = request.send().await.expect("simulator answers");
+    let response = request.send().await.expect("simulator replies");
     let status = response.status();
     let body = response.json().await.expect("body is JSON");
     (status, body)
@@ -92,7 +92,7 @@ fn rejected(reason: RefundRejection) -> Value {
 }
 
 #[tokio::test]
-async fn healthz_answers_ok() {
+async fn healthz_replies_ok() {
     let bank = bank(Knobs::default()).await;
     let (status, body) = get(&Client::new(), &bank, "/healthz").await;
     assert_eq!(status, StatusCode::OK);
@@ -174,9 +174,9 @@ async fn concurrent_repeats_of_a_reference_execute_exactly_once() {
                 send(client.post(format!("{url}/debits")).json(&request)).await
             });
         }
-        while let Some(answer) = requests.join_next().await {
+        while let Some(reply) = requests.join_next().await {
             assert_eq!(
-                answer.expect("request task ran"),
+                reply.expect("request task ran"),
                 (StatusCode::CREATED, debited(&reference))
             );
         }
@@ -216,8 +216,8 @@ async fn a_decline_rate_of_one_declines_every_debit_and_moves_no_money() {
     .await;
     let client = Client::new();
     for reference in ["pay-1-e", "pay-1-f", "pay-1-g"] {
-        let answer = post_debit(&client, &bank, &debit_request(reference, 500, PAYER)).await;
-        assert_eq!(answer, (StatusCode::PAYMENT_REQUIRED, declined()));
+        let reply = post_debit(&client, &bank, &debit_request(reference, 500, PAYER)).await;
+        assert_eq!(reply, (StatusCode::PAYMENT_REQUIRED, declined()));
         assert_eq!(
             get(&client, &bank, &format!("/debits/{reference}")).await,
             (StatusCode::OK, declined())
@@ -263,7 +263,7 @@ async fn a_simulated_failure_records_nothing_and_names_the_reference() {
 }
 
 #[tokio::test]
-async fn a_lost_reply_is_executed_but_answered_after_the_caller_gave_up() {
+async fn a_lost_reply_is_executed_but_sent_after_the_caller_gave_up() {
     let knobs = Knobs {
         lost_reply_rate: 1.0,
         lost_reply_delay_ms: 300,
@@ -419,7 +419,7 @@ async fn reset_forgets_the_ledger_and_the_outcomes() {
         .post(format!("{}/reset", bank.url))
         .send()
         .await
-        .expect("simulator answers");
+        .expect("simulator replies");
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
     assert_eq!(bank.simulator.ledger(), Ledger::default());
     assert_eq!(
@@ -477,19 +477,19 @@ async fn malformed_requests_get_a_json_client_error() {
         json!([]),
     ];
     for body in bodies {
-        let (status, answer) = send(client.post(&debits).json(&body)).await;
+        let (status, reply) = send(client.post(&debits).json(&body)).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-        assert_eq!(answer["status"], "invalid_request", "{body}");
-        assert!(answer["message"].is_string(), "{body}");
+        assert_eq!(reply["status"], "invalid_request", "{body}");
+        assert!(reply["message"].is_string(), "{body}");
     }
 
     let not_json = client
         .post(&debits)
         .header("content-type", "application/json")
         .body("{\"reference\": ");
-    let (status, answer) = send(not_json).await;
+    let (status, reply) = send(not_json).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(answer["status"], "invalid_request");
+    assert_eq!(reply["status"], "invalid_request");
 
     let unlabelled = client
         .post(&debits)
@@ -523,7 +523,7 @@ async fn an_unknown_route_is_a_404_that_does_not_say_unknown() {
 }
 
 #[tokio::test]
-async fn look_ups_answer_200_or_the_original_calls_status_as_the_knob_says() {
+async fn look_ups_reply_200_or_the_original_calls_status_as_the_knob_says() {
     let bank = bank(Knobs::default()).await;
     let client = Client::new();
     post_debit(&client, &bank, &debit_request("pay-1-l", 1_000, PAYER)).await;
@@ -569,7 +569,7 @@ async fn look_ups_answer_200_or_the_original_calls_status_as_the_knob_says() {
             StatusCode::CREATED,
             StatusCode::UNPROCESSABLE_ENTITY
         ],
-        "as the original calls answered"
+        "as the original calls replied"
     );
     let (_, body) = get(&client, &bank, "/debits/pay-1-l").await;
     assert_eq!(body, debited("pay-1-l"), "the same body either way");

@@ -61,7 +61,7 @@ impl Bank {
     }
 
     /// Default knobs with the bank's current rail rules (status checks refused, `pending`
-    /// answers), which the night's steps keep: the bank was started with them.
+    /// replies), which the night's steps keep: the bank was started with them.
     async fn rail(&self) -> anyhow::Result<Knobs> {
         let current: Knobs = self
             .http

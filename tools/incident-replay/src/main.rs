@@ -8,7 +8,7 @@
 //! the rule-following client library without `Prefer: wait`; (d) the library with it; (e) the
 //! TypeScript package under Node, with it. Debits
 //! are counted at the bank's ledger (`GET /ledger`), unresolved keys in the backend's table once
-//! its reconciler has asked the bank about every uncertain key, 409s from the phones' answers.
+//! its reconciler has asked the bank about every uncertain key, 409s from the phones' replies.
 //!
 //! Client (a) needs a backend whose policy does not require a key for `pay_bill` (the shipped
 //! policy refuses such requests with 400): `--no-key-api` names one, run with a policy file whose
@@ -108,7 +108,7 @@ struct Cli {
     /// Probability that the bank declines a debit.
     #[arg(long, default_value_t = 0.05)]
     decline_rate: f64,
-    /// Probability that the bank answers a call with a 503 before doing anything.
+    /// Probability that the bank replies to a call with a 503 before doing anything.
     #[arg(long, default_value_t = 0.0)]
     bank_error_rate: f64,
     /// How many times the plain phones (a) and (b) try before giving up.
@@ -198,7 +198,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
         let settle = seconds(cli.settle_seconds, "--settle-seconds")?;
         let users = first_user..first_user + night.customers.len() as u64;
         first_user = users.end;
-        let outcome = replay_one(
+        let replayed = replay_one(
             kind,
             users.start,
             &night,
@@ -210,7 +210,7 @@ async fn replay(cli: Cli) -> anyhow::Result<()> {
         )
         .await;
         let _ = std::fs::remove_dir_all(phones.store.dir());
-        let (tally, run) = outcome?;
+        let (tally, run) = replayed?;
         tallies.push(tally);
         runs.push(run);
     }
@@ -355,14 +355,14 @@ fn introduction(cli: &Cli, prefer_wait: Option<Duration>) -> String {
          500s before debiting {errors:.0} %, bank dedupe by reference ON.\n\
          (a) no key, plain retries ({plain} tries)  -> {no_key}\n    \
              a backend whose policy has `required_for: []`: without a key it mints one per \
-             request, so every retry is a new payment (the shipped policy would answer 400)\n\
+             request, so every retry is a new payment (the shipped policy would reply 400)\n\
          (b) new key per retry ({plain} tries)      -> {api}\n\
          (c) one key per action (the library) -> {api}\n    \
              key saved before the first send, backoff with full jitter, Retry-After, status \
              look-up at the 10-minute deadline; no Prefer: wait, so a retry during the first \
              attempt gets 409\n\
          (d) the library with Prefer: wait={wait} -> {api}\n    \
-             the same, and a retry during the first attempt may get its answer instead (the \
+             the same, and a retry during the first attempt may get its reply instead (the \
              server counts the wait in real seconds, so here it outlasts the phone's timeout)\n\
          (e) the TypeScript package under Node, Prefer: wait={wait} -> {api}\n",
         customers = cli.customers,

@@ -27,7 +27,7 @@ pub struct NightSettings {
     pub lost_reply_delay: Duration,
     /// Probability that the bank declines a debit.
     pub decline_rate: f64,
-    /// Probability that the bank answers a call with a 503 before doing anything.
+    /// Probability that the bank replies to a call with a 503 before doing anything.
     pub error_rate: f64,
     /// The seed of everything drawn.
     pub seed: u64,

@@ -7,14 +7,14 @@
 //!   first send, backoff with full jitter, `Retry-After`, a status look-up at the deadline; no
 //!   `Prefer: wait`, so a retry that finds the first attempt running gets 409.
 //! - (d) the same library asking with `Prefer: wait=N` (the library's default for the timeout:
-//!   10 s for 15 s), so such a retry can get the first attempt's answer instead.
+//!   10 s for 15 s), so such a retry can get the first attempt's reply instead.
 //!
 //! - (e) the TypeScript package under Node, with `Prefer: wait` as (d): one Node process pays
 //!   for every customer (`typescript_phones`).
 //!
 //! The server counts a wait in real seconds while the night runs compressed, and a header can
 //! only name whole seconds: at the default scale even `wait=1` outlasts the phone's 15 s of the
-//! night. So on the replayed night (d)'s retry gets the first attempt's answer when that comes
+//! night. So on the replayed night (d)'s retry gets the first attempt's reply when that comes
 //! within the phone's timeout and otherwise times out, rather than seeing the 409 that ends a
 //! wait; only `--time-scale 1000` (real time) keeps the wait's proportions too.
 
@@ -28,7 +28,7 @@ use payments_client::{
 };
 use serde::Serialize;
 use shared::api::{Paise, PayBillRequest};
-use shared::retry::{AnswerClass, classify_status};
+use shared::retry::{ReplyClass, classify_status};
 use shared::{IdempotencyKey, Operation, UserId};
 
 use crate::night::Customer;
@@ -48,7 +48,7 @@ pub enum ClientKind {
     NewKeyPerRetry,
     /// (c) One key per action: the client library, without `Prefer: wait`.
     RuleFollowing,
-    /// (d) The client library asking with `Prefer: wait` for the first attempt's answer.
+    /// (d) The client library asking with `Prefer: wait` for the first attempt's reply.
     RuleFollowingWithWait,
     /// (e) The TypeScript package under Node, asking with `Prefer: wait` as (d).
     #[serde(rename = "typescript_package")]
@@ -116,8 +116,8 @@ pub enum PhoneView {
     Declined,
     /// Another final 4xx.
     Refused,
-    /// No final answer: the plain phone gave up, or the library's outcome was not settled.
-    NoFinalAnswer,
+    /// No final reply: the plain phone gave up, or the library's outcome was not settled.
+    NoFinalReply,
 }
 
 /// One customer's result.
@@ -126,12 +126,12 @@ pub struct PhoneResult {
     /// When each payment attempt was sent, on the night's clock (status look-ups not counted):
     /// one entry per attempt.
     pub sent_at: Vec<Duration>,
-    /// 409 `request-in-progress` answers received: retries that found the first attempt
+    /// 409 `request-in-progress` replies received: retries that found the first attempt
     /// still running.
     pub in_progress_409s: u32,
     /// What the phone showed.
     pub view: PhoneView,
-    /// From the first attempt to the phone's last answer (or giving up), in the night's time.
+    /// From the first attempt to the phone's last reply (or giving up), in the night's time.
     pub took: Duration,
 }
 
@@ -143,7 +143,7 @@ struct Tries {
 }
 
 /// What the library's events tell about one action: when each attempt went out, and how many
-/// answers were 409s.
+/// replies were 409s.
 #[derive(Debug, Default)]
 struct Heard {
     sent_at: Vec<Duration>,
@@ -202,7 +202,7 @@ impl Phones {
         shared::auth::sign_token(user, exp, &self.secret)
     }
 
-    /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final answer.
+    /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final reply.
     async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> Tries {
         let token = self.token(payer.user);
         let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
@@ -215,17 +215,16 @@ impl Phones {
             if new_key_each_time {
                 request = request.header(KEY_HEADER, IdempotencyKey::mint().to_header_value());
             }
-            let answer = async {
+            let reply = async {
                 let response = request.send().await?;
                 let status = response.status().as_u16();
                 response.bytes().await?;
                 Ok::<u16, reqwest::Error>(status)
             };
-            if let Ok(Ok(status)) =
-                tokio::time::timeout(self.clock.real(self.timeout), answer).await
+            if let Ok(Ok(status)) = tokio::time::timeout(self.clock.real(self.timeout), reply).await
             {
                 in_progress_409s += u32::from(status == 409);
-                if classify_status(status) == AnswerClass::Final {
+                if classify_status(status) == ReplyClass::Final {
                     return Tries {
                         sent_at,
                         in_progress_409s,
@@ -240,7 +239,7 @@ impl Phones {
         Tries {
             sent_at,
             in_progress_409s,
-            view: PhoneView::NoFinalAnswer,
+            view: PhoneView::NoFinalReply,
         }
     }
 
@@ -278,15 +277,15 @@ impl Phones {
                 let mut heard = heard.lock().unwrap_or_else(PoisonError::into_inner);
                 match event {
                     Event::Sending { .. } => heard.sent_at.push(clock.elapsed()),
-                    Event::Answered { status: 409, .. } => heard.in_progress_409s += 1,
+                    Event::Replied { status: 409, .. } => heard.in_progress_409s += 1,
                     _ => {}
                 }
             }
         };
         let completion = phone.run(&saved, &listen).await;
-        let view = match completion.outcome {
-            ActionResult::Answered(answer) => view_of(answer.status),
-            _ => PhoneView::NoFinalAnswer,
+        let view = match completion.result {
+            ActionResult::Replied(reply) => view_of(reply.status),
+            _ => PhoneView::NoFinalReply,
         };
         let heard = std::mem::take(&mut *heard.lock().unwrap_or_else(PoisonError::into_inner));
         Ok(Tries {

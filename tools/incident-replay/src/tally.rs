@@ -18,7 +18,7 @@ pub struct Tally {
     pub payments: usize,
     /// Payment requests sent by all phones.
     pub attempts: u64,
-    /// 409 `request-in-progress` answers the phones received (a retry that found the first
+    /// 409 `request-in-progress` replies the phones received (a retry that found the first
     /// attempt still running).
     pub in_progress_409s: u64,
     /// Debits the bank executed for these customers.
@@ -38,13 +38,13 @@ pub struct Tally {
     pub declined: u64,
     /// Phones that showed another refusal.
     pub refused: u64,
-    /// Phones left without a final answer.
-    pub no_final_answer: u64,
-    /// The median time a phone took from its first attempt to its final answer, in seconds of
-    /// the night (phones without a final answer not counted).
+    /// Phones left without a final reply.
+    pub no_final_reply: u64,
+    /// The median time a phone took from its first attempt to its final reply, in seconds of
+    /// the night (phones without a final reply not counted).
     pub median_final_seconds: f64,
-    /// The longest any phone took from its first attempt to its final answer, in seconds of
-    /// the night (phones without a final answer not counted).
+    /// The longest any phone took from its first attempt to its final reply, in seconds of
+    /// the night (phones without a final reply not counted).
     pub slowest_final_seconds: f64,
 }
 
@@ -60,7 +60,7 @@ impl Tally {
         let repeats = debits_by_account.values().filter(|debits| debits.len() > 1);
         let mut final_seconds: Vec<f64> = results
             .iter()
-            .filter(|r| r.view != PhoneView::NoFinalAnswer)
+            .filter(|r| r.view != PhoneView::NoFinalReply)
             .map(|r| r.took.as_secs_f64())
             .collect();
         final_seconds.sort_by(f64::total_cmp);
@@ -80,7 +80,7 @@ impl Tally {
             paid: views(PhoneView::Paid),
             declined: views(PhoneView::Declined),
             refused: views(PhoneView::Refused),
-            no_final_answer: views(PhoneView::NoFinalAnswer),
+            no_final_reply: views(PhoneView::NoFinalReply),
             median_final_seconds: median(&final_seconds),
             slowest_final_seconds: final_seconds.last().copied().unwrap_or(0.0),
         }
@@ -96,7 +96,7 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
-/// The side-by-side table (times to a final answer in seconds of the night), with the phones'
+/// The side-by-side table (times to a final reply in seconds of the night), with the phones'
 /// view below it.
 pub fn render(tallies: &[Tally]) -> String {
     let mut out = String::new();
@@ -136,12 +136,12 @@ pub fn render(tallies: &[Tally]) -> String {
     for t in tallies {
         let _ = writeln!(
             out,
-            "  {:<35} paid {}, declined {}, refused {}, no final answer {}",
+            "  {:<35} paid {}, declined {}, refused {}, no final reply {}",
             t.client.label(),
             t.paid,
             t.declined,
             t.refused,
-            t.no_final_answer
+            t.no_final_reply
         );
     }
     out
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn doubles_and_extra_amount_are_counted_per_account() {
         let results = [
-            result(3, PhoneView::NoFinalAnswer, 90),
+            result(3, PhoneView::NoFinalReply, 90),
             result(1, PhoneView::Paid, 12),
             result(1, PhoneView::Declined, 2),
         ];
@@ -215,24 +215,24 @@ mod tests {
         );
         assert_eq!(tally.in_progress_409s, 2);
         assert_eq!(
-            (tally.paid, tally.declined, tally.no_final_answer),
+            (tally.paid, tally.declined, tally.no_final_reply),
             (1, 1, 1)
         );
         assert_eq!(
             (tally.median_final_seconds, tally.slowest_final_seconds),
             (7.0, 12.0),
-            "the phone that gave up is not a final answer"
+            "the phone that gave up is not a final reply"
         );
         assert_eq!(rupees(41_000_050), "Rs 410,000.50");
         assert_eq!(rupees(0), "Rs 0.00");
     }
 
     #[test]
-    fn the_median_time_is_the_middle_final_answer() {
+    fn the_median_time_is_the_middle_final_reply() {
         let results: Vec<PhoneResult> = [30, 1, 4, 2, 600]
             .into_iter()
             .map(|seconds| result(1, PhoneView::Paid, seconds))
-            .chain([result(9, PhoneView::NoFinalAnswer, 5)])
+            .chain([result(9, PhoneView::NoFinalReply, 5)])
             .collect();
         let tally = Tally::count(ClientKind::RuleFollowing, &results, &BTreeMap::new(), 0);
         assert_eq!(

@@ -105,7 +105,7 @@ fn phone_result(result: &NodeResult) -> anyhow::Result<PhoneResult> {
             "paid" => PhoneView::Paid,
             "declined" => PhoneView::Declined,
             "refused" => PhoneView::Refused,
-            "no_final_answer" => PhoneView::NoFinalAnswer,
+            "no_final_reply" => PhoneView::NoFinalReply,
             other => bail!("client (e) reported an unknown view {other:?}"),
         },
         took: night(result.took_ms),

@@ -188,7 +188,7 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
     check_chart(&chart, new_key);
 
     // (c) without `Prefer: wait`, (d) with it, and (e) the TypeScript package under Node: the
-    // wait and the language change how answers come, never how often money moves.
+    // wait and the language change how replies come, never how often money moves.
     for client in [
         "rule_following",
         "rule_following_with_wait",
@@ -200,7 +200,7 @@ async fn plain_retries_debit_twice_and_the_rule_following_client_never_does() {
         assert_eq!(rules["debited_twice"], 0, "{client}: {narration}");
         assert_eq!(rules["extra_paise"], 0, "{client}: {narration}");
         assert_eq!(rules["unresolved_keys"], 0, "{client}: {narration}");
-        assert_eq!(rules["no_final_answer"], 0, "{client}: {narration}");
+        assert_eq!(rules["no_final_reply"], 0, "{client}: {narration}");
         assert_eq!(
             rules["bank_debits"], rules["paid"],
             "{client}: every customer told 'paid' was debited exactly once, and nobody \

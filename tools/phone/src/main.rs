@@ -4,18 +4,18 @@
 //! export AUTH_JWT_SECRET=…          # development: sign a token for --user (or PHONE_TOKEN=…)
 //! phone --user 42 pay --bill elec-1 --amount 230000 --vpa asha@okbank
 //! phone --user 42 refund --payment <id> --amount 5000
-//! phone pending                     # the saved actions that have no final answer yet
+//! phone pending                     # the saved actions that have no final reply yet
 //! phone --user 42 --json resume     # after a crash or restart: same keys, same bodies
 //! ```
 //!
 //! No secret is ever a flag: the token is `PHONE_TOKEN` (or `PHONE_TOKEN_FILE`), the development
 //! secret `AUTH_JWT_SECRET` (or `AUTH_JWT_SECRET_FILE`), as the backend reads its own.
 //!
-//! Every action is saved in `--store` before its first send and deleted at its final answer, so
+//! Every action is saved in `--store` before its first send and deleted at its final reply, so
 //! killing the phone mid-payment and running `phone resume` never pays twice. Each attempt asks
-//! the server (`Prefer: wait`) to wait up to `--wait-seconds` for the first attempt's answer
+//! the server (`Prefer: wait`) to wait up to `--wait-seconds` for the first attempt's reply
 //! should it still be running (default: 5 s less than `--timeout-seconds`; 0 turns it off).
-//! Progress (attempt number, wait, answer, "got the first attempt's answer after waiting") goes
+//! Progress (attempt number, wait, reply, "got the first attempt's reply after waiting") goes
 //! to stderr; the outcome to stdout, as a sentence or (`--json`) one JSON object per line. The
 //! exit codes are listed in `--help` ([`show::EXIT_CODES`]).
 
@@ -56,7 +56,7 @@ struct Cli {
     /// Stop sending after this many seconds and ask for the outcome (the article's app: 600).
     #[arg(long, default_value_t = 600.0)]
     deadline_seconds: f64,
-    /// Ask the server to wait up to this many whole seconds for the first attempt's answer when
+    /// Ask the server to wait up to this many whole seconds for the first attempt's reply when
     /// a retry finds it still running (`Prefer: wait`); below --timeout-seconds, 0 turns it off.
     /// Default: 5 s less than --timeout-seconds (10 for 15).
     #[arg(long)]
@@ -91,7 +91,7 @@ enum Command {
         #[arg(long)]
         amount: u64,
     },
-    /// List the saved actions that have no final answer yet.
+    /// List the saved actions that have no final reply yet.
     Pending,
     /// Carry on with this user's saved actions (after a crash or restart).
     Resume,
@@ -153,7 +153,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     Ok(completions
         .iter()
-        .map(|completion| show::outcome(completion, format))
+        .map(|completion| show::result(completion, format))
         .max()
         .map_or(ExitCode::SUCCESS, ExitCode::from))
 }
@@ -177,7 +177,7 @@ async fn connect(cli: &Cli, store: FileStore) -> anyhow::Result<PaymentsClient<H
     let pending = phone.pending().await?.len();
     if pending > 0 && !matches!(cli.command, Command::Resume) {
         eprintln!(
-            "phone: {pending} earlier action(s) of user {user} have no final answer yet; \
+            "phone: {pending} earlier action(s) of user {user} have no final reply yet; \
              `phone resume` carries them on"
         );
     }
@@ -203,7 +203,7 @@ fn prefer_wait(
         Some(Duration::ZERO) => Ok(None),
         Some(wait) if wait >= attempt_timeout => bail!(
             "--wait-seconds must be below --timeout-seconds ({} s): when the server's wait runs \
-             out, its answer must reach the phone before the phone gives up",
+             out, its reply must reach the phone before the phone gives up",
             attempt_timeout.as_secs_f64()
         ),
         Some(wait) => Ok(Some(wait)),

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use shared::Problem;
 use time::format_description::well_known::Rfc3339;
 
-/// Exit code: the server's final answer was a refusal or a decline.
+/// Exit code: the server's final reply was a refusal or a decline.
 pub const REFUSED: u8 = 3;
 /// Exit code: the server never received the action; nothing was charged.
 pub const NOT_RECEIVED: u8 = 4;
@@ -84,24 +84,24 @@ fn saved_json(saved: &SavedAction) -> Value {
 }
 
 /// Prints an outcome on stdout and returns its exit code.
-pub fn outcome(completion: &Completion, format: Format) -> u8 {
-    let (word, code) = verdict(&completion.outcome);
+pub fn result(completion: &Completion, format: Format) -> u8 {
+    let (word, code) = verdict(&completion.result);
     match format {
         Format::Text => println!("{}", sentence(completion)),
         Format::Json => {
             let mut line = json!({
                 "key": completion.key.to_string(),
-                "outcome": word,
+                "result": word,
                 "attempts": completion.attempts,
                 "exit_code": code,
             });
-            match &completion.outcome {
-                ActionResult::Answered(answer) => {
-                    line["status"] = json!(answer.status);
-                    line["body"] = answer.body.clone();
-                    line["replayed"] = json!(answer.replayed);
-                    line["from_status_look_up"] = json!(answer.from_status_look_up);
-                    line["waited_for_first_attempt"] = json!(answer.waited_for_first_attempt);
+            match &completion.result {
+                ActionResult::Replied(reply) => {
+                    line["status"] = json!(reply.status);
+                    line["body"] = reply.body.clone();
+                    line["replayed"] = json!(reply.replayed);
+                    line["from_status_look_up"] = json!(reply.from_status_look_up);
+                    line["waited_for_first_attempt"] = json!(reply.waited_for_first_attempt);
                 }
                 ActionResult::Unsettled(why) => {
                     line["why"] = json!(unsettled_word(*why));
@@ -116,11 +116,11 @@ pub fn outcome(completion: &Completion, format: Format) -> u8 {
 }
 
 /// The outcome's one word (as the TypeScript client names its results) and exit code.
-fn verdict(outcome: &ActionResult) -> (&'static str, u8) {
-    match outcome {
-        ActionResult::Answered(answer) if answer.succeeded() => ("paid", 0),
-        ActionResult::Answered(answer) if answer.status == 402 => ("declined", REFUSED),
-        ActionResult::Answered(_) => ("refused", REFUSED),
+fn verdict(result: &ActionResult) -> (&'static str, u8) {
+    match result {
+        ActionResult::Replied(reply) if reply.succeeded() => ("paid", 0),
+        ActionResult::Replied(reply) if reply.status == 402 => ("declined", REFUSED),
+        ActionResult::Replied(_) => ("refused", REFUSED),
         ActionResult::NotReceived => ("not_received", NOT_RECEIVED),
         ActionResult::SignInRequired => ("sign_in_required", UNSETTLED),
         // Unsettled, and whatever a later version of the library adds: kept, ask later.
@@ -140,28 +140,28 @@ fn unsettled_word(why: Unsettled) -> &'static str {
 
 fn sentence(completion: &Completion) -> String {
     let key = &completion.key;
-    match &completion.outcome {
-        ActionResult::Answered(answer) => {
+    match &completion.result {
+        ActionResult::Replied(reply) => {
             let how = match (
-                answer.from_status_look_up,
-                answer.waited_for_first_attempt,
-                answer.replayed,
+                reply.from_status_look_up,
+                reply.waited_for_first_attempt,
+                reply.replayed,
             ) {
                 (true, _, _) => " (from the status look-up)",
-                (false, true, _) => " (the first attempt's answer, after waiting for it)",
+                (false, true, _) => " (the first attempt's reply, after waiting for it)",
                 (false, false, true) => " (replayed)",
                 (false, false, false) => "",
             };
-            let verdict = match answer.status {
+            let verdict = match reply.status {
                 200..=299 => "done",
                 402 => "declined by the bank",
                 _ => "refused",
             };
             format!(
                 "{key}: {verdict}, {}{how} after {} attempt(s)\n{}",
-                answer.status,
+                reply.status,
                 completion.attempts,
-                serde_json::to_string_pretty(&answer.body).unwrap_or_default()
+                serde_json::to_string_pretty(&reply.body).unwrap_or_default()
             )
         }
         ActionResult::NotReceived => format!(

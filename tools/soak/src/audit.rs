@@ -11,7 +11,7 @@
 //! - every payment or refund a phone was told succeeded (201) is in the books, `succeeded`
 //!   under the reference it was told: an acknowledged commit is never lost (a failover);
 //! - no key is left `started` or `unknown`;
-//! - every action ended with a final answer, or past its deadline the status look-up said
+//! - every action ended with a final reply, or past its deadline the status look-up said
 //!   nothing was charged.
 
 use std::collections::HashMap;
@@ -169,7 +169,7 @@ pub fn audit(
     for action in actions {
         if let Ending::Unresolved(why) = &action.ending {
             flag(
-                "user action without a final answer",
+                "user action without a final reply",
                 format!(
                     "user {} {} {}: {why}",
                     action.user,
@@ -370,9 +370,9 @@ mod tests {
             .refunds
             .push(movement("refund-2", 100, "succeeded", "pay-1"));
         records.unfinished_keys.push((1, "unknown".to_owned()));
-        let mut unanswered = paid("soak-1-5");
-        unanswered.ending = Ending::Unresolved("Unsettled(Unknown)".to_owned());
-        let (violations, damage) = audit(&ledger, &records, &[unanswered]);
+        let mut unresolved = paid("soak-1-5");
+        unresolved.ending = Ending::Unresolved("Unsettled(Unknown)".to_owned());
+        let (violations, damage) = audit(&ledger, &records, &[unresolved]);
         let kinds: Vec<&str> = violations.iter().map(|v| v.kind).collect();
         assert!(
             kinds.contains(&"one user action debited more than once"),
@@ -381,7 +381,7 @@ mod tests {
         assert!(kinds.contains(&"bank debit without exactly one succeeded payment"));
         assert!(kinds.contains(&"succeeded refund without exactly one bank refund"));
         assert!(kinds.contains(&"key left unresolved"));
-        assert!(kinds.contains(&"user action without a final answer"));
+        assert!(kinds.contains(&"user action without a final reply"));
         assert_eq!(damage.double_debits, 1);
         assert_eq!(damage.unresolved_keys, 1);
         assert_eq!(damage.orphan_or_lost, 2);

@@ -1,11 +1,11 @@
 //! [`Balancer`]: HAProxy in front of the backend replicas, as a deployment puts it: HTTP, each
-//! request to a replica whose `GET /readyz` answered 200 at the last health checks (twice a
+//! request to a replica whose `GET /readyz` replied 200 at the last health checks (twice a
 //! second; two failures take a replica out, one success puts it back), a request whose
 //! connection was refused sent to another replica, never a request resent once it reached one.
 //!
 //! Replicas restart on new ports, so each server slot's address is set at run time through
 //! HAProxy's admin socket (`set server … addr`), as service discovery does; the balancer's own
-//! address stays put. A replica stopped on purpose (SIGTERM) answers `/readyz` 503 at once and
+//! address stays put. A replica stopped on purpose (SIGTERM) replies 503 to `/readyz` at once and
 //! serves on for its grace period, so the health checks take it out before it stops accepting
 //! (the backend's drain); a killed one is found out by the same checks.
 
@@ -66,20 +66,20 @@ impl Balancer {
             .map(drop)
     }
 
-    /// Sends one command to the admin socket; its answer.
+    /// Sends one command to the admin socket; its reply.
     async fn command(&self, command: &str) -> anyhow::Result<String> {
         let mut stream = UnixStream::connect(&self.socket)
             .await
             .with_context(|| format!("HAProxy's admin socket {}", self.socket.display()))?;
         stream.write_all(format!("{command}\n").as_bytes()).await?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await?;
-        let answer = answer.trim();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await?;
+        let reply = reply.trim();
         anyhow::ensure!(
-            !answer.contains("No such") && !answer.contains("Unknown command"),
-            "HAProxy refused `{command}`: {answer}"
+            !reply.contains("No such") && !reply.contains("Unknown command"),
+            "HAProxy refused `{command}`: {reply}"
         );
-        Ok(answer.to_owned())
+        Ok(reply.to_owned())
     }
 }
 

@@ -109,7 +109,7 @@ pub enum Fault {
     CutConnections,
     /// Restart the PostgreSQL server.
     RestartPostgres,
-    /// The bank answers after 3 s: past the replicas' 2 s timeout.
+    /// The bank replies after 3 s: past the replicas' 2 s timeout.
     BankSlow,
     /// Half the bank's replies are lost after it moved the money.
     BankLosesReplies,

@@ -80,11 +80,11 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     // Interrupted, the soak drops its stack, which kills every process it started.
-    let outcome = tokio::select! {
-        outcome = run(args) => outcome,
+    let ran = tokio::select! {
+        ran = run(args) => ran,
         () = interrupted() => Err(anyhow::anyhow!("interrupted; every process it started is stopped")),
     };
-    match outcome {
+    match ran {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(error) => {
@@ -184,7 +184,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 
     let settle = Duration::from_secs(args.settle_seconds);
     report::settle(&http, &stack, settle).await?;
-    population.resume_unanswered().await?;
+    population.resume_unresolved().await?;
     let (ledger, records) = report::settle(&http, &stack, settle).await?;
     let tally = std::mem::take(
         &mut *tally

@@ -34,7 +34,7 @@ pub enum ClientKind {
 /// How one action ended, as the phone saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Ending {
-    /// A final answer: its status and body.
+    /// A final reply: its status and body.
     Final {
         /// The status.
         status: u16,
@@ -43,7 +43,7 @@ pub enum Ending {
     },
     /// Past its deadline the status look-up said nothing was charged (released, or no record).
     NothingCharged,
-    /// No final answer and none from the look-up either.
+    /// No final reply and none from the look-up either.
     Unresolved(String),
 }
 
@@ -75,27 +75,27 @@ pub struct ActionRecord {
 pub struct Tally {
     /// Every finished action.
     pub actions: Vec<ActionRecord>,
-    /// Answers by status, over every attempt.
+    /// Replies by status, over every attempt.
     pub statuses: std::collections::BTreeMap<u16, u64>,
-    /// Answers marked `Idempotent-Replayed`.
+    /// Replies marked `Idempotent-Replayed`.
     pub replays: u64,
-    /// Attempts that got no answer (timeout, connection refused or cut).
-    pub no_answers: u64,
+    /// Attempts that got no reply (timeout, connection refused or cut).
+    pub no_replies: u64,
     /// Actions without an ending at their deadline, resumed once the system settled.
     pub resumed: u64,
-    /// Every attempt's answer as it came: when, and its status (`None`: no answer).
-    pub answers: Vec<(Instant, Option<u16>)>,
+    /// Every attempt's reply as it came: when, and its status (`None`: no reply).
+    pub replies: Vec<(Instant, Option<u16>)>,
 }
 
 impl Tally {
-    fn answered(&mut self, status: u16) {
+    fn replied(&mut self, status: u16) {
         *self.statuses.entry(status).or_default() += 1;
-        self.answers.push((Instant::now(), Some(status)));
+        self.replies.push((Instant::now(), Some(status)));
     }
 
-    fn not_answered(&mut self) {
-        self.no_answers += 1;
-        self.answers.push((Instant::now(), None));
+    fn not_replied(&mut self) {
+        self.no_replies += 1;
+        self.replies.push((Instant::now(), None));
     }
 }
 
@@ -257,7 +257,7 @@ impl Population {
             .clone();
         let key = Some(saved.key().to_string());
         Ok((
-            ending_of(completion.outcome),
+            ending_of(completion.result),
             completion.attempts,
             events,
             key,
@@ -267,7 +267,7 @@ impl Population {
     /// Resumes, user by user, every action the library left without an ending at its deadline,
     /// as the app does when it is opened again: the saved key and body, or past the deadline
     /// the status look-up. Their records get the new ending.
-    pub async fn resume_unanswered(&self) -> anyhow::Result<()> {
+    pub async fn resume_unresolved(&self) -> anyhow::Result<()> {
         let users: std::collections::BTreeSet<u64> = self
             .lock()
             .actions
@@ -286,7 +286,7 @@ impl Population {
                     .iter_mut()
                     .find(|action| action.key.as_deref() == Some(key.as_str()))
                 {
-                    action.ending = ending_of(completion.outcome);
+                    action.ending = ending_of(completion.result);
                     let resumed = format!("resumed after settling: {:?}", action.ending);
                     action.events.push(resumed);
                 }
@@ -325,7 +325,7 @@ impl Population {
                 .timeout(Duration::from_secs(3))
                 .send()
                 .await;
-            let answer = match sent {
+            let reply = match sent {
                 Ok(response) => {
                     let status = response.status().as_u16();
                     let body = response.json::<Value>().await.unwrap_or_default();
@@ -334,17 +334,17 @@ impl Population {
                 Err(_) => None,
             };
             let mut tally = self.lock();
-            match answer {
+            match reply {
                 Some((status, body)) => {
-                    tally.answered(status);
-                    events.push(format!("answered {status}"));
+                    tally.replied(status);
+                    events.push(format!("replied {status}"));
                     if (200..300).contains(&status) || (400..500).contains(&status) {
                         return (Ending::Final { status, body }, attempt, events);
                     }
                 }
                 None => {
-                    tally.not_answered();
-                    events.push("no answer".to_owned());
+                    tally.not_replied();
+                    events.push("no reply".to_owned());
                 }
             }
         }
@@ -366,11 +366,11 @@ impl Population {
 }
 
 /// An action's ending, from the library's outcome.
-fn ending_of(outcome: ActionResult) -> Ending {
-    match outcome {
-        ActionResult::Answered(answer) => Ending::Final {
-            status: answer.status,
-            body: answer.body,
+fn ending_of(result: ActionResult) -> Ending {
+    match result {
+        ActionResult::Replied(reply) => Ending::Final {
+            status: reply.status,
+            body: reply.body,
         },
         ActionResult::NotReceived | ActionResult::Unsettled(Unsettled::Released) => {
             Ending::NothingCharged
@@ -382,13 +382,13 @@ fn ending_of(outcome: ActionResult) -> Ending {
 fn record_event(tally: &Mutex<Tally>, event: &Event) {
     let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
     match event {
-        Event::Answered {
+        Event::Replied {
             status, replayed, ..
         } => {
-            tally.answered(*status);
+            tally.replied(*status);
             tally.replays += u64::from(*replayed);
         }
-        Event::NoAnswer { .. } => tally.not_answered(),
+        Event::NoReply { .. } => tally.not_replied(),
         _ => {}
     }
 }

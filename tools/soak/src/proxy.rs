@@ -95,7 +95,7 @@ mod tests {
 
     use super::*;
 
-    /// An upstream that answers every connection with its own name.
+    /// An upstream that replies to every connection with its own name.
     async fn named_upstream(name: &'static str) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
@@ -110,9 +110,9 @@ mod tests {
     async fn read_through(proxy: &Proxy) -> String {
         let address = proxy.url.trim_start_matches("http://");
         let mut stream = TcpStream::connect(address).await.expect("connect");
-        let mut answer = String::new();
-        let _ = stream.read_to_string(&mut answer).await;
-        answer
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply).await;
+        reply
     }
 
     #[tokio::test]

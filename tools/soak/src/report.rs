@@ -1,6 +1,6 @@
 //! What the soak prints: the schedule before it starts, then the table of faults, traffic and
 //! damage, for each change of the cluster's leader how long payments waited for the new one
-//! and how the phones were answered meanwhile, then each violation with the events of the
+//! and how the phones were replied to meanwhile, then each violation with the events of the
 //! actions around it; and the wait for the system to settle before the books are read.
 
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ use crate::stack::{Database, Stack};
 pub struct Struck {
     /// The fault.
     pub fault: Fault,
-    /// When it began, on this process's clock (the phones' answers are on it too).
+    /// When it began, on this process's clock (the phones' replies are on it too).
     pub at: Instant,
     /// When it began, on the wall clock (the database's events are on it).
     pub wall: OffsetDateTime,
@@ -94,7 +94,7 @@ pub fn print_table(
     for (kind, count) in faults {
         println!("  {count:>4}  {kind}");
     }
-    let attempts: u64 = tally.statuses.values().sum::<u64>() + tally.no_answers;
+    let attempts: u64 = tally.statuses.values().sum::<u64>() + tally.no_replies;
     let payments = tally
         .actions
         .iter()
@@ -102,7 +102,7 @@ pub fn print_table(
         .count();
     let count = |status| tally.statuses.get(&status).copied().unwrap_or_default();
     let slowest = tally.actions.iter().map(|action| action.took).max();
-    let unanswered = tally
+    let unresolved = tally
         .actions
         .iter()
         .filter(|action| matches!(action.ending, Ending::Unresolved(_)))
@@ -116,10 +116,10 @@ pub fn print_table(
     row("user actions (payments + refunds)", tally.actions.len());
     row("  of which payments", payments);
     row("requests sent", attempts);
-    row("  answered as replays", tally.replays);
+    row("  replied as replays", tally.replays);
     row("  409 seen", count(409));
     row("  503 seen", count(503));
-    row("  no answer (timeout, cut connection)", tally.no_answers);
+    row("  no reply (timeout, cut connection)", tally.no_replies);
     row("payments succeeded (rows)", succeeded(&records.payments));
     row("bank debits", ledger.debits.len());
     row("bank refunds", ledger.refunds.len());
@@ -127,7 +127,7 @@ pub fn print_table(
     row("lost or orphan movements", damage.orphan_or_lost);
     row("unresolved keys", damage.unresolved_keys);
     row("actions resumed after settling", tally.resumed);
-    row("actions without a final answer", unanswered);
+    row("actions without a final reply", unresolved);
     row("actions looked up: nothing charged", nothing_charged);
     row(
         "slowest time to an ending",
@@ -138,7 +138,7 @@ pub fn print_table(
 }
 
 /// For each fault that put another node in the cluster's lead: when Patroni promoted it, when
-/// the first claim committed on it, and how the phones were answered from the fault until then.
+/// the first claim committed on it, and how the phones were replied to from the fault until then.
 pub async fn print_failovers(
     stack: &Stack,
     struck: &[Struck],
@@ -167,7 +167,7 @@ pub async fn print_failovers(
     println!("changes of leader (seconds from the fault):");
     println!(
         "  {:<52} {:>9} {:>12} {:>8} {:>7}",
-        "fault", "promoted", "first claim", "answers", "503s"
+        "fault", "promoted", "first claim", "replies", "503s"
     );
     for strike in changes {
         let promoted = promotions
@@ -191,7 +191,7 @@ pub async fn print_failovers(
             strike.at + std::time::Duration::try_from(at - strike.wall).unwrap_or_default()
         });
         let in_gap: Vec<Option<u16>> = tally
-            .answers
+            .replies
             .iter()
             .filter(|(at, _)| *at >= strike.at && *at <= gap_end)
             .map(|(_, status)| *status)

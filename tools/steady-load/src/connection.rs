@@ -1,8 +1,8 @@
 //! One keep-alive connection of a run, as wrk2 keeps them: it takes the next request of the
 //! schedule when it is free, waits until the request may go out, sends it, reads the whole
-//! answer and records how long it took. The requests and the connection's own I/O are driven in
+//! reply and records how long it took. The requests and the connection's own I/O are driven in
 //! one task, so a request costs no hand-over between tasks. A connection the server closes
-//! between answers is opened again; one that fails under a request is opened again for the next
+//! between replies is opened again; one that fails under a request is opened again for the next
 //! request, and the request it failed on is an error.
 
 use std::time::Duration;
@@ -18,10 +18,10 @@ use crate::requests::Requests;
 use crate::schedule::{Due, Schedule};
 
 /// What one request came to: its latency, or why it failed.
-pub type Outcome = Result<Duration, String>;
+pub type RequestResult = Result<Duration, String>;
 
-/// How long an answer may take before the request counts as failed.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a reply may take before the request counts as failed.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Sends requests of `schedule` over one connection at a time to `address` (`host:port`)
 /// until every request has been taken; returns the outcome of each request it sent.
@@ -29,23 +29,23 @@ pub async fn send_over_one_connection(
     address: &str,
     schedule: &Schedule,
     requests: &Requests,
-) -> Vec<Outcome> {
-    let mut outcomes = Vec::new();
+) -> Vec<RequestResult> {
+    let mut results = Vec::new();
     let mut next = schedule.take();
     while let Some(due) = next {
         due.wait().await;
         next = match connect(address).await {
             Ok((sender, connection)) => {
-                let sending = send_while_open(due, sender, schedule, requests, &mut outcomes);
+                let sending = send_while_open(due, sender, schedule, requests, &mut results);
                 tokio::join!(sending, connection).0
             }
             Err(error) => {
-                outcomes.push(Err(error));
+                results.push(Err(error));
                 schedule.take()
             }
         };
     }
-    outcomes
+    results
 }
 
 /// Opens a connection: the handle to send on, and the connection's I/O to drive.
@@ -79,36 +79,36 @@ async fn send_while_open(
     mut sender: SendRequest<Full<Bytes>>,
     schedule: &Schedule,
     requests: &Requests,
-    outcomes: &mut Vec<Outcome>,
+    results: &mut Vec<RequestResult>,
 ) -> Option<Due> {
     let mut due = first;
-    let mut answered_here = false;
+    let mut replied_here = false;
     loop {
         if sender.ready().await.is_err() {
-            if answered_here {
+            if replied_here {
                 return Some(due);
             }
             // A server that closes every new connection would have this loop forever.
-            outcomes.push(Err("the server closed a new connection".to_owned()));
+            results.push(Err("the server closed a new connection".to_owned()));
             return schedule.take();
         }
         let sent = Instant::now();
-        let exchanged = tokio::time::timeout(ANSWER_TIMEOUT, exchange(&mut sender, requests, due))
+        let exchanged = tokio::time::timeout(REPLY_TIMEOUT, exchange(&mut sender, requests, due))
             .await
             .unwrap_or_else(|_| {
-                let waited = ANSWER_TIMEOUT.as_secs();
-                Err(Failure::Connection(format!("no answer within {waited} s")))
+                let waited = REPLY_TIMEOUT.as_secs();
+                Err(Failure::Connection(format!("no reply within {waited} s")))
             });
         match exchanged {
-            Ok(()) => outcomes.push(Ok(due.latency(sent, Instant::now()))),
-            // A 4xx or 5xx answer leaves the connection usable.
-            Err(Failure::Status(status)) => outcomes.push(Err(format!("status {status}"))),
+            Ok(()) => results.push(Ok(due.latency(sent, Instant::now()))),
+            // A 4xx or 5xx reply leaves the connection usable.
+            Err(Failure::Status(status)) => results.push(Err(format!("status {status}"))),
             Err(Failure::Connection(error)) => {
-                outcomes.push(Err(error));
+                results.push(Err(error));
                 return schedule.take();
             }
         }
-        answered_here = true;
+        replied_here = true;
         due = schedule.take()?;
         due.wait().await;
     }
@@ -116,9 +116,9 @@ async fn send_while_open(
 
 /// Why a request failed.
 enum Failure {
-    /// The server answered, but not with a 2xx.
+    /// The server replied, but not with a 2xx.
     Status(hyper::StatusCode),
-    /// No whole answer: the connection is not to be used again.
+    /// No whole reply: the connection is not to be used again.
     Connection(String),
 }
 
@@ -128,7 +128,7 @@ impl From<String> for Failure {
     }
 }
 
-/// Sends request `due` and reads its whole answer (the body is part of what a client waits
+/// Sends request `due` and reads its whole reply (the body is part of what a client waits
 /// for).
 async fn exchange(
     sender: &mut SendRequest<Full<Bytes>>,
@@ -144,7 +144,7 @@ async fn exchange(
         .into_body()
         .collect()
         .await
-        .map_err(|error| format!("reading the answer: {error}"))?;
+        .map_err(|error| format!("reading the reply: {error}"))?;
     if status.is_success() {
         Ok(())
     } else {

@@ -5,7 +5,7 @@
 //!
 //! Open loop, as wrk2 does it: request *i* is due at `start + i / rate` (`schedule`) and goes
 //! out then over whichever of the run's keep-alive connections is free (`connection`), whether
-//! or not the earlier ones have been answered, and its latency runs from when it was due, not
+//! or not the earlier ones have been replied to, and its latency runs from when it was due, not
 //! from when it went out. A stall therefore shows in every request it delayed, as a user would
 //! see it, instead of only in the one request that met it (the coordinated omission of a
 //! closed-loop tool such as wrk). oha's fixed rate does the same, but sends one set of headers,
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use clap::Parser;
 use hyper::Uri;
 
-use connection::{Outcome, send_over_one_connection};
+use connection::{RequestResult, send_over_one_connection};
 use requests::{Requests, Traffic};
 use schedule::Schedule;
 
@@ -54,7 +54,7 @@ struct Args {
     #[arg(long, required_if_eq("traffic", "replay"))]
     replay_key: Option<String>,
     /// Keep-alive connections: the most requests in flight at once. A request due while every
-    /// connection waits for an answer goes out late, and is timed from when it was due.
+    /// connection waits for a reply goes out late, and is timed from when it was due.
     #[arg(long, default_value_t = 128)]
     connections: u32,
 }
@@ -63,8 +63,8 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args).await {
-        Ok(outcomes) => {
-            report(&outcomes, &args);
+        Ok(results) => {
+            report(&results, &args);
             ExitCode::SUCCESS
         }
         Err(error) => {
@@ -83,7 +83,7 @@ struct Run {
 }
 
 /// Sends the run's requests, each when it is due, and gathers their outcomes.
-async fn run(args: &Args) -> Result<Vec<Outcome>, String> {
+async fn run(args: &Args) -> Result<Vec<RequestResult>, String> {
     if args.rate == 0 || args.seconds == 0 || args.connections == 0 {
         return Err("--rate, --seconds and --connections must be positive".to_owned());
     }
@@ -106,11 +106,11 @@ async fn run(args: &Args) -> Result<Vec<Outcome>, String> {
             send_over_one_connection(&run.address, &run.schedule, &run.requests).await
         });
     }
-    let mut outcomes = Vec::with_capacity(usize::try_from(run.schedule.total()).unwrap_or(0));
+    let mut results = Vec::with_capacity(usize::try_from(run.schedule.total()).unwrap_or(0));
     while let Some(sent) = connections.join_next().await {
-        outcomes.extend(sent.map_err(|error| format!("a connection's task failed: {error}"))?);
+        results.extend(sent.map_err(|error| format!("a connection's task failed: {error}"))?);
     }
-    Ok(outcomes)
+    Ok(results)
 }
 
 /// The `host:port` of a plain-HTTP base URL.
@@ -130,13 +130,13 @@ fn address_of(api: &str) -> Result<String, String> {
 
 /// One line: `requests N errors E p50 P p99 P p99.9 P max P` (milliseconds), then the first
 /// error if there was one.
-fn report(outcomes: &[Outcome], args: &Args) {
-    let mut latencies: Vec<_> = outcomes
+fn report(results: &[RequestResult], args: &Args) {
+    let mut latencies: Vec<_> = results
         .iter()
         .filter_map(|o| o.as_ref().ok().copied())
         .collect();
     latencies.sort_unstable();
-    let errors = outcomes.len() - latencies.len();
+    let errors = results.len() - latencies.len();
     let at = |quantile: f64| -> f64 {
         if latencies.is_empty() {
             return f64::NAN;
@@ -147,13 +147,13 @@ fn report(outcomes: &[Outcome], args: &Args) {
     println!(
         "rate {} requests {} errors {errors} p50 {:.2} p99 {:.2} p99.9 {:.2} max {:.2}",
         args.rate,
-        outcomes.len(),
+        results.len(),
         at(0.5),
         at(0.99),
         at(0.999),
         at(1.0)
     );
-    if let Some(Err(first)) = outcomes.iter().find(|outcome| outcome.is_err()) {
+    if let Some(Err(first)) = results.iter().find(|result| result.is_err()) {
         println!("first error: {first}");
     }
 }

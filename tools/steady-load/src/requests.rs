@@ -1,5 +1,5 @@
 //! The requests `steady-load` sends, one kind a run: a new-key payment (a fresh key and bill
-//! each time), a replay of one answered key, or `GET /healthz`. Everything that is the same for
+//! each time), a replay of one finished key, or `GET /healthz`. Everything that is the same for
 //! every request (the host, the token, the replayed key) is made into header values once.
 
 use http_body_util::Full;
@@ -18,7 +18,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub enum Traffic {
     /// A new payment each time: a fresh `Idempotency-Key` and bill.
     NewKey,
-    /// One answered key, repeated.
+    /// One finished key, repeated.
     Replay,
     /// `GET /healthz`, the server's baseline.
     Healthz,

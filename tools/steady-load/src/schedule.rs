@@ -68,13 +68,13 @@ impl Due {
         }
     }
 
-    /// The latency of an answer received at `answered` to the request sent at `sent`: from
+    /// The latency of a reply received at `replied` to the request sent at `sent`: from
     /// the earlier of the two moments, when it was due or when it went out. Sent late (every
     /// connection busy), it is timed from when it was due, so a stall counts against every
     /// request it delayed (no coordinated omission); sent early, within the timer's grain, from
     /// when it went out.
-    pub fn latency(&self, sent: Instant, answered: Instant) -> Duration {
-        answered.saturating_duration_since(self.at.min(sent))
+    pub fn latency(&self, sent: Instant, replied: Instant) -> Duration {
+        replied.saturating_duration_since(self.at.min(sent))
     }
 }
 
@@ -110,15 +110,15 @@ mod tests {
             index: 0,
             at: start + Duration::from_millis(10),
         };
-        let answered = start + Duration::from_millis(30);
+        let replied = start + Duration::from_millis(30);
         // Sent 5 ms late (every connection busy): the wait counts.
-        let late = due.latency(start + Duration::from_millis(15), answered);
+        let late = due.latency(start + Duration::from_millis(15), replied);
         assert_eq!(late, Duration::from_millis(20));
         // Sent within the timer's grain before it was due: timed from the send.
-        let early = due.latency(start + Duration::from_micros(9_500), answered);
+        let early = due.latency(start + Duration::from_micros(9_500), replied);
         assert_eq!(early, Duration::from_micros(20_500));
         // Sent on time.
-        let on_time = due.latency(due.at, answered);
+        let on_time = due.latency(due.at, replied);
         assert_eq!(on_time, Duration::from_millis(20));
     }
 }

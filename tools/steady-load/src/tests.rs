@@ -1,5 +1,5 @@
 //! `steady-load` against a small HTTP server of the test's own (hyper's), which can stall an
-//! answer, answer 503, or close each connection after one answer: the run must send every
+//! reply, reply 503, or close each connection after one reply: the run must send every
 //! request of the schedule exactly once, time a stall against every request it delayed, and
 //! count failures as errors without losing the requests after them.
 
@@ -16,18 +16,18 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use super::{Args, run};
-use crate::connection::Outcome;
+use crate::connection::RequestResult;
 use crate::requests::Traffic;
 
 /// What the test's server does, and what it saw.
 #[derive(Default)]
 struct Server {
-    /// The request (counted from 1) held before its answer, and for how long.
+    /// The request (counted from 1) held before its reply, and for how long.
     stall: Option<(u64, Duration)>,
-    /// The request answered 503.
+    /// The request got 503.
     refuse: Option<u64>,
-    /// Close each connection after one answer (`Connection: close`).
-    one_answer_per_connection: bool,
+    /// Close each connection after one reply (`Connection: close`).
+    one_reply_per_connection: bool,
     requests: AtomicU64,
     connections: AtomicU64,
 }
@@ -40,16 +40,16 @@ async fn serve(server: Arc<Server>) -> String {
         while let Ok((stream, _)) = listener.accept().await {
             server.connections.fetch_add(1, Ordering::SeqCst);
             let mut connection = http1::Builder::new();
-            connection.keep_alive(!server.one_answer_per_connection);
+            connection.keep_alive(!server.one_reply_per_connection);
             let server = Arc::clone(&server);
-            let answer = service_fn(move |request| answer(Arc::clone(&server), request));
-            tokio::spawn(connection.serve_connection(TokioIo::new(stream), answer));
+            let reply = service_fn(move |request| reply(Arc::clone(&server), request));
+            tokio::spawn(connection.serve_connection(TokioIo::new(stream), reply));
         }
     });
     format!("http://{address}")
 }
 
-async fn answer(
+async fn reply(
     server: Arc<Server>,
     _request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, hyper::Error> {
@@ -78,8 +78,8 @@ fn args(api: String, rate: u32, connections: u32) -> Args {
     }
 }
 
-fn latencies(outcomes: &[Outcome]) -> Vec<Duration> {
-    outcomes
+fn latencies(results: &[RequestResult]) -> Vec<Duration> {
+    results
         .iter()
         .filter_map(|o| o.as_ref().ok().copied())
         .collect()
@@ -93,9 +93,9 @@ async fn a_stall_counts_against_every_request_it_delayed() {
     });
     let api = serve(Arc::clone(&server)).await;
     // One connection: while the 100th request is held, the ones due after it cannot go out.
-    let outcomes = run(&args(api, 1_000, 1)).await.expect("a run");
-    let latencies = latencies(&outcomes);
-    assert_eq!(outcomes.len(), 1_000, "every request of the schedule");
+    let results = run(&args(api, 1_000, 1)).await.expect("a run");
+    let latencies = latencies(&results);
+    assert_eq!(results.len(), 1_000, "every request of the schedule");
     assert_eq!(latencies.len(), 1_000, "no errors");
     assert_eq!(
         server.requests.load(Ordering::SeqCst),
@@ -121,19 +121,19 @@ async fn a_stall_counts_against_every_request_it_delayed() {
 }
 
 #[tokio::test]
-async fn a_connection_the_server_closes_after_each_answer_is_opened_again_and_nothing_is_lost() {
+async fn a_connection_the_server_closes_after_each_reply_is_opened_again_and_nothing_is_lost() {
     let server = Arc::new(Server {
-        one_answer_per_connection: true,
+        one_reply_per_connection: true,
         ..Server::default()
     });
     let api = serve(Arc::clone(&server)).await;
-    let outcomes = run(&args(api, 300, 2)).await.expect("a run");
-    assert_eq!(outcomes.len(), 300);
+    let results = run(&args(api, 300, 2)).await.expect("a run");
+    assert_eq!(results.len(), 300);
     assert_eq!(
-        latencies(&outcomes).len(),
+        latencies(&results).len(),
         300,
         "no errors: {:?}",
-        outcomes.iter().find(|o| o.is_err())
+        results.iter().find(|o| o.is_err())
     );
     assert_eq!(
         server.requests.load(Ordering::SeqCst),
@@ -143,7 +143,7 @@ async fn a_connection_the_server_closes_after_each_answer_is_opened_again_and_no
     assert_eq!(
         server.connections.load(Ordering::SeqCst),
         300,
-        "one connection an answer"
+        "one connection a reply"
     );
 }
 
@@ -154,9 +154,9 @@ async fn a_refused_request_is_an_error_and_the_connection_goes_on() {
         ..Server::default()
     });
     let api = serve(Arc::clone(&server)).await;
-    let outcomes = run(&args(api, 200, 1)).await.expect("a run");
-    assert_eq!(outcomes.len(), 200);
-    let errors: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    let results = run(&args(api, 200, 1)).await.expect("a run");
+    assert_eq!(results.len(), 200);
+    let errors: Vec<_> = results.iter().filter_map(|o| o.as_ref().err()).collect();
     assert_eq!(errors.len(), 1);
     assert!(errors[0].contains("503"), "{}", errors[0]);
     assert_eq!(server.requests.load(Ordering::SeqCst), 200);
@@ -168,10 +168,10 @@ async fn with_no_server_every_request_is_an_error() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a free port");
     let api = format!("http://{}", listener.local_addr().expect("a bound address"));
     drop(listener);
-    let outcomes = run(&args(api, 100, 4)).await.expect("a run");
-    assert_eq!(outcomes.len(), 100);
+    let results = run(&args(api, 100, 4)).await.expect("a run");
+    assert_eq!(results.len(), 100);
     assert!(
-        outcomes
+        results
             .iter()
             .all(|o| o.as_ref().is_err_and(|e| e.contains("connecting")))
     );

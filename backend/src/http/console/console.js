@@ -25,12 +25,12 @@
   var EVENT_LABELS = {
     claimed: 'Claimed',
     claimed_again: 'Claimed again (retry after release)',
-    replayed: 'Replayed the saved answer',
+    replayed: 'Replayed the saved reply',
     mismatch_refused: 'Refused: same key, different request (422)',
     in_progress_refused: 'Refused: first attempt still running (409)',
     waited: 'Waited for the first attempt',
-    bank_answered: 'Bank answered',
-    bank_answer_unknown: "Bank's answer unknown",
+    bank_answered: 'Bank replied',
+    bank_answer_unknown: "Bank's reply unknown",
     looked_up: 'Asked the bank',
     released: 'Released (bank never saw it)',
     late_debit_found: 'Late debit found',
@@ -56,11 +56,11 @@
 
   var memoryToken = '';          // used when sessionStorage is not available
   var seq = { customer: 0, queue: 0, check: 0 };
-  var shown = { customer: null, check: null }; // the id whose answer is on screen (or loading)
+  var shown = { customer: null, check: null }; // the id whose reply is on screen (or loading)
   var current = null;            // the screen on show
   var quietHashChange = null;    // the hash we set ourselves from a form: no focus move
   var reasonDrafts = new Map();  // queue key -> reason typed but not sent (kept across refreshes)
-  var askResults = new Map();    // queue key -> the outcome of its last "ask the bank now"
+  var askResults = new Map();    // queue key -> the result of its last "ask the bank now"
   var queueRefreshTimer = null;
 
   /* ---------- small helpers ---------- */
@@ -267,14 +267,14 @@
           });
         }
         if (data === null || typeof data !== 'object') {
-          throw new ApiError({ status: response.status, title: 'Unexpected answer',
-            detail: 'The console API did not answer with JSON.' });
+          throw new ApiError({ status: response.status, title: 'Unexpected reply',
+            detail: 'The console API did not reply with JSON.' });
         }
         return data;
       });
     }, function (err) {
       throw new ApiError({ status: 0, title: 'Could not reach the console API',
-        detail: str(err && err.message) || 'The request failed before an answer came back.' });
+        detail: str(err && err.message) || 'The request failed before a reply came back.' });
     });
   }
 
@@ -400,7 +400,7 @@
    */
   function fillCheckForm(id) {
     shown.check = null;
-    ++seq.check; // an answer still on its way belongs to another customer now
+    ++seq.check; // a reply still on its way belongs to another customer now
     $('check-results').replaceChildren();
     $('check-customer-id').value = id;
     setMessage('check', 'info', el('p', null, 'Customer ' + id +
@@ -446,7 +446,7 @@
   /**
    * The one way the Customer and Check screens ask the API about customer `id`: the id is
    * checked, the screen's link and title name it, a token is required, then `how.request()`
-   * is sent with `how.loading` on show and its answer goes to `how.render(data, id)`, unless the
+   * is sent with `how.loading` on show and its reply goes to `how.render(data, id)`, unless the
    * screen has asked again since. A problem is shown on the screen, and an input it names is
    * marked and focused.
    */
@@ -858,19 +858,19 @@
   }
 
   /**
-   * An ask's outcome: `result` is the API's word (resolved, released, voided, not_yet,
+   * An ask's result: `result` is the API's word (resolved, released, voided, not_yet,
    * already_final), or pending or error before or instead of one; `kind` picks the look.
    */
-  function outcome(result, kind, text) { return { result: result, kind: kind, text: text }; }
+  function askResult(result, kind, text) { return { result: result, kind: kind, text: text }; }
 
-  function failed(text) { return outcome('error', 'error', text); }
+  function failed(text) { return askResult('error', 'error', text); }
 
-  function setResult(cell, shownOutcome) {
-    cell.replaceChildren(el('span', { class: 'result-text result-' + shownOutcome.kind }, shownOutcome.text));
-    cell.setAttribute('data-result', shownOutcome.result);
+  function setResult(cell, asked) {
+    cell.replaceChildren(el('span', { class: 'result-text result-' + asked.kind }, asked.text));
+    cell.setAttribute('data-result', asked.result);
   }
 
-  /** A key the bank's answer finished: its row stays, with the new state, until a refresh. */
+  /** A key the bank's reply finished: its row stays, with the new state, until a refresh. */
   function showRowState(row, state) {
     row.setAttribute('data-state', state);
     row.querySelector('.what .badge').replaceWith(badge(state, 'state'));
@@ -879,15 +879,15 @@
   var ASK_WORDS = {
     released: 'Released: the bank never saw it',
     voided: 'Voided: nothing charged',
-    not_yet: 'Not yet: the bank has no answer; asked again later',
+    not_yet: 'Not yet: the bank has no reply; asked again later',
     already_final: 'Already final'
   };
 
-  function askWords(answer) {
-    var result = str(answer && answer.result);
-    if (result === 'resolved') return 'Resolved: ' + (str(answer.status) || str(answer.state) || 'done');
+  function askWords(reply) {
+    var result = str(reply && reply.result);
+    if (result === 'resolved') return 'Resolved: ' + (str(reply.status) || str(reply.state) || 'done');
     if (Object.prototype.hasOwnProperty.call(ASK_WORDS, result)) return ASK_WORDS[result];
-    return 'Answer: ' + (result || 'none');
+    return 'Reply: ' + (result || 'none');
   }
 
   function askBank(row, entry, reasonInput, button, cell) {
@@ -909,22 +909,22 @@
     }
     button.setAttribute('aria-disabled', 'true');
     button.textContent = 'Asking the bank…';
-    setResult(cell, outcome('pending', 'pending', 'Asking the bank…'));
+    setResult(cell, askResult('pending', 'pending', 'Asking the bank…'));
     var path = '/customers/' + encodeURIComponent(userId) + '/keys/' + encodeURIComponent(key) + '/ask-bank';
-    api('POST', path, { reason: reason }).then(function (answer) {
-      var result = str(answer.result) || 'none';
+    api('POST', path, { reason: reason }).then(function (reply) {
+      var result = str(reply.result) || 'none';
       var notYet = result === 'not_yet';
-      var answered = outcome(result, notYet ? 'wait' : 'ok', askWords(answer));
-      askResults.set(key, answered);
+      var replied = askResult(result, notYet ? 'wait' : 'ok', askWords(reply));
+      askResults.set(key, replied);
       reasonDrafts.delete(key);
-      setResult(cell, answered);
-      announce('Customer ' + userId + ', key ' + key + ': ' + answered.text);
+      setResult(cell, replied);
+      announce('Customer ' + userId + ', key ' + key + ': ' + replied.text);
       if (notYet) {
         // Its next look-up moved: show the queue as it is now.
         clearTimeout(queueRefreshTimer);
         queueRefreshTimer = setTimeout(function () { loadQueue({ quiet: true }); }, 1000);
-      } else if (answer.state) {
-        showRowState(row, str(answer.state));
+      } else if (reply.state) {
+        showRowState(row, str(reply.state));
       }
     }).catch(function (err) {
       if (isRefused(err)) {
@@ -1021,7 +1021,7 @@
       entriesSection.append(el('p', { class: 'empty' }, 'No movements to compare'));
     } else {
       var table = el('table', { class: 'data entries-table', id: 'check-entries' },
-        el('caption', { id: 'check-entries-caption' }, 'Our records beside the bank\'s answers: ' + entries.length),
+        el('caption', { id: 'check-entries-caption' }, 'Our records beside the bank\'s replies: ' + entries.length),
         el('thead', null, el('tr', null,
           ['Reference', 'Operation', 'Bill', 'Amount', 'Ours', 'Bank', 'Compared'].map(function (h, i) {
             return el('th', { scope: 'col', class: i === 3 ? 'num' : null }, h);

@@ -44,7 +44,7 @@ pub async fn customer(
         .await?;
     let events_complete =
         i64::try_from(events.len()).unwrap_or(i64::MAX) < crate::store::CLAIM_EVENTS_LIMIT;
-    let keys: HashMap<Uuid, &CustomerKey> = keys.iter().map(|key| (key.resource_id, key)).collect();
+    let keys: HashMap<Uuid, &CustomerKey> = keys.iter().map(|key| (key.movement_id, key)).collect();
     let actions: Vec<Value> = movements
         .items
         .iter()
@@ -88,7 +88,7 @@ fn action_json(
 ) -> Value {
     let events: Vec<Value> = events
         .iter()
-        .filter(|event| event.resource_id == Some(movement.id))
+        .filter(|event| event.movement_id == Some(movement.id))
         .map(event_json)
         .collect();
     json!({

@@ -1,6 +1,6 @@
 //! The operator console and its API, on the admin listener only (SPEC §8): the operators'
 //! view of keys and the few actions it may take. Nothing here is on the public listener, and the
-//! edge answers 404 for everything under `/admin` (`edge/src/operator_routes.rs`).
+//! edge replies 404 for everything under `/admin` (`edge/src/operator_routes.rs`).
 //!
 //! | route | what |
 //! |---|---|
@@ -16,7 +16,7 @@
 //! Every API route needs an operator token ([`token`]); every action is recorded in the trail
 //! with the operator's name and reason, and every read of a customer's record or trail with the
 //! operator's name (`customer_viewed`). Lists page with a cursor ([`paging`]), so nothing is out
-//! of reach. Answers are JSON; refusals are problem+json.
+//! of reach. Replies are JSON; refusals are problem+json.
 
 mod console;
 mod customers;
@@ -199,7 +199,7 @@ async fn action_of(
 }
 
 /// Records in the customer's trail that the operator of `asking` read their `what`, before
-/// the read is answered: an operator's look at a customer's money is on the record, like their
+/// the read is replied to: an operator's look at a customer's money is on the record, like their
 /// actions.
 async fn record_read(state: &AppState, asking: &CustomerRequest, what: &str) -> Result<(), Error> {
     let reader = OperatorAction {

@@ -145,7 +145,7 @@ fn schemas() -> Value {
             "next": next.clone(),
         })),
         "LateDebit": object(json!({
-            "user_id": text, "key": maybe_text, "resource_id": maybe_text,
+            "user_id": text, "key": maybe_text, "movement_id": maybe_text,
             "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
             "found": { "$ref": "#/components/schemas/Event" },
         })),
@@ -156,7 +156,7 @@ fn schemas() -> Value {
         "Queue": object(json!({
             "keys": { "type": "array", "items": object(json!({
                 "user_id": text, "key": text, "operation": text,
-                "state": { "enum": ["started", "unknown", "released"] }, "resource_id": text,
+                "state": { "enum": ["started", "unknown", "released"] }, "movement_id": text,
                 "bank_reference": maybe_text, "amount_paise": { "type": ["integer", "null"] },
                 "claimed_at": time, "age_seconds": { "type": "integer" },
                 "next_lookup_at": { "type": ["string", "null"], "format": "date-time" },
@@ -198,7 +198,7 @@ fn object(properties: Value) -> Value {
     json!({ "type": "object", "properties": properties })
 }
 
-/// An operation of the operator API: every one may answer 401 and 403.
+/// An operation of the operator API: every one may reply 401 and 403.
 fn operation(
     id: &str,
     summary: &str,

@@ -1,4 +1,4 @@
-//! Paging the operator API's lists: every list answers one page and, when more follow, a
+//! Paging the operator API's lists: every list returns one page and, when more follow, a
 //! `next` cursor, which the next request passes back (`?before=…` for lists that run newest
 //! first, `?after=…` for the queue, which runs oldest first) with an optional `?limit=` (1 to
 //! [`MAX_LIMIT`], [`DEFAULT_LIMIT`] by default). Cursors are opaque text to a client; a cursor

@@ -10,7 +10,7 @@
 //! lease (so no reconciler, and no second operator, asks at the same time) and records the
 //! operator's look-up in the trail in the lease's own transaction, then resolves it exactly as
 //! the reconciler does
-//! (`reconcile::resolve_leased`): a look-up by the claim's reference, never a debit. The answer
+//! (`reconcile::resolve_leased`): a look-up by the claim's reference, never a debit. The reply
 //! says what came of it: `resolved`, `released`, `voided`, `not_yet` (no final word at the
 //! bank yet, or the rail's rules put the check off), `awaiting_settlement` (that was the
 //! movement's last check the rail allows), or `already_final` (nothing to ask). The operator's
@@ -71,7 +71,7 @@ fn late_debit_json(late: &LateDebit) -> Value {
     json!({
         "user_id": late.user_id.to_string(),
         "key": late.event.key,
-        "resource_id": late.event.resource_id,
+        "movement_id": late.event.movement_id,
         "bank_reference": late.bank_reference,
         "amount_paise": late.amount_paise,
         "found": event_json(&late.event),
@@ -85,7 +85,7 @@ fn queued_json(queued: &QueuedKey) -> Value {
         "key": queued.key,
         "operation": queued.operation.name(),
         "state": queued.state.as_str(),
-        "resource_id": queued.resource_id,
+        "movement_id": queued.movement_id,
         "bank_reference": queued.bank_reference,
         "amount_paise": queued.amount_paise,
         "claimed_at": rfc3339(queued.claimed_at),
@@ -120,7 +120,7 @@ pub async fn ask_bank(
         Resolution::NotYet { .. } => "not_yet",
         Resolution::AwaitingSettlement { .. } => "awaiting_settlement",
     };
-    answer(&state, key, result).await
+    reply(&state, key, result).await
 }
 
 /// The key is not to be had: finished (or past its checks), held by someone, or not there.
@@ -129,7 +129,7 @@ async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Er
         return Err(no_such_key());
     };
     if stored.record.state == KeyState::Done || stored.record.state == KeyState::Released {
-        return answer(state, key, "already_final").await;
+        return reply(state, key, "already_final").await;
     }
     Err(Problem::new(
         ProblemKind::RequestInProgress,
@@ -139,8 +139,8 @@ async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Er
     .into())
 }
 
-/// The answer: what came of it, and the key and its movement as they now stand.
-async fn answer(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Value>, Error> {
+/// The reply: what came of it, and the key and its movement as they now stand.
+async fn reply(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Value>, Error> {
     let stored = state
         .claims()
         .load_key(key)
@@ -148,7 +148,7 @@ async fn answer(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Valu
         .ok_or_else(no_such_key)?;
     let movement = state
         .claims()
-        .load_movement(key, stored.operation, stored.resource_id)
+        .load_movement(key, stored.operation, stored.movement_id)
         .await?;
     Ok(Json(json!({
         "result": result,

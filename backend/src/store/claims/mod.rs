@@ -171,10 +171,10 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         &self,
         key: KeyRef,
         operation: Operation,
-        resource_id: Uuid,
+        movement_id: Uuid,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        movements::select::<D>(&mut conn, operation, key.user.as_i64(), resource_id).await
+        movements::select::<D>(&mut conn, operation, key.user.as_i64(), movement_id).await
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -182,11 +182,11 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         &self,
         key: KeyRef,
         operation: Operation,
-        resource_id: Uuid,
+        movement_id: Uuid,
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
-        let movement = (operation, resource_id);
+        let movement = (operation, movement_id);
         let finished =
             D::finish_movement_and_key(&self.writer, key, movement, result, cause).await?;
         self.changes.announce(key);
@@ -197,22 +197,22 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     async fn mark_unknown(
         &self,
         key: KeyRef,
-        (resource_id, claim): (Uuid, ClaimToken),
+        (movement_id, claim): (Uuid, ClaimToken),
         first_check_in: Duration,
         cause: &Cause,
     ) -> Result<bool, StoreError> {
-        let detail = "no final answer (timeout, lost connection, a gateway's error): the call \
+        let detail = "no final reply (timeout, lost connection, a gateway's error): the call \
                       may still reach the bank";
         let mut tx = D::begin_write(&self.pool).await?;
-        let claim = (resource_id, claim);
+        let claim = (movement_id, claim);
         let moved = keys::set_unknown::<D>(&mut tx, key, claim, first_check_in).await?;
         if !moved {
             return Ok(false);
         }
         let event = claim_event(
             key,
-            resource_id,
-            (EventKind::BankAnswerUnknown, detail),
+            movement_id,
+            (EventKind::BankReplyUnknown, detail),
             cause,
         );
         events::append::<D>(&mut tx, &event).await?;
@@ -224,16 +224,16 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     async fn release_unsent(
         &self,
         key: KeyRef,
-        (resource_id, claim): (Uuid, ClaimToken),
+        (movement_id, claim): (Uuid, ClaimToken),
         stuck_after: Duration,
         cause: &Cause,
     ) -> Result<(), StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
-        let claim = (resource_id, claim);
+        let claim = (movement_id, claim);
         if keys::release_unsent_claim::<D>(&mut tx, key, claim, stuck_after).await? {
             let detail = "no bank call was sent, or the bank did not execute it; a retry claims \
                           the key again";
-            let event = claim_event(key, resource_id, (EventKind::Released, detail), cause);
+            let event = claim_event(key, movement_id, (EventKind::Released, detail), cause);
             events::append::<D>(&mut tx, &event).await?;
         }
         self.commit_announced(tx, key).await
@@ -248,16 +248,16 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         cause: &Cause,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
-        let Some((operation, resource_id)) =
+        let Some((operation, movement_id)) =
             keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, claim.lease()).await?
         else {
             return Ok(None);
         };
         let detail = "the retry calls the bank again under the claim's reference";
-        let event = claim_event(key, resource_id, (EventKind::ClaimedAgain, detail), cause);
+        let event = claim_event(key, movement_id, (EventKind::ClaimedAgain, detail), cause);
         events::append::<D>(&mut tx, &event).await?;
         let movement =
-            movements::select::<D>(&mut tx, operation, key.user.as_i64(), resource_id).await?;
+            movements::select::<D>(&mut tx, operation, key.user.as_i64(), movement_id).await?;
         tx.commit().await?;
         Ok(movement)
     }
@@ -329,14 +329,14 @@ fn claim_payment_query<'q, D: Db>(
 fn finish_query<'q, D: Db>(
     sql: &'q str,
     key: KeyRef,
-    resource_id: Uuid,
+    movement_id: Uuid,
     result: &FinalOutcome,
     cause: &Cause,
 ) -> Query<'q, D, D::Arguments<'q>> {
     let (status, reason) = result.status_and_reason();
     let request_id = request_id_of(cause);
     sqlx::query(sql)
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(key.user.as_i64())
         .arg(Label(status))
         .arg(reason.map(str::to_owned))

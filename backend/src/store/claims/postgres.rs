@@ -44,12 +44,12 @@ SELECT paid.*, claimed.expires_at FROM paid, claimed",
 /// The bank's final word on a movement of `operation`, in one statement: the movement's
 /// outcome, the key's `done` state (only if the movement moved), the announcement if a request
 /// waits on the key (its row says `awaited`) and the `bank_answered` event. The event goes on
-/// a payment's row when the request that claimed the payment records the answer (nearly
+/// a payment's row when the request that claimed the payment records the reply (nearly
 /// always: only an id is written, the rest is the claim's and the outcome's), else into
 /// `key_events` naming the request that did.
 pub(in crate::store) fn finish_statement(operation: Operation) -> String {
     let (table, id_column, columns) = movements::table(operation);
-    let (answer_on_the_row, answered_on_the_row) = match operation {
+    let (reply_on_the_row, replied_on_the_row) = match operation {
         Operation::PayBill => (
             ", answer_event_id = CASE WHEN claim_event_id IS NOT NULL \
                  AND ($6, $7, $8) IS NOT DISTINCT FROM \
@@ -62,9 +62,9 @@ pub(in crate::store) fn finish_statement(operation: Operation) -> String {
     format!(
         "
 WITH moved AS (
-    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now(){answer_on_the_row}
+    UPDATE {table} SET status = $3, decline_reason = $4, finished_at = now(){reply_on_the_row}
     WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'
-    RETURNING {columns}, {answered_on_the_row} AS answered_on_the_row),
+    RETURNING {columns}, {replied_on_the_row} AS replied_on_the_row),
 done AS (
     UPDATE idempotency_keys SET {set_done}
     WHERE user_id = $2 AND key = $5 AND resource_id = $1 AND state <> 'done'
@@ -74,7 +74,7 @@ told AS (SELECT pg_notify($10, $11) FROM done WHERE awaited),
 recorded AS (
     INSERT INTO key_events (user_id, key, resource_id, event, detail, request_id, trace_id,
                             request_id_text)
-    SELECT $2, $5, $1, 'bank_answered', $9, $6, $7, $8 FROM moved WHERE NOT answered_on_the_row)
+    SELECT $2, $5, $1, 'bank_answered', $9, $6, $7, $8 FROM moved WHERE NOT replied_on_the_row)
 SELECT moved.*, {done_columns}, done.read_at, (SELECT count(*) FROM told) AS told
 FROM moved LEFT JOIN done ON true",
         set_done = keys::SET_DONE,
@@ -115,12 +115,12 @@ impl ClaimWrites for Postgres {
     async fn finish_movement_and_key(
         writer: &Arc<WriterConnections>,
         key: KeyRef,
-        (operation, resource_id): (Operation, Uuid),
+        (operation, movement_id): (Operation, Uuid),
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
         let sql = finish_statement(operation);
-        let query = finish_query(&sql, key, resource_id, result, cause)
+        let query = finish_query(&sql, key, movement_id, result, cause)
             .arg(key_changes::CHANNEL.to_owned())
             .arg(key_changes::payload(key));
         let mut conn = writer.acquire().await?;
@@ -129,9 +129,9 @@ impl ClaimWrites for Postgres {
             let finished = outcome::finish_in::<Postgres>(
                 &mut tx,
                 key,
-                (operation, resource_id),
+                (operation, movement_id),
                 result,
-                EventKind::BankAnswered,
+                EventKind::BankReplied,
                 cause,
             )
             .await?;

@@ -106,7 +106,7 @@ impl ClaimWrites for Sqlite {
     async fn finish_movement_and_key(
         writer: &GroupCommit,
         key: KeyRef,
-        (operation, resource_id): (Operation, Uuid),
+        (operation, movement_id): (Operation, Uuid),
         result: &FinalOutcome,
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
@@ -116,7 +116,7 @@ impl ClaimWrites for Sqlite {
                 Box::pin(async move {
                     let (rows, conn) = opening
                         .fetch_all(&finish_statements(operation), |sql| {
-                            finish_query(sql, key, resource_id, &result, &cause)
+                            finish_query(sql, key, movement_id, &result, &cause)
                         })
                         .await?;
                     let (moved, key_now) = match rows.as_slice() {
@@ -124,9 +124,9 @@ impl ClaimWrites for Sqlite {
                             return outcome::finish_in::<Sqlite>(
                                 conn,
                                 key,
-                                (operation, resource_id),
+                                (operation, movement_id),
                                 &result,
-                                EventKind::BankAnswered,
+                                EventKind::BankReplied,
                                 &cause,
                             )
                             .await;

@@ -63,7 +63,7 @@ fn bind_event<'q, D: Db>(
     query
         .arg(event.user_id)
         .arg(event.key)
-        .arg(event.resource_id)
+        .arg(event.movement_id)
         .arg(Label(event.kind))
         .arg(event.detail.clone())
         .arg(request_id.uuid)
@@ -82,7 +82,7 @@ pub struct StoredEvent {
     /// event kept on its movement's row names only its claim).
     pub key: Option<Uuid>,
     /// The claim's payment or refund.
-    pub resource_id: Option<Uuid>,
+    pub movement_id: Option<Uuid>,
     /// When.
     pub at: OffsetDateTime,
     /// The event's name ([`crate::trail::EventKind::name`]).
@@ -101,15 +101,15 @@ pub struct StoredEvent {
     pub repeats: i64,
 }
 
-/// The events of `user_id`'s claims `resource_ids`, oldest first (in the order they were
+/// The events of `user_id`'s claims `movement_ids`, oldest first (in the order they were
 /// written), at most `limit`.
 pub async fn select_of_claims<D: Db>(
     conn: &mut D::Connection,
     user_id: i64,
-    resource_ids: &[Uuid],
+    movement_ids: &[Uuid],
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StoreError> {
-    let ids = (3..resource_ids.len() + 3)
+    let ids = (3..movement_ids.len() + 3)
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ");
@@ -118,7 +118,7 @@ pub async fn select_of_claims<D: Db>(
          ORDER BY event_id LIMIT $2"
     );
     let mut query = sqlx::query(&sql).arg(user_id).arg(limit);
-    for id in resource_ids {
+    for id in movement_ids {
         query = query.arg(*id);
     }
     let rows = D::fetch_all(conn, query).await?;
@@ -162,7 +162,7 @@ pub fn event_from_row<D: Db>(row: &D::Row) -> Result<StoredEvent, StoreError> {
     Ok(StoredEvent {
         event_id: fields.get("event_id")?,
         key: fields.get("key")?,
-        resource_id: fields.get("resource_id")?,
+        movement_id: fields.get("resource_id")?,
         at: fields.get::<Timestamp>("at")?.0,
         event: fields.get::<Label<EventKind>>("event")?.0.name().to_owned(),
         detail: fields.get("detail")?,

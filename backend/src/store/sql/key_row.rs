@@ -129,7 +129,7 @@ pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError>
             expires_at: fields.time("expires_at")?,
         },
         operation: operation.0,
-        resource_id: fields.get("resource_id")?,
+        movement_id: fields.get("resource_id")?,
         read_at: fields.time("read_at")?,
         status_checks: u16::try_from(status_checks).unwrap_or(0),
         settlement_due_at: settlement_due_at.map(|due| due.0),
@@ -171,13 +171,13 @@ pub fn bind_started<'q, D: Db>(
     query: Query<'q, D, D::Arguments<'q>>,
     started: &StartedKey<'_>,
 ) -> Query<'q, D, D::Arguments<'q>> {
-    let (operation, resource_id) = started.movement;
+    let (operation, movement_id) = started.movement;
     query
         .arg(started.key.user.as_i64())
         .arg(started.key.key)
         .arg(Label(operation))
         .arg(started.fingerprint.as_bytes().to_vec())
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(started.claim.owner)
         .arg(Span(started.claim.lasts))
         .arg(Span(started.kept_for))

@@ -1,7 +1,7 @@
 //! Statements on `idempotency_keys`, one function each, written once for both databases.
 //!
 //! Reconciliation takes a key by writing a *lease* on its row (`lease_owner`, a fresh id per
-//! taking, and `lease_until`) in one statement, and every write of the bank's answer checks the
+//! taking, and `lease_until`) in one statement, and every write of the bank's reply checks the
 //! row still carries that owner. So no transaction and no connection is held across a bank
 //! look-up, two reconcilers never hold one key, and a reconciler that died frees its keys when
 //! their leases run out.
@@ -72,12 +72,12 @@ pub const SET_DONE: &str =
     "state = 'done', next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL";
 
 /// Marks the key finished (and free of any lease), returning it as it now stands. Only an
-/// unfinished key of this resource moves, so a late writer (the request path and a reconciler
+/// unfinished key of this movement moves, so a late writer (the request path and a reconciler
 /// racing) changes nothing the first one wrote; `None` then.
 pub async fn set_done<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    resource_id: Uuid,
+    movement_id: Uuid,
 ) -> Result<Option<StoredKey>, StoreError> {
     let sql = format!(
         "UPDATE idempotency_keys SET {SET_DONE} \
@@ -88,7 +88,7 @@ pub async fn set_done<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(resource_id);
+        .arg(movement_id);
     let row = D::fetch_optional(conn, query).await?;
     row.map(|row| stored_key_from_row::<D>(&row)).transpose()
 }
@@ -103,7 +103,7 @@ fn let_go_of_claim(token: &str) -> String {
     )
 }
 
-/// Moves a `started` key of this resource to `unknown`, due for a status check `first_check_in`
+/// Moves a `started` key of this movement to `unknown`, due for a status check `first_check_in`
 /// from now,
 /// ending the claim's lease if it still holds it (a reconciler that took the key over keeps
 /// its own): only while the row is still the claim `claim`'s (its `claim_token`), so the
@@ -111,7 +111,7 @@ fn let_go_of_claim(token: &str) -> String {
 pub async fn set_unknown<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    (resource_id, claim): (Uuid, ClaimToken),
+    (movement_id, claim): (Uuid, ClaimToken),
     first_check_in: std::time::Duration,
 ) -> Result<bool, StoreError> {
     let sql = format!(
@@ -125,7 +125,7 @@ pub async fn set_unknown<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(Span(first_check_in))
         .arg(claim.id());
     Ok(D::execute(conn, query).await? == 1)
@@ -394,7 +394,7 @@ pub async fn schedule_lookup<D: Db>(
 
 /// Counts one more status check on the key `owner` leases, unless it has had `at_most`; `true`
 /// if counted. Run in the transaction that takes the check's slot of the pace, before the check
-/// is sent: a check that went and whose answer was lost still counts.
+/// is sent: a check that went and whose reply was lost still counts.
 pub async fn count_status_check<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
@@ -415,14 +415,14 @@ pub async fn count_status_check<D: Db>(
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Sets an unfinished key of this resource, whose checks ran out undecided, to wait for the
+/// Sets an unfinished key of this movement, whose checks ran out undecided, to wait for the
 /// bank's settlement file due `due_in` from now (or when it was already due, for a key that
 /// waits already): `unknown`, never due for a check again, and ends `owner`'s lease. When the
 /// file is due; `None` if the lease had been taken over.
 pub async fn await_settlement<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    (resource_id, owner): (Uuid, Uuid),
+    (movement_id, owner): (Uuid, Uuid),
     due_in: std::time::Duration,
 ) -> Result<Option<Timestamp>, StoreError> {
     let sql = format!(
@@ -437,7 +437,7 @@ pub async fn await_settlement<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(owner)
         .arg(Span(due_in));
     let Some(row) = D::fetch_optional(conn, query).await? else {
@@ -446,13 +446,13 @@ pub async fn await_settlement<D: Db>(
     Ok(Some(Fields::<D>::of(&row).get("settlement_due_at")?))
 }
 
-/// Releases an unfinished key of this resource (the bank never saw its reference), with its
+/// Releases an unfinished key of this movement (the bank never saw its reference), with its
 /// first check for a late debit `check_after` from now, and ends `owner`'s lease. The key and
 /// its movement stay. `false` if the lease had been taken over.
 pub async fn set_released<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    resource_id: Uuid,
+    movement_id: Uuid,
     owner: Uuid,
     check_after: std::time::Duration,
 ) -> Result<bool, StoreError> {
@@ -467,13 +467,13 @@ pub async fn set_released<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(owner)
         .arg(Span(check_after));
     Ok(D::execute(conn, query).await? == 1)
 }
 
-/// Releases a `started` key of this resource whose bank call the claim `claim` never sent,
+/// Releases a `started` key of this movement whose bank call the claim `claim` never sent,
 /// with its first check for a late debit `stuck_after` from now, ending the claim's lease if
 /// it still holds it. Only while the row is still that claim's (its `claim_token`: not released
 /// and claimed again since; a reconciler asking the bank meanwhile does not change it, and
@@ -482,7 +482,7 @@ pub async fn set_released<D: Db>(
 pub async fn release_unsent_claim<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    (resource_id, claim): (Uuid, ClaimToken),
+    (movement_id, claim): (Uuid, ClaimToken),
     stuck_after: std::time::Duration,
 ) -> Result<bool, StoreError> {
     let sql = format!(
@@ -496,7 +496,7 @@ pub async fn release_unsent_claim<D: Db>(
     let query = sqlx::query(&sql)
         .arg(key.user.as_i64())
         .arg(key.key)
-        .arg(resource_id)
+        .arg(movement_id)
         .arg(Span(stuck_after))
         .arg(claim.id());
     Ok(D::execute(conn, query).await? == 1)
@@ -507,7 +507,7 @@ pub async fn release_unsent_claim<D: Db>(
 pub async fn end_checks<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    resource_id: Uuid,
+    movement_id: Uuid,
 ) -> Result<(), StoreError> {
     let query = sqlx::query(
         "UPDATE idempotency_keys SET next_lookup_at = NULL \
@@ -515,21 +515,21 @@ pub async fn end_checks<D: Db>(
     )
     .arg(key.user.as_i64())
     .arg(key.key)
-    .arg(resource_id);
+    .arg(movement_id);
     D::execute(conn, query).await?;
     Ok(())
 }
 
-/// The key whose claim made the movement `resource_id` of `user_id`, if it is still kept.
+/// The key whose claim made the movement `movement_id` of `user_id`, if it is still kept.
 pub async fn key_of_movement<D: Db>(
     conn: &mut D::Connection,
     user_id: i64,
-    resource_id: Uuid,
+    movement_id: Uuid,
 ) -> Result<Option<KeyRef>, StoreError> {
     let query =
         sqlx::query("SELECT key FROM idempotency_keys WHERE user_id = $1 AND resource_id = $2")
             .arg(user_id)
-            .arg(resource_id);
+            .arg(movement_id);
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };

@@ -22,7 +22,7 @@ use crate::store::error::StoreError;
 pub struct CustomerMovement {
     /// `pay_bill` or `refund_payment`.
     pub operation: Operation,
-    /// The payment's or refund's id (the claim's `resource_id`).
+    /// The payment's or refund's id (the movement the claim made).
     pub id: Uuid,
     /// The bill paid (for a refund, the bill of its payment).
     pub bill_id: String,
@@ -44,7 +44,7 @@ pub struct CustomerKey {
     /// The key's storage UUID.
     pub key: Uuid,
     /// The claim's payment or refund.
-    pub resource_id: Uuid,
+    pub movement_id: Uuid,
     /// Its state.
     pub state: KeyState,
     /// When it was first claimed.
@@ -65,7 +65,7 @@ pub struct QueuedKey {
     /// started, unknown or released.
     pub state: KeyState,
     /// The claim's payment or refund.
-    pub resource_id: Uuid,
+    pub movement_id: Uuid,
     /// Its bank reference and amount (`None` if the row is missing: a corrupt claim).
     pub bank_reference: Option<String>,
     /// The amount.
@@ -239,23 +239,23 @@ fn placeholders_after_the_first(count: usize) -> String {
         .join(", ")
 }
 
-/// The keys of `user_id`'s claims `resource_ids` (those still stored), and those claims' trail,
+/// The keys of `user_id`'s claims `movement_ids` (those still stored), and those claims' trail,
 /// oldest first, at most [`CLAIM_EVENTS_LIMIT`] events.
 pub async fn customer_claims<D: Db>(
     conn: &mut D::Connection,
     user_id: i64,
-    resource_ids: &[Uuid],
+    movement_ids: &[Uuid],
 ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
-    if resource_ids.is_empty() {
+    if movement_ids.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let ids = placeholders_after_the_first(resource_ids.len());
+    let ids = placeholders_after_the_first(movement_ids.len());
     let keys_sql = format!(
         "SELECT key, resource_id, state, created_at, expires_at FROM idempotency_keys \
          WHERE user_id = $1 AND resource_id IN ({ids})"
     );
     let mut query = sqlx::query(&keys_sql).arg(user_id);
-    for id in resource_ids {
+    for id in movement_ids {
         query = query.arg(*id);
     }
     let rows = D::fetch_all(conn, query).await?;
@@ -265,7 +265,7 @@ pub async fn customer_claims<D: Db>(
             let fields = Fields::<D>::of(row);
             Ok(CustomerKey {
                 key: fields.get("key")?,
-                resource_id: fields.get("resource_id")?,
+                movement_id: fields.get("resource_id")?,
                 state: fields.get::<Label<KeyState>>("state")?.0,
                 created_at: fields.get::<Timestamp>("created_at")?.0,
                 expires_at: fields.get::<Timestamp>("expires_at")?.0,
@@ -273,7 +273,7 @@ pub async fn customer_claims<D: Db>(
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     let events =
-        events::select_of_claims::<D>(conn, user_id, resource_ids, CLAIM_EVENTS_LIMIT).await?;
+        events::select_of_claims::<D>(conn, user_id, movement_ids, CLAIM_EVENTS_LIMIT).await?;
     Ok((keys, events))
 }
 
@@ -327,7 +327,7 @@ pub async fn queued_keys<D: Db>(
                 key: fields.get("key")?,
                 operation: fields.get::<Label<Operation>>("operation")?.0,
                 state: fields.get::<Label<KeyState>>("state")?.0,
-                resource_id: fields.get("resource_id")?,
+                movement_id: fields.get("resource_id")?,
                 bank_reference: fields.get("bank_reference")?,
                 amount_paise: fields.get("amount_paise")?,
                 claimed_at: fields.get::<Timestamp>("claimed_at")?.0,

@@ -16,48 +16,48 @@ use crate::store::types::{FinalOutcome, Finished, KeyRef};
 /// The movement's final word and the key's `done` state, in the caller's transaction; its
 /// change is announced on commit and recorded in the trail as `event` (against
 /// `cause`). Only a `pending` movement is written. One that a racing writer already
-/// finished keeps that writer's answer, which the key then finishes with (if it had not). A
+/// finished keeps that writer's reply, which the key then finishes with (if it had not). A
 /// `void` one (a released claim's last check found nothing at the bank) changes nothing, the
-/// key least of all: a key is never `done` without an answer to replay. `None` if the movement
+/// key least of all: a key is never `done` without a reply to replay. `None` if the movement
 /// does not exist.
 pub async fn finish_in<D: Db>(
     conn: &mut D::Connection,
     key: KeyRef,
-    (operation, resource_id): (Operation, Uuid),
+    (operation, movement_id): (Operation, Uuid),
     result: &FinalOutcome,
     event: EventKind,
     cause: &Cause,
 ) -> Result<Option<Finished>, StoreError> {
     let user_id = key.user.as_i64();
     let movement =
-        match movements::finish::<D>(conn, operation, user_id, resource_id, result).await? {
+        match movements::finish::<D>(conn, operation, user_id, movement_id, result).await? {
             Some(moved) => moved,
-            None => match movements::select::<D>(conn, operation, user_id, resource_id).await? {
-                // A racing writer saved the bank's word first: that answer stands, and the key
+            None => match movements::select::<D>(conn, operation, user_id, movement_id).await? {
+                // A racing writer saved the bank's word first: that reply stands, and the key
                 // finishes with it if it has not yet.
-                Some(answered)
+                Some(replied)
                     if matches!(
-                        answered.status(),
+                        replied.status(),
                         MovementStatus::Succeeded | MovementStatus::Declined
                     ) =>
                 {
-                    answered
+                    replied
                 }
-                // Void (a released claim's last check found nothing at the bank): no answer to
+                // Void (a released claim's last check found nothing at the bank): no reply to
                 // give, so no key may finish on it.
-                Some(unanswered) => {
+                Some(void) => {
                     return Ok(Some(Finished {
-                        movement: unanswered,
+                        movement: void,
                         key: None,
                     }));
                 }
                 None => return Ok(None),
             },
         };
-    let key_now = keys::set_done::<D>(conn, key, resource_id).await?;
+    let key_now = keys::set_done::<D>(conn, key, movement_id).await?;
     if key_now.is_some() {
         let event = NewEvent::of_claim(
-            (user_id, key.key, resource_id),
+            (user_id, key.key, movement_id),
             event,
             Some(result.describe()),
             cause,

@@ -1,6 +1,6 @@
 /**
  * Test doubles shared by the tests: a clock that advances only when slept on, a scripted
- * `fetch` that answers attempts and look-ups from two lists and records every request, and
+ * `fetch` that replies to attempts and look-ups from two lists and records every request, and
  * in-memory stand-ins for AsyncStorage and Web Storage.
  */
 
@@ -23,7 +23,7 @@ export class FakeClock implements Clock {
   }
 
   /**
-   * Lazy, as a real timer is: it yields to what is already settled first, so an answer that came
+   * Lazy, as a real timer is: it yields to what is already settled first, so a reply that came
    * cancels the attempt's timeout before time moves; a cancelled sleep never ends.
    */
   async sleep(ms: number, cancel?: AbortSignal): Promise<void> {
@@ -36,7 +36,7 @@ export class FakeClock implements Clock {
   }
 }
 
-/** One scripted answer: a reply, a failed connection, or a request that hangs past its timeout. */
+/** One scripted reply: a reply, a failed connection, or a request that hangs past its timeout. */
 export type Step =
   | { readonly status: number; readonly headers?: Record<string, string>; readonly body?: string }
   | { readonly fail: 'network' }
@@ -53,7 +53,7 @@ export interface Recorded {
 }
 
 /**
- * A `fetch` answering POSTs from `sends` and GETs from `lookUps`, in order (the last step of a
+ * A `fetch` replying to POSTs from `sends` and GETs from `lookUps`, in order (the last step of a
  * list repeats), recording every request. A `network` failure rejects at once; a `timeout`
  * advances the clock by `takesMs` and rejects as an aborted fetch would.
  */
@@ -77,7 +77,7 @@ export class ScriptedFetch {
     const script = init.method === 'POST' ? this.sends : this.lookUps;
     const step = script.length > 1 ? script.shift() : script[0];
     if (step === undefined) {
-      throw new Error(`no scripted answer for ${init.method} ${url}`);
+      throw new Error(`no scripted reply for ${init.method} ${url}`);
     }
     if ('fail' in step) {
       if (step.fail === 'timeout') {

@@ -19,7 +19,7 @@ export interface VectorRules {
 }
 
 export type VectorSeen =
-  | { readonly no_answer: true }
+  | { readonly no_reply: true }
   | { readonly status: number; readonly retry_after?: string; readonly body?: string };
 
 export interface VectorStop {
@@ -81,9 +81,9 @@ export function rulesOf(rules: VectorRules): ClientRules {
 export function stopOf(ending: Ending): VectorStop {
   const keep_action = keepsAction(ending);
   switch (ending.kind) {
-    case 'answered':
+    case 'replied':
       return {
-        ending: 'answered',
+        ending: 'replied',
         status: ending.status,
         from_look_up: ending.fromLookUp,
         keep_action,

@@ -20,7 +20,7 @@ pub struct KnobFlags {
     /// Probability that a debit is declined for insufficient funds (no money moves).
     #[arg(long, env = "BANK_DECLINE_RATE", default_value_t = 0.0)]
     decline_rate: f64,
-    /// Probability that a request is answered 500 before anything is done or recorded.
+    /// Probability that a request gets 500 before anything is done or recorded.
     #[arg(long, env = "BANK_ERROR_RATE", default_value_t = 0.0)]
     error_rate: f64,
     /// Probability that a request is executed and recorded but its reply is held back for
@@ -44,7 +44,7 @@ pub struct KnobFlags {
     #[arg(long, env = "BANK_EXECUTES_ABANDONED_CALLS", default_value_t = false, action = clap::ArgAction::Set)]
     executes_abandoned_calls: bool,
     /// The HTTP status of a look-up that finds an outcome: `ok` (200) or `original` (the
-    /// status the original call answered: 201, 402 or 422), as some banks do.
+    /// status the original call got: 201, 402 or 422), as some banks do.
     #[arg(
         long,
         env = "BANK_LOOKUP_STATUS",
@@ -53,11 +53,11 @@ pub struct KnobFlags {
             .try_map(|value| value.parse::<LookupStatus>()),
     )]
     lookup_status: LookupStatus,
-    /// Fixed delay in milliseconds before a status look-up is answered: a bank whose status API
+    /// Fixed delay in milliseconds before a status look-up is replied to: a bank whose status API
     /// is slow (money-moving calls keep `latency_ms`).
     #[arg(long, env = "BANK_LOOKUP_LATENCY_MS", default_value_t = 0)]
     lookup_latency_ms: u64,
-    /// How long after a call arrives a look-up of its reference answers `pending`; 0: never.
+    /// How long after a call arrives a look-up of its reference replies `pending`; 0: never.
     #[arg(long, env = "BANK_PENDING_MS", default_value_t = 0)]
     pending_ms: u64,
     /// Refuse a look-up sooner than this after its call arrived (the rail's first-check

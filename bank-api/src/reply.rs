@@ -1,12 +1,12 @@
-//! Reading any bank's answer leniently: the `status` words of SPEC §7 and a body that holds
+//! Reading any bank's reply leniently: the `status` words of SPEC §7 and a body that holds
 //! only what a client acts on.
 //!
-//! Banks differ in the HTTP status they answer and in the fields they add, but SPEC §7 has a
-//! client judge every answer by its body's `status`: `debited` / `refunded` (the money moved),
+//! Banks differ in the HTTP status they reply with and in the fields they add, but SPEC §7 has a
+//! client judge every reply by its body's `status`: `debited` / `refunded` (the money moved),
 //! `declined` / `rejected` (refused; no money moved), `unknown` (a look-up of a reference the
-//! bank never saw), `pending` (a look-up of a reference the bank holds undecided). [`AnswerBody`] reads that word, a refusal's `reason` and the `reference` a
-//! "never seen" answer names, and ignores everything else; [`StatusWord`] parses the word. What
-//! an answer *means* (which HTTP statuses count, what a missing body says) is the client's
+//! bank never saw), `pending` (a look-up of a reference the bank holds undecided). [`ReplyBody`] reads that word, a refusal's `reason` and the `reference` a
+//! "never seen" reply names, and ignores everything else; [`StatusWord`] parses the word. What
+//! a reply *means* (which HTTP statuses count, what a missing body says) is the client's
 //! reading rule, not this crate's: the backend's is `backend/src/bank/bank_api_http.rs`.
 
 use serde::Deserialize;
@@ -68,16 +68,16 @@ impl std::fmt::Display for StatusWord {
     }
 }
 
-/// The body of any bank answer, as far as a client reads it: every field but `status` may be
+/// The body of any bank reply, as far as a client reads it: every field but `status` may be
 /// missing, and fields it does not name are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct AnswerBody {
+pub struct ReplyBody {
     /// The status word, kept as sent so an unexpected one can be reported.
     pub status: String,
     /// Why the bank refused, when it says.
     #[serde(default)]
     pub reason: Option<String>,
-    /// The reference a look-up's answer names (a "never seen" answer names the one asked about),
+    /// The reference a look-up's reply names (a "never seen" reply names the one asked about),
     /// or a "not executed" error names (the call's).
     #[serde(default)]
     pub reference: Option<String>,
@@ -87,14 +87,14 @@ pub struct AnswerBody {
     pub bank_reference: Option<String>,
 }
 
-impl AnswerBody {
+impl ReplyBody {
     /// The status word, if it is one a client acts on.
     pub fn word(&self) -> Option<StatusWord> {
         StatusWord::parse(&self.status)
     }
 
     /// Every reference the body names (`reference`, `bank_reference`): a client checks each is
-    /// its own before it believes the answer.
+    /// its own before it believes the reply.
     pub fn named_references(&self) -> impl Iterator<Item = &str> {
         [self.reference.as_deref(), self.bank_reference.as_deref()]
             .into_iter()
@@ -116,8 +116,8 @@ mod tests {
 
     fn word_of(body: &impl serde::Serialize) -> Option<StatusWord> {
         let value = serde_json::to_value(body).expect("serializes");
-        let answer: AnswerBody = serde_json::from_value(value).expect("reads leniently");
-        answer.word()
+        let reply: ReplyBody = serde_json::from_value(value).expect("reads leniently");
+        reply.word()
     }
 
     #[test]
@@ -163,23 +163,23 @@ mod tests {
 
     #[test]
     fn a_body_is_read_leniently() {
-        let sparse: AnswerBody =
+        let sparse: ReplyBody =
             serde_json::from_value(json!({"status": "declined"})).expect("status alone reads");
         assert_eq!(sparse.word(), Some(StatusWord::Declined));
         assert_eq!(sparse.into_reason(), "declined");
 
-        let rich: AnswerBody = serde_json::from_value(json!({
+        let rich: ReplyBody = serde_json::from_value(json!({
             "status": "unknown", "reference": "pay-1", "bank_id": 7, "reason": null
         }))
         .expect("extra fields and nulls read");
         assert_eq!(rich.word(), Some(StatusWord::Unknown));
         assert_eq!(rich.reference.as_deref(), Some("pay-1"));
 
-        let refused: AnswerBody =
+        let refused: ReplyBody =
             serde_json::from_value(json!({"status": "rejected", "reason": "exceeds_debit"}))
                 .expect("reads");
         assert_eq!(refused.into_reason(), "exceeds_debit");
 
-        assert!(serde_json::from_value::<AnswerBody>(json!({"reason": "x"})).is_err());
+        assert!(serde_json::from_value::<ReplyBody>(json!({"reason": "x"})).is_err());
     }
 }

@@ -1,13 +1,13 @@
-//! [`LostAnswerProxy`]: a TCP proxy in front of PostgreSQL that can lose the answer to one
+//! [`LostReplyProxy`]: a TCP proxy in front of PostgreSQL that can lose the reply to one
 //! statement, as a failover does when the primary dies between a commit and its reply.
 //!
-//! Armed with a piece of SQL ([`LostAnswerProxy::lose_the_answer_to`]), it reads the client's
+//! Armed with a piece of SQL ([`LostReplyProxy::lose_the_reply_to`]), it reads the client's
 //! side of the PostgreSQL protocol (plaintext only: give the client `sslmode=disable`): a
 //! `Parse` message whose query holds that SQL names a prepared statement; the next `Bind` of
 //! that statement on the same connection is the statement's execution. That execution is
 //! forwarded, so the server runs it and commits, but from then on nothing the server sends
 //! reaches the client, and a moment later both sides are closed (or after a hold the test
-//! chooses, [`LostAnswerProxy::lose_the_answer_and_hold`]: a link cut off for that long). The
+//! chooses, [`LostReplyProxy::lose_the_reply_and_hold`]: a link cut off for that long). The
 //! client sees a connection that broke while its statement ran; the database holds whatever the
 //! statement wrote.
 
@@ -23,7 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 /// the server to run it and commit.
 const CLOSE_AFTER: Duration = Duration::from_millis(500);
 
-/// The statement whose answer is to be lost, and how long its connection is held before it is
+/// The statement whose reply is to be lost, and how long its connection is held before it is
 /// closed.
 #[derive(Debug)]
 struct Armed {
@@ -33,22 +33,22 @@ struct Armed {
 
 /// The proxy, listening on 127.0.0.1; it stops with the test's runtime.
 #[derive(Debug, Clone)]
-pub struct LostAnswerProxy {
+pub struct LostReplyProxy {
     address: SocketAddr,
     armed: Arc<Mutex<Option<Armed>>>,
-    answers_lost: Arc<AtomicUsize>,
+    replies_lost: Arc<AtomicUsize>,
 }
 
-impl LostAnswerProxy {
+impl LostReplyProxy {
     /// Starts a proxy to the PostgreSQL server at `upstream`.
-    pub async fn start(upstream: SocketAddr) -> LostAnswerProxy {
+    pub async fn start(upstream: SocketAddr) -> LostReplyProxy {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the proxy");
-        let proxy = LostAnswerProxy {
+        let proxy = LostReplyProxy {
             address: listener.local_addr().expect("a bound address"),
             armed: Arc::default(),
-            answers_lost: Arc::default(),
+            replies_lost: Arc::default(),
         };
         let accepting = proxy.clone();
         tokio::spawn(async move {
@@ -77,15 +77,15 @@ impl LostAnswerProxy {
         )
     }
 
-    /// Loses the answer to the next execution of a statement whose SQL contains `sql`.
-    pub fn lose_the_answer_to(&self, sql: &str) {
-        self.lose_the_answer_and_hold(sql, CLOSE_AFTER);
+    /// Loses the reply to the next execution of a statement whose SQL contains `sql`.
+    pub fn lose_the_reply_to(&self, sql: &str) {
+        self.lose_the_reply_and_hold(sql, CLOSE_AFTER);
     }
 
-    /// As [`LostAnswerProxy::lose_the_answer_to`], but the connection is held open, silent,
+    /// As [`LostReplyProxy::lose_the_reply_to`], but the connection is held open, silent,
     /// for `hold` before it is closed: a link cut off for that long, whose client learns of it
     /// only then.
-    pub fn lose_the_answer_and_hold(&self, sql: &str, hold: Duration) {
+    pub fn lose_the_reply_and_hold(&self, sql: &str, hold: Duration) {
         let armed = Armed {
             sql: sql.to_owned(),
             close_after: hold.max(CLOSE_AFTER),
@@ -93,9 +93,9 @@ impl LostAnswerProxy {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(armed);
     }
 
-    /// How many answers were lost so far.
-    pub fn answers_lost(&self) -> usize {
-        self.answers_lost.load(Ordering::SeqCst)
+    /// How many replies were lost so far.
+    pub fn replies_lost(&self) -> usize {
+        self.replies_lost.load(Ordering::SeqCst)
     }
 
     async fn relay(self, client: TcpStream, server: TcpStream) {
@@ -137,7 +137,7 @@ impl LostAnswerProxy {
                 }
                 if let Some(close_after) = lose {
                     tokio::time::sleep(close_after).await;
-                    self.answers_lost.fetch_add(1, Ordering::SeqCst);
+                    self.replies_lost.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
             }
@@ -160,7 +160,7 @@ struct FrontendMessages {
 }
 
 impl FrontendMessages {
-    /// Takes in `bytes`; if they hold the execution whose answer must be lost (which disarms
+    /// Takes in `bytes`; if they hold the execution whose reply must be lost (which disarms
     /// the proxy), how long to hold its connection before closing it.
     fn feed(&mut self, bytes: &[u8], armed: &Mutex<Option<Armed>>) -> Option<Duration> {
         self.pending.extend_from_slice(bytes);
