@@ -31,6 +31,7 @@ pub mod policy;
 pub mod prefer;
 pub mod problem;
 pub mod retry;
+pub mod server_path;
 pub mod status_checks;
 pub mod trace_context;
 
