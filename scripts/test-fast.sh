@@ -20,8 +20,9 @@ cargo fmt --all -- --check
 step "pure rules: shared, edge, client"
 cargo test --locked -p shared -p edge -p payments-client --lib
 
-step "backend unit tests"
+step "backend unit tests, and the flows on SQLite with an in-memory bank"
 cargo test --locked -p backend --lib
+cargo test --locked -p backend --test flows
 
 step "contract suite on SQLite, and the module layering"
 cargo test --locked -p backend --test contract -- on_sqlite layers

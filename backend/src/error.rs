@@ -29,9 +29,11 @@ pub enum Error {
     /// key stays `started` for reconciliation.
     #[error("the request's claimed work stopped without a reply: {0}")]
     WorkAborted(String),
-    /// Every claim round found the key expired or released again: a bug, or a storm of races.
-    #[error("the key was released or expired on every claim round")]
-    ClaimRoundsExhausted,
+    /// The request's path gave up (`shared::server_path::Step::GiveUp`): every claim found the
+    /// key expired, released or vanished again, or a step came out of order. A bug, or a storm
+    /// of races.
+    #[error("the request's path gave up: its claims ran out, or a step came out of order")]
+    PathGaveUp,
     /// A handler ran without what its middleware provides (the user, the request id): a
     /// routing bug.
     #[error("the handler ran without {0}: a route is missing its middleware")]
@@ -66,13 +68,12 @@ impl IntoResponse for Error {
                 "The payments database is unavailable; nothing was done. Retry shortly.",
             )
             .with_retry_after(Duration::from_secs(1)),
-            Error::Store(_)
-            | Error::WorkAborted(_)
-            | Error::ClaimRoundsExhausted
-            | Error::Misrouted(_) => Problem::new(
-                ProblemKind::Internal,
-                "An internal error occurred; it has been logged.",
-            ),
+            Error::Store(_) | Error::WorkAborted(_) | Error::PathGaveUp | Error::Misrouted(_) => {
+                Problem::new(
+                    ProblemKind::Internal,
+                    "An internal error occurred; it has been logged.",
+                )
+            }
         };
         let transient = problem.status == 503;
         let mut response = Reply::problem(problem).into_response();
@@ -121,7 +122,7 @@ mod tests {
                 "fingerprint is not 32 bytes".to_owned(),
             )),
             Error::WorkAborted("task 7 panicked".to_owned()),
-            Error::ClaimRoundsExhausted,
+            Error::PathGaveUp,
         ] {
             let description = error.to_string();
             let response = error.into_response();

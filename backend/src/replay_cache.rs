@@ -28,7 +28,7 @@
 //! replayed after the full checks (the body parsed, its canonical fingerprint matched). A later
 //! repeat that sends those very bytes, to the same operation and path, would pass the same
 //! checks and fingerprint the same, so it is judged on the remembered fingerprint without its
-//! body being parsed again (`flows::existing_key::replay_of_the_same_bytes`): parsing and
+//! body being parsed again (`flows::memory`, `Memory::recall_same_bytes`): parsing and
 //! fingerprinting the body were the largest part of a replay's own work (docs/figures.md).
 
 use std::sync::{Arc, OnceLock};

@@ -11,7 +11,7 @@ use shared::fingerprint::BodyLimits;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::bank::{Bank, BankApiHttp, BankBounds};
+use crate::bank::{Bank, BankApiHttp, BankBounds, BankPort};
 use crate::config::Config;
 use crate::config::{Identity, TokenKeys};
 use crate::identity::{
@@ -168,24 +168,34 @@ impl Application {
     }
 }
 
-/// The state the routers and workers share.
+/// The state the routers and workers share, with the bank's HTTP API as the bank port.
 pub fn build_state(config: &Config, store: SharedStore) -> anyhow::Result<AppState> {
-    // The policy's quiet hours need a zone the time-zone database knows: resolved once, before
-    // anything starts, or refused naming the field.
-    let status_check_zone =
-        reconcile::status_check_zone(&config.policy.status_checks).map_err(anyhow::Error::msg)?;
     let bank_http = transport_security::bank_http_client(
         config.bank_timeout,
         config.bank_ca_file.as_deref(),
         config.bank.proxy_url.as_ref(),
     )?;
+    let port = Arc::new(BankApiHttp::new(&config.bank_url, bank_http));
+    build_state_with_bank(config, store, port)
+}
+
+/// The state the routers and workers share, with `port` as the bank (the flows' unit tests pass
+/// an in-memory one).
+pub fn build_state_with_bank(
+    config: &Config,
+    store: SharedStore,
+    port: Arc<dyn BankPort>,
+) -> anyhow::Result<AppState> {
+    // The policy's quiet hours need a zone the time-zone database knows: resolved once, before
+    // anything starts, or refused naming the field.
+    let status_check_zone =
+        reconcile::status_check_zone(&config.policy.status_checks).map_err(anyhow::Error::msg)?;
     let metrics = Arc::new(metrics_for(config));
     let bounds = BankBounds {
         money_calls: config.limits.max_bank_calls,
         look_ups: config.limits.max_bank_lookups,
         look_up_wait: config.bank_timeout,
     };
-    let port = Arc::new(BankApiHttp::new(&config.bank_url, bank_http));
     let bank = Bank::new(port, bounds, config.bank.breaker, Arc::clone(&metrics));
     let (trail, _written_in_background) = Appender::start(store.clone());
     let (customer_signing, operator_signing) = signing(&config.identity)?;

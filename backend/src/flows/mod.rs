@@ -1,23 +1,28 @@
 //! The payment operations as the idempotency rules demand them, free of HTTP: each takes the
 //! caller (user, request id, wait), the key header's values, the path parameter and the raw
 //! body, and returns a [`Reply`](crate::domain::Reply) for the HTTP layer to send. The shared
-//! [`shared::decide`] says what to do; these modules only do it.
+//! state machine [`shared::server_path`] says every step; these modules only do them.
 //!
-//! A payment goes: [`pay_bill`] or [`refund_payment`] → `admit` (the checks before any
-//! database work) → `rounds` (one round of work, and waiting between rounds for `Prefer: wait`)
-//! → `claim` (the claim, or the decision on the stored key: `existing_key`) → `bank_call` (one
-//! bank call under the claim's reference, and the save). The decision's outcome reaches the
-//! round as a [`RoundEnd`](rounds::RoundEnd); `replies` holds the replies they share.
+//! A payment goes: [`pay_bill`] or [`refund_payment`] → `path` (the interpreter: each step the
+//! machine names, and what came of it fed back) → the steps: `memory` (admission by `admit`, and
+//! the replay cache), `claim` (claim, re-claim, read), `stored_key` (replay from the database,
+//! ask the bank now, delete an expired key), `bank_call` (the call, the save, the mark
+//! `unknown`, the release), `waiting` (`Prefer: wait`). What the steps share is a `work::Work`;
+//! `replies` renders every reply.
 
 mod admit;
 mod bank_call;
 mod claim;
-mod existing_key;
+mod claiming;
+mod held_claim;
+mod memory;
+mod path;
 mod pay_bill;
 mod refund_payment;
 mod replies;
-mod rounds;
+mod stored_key;
 mod waiting;
+mod work;
 
 use std::time::Duration;
 

@@ -1,12 +1,11 @@
 //! `pay_bill`: claim the key (with a pending payment), debit once, save, reply; or reply to a
-//! repeat from what is saved.
+//! repeat from what is saved. The path is the shared one (`super::path`).
 
 use shared::Operation;
 
 use super::Caller;
-use super::admit::{Submitted, admit};
-use super::claim::{Claiming, claim_in_rounds};
-use super::existing_key::replay_of_the_same_bytes;
+use super::admit::Submitted;
+use super::path::carry_out;
 use crate::domain::Reply;
 use crate::error::Result;
 use crate::state::AppState;
@@ -15,12 +14,5 @@ use crate::state::AppState;
 /// the caller's wait for its reply (`Prefer: wait`).
 #[tracing::instrument(skip_all, fields(user_id = %caller.user, bill_id = bill.path_parameter, key))]
 pub async fn pay_bill(state: &AppState, caller: &Caller, bill: Submitted<'_>) -> Result<Reply> {
-    if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::PayBill, &bill) {
-        return Ok(reply);
-    }
-    let (admitted, fields) = admit(state, Operation::PayBill, &bill)?;
-    match Claiming::of(fields, bill.path_parameter) {
-        Ok(payment) => claim_in_rounds(state, caller, admitted, payment).await,
-        Err(refused) => Ok(refused),
-    }
+    carry_out(state, caller, Operation::PayBill, bill).await
 }

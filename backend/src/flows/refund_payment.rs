@@ -1,12 +1,12 @@
 //! `refund_payment`: claim the key (with a pending refund, checked against what remains of the
-//! payment), refund once, save, reply; or reply to a repeat from what is saved.
+//! payment), refund once, save, reply; or reply to a repeat from what is saved. The path is the
+//! shared one (`super::path`).
 
 use shared::Operation;
 
 use super::Caller;
-use super::admit::{Submitted, admit};
-use super::claim::{Claiming, claim_in_rounds};
-use super::existing_key::replay_of_the_same_bytes;
+use super::admit::Submitted;
+use super::path::carry_out;
 use crate::domain::Reply;
 use crate::error::Result;
 use crate::state::AppState;
@@ -19,13 +19,5 @@ pub async fn refund_payment(
     caller: &Caller,
     refund: Submitted<'_>,
 ) -> Result<Reply> {
-    if let Some(reply) = replay_of_the_same_bytes(state, caller, Operation::RefundPayment, &refund)
-    {
-        return Ok(reply);
-    }
-    let (admitted, fields) = admit(state, Operation::RefundPayment, &refund)?;
-    match Claiming::of(fields, refund.path_parameter) {
-        Ok(refund) => claim_in_rounds(state, caller, admitted, refund).await,
-        Err(refused) => Ok(refused),
-    }
+    carry_out(state, caller, Operation::RefundPayment, refund).await
 }

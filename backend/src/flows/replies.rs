@@ -9,11 +9,15 @@ use time::OffsetDateTime;
 
 use shared::api::{MovementStatus, Paise, PaymentResponse, RefundResponse};
 use shared::decision::{IN_PROGRESS_RETRY_AFTER, OUTCOME_PENDING_RETRY_AFTER};
-use shared::{Problem, ProblemKind};
+use shared::server_path::{Ending, ReleaseWhy};
+use shared::{Operation, Problem, ProblemKind};
+use uuid::Uuid;
 
 use crate::bank::BankUnavailable;
-use crate::domain::Reply;
-use crate::store::{PaymentRow, RefundRow, SavedMovement, StoreError};
+use crate::domain::{Cause, EventKind, Reply};
+use crate::metrics::Metrics;
+use crate::state::AppState;
+use crate::store::{KeyRef, PaymentRow, RefundRow, SavedMovement, StoreError};
 
 /// The reply a finished payment or refund stands for: 201 with the movement, or the 402
 /// decline. A pending or void movement has no saved reply, which is a broken invariant.
@@ -171,4 +175,108 @@ pub(super) fn nothing_charged(detail: &str) -> Reply {
         Problem::new(ProblemKind::ServiceUnavailable, detail)
             .with_retry_after(Duration::from_secs(1)),
     )
+}
+
+/// What a request's steps gathered for its reply: the reply a step rendered (the first reply, a
+/// replay, or what the bank said when asked), the admission's refusal, the breaker's, and the
+/// movement a refused mismatch names in the trail.
+#[derive(Default)]
+pub(super) struct ReplyParts {
+    /// The reply a step rendered.
+    pub rendered: Option<Reply>,
+    /// The admission's refusal.
+    pub not_admitted: Option<Reply>,
+    /// The breaker's refusal.
+    pub bank_refused: Option<BankUnavailable>,
+    /// The movement of the key as last seen.
+    pub movement_id: Option<Uuid>,
+}
+
+impl ReplyParts {
+    /// The reply for `ending`, carrying the key's expiry (`expires_at`) when it is about the key;
+    /// `amount_paise` is the request's, for a refund that exceeds what remains.
+    pub(super) fn reply(
+        self,
+        ending: Ending,
+        expires_at: Option<OffsetDateTime>,
+        amount_paise: Option<i64>,
+    ) -> Reply {
+        let about_the_key = ending.is_about_the_key();
+        let reply = match ending {
+            Ending::Rendered => self
+                .rendered
+                .unwrap_or_else(|| out_of_order("a rendered reply")),
+            Ending::NotAdmitted => self
+                .not_admitted
+                .unwrap_or_else(|| out_of_order("the admission's refusal")),
+            Ending::Mismatch => Reply::problem(Problem::idempotency_key_reused()),
+            Ending::InProgress => in_progress(),
+            Ending::OutcomePending(next_check_at) => outcome_pending(next_check_at),
+            Ending::AwaitingSettlement(due_at) => awaiting_settlement(due_at),
+            Ending::BankUnavailable => {
+                bank_unavailable(self.bank_refused.unwrap_or(BankUnavailable {
+                    retry_after: Duration::from_secs(1),
+                }))
+            }
+            Ending::NothingCharged(ReleaseWhy::NotExecuted) => nothing_charged(
+                "The bank did not execute this request and has no record of it: no money moved. \
+                 Retry with the same Idempotency-Key and body.",
+            ),
+            Ending::NothingCharged(ReleaseWhy::NoPlace) => nothing_charged(
+                "The bank is at capacity; nothing was sent to it. Retry with the same \
+                 Idempotency-Key and body.",
+            ),
+            Ending::PaymentNotFound => payment_not_found(),
+            Ending::ExceedsRemaining { remaining_paise } => {
+                exceeds_remaining(amount_paise.unwrap_or_default(), remaining_paise)
+            }
+        };
+        match (about_the_key, expires_at) {
+            (true, Some(expires_at)) => reply.expiring(expires_at),
+            _ => reply,
+        }
+    }
+}
+
+/// A reply the path promised and no step rendered: a bug in the interpreter, logged, and
+/// replied to as an outcome still pending (the safe word: the client retries with its key).
+fn out_of_order(missing: &str) -> Reply {
+    tracing::error!(
+        missing,
+        "the request's path ended without the reply it named"
+    );
+    outcome_pending(None)
+}
+
+/// The 422 for a key used with another request, counted and recorded in the trail.
+pub(super) fn refuse_mismatch(
+    state: &AppState,
+    (key, movement): (KeyRef, Option<Uuid>),
+    operation: Operation,
+    cause: &Cause,
+) {
+    Metrics::count(&state.metrics.mismatches, operation.name());
+    let refused = (EventKind::MismatchRefused, MISMATCH);
+    state.trail.observe_key(key, movement, refused, cause);
+}
+
+/// The trail's word for a refused mismatch.
+const MISMATCH: &str = "same key with another request body: refused (422)";
+
+/// A refund of a payment the user does not have (or that did not succeed).
+pub(super) fn payment_not_found() -> Reply {
+    Reply::problem(Problem::new(
+        ProblemKind::NotFound,
+        "You have no succeeded payment with this id.",
+    ))
+}
+
+fn exceeds_remaining(amount_paise: i64, remaining_paise: i64) -> Reply {
+    Reply::problem(Problem::new(
+        ProblemKind::RefundExceedsPayment,
+        format!(
+            "The refund of {amount_paise} paise exceeds the {remaining_paise} paise that remain \
+             refundable on this payment."
+        ),
+    ))
 }

@@ -90,7 +90,7 @@ impl<'s> Waiting<'s> {
 
     /// A watch on `key`, taken before the key is read, if a read that finds it in progress may
     /// still be followed by a wait.
-    fn watch(&self, key: KeyRef) -> Option<KeyWatch> {
+    pub(super) fn watch(&self, key: KeyRef) -> Option<KeyWatch> {
         let may_wait = match &self.started {
             None => self.allowed.is_some(),
             Some((until, _)) => Instant::now() < *until,
@@ -104,7 +104,7 @@ impl<'s> Waiting<'s> {
     /// and marks the key awaited in the store; that first call returns at once, so that the key
     /// is read again after the mark.
     #[tracing::instrument(name = "wait", skip_all)]
-    async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
+    pub(super) async fn wait(&mut self, key: KeyRef, watch: &mut KeyWatch, cause: &Cause) -> bool {
         let until = match &self.started {
             Some((until, _)) => *until,
             None => {

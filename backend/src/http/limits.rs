@@ -4,7 +4,7 @@
 //! ([`ADMISSION_WAIT`]), before any work (rather than queued until the pool's timeouts turn them
 //! into slow errors), and every request replies within `REQUEST_TIMEOUT_MS`: past it, 503. A
 //! payment's claimed work is not cut off by that: it runs in a task of its own
-//! (`flows::bank_call::run_to_completion`), and the retry finds its reply.
+//! (`flows::path`, `run_to_completion`), and the retry finds its reply.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,256 @@
+//! The flows in milliseconds: SPEC §4's rows through `pay_bill` and `refund_payment` on a
+//! real SQLite store in a temporary directory and an in-memory bank port ([`LedgerBank`]: a
+//! ledger by reference, with the replies each test scripts). Each test asserts what the wire
+//! shows (status, body) and what the bank saw (calls, the ledger). The contract suites (both
+//! stores, over HTTP, against the bank simulator) stay the proof; these are the fast check of a
+//! change to a flow: `cargo test -p backend --test flows`.
+
+mod ledger_bank;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use shared::{IdempotencyKey, UserId};
+
+use backend::bank::{BankPort, CallOutcome};
+use backend::config::Settings;
+use backend::domain::{Reply, RequestId, TraceId};
+use backend::flows::{Caller, Submitted, pay_bill, refund_payment};
+use backend::startup::build_state_with_bank;
+use backend::state::AppState;
+use backend::store;
+
+use self::ledger_bank::LedgerBank;
+
+/// The backend's settings as the command line reads them, in development mode.
+#[derive(Parser)]
+struct TestSettings {
+    #[command(flatten)]
+    settings: Settings,
+}
+
+/// The flows on a fresh SQLite store, against `bank`.
+struct Flows {
+    state: AppState,
+    bank: Arc<LedgerBank>,
+    _directory: tempfile::TempDir,
+}
+
+impl Flows {
+    async fn against(bank: LedgerBank) -> Flows {
+        let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
+        let arguments = ["backend", "--mode", "development", "--policy-file", policy];
+        let settings = TestSettings::try_parse_from(arguments)
+            .expect("settings")
+            .settings;
+        let config = settings.into_config().expect("a development config");
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        let url = format!("sqlite://{}", directory.path().join("flows.db").display());
+        let store = store::connect(&url, 4, Duration::from_secs(5))
+            .await
+            .expect("SQLite opens");
+        store.migrate().await.expect("migrations apply");
+        let bank = Arc::new(bank);
+        let port = Arc::clone(&bank) as Arc<dyn BankPort>;
+        let state = build_state_with_bank(&config, store, port).expect("state");
+        Flows {
+            state,
+            bank,
+            _directory: directory,
+        }
+    }
+
+    async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
+        let key = key.to_string();
+        let submitted = Submitted {
+            key_header_values: vec![key.as_bytes()],
+            path_parameter: "bill-1",
+            body: body.as_bytes(),
+        };
+        pay_bill(&self.state, &caller(wait), submitted)
+            .await
+            .unwrap_or_else(|error| panic!("pay_bill failed: {error}"))
+    }
+
+    async fn refund(&self, key: &IdempotencyKey, payment_id: &str, body: &str) -> Reply {
+        let key = key.to_string();
+        let submitted = Submitted {
+            key_header_values: vec![key.as_bytes()],
+            path_parameter: payment_id,
+            body: body.as_bytes(),
+        };
+        refund_payment(&self.state, &caller(None), submitted)
+            .await
+            .unwrap_or_else(|error| panic!("refund_payment failed: {error}"))
+    }
+}
+
+fn caller(wait: Option<Duration>) -> Caller {
+    Caller {
+        user: UserId::new(7).expect("non-zero"),
+        request_id: RequestId::new("flows-test"),
+        trace_id: TraceId::mint(),
+        wait,
+    }
+}
+
+const BODY: &str = r#"{"amount_paise":25000,"payer_vpa":"asha@okbank"}"#;
+const OTHER_BODY: &str = r#"{"amount_paise":26000,"payer_vpa":"asha@okbank"}"#;
+
+fn json(reply: &Reply) -> serde_json::Value {
+    serde_json::from_slice(&reply.body).expect("a JSON body")
+}
+
+#[tokio::test]
+async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
+    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!((first.status, first.replayed), (201, false));
+    // The first repeat reads the database; the next ones come from memory, the very bytes.
+    for _ in 0..3 {
+        let repeat = flows.pay(&key, BODY, None).await;
+        assert_eq!((repeat.status, repeat.replayed), (201, true));
+        assert_eq!(repeat.body, first.body);
+    }
+    assert_eq!(flows.bank.calls(), 1);
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn another_body_under_the_key_is_refused_and_calls_nothing() {
+    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
+    let key = IdempotencyKey::mint();
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
+    let reused = flows.pay(&key, OTHER_BODY, None).await;
+    assert_eq!(reused.status, 422);
+    assert!(
+        json(&reused)["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("idempotency-key-reused")
+    );
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_decline_is_a_402_replayed_as_such() {
+    let declined = CallOutcome::Declined {
+        reason: "insufficient funds".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([declined])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 402);
+    let repeat = flows.pay(&key, BODY, None).await;
+    assert_eq!((repeat.status, repeat.replayed), (402, true));
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
+    let lost = CallOutcome::MayBeInFlight {
+        reason: "timed out".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([lost])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 503);
+    let problem = json(&first);
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("outcome-pending")
+    );
+    assert!(problem["next_check_at"].is_string(), "{problem}");
+    // The repeat does not call the bank again: the rail's first check is not due.
+    let repeat = flows.pay(&key, BODY, None).await;
+    assert_eq!(repeat.status, 503);
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once() {
+    let not_executed = CallOutcome::NotExecuted {
+        reason: "connection refused".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([not_executed, CallOutcome::Succeeded])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 503);
+    assert!(
+        String::from_utf8_lossy(&first.body).contains("no money moved"),
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 201);
+    assert_eq!(flows.bank.calls(), 2);
+    assert_eq!(
+        flows.bank.references().len(),
+        1,
+        "the retry reuses the claim's reference"
+    );
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn a_repeat_while_the_first_attempt_runs_is_409_or_waits_for_its_reply() {
+    let flows = Arc::new(Flows::against(LedgerBank::holding([CallOutcome::Succeeded])).await);
+    let key = IdempotencyKey::mint();
+    let first = tokio::spawn({
+        let (flows, key) = (Arc::clone(&flows), key.clone());
+        async move { flows.pay(&key, BODY, None).await }
+    });
+    flows.bank.wait_for_calls(1).await;
+    let at_once = flows.pay(&key, BODY, None).await;
+    assert_eq!(at_once.status, 409);
+    let waiting = tokio::spawn({
+        let (flows, key) = (Arc::clone(&flows), key.clone());
+        async move { flows.pay(&key, BODY, Some(Duration::from_secs(10))).await }
+    });
+    flows.bank.let_calls_go();
+    let first = first.await.expect("the first attempt");
+    let waited = waiting.await.expect("the waiting repeat");
+    assert_eq!(first.status, 201);
+    assert_eq!((waited.status, waited.replayed), (201, true));
+    assert_eq!(waited.body, first.body);
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_refund_beyond_what_remains_is_422_and_calls_nothing() {
+    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
+    let paid = flows.pay(&IdempotencyKey::mint(), BODY, None).await;
+    let payment_id = json(&paid)["payment_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let too_much = r#"{"amount_paise":30000}"#;
+    let refused = flows
+        .refund(&IdempotencyKey::mint(), &payment_id, too_much)
+        .await;
+    assert_eq!(refused.status, 422);
+    let unknown = flows
+        .refund(
+            &IdempotencyKey::mint(),
+            "not-a-payment",
+            r#"{"amount_paise":1}"#,
+        )
+        .await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_request_that_fails_admission_touches_nothing() {
+    let flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint();
+    let refused = flows.pay(&key, r#"{"amount_paise":"#, None).await;
+    assert_eq!(refused.status, 400);
+    let missing_vpa = flows.pay(&key, r#"{"amount_paise":100}"#, None).await;
+    assert_eq!(missing_vpa.status, 422);
+    assert_eq!(flows.bank.calls(), 0);
+}
