@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::held_claim::HeldClaim;
 use super::work::Work;
+use crate::bank;
 use crate::domain::Cause;
 use crate::error::Result;
 use crate::reconcile;
@@ -18,14 +19,10 @@ use crate::store::{ClaimResult, ClaimToken, KeyRef, StoreError, StoredKey};
 
 /// `Step::Claim`: claims the key with a fresh pending movement, once the breaker admits a call.
 pub(super) async fn claim(work: &mut Work) -> Result<Event> {
-    let state = &work.state;
-    let leave = match state.bank.admit() {
-        Ok(leave) => leave,
-        Err(refused) => {
-            work.parts.bank_refused = Some(refused);
-            return Ok(Event::BreakerRefused);
-        }
+    let Some(leave) = breaker_leave(work) else {
+        return Ok(Event::BreakerRefused);
     };
+    let state = &work.state;
     let (id, claim) = (Uuid::new_v4(), ClaimToken::mint());
     let writing = Instant::now();
     let claimed = work
@@ -67,14 +64,10 @@ pub(super) async fn read(work: &mut Work) -> Result<Event> {
 /// `Step::Reclaim`: claims the released key again, under its claim's own movement and
 /// reference, once the breaker admits a call.
 pub(super) async fn reclaim(work: &mut Work) -> Result<Event> {
-    let state = &work.state;
-    let leave = match state.bank.admit() {
-        Ok(leave) => leave,
-        Err(refused) => {
-            work.parts.bank_refused = Some(refused);
-            return Ok(Event::BreakerRefused);
-        }
+    let Some(leave) = breaker_leave(work) else {
+        return Ok(Event::BreakerRefused);
     };
+    let state = &work.state;
     let claim = ClaimToken::mint();
     let reclaimed = state
         .claims()
@@ -89,6 +82,18 @@ pub(super) async fn reclaim(work: &mut Work) -> Result<Event> {
         // voided it (the next read finds it expired).
         None => Event::NotReclaimed,
     })
+}
+
+/// The breaker's leave for a new bank call; `None` while it refuses, its refusal kept for the
+/// reply.
+fn breaker_leave(work: &mut Work) -> Option<bank::Admitted> {
+    match work.state.bank.admit() {
+        Ok(leave) => Some(leave),
+        Err(refused) => {
+            work.parts.bank_refused = Some(refused);
+            None
+        }
+    }
 }
 
 /// The stored key as the path sees it, kept for the steps that follow.
