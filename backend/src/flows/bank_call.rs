@@ -18,7 +18,7 @@ use shared::server_path::{BankSaid, Event, ReleaseWhy, SaveEnd};
 use time::OffsetDateTime;
 
 use super::replies::saved_reply;
-use super::work::Work;
+use super::work::{Work, out_of_order};
 use crate::bank::CallOutcome;
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -38,10 +38,10 @@ pub(super) async fn call_bank(work: &mut Work) -> Event {
         ..
     } = work;
     let Some(held) = held.as_mut() else {
-        return out_of_order();
+        return out_of_order("a claim");
     };
     let Some(leave) = held.breaker_leave.take() else {
-        return out_of_order();
+        return out_of_order("a claim");
     };
     let call = held.call();
     let (operation, name) = (call.operation(), call.name());
@@ -85,7 +85,7 @@ pub(super) async fn call_bank(work: &mut Work) -> Event {
 /// for replays.
 pub(super) async fn save(work: &mut Work) -> Result<Event> {
     let (Some(held), Some(result)) = (work.held.as_ref(), work.final_word.take()) else {
-        return Ok(out_of_order());
+        return Ok(out_of_order("a claim"));
     };
     let (state, key) = (&work.state, work.key);
     let operation = held.movement.operation();
@@ -128,7 +128,7 @@ pub(super) async fn save(work: &mut Work) -> Result<Event> {
 /// reconciler takes it when the claim's lease lapses.
 pub(super) async fn mark_unknown(work: &mut Work) -> Event {
     let Some(held) = work.held.as_ref() else {
-        return out_of_order();
+        return out_of_order("a claim");
     };
     let first_check = reconcile::first_check_in(&work.state, work.call_took);
     let marked = work
@@ -152,7 +152,7 @@ pub(super) async fn mark_unknown(work: &mut Work) -> Event {
 /// the client's retry calls the bank again under the same reference.
 pub(super) async fn release(work: &mut Work, why: ReleaseWhy) -> Event {
     let Some(held) = work.held.as_ref() else {
-        return out_of_order();
+        return out_of_order("a claim");
     };
     let stuck_after = work.state.policy.stuck_after;
     let released = work
@@ -167,11 +167,4 @@ pub(super) async fn release(work: &mut Work, why: ReleaseWhy) -> Event {
             Event::Released(false)
         }
     }
-}
-
-/// The event for a step the path should not have reached (no claim held, say): one no step
-/// produces, so the path gives up with a 500 rather than guess.
-fn out_of_order() -> Event {
-    tracing::error!("a claim step ran without its claim");
-    Event::Arrived
 }

@@ -17,7 +17,7 @@ use super::Caller;
 use super::admit::{Submitted, admit};
 use super::claiming::Claiming;
 use super::replies::{ReplyParts, refuse_mismatch};
-use super::work::Work;
+use super::work::{Work, out_of_order};
 use crate::domain::{Cause, EventKind, Reply};
 use crate::metrics::Metrics;
 use crate::replay_cache::Remembered;
@@ -137,7 +137,7 @@ impl<'r> Memory<'r> {
     /// after its full checks has its bytes kept with the entry, for [`Memory::recall_same_bytes`].
     pub(super) fn replay(&mut self, parts: &mut ReplyParts) -> Event {
         let (Some(key), Some(remembered)) = (self.key, self.remembered.as_deref()) else {
-            return Event::Refused;
+            return out_of_order("a remembered key");
         };
         if let Some((_, _, sent)) = &self.admitted {
             remembered.note_replayed_bytes(*sent);

@@ -7,7 +7,7 @@ use shared::server_path::{Asked, Event};
 
 use super::memory::replied_from;
 use super::replies::saved_reply;
-use super::work::Work;
+use super::work::{Work, out_of_order};
 use crate::domain::EventKind;
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -22,7 +22,7 @@ const REPLAYED: &str = "read from the database";
 pub(super) async fn replay(work: &mut Work) -> Result<Event> {
     let (state, key) = (&work.state, work.key);
     let Some(stored) = work.stored.as_ref() else {
-        return Ok(Event::Arrived);
+        return Ok(out_of_order("the stored key"));
     };
     Metrics::count(&state.metrics.replays, stored.operation.name());
     let replayed = (EventKind::Replayed, REPLAYED);
@@ -68,7 +68,7 @@ pub(super) async fn ask_bank(work: &mut Work) -> Result<Event> {
 /// path asks the bank first, so the old claim is settled before the key that points at it goes).
 pub(super) async fn delete_expired(work: &mut Work) -> Result<Event> {
     let Some(stored) = work.stored.as_ref() else {
-        return Ok(Event::Arrived);
+        return Ok(out_of_order("the stored key"));
     };
     let created_at = stored.record.created_at;
     let deleted = work

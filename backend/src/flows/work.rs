@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use shared::server_path::{Ending, ServerPath};
+use shared::server_path::{Ending, Event, ServerPath};
 use shared::{Fingerprint, Operation};
 
 use super::claiming::Claiming;
@@ -76,4 +76,12 @@ impl Work {
         let amount_paise = Some(self.claiming.amount_paise());
         std::mem::take(&mut self.parts).reply(ending, path.expires_at(), amount_paise)
     }
+}
+
+/// The event for a step run without what an earlier step should have left (`what`: a claim,
+/// the stored key): a bug in the interpreter, logged. It is one no step produces, so the path
+/// gives up with a 500 rather than guess.
+pub(super) fn out_of_order(what: &'static str) -> Event {
+    tracing::error!(what, "a step of the request's path ran without its input");
+    Event::Arrived
 }
