@@ -14,8 +14,12 @@ use uuid::Uuid;
 use crate::problem::Problem;
 
 mod key_status;
+#[cfg(feature = "schemas")]
+mod schemas;
 
 pub use key_status::{KeyProgress, KeyStatusResponse};
+#[cfg(feature = "schemas")]
+pub use schemas::{body_schemas, problem_type_schema};
 
 /// The largest amount accepted, in paise (Rs 1 crore); well inside an `i64` and a JS number.
 pub const MAX_AMOUNT_PAISE: u64 = 1_000_000_000;
@@ -52,6 +56,7 @@ impl fmt::Display for Paise {
 
 /// Where a payment or refund stands: one type for the store's rows, the flows and the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemas", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MovementStatus {
     /// Claimed; the bank's outcome is not known yet (or its claim was released and may be
@@ -95,15 +100,26 @@ impl MovementStatus {
 
 /// `POST /v1/bills/{bill_id}/pay`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "schemas",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct PayBillRequest {
     /// The amount to debit.
     pub amount_paise: Paise,
     /// The payer's UPI address (`name@handle`), the account the bank debits.
+    #[cfg_attr(feature = "schemas", schemars(length(max = 255), regex(pattern = schemas::VPA_PATTERN), extend("examples" = ["asha@okbank"])))]
     pub payer_vpa: String,
 }
 
 /// `POST /v1/payments/{payment_id}/refunds`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "schemas",
+    derive(schemars::JsonSchema),
+    schemars(deny_unknown_fields)
+)]
 pub struct RefundRequest {
     /// The amount to give back; at most what remains of the payment.
     pub amount_paise: Paise,
@@ -111,6 +127,11 @@ pub struct RefundRequest {
 
 /// The 201 reply to a payment, and the payment part of a read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "schemas",
+    derive(schemars::JsonSchema),
+    schemars(rename = "Payment")
+)]
 pub struct PaymentResponse {
     /// The payment's id.
     pub payment_id: Uuid,
@@ -127,6 +148,11 @@ pub struct PaymentResponse {
 
 /// The 201 reply to a refund.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "schemas",
+    derive(schemars::JsonSchema),
+    schemars(rename = "Refund")
+)]
 pub struct RefundResponse {
     /// The refund's id.
     pub refund_id: Uuid,
@@ -142,6 +168,7 @@ pub struct RefundResponse {
 
 /// `GET /v1/payments/{payment_id}`: the payment with its refunds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemas", derive(schemars::JsonSchema))]
 pub struct PaymentWithRefunds {
     /// The payment.
     #[serde(flatten)]

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 /// A state-changing operation of the payments API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemas", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
     /// `POST /v1/bills/{bill_id}/pay`: debit the payer and pay a bill.

@@ -206,9 +206,14 @@ impl ProblemKind {
 
 /// An RFC 9457 problem details body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemas", derive(schemars::JsonSchema))]
 pub struct Problem {
     /// `/problems/{slug}`, stable.
     #[serde(rename = "type")]
+    #[cfg_attr(
+        feature = "schemas",
+        schemars(schema_with = "crate::api::problem_type_schema")
+    )]
     pub type_uri: String,
     /// The type's fixed summary.
     pub title: String,
@@ -220,14 +225,20 @@ pub struct Problem {
     /// The body field at fault, for `invalid-field`; a boxed `str`, two words not three, so
     /// a problem stays small enough to return by value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemas",
+        schemars(description = "The body field at fault (invalid-field)")
+    )]
     pub field: Option<Box<str>>,
     /// For `outcome-awaiting-settlement`: when the bank's settlement file is due (RFC 3339).
     /// Boxed, so the rare field costs every problem one pointer, not a string's three words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemas", schemars(extend("format" = "date-time"), description = "When the bank's settlement file is due (outcome-awaiting-settlement)"))]
     pub settlement_due_at: Option<Box<String>>,
     /// For `outcome-pending`: when the rail's rules let the bank be asked about it next
     /// (RFC 3339), when the server knows; boxed like `settlement_due_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemas", schemars(extend("format" = "date-time"), description = "When the rail's rules let the bank be asked about it next, where known (outcome-pending)"))]
     pub next_check_at: Option<Box<String>>,
     /// The wait to suggest, in whole seconds (rounded up): the HTTP layer sends it as
     /// `Retry-After`, never in the body.

@@ -1,6 +1,8 @@
 //! The published API: an OpenAPI 3.1 document of every route, header and problem type, served at
 //! `GET /openapi.json`. Built in code from the same constants the service uses (the problem
-//! kinds, the policy's header, key format and limits), so it cannot drift from them; a test checks
+//! kinds, the policy's header, key format and limits), its body schemas derived from the
+//! `shared::api` types that write and read the bodies (`shared::api::body_schemas`), so it
+//! cannot drift from them; a test checks
 //! that its paths and methods are exactly the router's, and `scripts/schemathesis.sh` that the
 //! server accepts what its request schemas allow, refuses what they do not, and replies as its
 //! response schemas say.
@@ -10,7 +12,6 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use shared::api::MAX_AMOUNT_PAISE;
 use shared::key::MAX_KEY_LEN;
 use shared::{KeyFormat, Operation, ProblemKind};
 
@@ -183,81 +184,7 @@ pub fn document(state: &AppState) -> Value {
                     "schema": { "type": "string", "examples": ["Thu, 03 Dec 2026 10:00:00 GMT"] },
                 },
             },
-            "schemas": {
-                "PayBillRequest": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["amount_paise", "payer_vpa"],
-                    "properties": { "amount_paise": amount(), "payer_vpa": {
-                        "type": "string", "maxLength": 255, "pattern": "^[A-Za-z0-9._-]+@[A-Za-z0-9]+$",
-                        "description": "A UPI address: name@handle", "examples": ["asha@okbank"] } },
-                },
-                "RefundRequest": {
-                    "type": "object", "additionalProperties": false,
-                    "required": ["amount_paise"], "properties": { "amount_paise": amount() },
-                },
-                "Payment": {
-                    "type": "object",
-                    "required": ["payment_id", "bill_id", "amount_paise", "status", "bank_reference"],
-                    "properties": {
-                        "payment_id": { "type": "string", "format": "uuid" },
-                        "bill_id": { "type": "string" },
-                        "amount_paise": amount(),
-                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined", "void"] },
-                        "bank_reference": { "type": "string", "description": "pay-{payment_id}: this claim's own (rows before per-claim references: pay-{user_id}-{key})" },
-                    },
-                },
-                "Refund": {
-                    "type": "object",
-                    "required": ["refund_id", "payment_id", "amount_paise", "status", "bank_reference"],
-                    "properties": {
-                        "refund_id": { "type": "string", "format": "uuid" },
-                        "payment_id": { "type": "string", "format": "uuid" },
-                        "amount_paise": amount(),
-                        "status": { "type": "string", "enum": ["succeeded", "pending", "declined", "void"] },
-                        "bank_reference": { "type": "string", "description": "refund-{refund_id}: this claim's own (older rows: refund-{user_id}-{key})" },
-                    },
-                },
-                "PaymentWithRefunds": {
-                    "allOf": [
-                        { "$ref": "#/components/schemas/Payment" },
-                        { "type": "object", "required": ["refunds"], "properties": {
-                            "refunds": { "type": "array", "items": { "$ref": "#/components/schemas/Refund" } } } },
-                    ],
-                },
-                "KeyStatus": {
-                    "type": "object", "required": ["state", "operation", "expires_at"],
-                    "properties": {
-                        "state": { "type": "string", "enum": ["started", "unknown", "released", "done"] },
-                        "operation": { "type": "string", "enum": operations },
-                        "status": { "type": "integer", "description": "done only: the saved reply's status (201, or 402 for a bank decline)" },
-                        "expires_at": { "type": "string", "format": "date-time", "description": "When the key expires: replayed until then, a new request after" },
-                        "next_check_at": { "type": "string", "format": "date-time", "description": "unknown only: when the rail's rules let the bank be asked about it next" },
-                        "settlement_due_at": { "type": "string", "format": "date-time", "description": "unknown only, once every status check the rail allows was made: when the bank's settlement file is due" },
-                        "reply": { "description": "done only: the saved reply's body, byte for byte as a replay carries it", "oneOf": [
-                            { "$ref": "#/components/schemas/Payment" },
-                            { "$ref": "#/components/schemas/Refund" },
-                            { "$ref": "#/components/schemas/Problem" },
-                        ] },
-                        "answer": { "deprecated": true, "description": "done only: the deprecated alias of reply, the same bytes; sent until the second release after the first with reply", "oneOf": [
-                            { "$ref": "#/components/schemas/Payment" },
-                            { "$ref": "#/components/schemas/Refund" },
-                            { "$ref": "#/components/schemas/Problem" },
-                        ] },
-                    },
-                },
-                "Problem": {
-                    "type": "object", "required": ["type", "title", "status"],
-                    "properties": {
-                        "type": { "type": "string", "enum": problem_types },
-                        "title": { "type": "string" },
-                        "status": { "type": "integer" },
-                        "detail": { "type": "string" },
-                        "field": { "type": "string", "description": "The body field at fault (invalid-field)" },
-                        "settlement_due_at": { "type": "string", "format": "date-time", "description": "When the bank's settlement file is due (outcome-awaiting-settlement)" },
-                        "next_check_at": { "type": "string", "format": "date-time", "description": "When the rail's rules let the bank be asked about it next, where known (outcome-pending)" },
-                    },
-                },
-            },
+            "schemas": shared::api::body_schemas(),
         },
     })
 }
@@ -423,11 +350,6 @@ fn prefer_parameter() -> Value {
                         of 409; the reply then carries Preference-Applied: wait=N",
         "schema": { "type": "string", "examples": ["wait=10"] },
     })
-}
-
-fn amount() -> Value {
-    json!({ "type": "integer", "minimum": 1, "maximum": MAX_AMOUNT_PAISE,
-            "description": "Whole paise; never a float" })
 }
 
 /// A 201 with a body of `schema`, and links to the operations its `payment_id` and the request's

@@ -74,32 +74,70 @@ impl KeyProgress {
     }
 }
 
-/// The flat wire form.
+/// The flat wire form; its derived schema is the published `KeyStatus`.
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "schemas",
+    derive(schemars::JsonSchema),
+    schemars(
+        rename = "KeyStatus",
+        description = "Where one of the caller's keys stands"
+    )
+)]
 struct KeyStatusWire {
+    /// Where the key stands.
+    #[cfg_attr(feature = "schemas", schemars(extend("enum" = ["started", "unknown", "released", "done"])))]
     state: String,
+    /// The operation the key was used for.
     operation: Operation,
+    /// done only: the saved reply's status (201, or 402 for a bank decline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
+    /// done only: the saved reply's body, byte for byte as a replay carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemas",
+        schemars(schema_with = "super::schemas::saved_reply")
+    )]
     reply: Option<Box<RawValue>>,
-    /// The deprecated alias of `reply`, written with the same bytes and read only without it.
+    /// done only: the deprecated alias of `reply`, the same bytes; sent until the second release
+    /// after the first with `reply`, and read only without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schemas", schemars(schema_with = "super::schemas::saved_reply", extend("deprecated" = true)))]
     answer: Option<Box<RawValue>>,
+    /// When the key expires: replayed until then, a new request after.
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "schemas", schemars(with = "String", extend("format" = "date-time")))]
     expires_at: OffsetDateTime,
+    /// unknown only: when the rail's rules let the bank be asked about it next.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "time::serde::rfc3339::option"
     )]
+    #[cfg_attr(feature = "schemas", schemars(with = "String", extend("format" = "date-time")))]
     next_check_at: Option<OffsetDateTime>,
+    /// unknown only, once every status check the rail allows was made: when the bank's
+    /// settlement file is due.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         with = "time::serde::rfc3339::option"
     )]
+    #[cfg_attr(feature = "schemas", schemars(with = "String", extend("format" = "date-time")))]
     settlement_due_at: Option<OffsetDateTime>,
+}
+
+/// The published schema of a key status is its wire form's.
+#[cfg(feature = "schemas")]
+impl schemars::JsonSchema for KeyStatusResponse {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        KeyStatusWire::schema_name()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        KeyStatusWire::json_schema(generator)
+    }
 }
 
 impl From<KeyStatusResponse> for KeyStatusWire {
