@@ -11,11 +11,15 @@
 //! Every request carries the same `Prefer: wait=N` ([`ClientRules::wait_to_ask`]), so a retry
 //! that finds the first attempt still running can get its reply instead of a 409.
 //!
+//! A run is one trace: its attempts and look-ups share a trace id minted when it starts (a run
+//! resumed after a restart starts a new trace; the key still ties the two together).
+//!
 //! [`ClientRules::wait_to_ask`]: shared::retry::ClientRules::wait_to_ask
 
 use std::time::Duration;
 
 use shared::retry::{ActionProgress, Ending, Next, Seen, Unsettled};
+use shared::trace_context::TraceId;
 
 use crate::action_result::{ActionResult, Completion, FinalReply, KnownBy};
 use crate::action_store::SavedAction;
@@ -42,6 +46,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// its outcome is looked up.
     pub async fn run(&self, saved: &SavedAction, report: &Report) -> Completion {
         let (mut progress, mut next) = ActionProgress::start(self.config, self.elapsed(saved));
+        let trace = TraceId::mint();
         let mut last = LastReply::None;
         let mut last_retry_after = None;
         let mut look_ups = 0;
@@ -57,6 +62,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                             saved,
                             progress.attempts(),
                             prefer_wait.map(Duration::from_secs),
+                            trace,
                             report,
                         )
                         .await;
@@ -81,6 +87,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
                             saved,
                             look_ups,
                             prefer_wait.map(Duration::from_secs),
+                            trace,
                             report,
                         )
                         .await;
@@ -117,12 +124,13 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         self.clock.sleep(wait).await;
     }
 
-    /// Sends attempt number `attempt` and says what came back.
+    /// Sends attempt number `attempt`, in the run's `trace`, and says what came back.
     async fn attempt(
         &self,
         saved: &SavedAction,
         attempt: u32,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
         report: &Report,
     ) -> (Seen, Option<Reply>) {
         report(&Event::Sending {
@@ -132,7 +140,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         let sent = within(
             &self.clock,
             self.config.attempt_timeout,
-            self.transport.send(saved.action(), prefer_wait),
+            self.transport.send(saved.action(), prefer_wait, trace),
         )
         .await;
         match sent {
@@ -226,9 +234,10 @@ mod tests {
     use crate::file_store::FileStore;
     use crate::jitter::OsJitter;
     use crate::test_support::{
-        FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action, user,
-        waits,
+        FakeClock, FixedJitter, ScriptedTransport, Step, TempDir, collect_events, pay_action,
+        pay_body, user, waits,
     };
+    use shared::Operation;
     use shared::retry::ClientRules;
 
     const SECOND: Duration = Duration::from_secs(1);
@@ -414,6 +423,36 @@ mod tests {
         assert_eq!(rig.transport.sent(), vec![expected; 3]);
         // Jittered ceilings of 0.5 s and 1 s are below each Retry-After, which wins.
         assert_eq!(waits(&events), [3 * SECOND, 2 * SECOND]);
+    }
+
+    #[tokio::test]
+    async fn every_request_of_an_action_shares_its_trace_and_another_action_gets_another() {
+        let schedule = RetrySchedule {
+            base: SECOND,
+            cap: 4 * SECOND,
+            deadline: 60 * SECOND,
+        };
+        let rig = Rig::new([Step::status(503), Step::NetworkError]);
+        let phone = rig.client(config(schedule));
+        phone.run(&rig.saved, &|_| {}).await;
+        let first = rig.transport.traces();
+        let (sends, look_ups) = (rig.transport.sent().len(), rig.transport.look_up_count());
+        assert!(
+            sends > 3 && look_ups > 0,
+            "{sends} sends, {look_ups} look-ups"
+        );
+        assert_eq!(first.len(), sends + look_ups, "every request has the trace");
+        assert!(first.iter().all(|trace| *trace == first[0]), "{first:?}");
+
+        let other = phone
+            .begin(Operation::PayBill, "elec-2", &pay_body(1))
+            .await
+            .expect("saved");
+        phone.run(&other, &|_| {}).await;
+        let second = rig.transport.traces().split_off(first.len());
+        assert!(!second.is_empty());
+        assert!(second.iter().all(|trace| *trace == second[0]), "{second:?}");
+        assert_ne!(second[0], first[0], "a new action, a new trace");
     }
 
     #[tokio::test]

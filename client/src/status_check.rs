@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use shared::api::{KeyProgress, KeyStatusResponse};
 use shared::retry::{KeyState, Seen};
+use shared::trace_context::TraceId;
 
 use crate::action_result::FinalReply;
 use crate::action_store::SavedAction;
@@ -21,20 +22,21 @@ use crate::payments_client::PaymentsClient;
 use crate::transport::{Reply, Transport};
 
 impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
-    /// Look-up number `check`: asks for the key's status and says what came back, reporting an
-    /// reply that tells nothing.
+    /// Look-up number `check`, in the run's `trace`: asks for the key's status and says what
+    /// came back, reporting a reply that tells nothing.
     pub(crate) async fn look_up(
         &self,
         saved: &SavedAction,
         check: u32,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
         report: &Report,
     ) -> (Seen, Option<Reply>) {
         report(&Event::CheckingStatus { check });
         let received = within(
             &self.clock,
             self.config.attempt_timeout,
-            self.transport.look_up(saved.key(), prefer_wait),
+            self.transport.look_up(saved.key(), prefer_wait, trace),
         )
         .await;
         let reply = match received {

@@ -1,7 +1,7 @@
 //! Test doubles for the client loop: a clock that advances only when slept on (so a ten-minute
 //! deadline passes instantly), scripted jitter, a transport that replies from a script and
-//! records what it was sent (with the `Prefer: wait` of each request), and a temporary
-//! directory for the store.
+//! records what it was sent (with the `Prefer: wait` and the trace of each request), and a
+//! temporary directory for the store.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use shared::retry::{PendingAction, ReplyClass, classify_status};
+use shared::trace_context::TraceId;
 use shared::{IdempotencyKey, Operation, UserId};
 use time::OffsetDateTime;
 
@@ -177,6 +178,7 @@ pub struct ScriptedTransport {
     sent: Mutex<Vec<(IdempotencyKey, Vec<u8>)>>,
     send_waits: Mutex<Vec<Option<Duration>>>,
     look_up_waits: Mutex<Vec<Option<Duration>>>,
+    traces: Mutex<Vec<TraceId>>,
 }
 
 struct Script {
@@ -207,6 +209,7 @@ impl ScriptedTransport {
             sent: Mutex::new(Vec::new()),
             send_waits: Mutex::new(Vec::new()),
             look_up_waits: Mutex::new(Vec::new()),
+            traces: Mutex::new(Vec::new()),
         }
     }
 
@@ -240,6 +243,11 @@ impl ScriptedTransport {
         self.look_up_waits.lock().expect("lock").clone()
     }
 
+    /// The trace of every request, sends and look-ups alike, in order.
+    pub fn traces(&self) -> Vec<TraceId> {
+        self.traces.lock().expect("lock").clone()
+    }
+
     /// How many look-ups were made.
     pub fn look_up_count(&self) -> usize {
         self.look_up_waits.lock().expect("lock").len()
@@ -259,7 +267,9 @@ impl Transport for ScriptedTransport {
         &self,
         action: &PendingAction,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
+        self.traces.lock().expect("lock").push(trace);
         self.sent
             .lock()
             .expect("lock")
@@ -272,7 +282,9 @@ impl Transport for ScriptedTransport {
         &self,
         _key: &IdempotencyKey,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
+        self.traces.lock().expect("lock").push(trace);
         self.look_up_waits.lock().expect("lock").push(prefer_wait);
         play(self.look_ups.lock().expect("lock").next())
     }

@@ -1,6 +1,8 @@
 //! The network as the client loop sees it: send an action's attempt, or look its key up. A
 //! parameter, so the loop is tested against scripted replies; [`crate::HttpTransport`] is the
 //! real one. Timeouts are not the transport's business: the loop gives up on its own clock.
+//! Every request belongs to the trace of its run (one [`TraceId`] per run of an action), so the
+//! server's spans for all the attempts of one action hang together.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use shared::IdempotencyKey;
 use shared::retry::PendingAction;
+use shared::trace_context::TraceId;
 use thiserror::Error;
 
 /// A reply from the server, read whole.
@@ -34,13 +37,15 @@ pub struct SendError(pub String);
 
 /// Sends requests for the client loop. `prefer_wait`, when given, goes out as
 /// `Prefer: wait=N` in whole seconds: the server may hold the request that long for the key's
-/// first attempt (see [`crate::ClientRules::prefer_wait`]).
+/// first attempt (see [`crate::ClientRules::prefer_wait`]). `trace` is the run's trace: each
+/// request goes out as a new span in it (W3C `traceparent`).
 pub trait Transport: Send + Sync {
     /// Sends one attempt of `action`: its key and its exact body bytes.
     fn send(
         &self,
         action: &PendingAction,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send;
 
     /// Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`).
@@ -48,6 +53,7 @@ pub trait Transport: Send + Sync {
         &self,
         key: &IdempotencyKey,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send;
 }
 
@@ -56,15 +62,17 @@ impl<T: Transport> Transport for Arc<T> {
         &self,
         action: &PendingAction,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
-        T::send(self, action, prefer_wait)
+        T::send(self, action, prefer_wait, trace)
     }
 
     fn look_up(
         &self,
         key: &IdempotencyKey,
         prefer_wait: Option<Duration>,
+        trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
-        T::look_up(self, key, prefer_wait)
+        T::look_up(self, key, prefer_wait, trace)
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use shared::IdempotencyKey;
 use shared::retry::{ClientRules, PendingAction, RetrySchedule, parse_retry_after};
+use shared::trace_context::TraceId;
 use time::OffsetDateTime;
 
 use crate::action_result::ActionResult;
@@ -66,6 +67,7 @@ impl Transport for VectorTransport {
         &self,
         _action: &PendingAction,
         prefer_wait: Option<Duration>,
+        _trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
         std::future::ready(self.reply(prefer_wait))
     }
@@ -74,6 +76,7 @@ impl Transport for VectorTransport {
         &self,
         _key: &IdempotencyKey,
         prefer_wait: Option<Duration>,
+        _trace: TraceId,
     ) -> impl Future<Output = Result<Reply, SendError>> + Send {
         std::future::ready(self.reply(prefer_wait))
     }

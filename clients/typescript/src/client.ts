@@ -9,6 +9,7 @@ import { type Clock, systemClock } from './clock.js';
 import { InvalidRequestError, SaveFailedError } from './errors.js';
 import type { EventListener } from './events.js';
 import { type FetchLike, HttpTransport, type TokenSource } from './http.js';
+import { randomKey } from './keys.js';
 import { defaultRandom } from './random.js';
 import type { ActionResult, Operation, Payment, Refund } from './results.js';
 import { type ClientRules, clientRules } from './rules.js';
@@ -41,12 +42,20 @@ export interface PaymentsClientOptions {
   readonly random?: () => number;
   /** Receives progress events (for a UI); it never decides anything. */
   readonly onEvent?: EventListener;
+  /**
+   * Makes the `Idempotency-Key` of each new action: a fresh, unguessable, non-empty string
+   * every call (the server may restrict the form; a UUID always fits). By default a random
+   * (version 4) UUID from `crypto.randomUUID`, else from 16 bytes of `crypto.getRandomValues`
+   * (React Native with `react-native-get-random-values`); with neither, starting an action throws.
+   */
+  readonly mintKey?: () => string;
 }
 
 /** A client for one user, with a store of pending actions. */
 export class PaymentsClient {
   private readonly userId: string;
   private readonly context: RunContext;
+  private readonly mintKey: () => string;
   /** Runs in progress by key, so resuming an action already running joins its run. */
   private readonly running = new Map<string, Promise<ActionResult>>();
 
@@ -55,6 +64,7 @@ export class PaymentsClient {
     const fetch = options.fetch ?? platformFetch();
     const onEvent = options.onEvent;
     this.userId = options.userId;
+    this.mintKey = options.mintKey ?? (() => randomKey(globalThis.crypto));
     const clock = options.clock ?? systemClock;
     this.context = {
       rules,
@@ -162,9 +172,13 @@ export class PaymentsClient {
     path: string,
     body: string,
   ): Promise<SavedAction> {
+    const key = this.mintKey();
+    if (typeof key !== 'string' || key === '') {
+      throw new Error(`options.mintKey gave ${JSON.stringify(key)}, not a non-empty string`);
+    }
     const action: SavedAction = {
       version: 1,
-      key: mintKey(),
+      key,
       userId: this.userId,
       operation,
       target,
@@ -204,14 +218,6 @@ function checkTarget(field: 'bill_id' | 'payment_id', id: string): void {
   if (typeof id !== 'string' || id === '') {
     throw new InvalidRequestError(field, `${field} must be a non-empty string`);
   }
-}
-
-/** A fresh random (version 4) UUID from the platform's secure source. */
-function mintKey(): string {
-  if (typeof globalThis.crypto?.randomUUID !== 'function') {
-    throw new Error('crypto.randomUUID is not available on this platform: install a polyfill');
-  }
-  return globalThis.crypto.randomUUID();
 }
 
 function platformFetch(): FetchLike {

@@ -1,9 +1,11 @@
 /**
  * The client's requests over `fetch`, as SPEC §7 and the Rust client's `HttpTransport` send
  * them: the bearer token, the key in the IETF draft's quoted form (a Structured Field string),
- * the saved body string unchanged, and `Prefer: wait=N` when the rules ask for a wait. Each
- * request, body included, is given up on after the attempt timeout (its `fetch` aborted): a
- * rejected `fetch` or a timeout is "no reply", never a reason to mint a new key.
+ * the saved body string unchanged, and `Prefer: wait=N` when the rules ask for a wait. Every
+ * request also names the client (`User-Agent: payments-client/<version>`; Chromium drops it
+ * silently and sends its own, Firefox sends it) and carries a `traceparent`: the run's trace, a
+ * new span. Each request, body included, is given up on after the attempt timeout (its `fetch`
+ * aborted): a rejected `fetch` or a timeout is "no reply", never a reason to mint a new key.
  */
 
 import type { Clock } from './clock.js';
@@ -12,6 +14,8 @@ import { appliedWaitSeconds } from './preferApplied.js';
 import type { PreferHeaders } from './progress.js';
 import { parseRetryAfter } from './retryAfter.js';
 import type { SavedAction } from './store.js';
+import { TRACEPARENT_HEADER, traceparentIn } from './traceparent.js';
+import { USER_AGENT } from './version.js';
 
 /** What the client passes to `fetch`; the platform's `fetch` accepts it. */
 export interface RequestInitLike {
@@ -66,13 +70,14 @@ export class HttpTransport {
     this.baseUrl = baseUrl.replace(/\/+$/, '');
   }
 
-  /** Sends one attempt of `action`: its key and its exact body string. */
-  async send(action: SavedAction, prefer: PreferHeaders): Promise<Exchange> {
+  /** Sends one attempt of `action`, in trace `traceId`: its key and its exact body string. */
+  async send(action: SavedAction, prefer: PreferHeaders, traceId: string): Promise<Exchange> {
     const headers = {
       Authorization: await this.bearer(action.key),
       'Idempotency-Key': quotedKey(action.key),
       'Content-Type': 'application/json',
       ...prefer,
+      ...identifying(traceId),
     };
     return this.exchange(this.baseUrl + action.path, {
       method: 'POST',
@@ -81,9 +86,9 @@ export class HttpTransport {
     });
   }
 
-  /** Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`). */
-  async lookUp(key: string, prefer: PreferHeaders): Promise<Exchange> {
-    const headers = { Authorization: await this.bearer(key), ...prefer };
+  /** Asks for the outcome of `key` (`GET /v1/idempotency-keys/{key}`), in trace `traceId`. */
+  async lookUp(key: string, prefer: PreferHeaders, traceId: string): Promise<Exchange> {
+    const headers = { Authorization: await this.bearer(key), ...prefer, ...identifying(traceId) };
     const url = `${this.baseUrl}/v1/idempotency-keys/${encodeURIComponent(key)}`;
     return this.exchange(url, { method: 'GET', headers });
   }
@@ -135,6 +140,11 @@ function readReply(response: ResponseLike, bodyText: string): Reply {
     waitedSeconds: appliedWaitSeconds(response.headers.get('preference-applied')),
     bodyText,
   };
+}
+
+/** The headers that name the client and place the request in trace `traceId`, as a new span. */
+function identifying(traceId: string): Record<string, string> {
+  return { 'User-Agent': USER_AGENT, [TRACEPARENT_HEADER]: traceparentIn(traceId) };
 }
 
 /** The key as the Rust client sends it: a Structured Field string, `"…"` with `"` and `\` escaped. */

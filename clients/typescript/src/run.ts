@@ -5,6 +5,9 @@
  *
  * Each attempt sends the saved key and body, unchanged. After a stop, a final reply or a key
  * the server never received removes the action from the store; anything else keeps it saved.
+ *
+ * A run is one trace: its attempts and look-ups share one trace id, minted when the run starts
+ * (a run resumed after a restart starts a new trace; the key still ties the two together).
  */
 
 import type { Clock } from './clock.js';
@@ -16,6 +19,7 @@ import { ActionProgress, type Ending, type Next, type Seen } from './progress.js
 import { type ActionResult, type ResultBase, finalResult } from './results.js';
 import { type ClientRules, waitToAsk } from './rules.js';
 import type { ActionStore, SavedAction } from './store.js';
+import { newTraceId } from './traceparent.js';
 
 /** What a run needs from its client. */
 export interface RunContext {
@@ -38,6 +42,7 @@ type LastReply = { readonly from: 'attempt' | 'look_up'; readonly reply: Reply }
 export async function runAction(context: RunContext, action: SavedAction): Promise<ActionResult> {
   const { clock, report, transport } = context;
   const { key } = action;
+  const traceId = newTraceId();
   const elapsedMs = () => Math.max(0, clock.nowMs() - action.startedAtMs);
   const waitMs = waitToAsk(context.rules);
   const preferWaitSeconds = waitMs === null ? null : waitMs / 1000;
@@ -65,7 +70,7 @@ export async function runAction(context: RunContext, action: SavedAction): Promi
       firstOfPhase = false;
       const attempt = progress.attempts;
       report({ type: 'sending', key, attempt, preferWaitSeconds });
-      const exchange = await transport.send(action, next.headers);
+      const exchange = await transport.send(action, next.headers, traceId);
       if (exchange.kind === 'reply') {
         const { status, replayed, waitedSeconds } = exchange.reply;
         report({ type: 'replied', key, attempt, status, replayed, waitedSeconds });
@@ -85,7 +90,7 @@ export async function runAction(context: RunContext, action: SavedAction): Promi
       firstOfPhase = false;
       lookUps += 1;
       report({ type: 'looking_up', key, check: lookUps });
-      const exchange = await transport.lookUp(key, next.headers);
+      const exchange = await transport.lookUp(key, next.headers, traceId);
       seen = seenOf(exchange, true);
       const failure = lookUpFailure(exchange, seen);
       if (failure !== null) {

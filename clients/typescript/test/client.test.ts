@@ -22,7 +22,7 @@ import {
   SaveFailedError,
   type SavedAction,
 } from '../src/index.js';
-import { FakeClock, ScriptedFetch, type Step } from './support/fakes.js';
+import { FakeClock, type Recorded, ScriptedFetch, type Step } from './support/fakes.js';
 
 const PAY_BODY = '{"amount_paise":230000,"payer_vpa":"asha@okbank"}';
 const PAYMENT = {
@@ -39,6 +39,11 @@ const DECLINE = {
   detail: 'The bank declined the debit.',
 };
 const MINUTE = 60_000;
+const USER_AGENT = 'payments-client/0.1.0 (TypeScript)';
+/** Version 00, a 32-digit trace id, a 16-digit span id, flags 01: lower-case hex. */
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/;
+/** Lower-case 8-4-4-4-12 hex, version 4, variant `10xx` (8, 9, a or b). */
+const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 const created: Step = { status: 201, body: JSON.stringify(PAYMENT) };
 const lost: Step = { fail: 'timeout', takesMs: 15_000 };
@@ -46,6 +51,16 @@ const lost: Step = { fail: 'timeout', takesMs: 15_000 };
 function keyStatus(state: string, extra: Record<string, unknown> = {}): Step {
   const body = { state, operation: 'pay_bill', expires_at: '2026-12-05T10:00:00Z', ...extra };
   return { status: 200, body: JSON.stringify(body) };
+}
+
+/** A request's headers without its `traceparent` (a new span each request), and its trace. */
+function traced(request: Recorded | undefined) {
+  const { traceparent, ...headers } = request?.headers ?? {};
+  const [, traceId, spanId] = TRACEPARENT.exec(traceparent ?? '') ?? [];
+  assert.ok(traceId !== undefined && spanId !== undefined, `traceparent ${traceparent}`);
+  assert.notEqual(traceId, '0'.repeat(32));
+  assert.notEqual(spanId, '0'.repeat(16));
+  return { headers, traceId, spanId };
 }
 
 /** A client for user 7 on a fake clock, replying from `sends` and `lookUps`. */
@@ -91,14 +106,15 @@ test('replies lost, then the replay: every attempt sends the same key and the id
   for (const request of server.posts) {
     assert.equal(request.url, 'https://pay.example/v1/bills/elec-1/pay');
     assert.equal(request.body, PAY_BODY);
-    assert.deepEqual(request.headers, {
+    assert.deepEqual(traced(request).headers, {
       Authorization: 'Bearer token-7',
       'Idempotency-Key': `"${result.key}"`,
       'Content-Type': 'application/json',
       Prefer: 'wait=10',
+      'User-Agent': USER_AGENT,
     });
   }
-  assert.match(result.key, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.match(result.key, UUID_V4);
   // Half of the 0.5 s and 1 s ceilings.
   assert.deepEqual(clock.sleeps, [250, 500]);
   assert.deepEqual(await store.list(), [], 'a final reply removes the action');
@@ -141,7 +157,12 @@ test('a 429 is retried with the same key and body after its Retry-After', async 
   assertKind(result, 'paid');
   assert.deepEqual(clock.sleeps, [3000]);
   assert.equal(server.posts.length, 2);
-  assert.deepEqual(server.posts[0], { ...server.posts[1], atMs: server.posts[0]?.atMs });
+  const [first, second] = server.posts.map((request) => ({
+    ...request,
+    atMs: 0,
+    headers: traced(request).headers,
+  }));
+  assert.deepEqual(first, second, 'the same request but for its time and span');
 });
 
 test('a 402 is a decline, typed with its problem, and ends the action', async () => {
@@ -203,7 +224,11 @@ test('at the deadline the key is looked up instead of paid again; unknown keeps 
   );
   assert.equal(server.gets.length, 1);
   assert.deepEqual(server.gets[0]?.url, `https://pay.example/v1/idempotency-keys/${result.key}`);
-  assert.deepEqual(server.gets[0]?.headers, { Authorization: 'Bearer token-7', Prefer: 'wait=10' });
+  assert.deepEqual(traced(server.gets[0]).headers, {
+    Authorization: 'Bearer token-7',
+    Prefer: 'wait=10',
+    'User-Agent': USER_AGENT,
+  });
   assert.ok(
     events.some(
       (event) => event.type === 'stopped_sending' && event.attempts === server.posts.length,
@@ -462,9 +487,112 @@ test("over real HTTP with the platform's fetch: the headers and the body bytes o
       assert.equal(request.headers['idempotency-key'], `"${result.key}"`);
       assert.equal(request.headers['content-type'], 'application/json');
       assert.equal(request.headers['prefer'], 'wait=10');
+      assert.equal(request.headers['user-agent'], USER_AGENT);
+      assert.match(String(request.headers['traceparent']), TRACEPARENT);
     }
+    const [first, second] = received.map((request) => String(request.headers['traceparent']));
+    assert.equal(first?.slice(0, 36), second?.slice(0, 36), 'one trace id for the action');
+    assert.notEqual(first?.slice(36), second?.slice(36), 'a new span id for each attempt');
   } finally {
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
+});
+
+test('every request names the client and carries a traceparent: one trace per action, look-ups included, a new span each', async () => {
+  const { client, server } = rig([lost], [keyStatus('unknown')]);
+  const first = await client.payBill('elec-1', 230_000, 'asha@okbank');
+  const second = await client.payBill('elec-2', 230_000, 'asha@okbank');
+  assertKind(first, 'pending');
+  assertKind(second, 'pending');
+
+  /** The requests of the action with `key`, attempts and look-up, read for their trace. */
+  const requestsOf = (key: string) => {
+    const requests = server.requests.filter(
+      (request) =>
+        request.headers['Idempotency-Key'] === `"${key}"` ||
+        request.url.endsWith(`/v1/idempotency-keys/${key}`),
+    );
+    assert.ok(requests.length > 10, 'many attempts');
+    assert.equal(requests.filter((request) => request.method === 'GET').length, 1);
+    return requests.map(traced);
+  };
+  const [ofFirst, ofSecond] = [requestsOf(first.key), requestsOf(second.key)];
+  const all = [...ofFirst, ...ofSecond];
+  assert.equal(all.length, server.requests.length);
+  assert.ok(all.every(({ headers }) => headers['User-Agent'] === USER_AGENT));
+  for (const requests of [ofFirst, ofSecond]) {
+    assert.equal(new Set(requests.map(({ traceId }) => traceId)).size, 1, 'one trace an action');
+  }
+  assert.notEqual(ofFirst[0]?.traceId, ofSecond[0]?.traceId, 'a new action, a new trace');
+  assert.equal(new Set(all.map(({ spanId }) => spanId)).size, all.length, 'a span a request');
+});
+
+test('an injected mintKey makes the keys: saved, and sent on every attempt', async () => {
+  const minted = ['key-from-the-app-1', 'key-from-the-app-2'];
+  const { client, server } = rig([{ fail: 'network' }, created], [], {
+    mintKey: () => minted.shift() ?? 'none left',
+  });
+  const first = await client.payBill('elec-1', 230_000, 'asha@okbank');
+  const second = await client.refund('pay-1', 50_000);
+
+  assert.equal(first.key, 'key-from-the-app-1');
+  assert.equal(second.key, 'key-from-the-app-2');
+  assert.deepEqual(
+    server.posts.map((request) => request.headers['Idempotency-Key']),
+    ['"key-from-the-app-1"', '"key-from-the-app-1"', '"key-from-the-app-2"'],
+  );
+});
+
+test('an injected mintKey that gives an empty key is refused before anything is saved', async () => {
+  const { client, server, store } = rig([created], [], { mintKey: () => '' });
+  await assert.rejects(client.payBill('elec-1', 230_000, 'asha@okbank'), /options\.mintKey/);
+  assert.deepEqual(await store.list(), []);
+  assert.equal(server.requests.length, 0);
+});
+
+/** Runs `body` with the platform's `crypto.randomUUID` (and `getRandomValues`, if asked) hidden. */
+async function withoutCrypto(
+  hide: ('randomUUID' | 'getRandomValues')[],
+  body: () => Promise<void>,
+): Promise<void> {
+  const crypto = globalThis.crypto;
+  for (const name of hide) {
+    Object.defineProperty(crypto, name, { value: undefined, configurable: true });
+  }
+  try {
+    assert.equal(crypto.randomUUID, undefined);
+    await body();
+  } finally {
+    for (const name of hide) {
+      delete (crypto as unknown as Record<string, unknown>)[name];
+    }
+  }
+  assert.equal(typeof crypto.randomUUID, 'function', 'the platform is restored');
+}
+
+test('without crypto.randomUUID (Hermes) the client mints version 4 keys from getRandomValues', async () => {
+  await withoutCrypto(['randomUUID'], async () => {
+    const { client, server } = rig([created]);
+    const keys = new Set<string>();
+    for (let tap = 0; tap < 200; tap += 1) {
+      const result = await client.payBill('elec-1', 230_000, 'asha@okbank');
+      assert.match(result.key, UUID_V4);
+      keys.add(result.key);
+    }
+    assert.equal(keys.size, 200);
+    assert.equal(server.posts.length, 200);
+  });
+});
+
+test('with neither randomUUID nor getRandomValues, paying fails saying what to do, nothing saved or sent', async () => {
+  await withoutCrypto(['randomUUID', 'getRandomValues'], async () => {
+    const { client, server, store } = rig([created]);
+    await assert.rejects(
+      client.payBill('elec-1', 230_000, 'asha@okbank'),
+      /react-native-get-random-values.*options\.mintKey/,
+    );
+    assert.deepEqual(await store.list(), []);
+    assert.equal(server.requests.length, 0);
+  });
 });
