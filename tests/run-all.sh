@@ -4,7 +4,8 @@
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
 # (promtool), the TypeScript client's tests (npm), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
-# public OpenAPI document against a running backend (schemathesis), the chaos soaks (on
+# public OpenAPI document against a running backend (schemathesis), a page on another origin
+# paying through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
 # PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the audit must fail),
 # the production container image run with podman
 # (deploy/verify-container.sh), deploy/compose.yaml run with podman-compose
@@ -73,6 +74,9 @@ cargo test --workspace --locked
 
 step "the public OpenAPI document against a running backend: schemathesis (scripts/schemathesis.sh)"
 scripts/schemathesis.sh
+
+step "CORS: a page on a listed origin pays in headless Chromium, one on another is blocked (scripts/cors-browser-test.sh)"
+scripts/cors-browser-test.sh
 
 step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
 nice -n 19 deploy/build-static.sh >"$background_log/static.log" 2>&1 &

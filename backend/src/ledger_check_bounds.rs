@@ -15,20 +15,21 @@ use shared::Operation;
 use tokio::sync::Semaphore;
 
 use crate::bank::{Bank, LookUp, LookUpError};
+use shared::UserId;
 
 /// The bounds, shared by every ledger check of this process.
 #[derive(Debug)]
 pub struct LedgerCheckBounds {
     look_ups: Semaphore,
     share: usize,
-    running: Mutex<HashSet<i64>>,
+    running: Mutex<HashSet<UserId>>,
 }
 
 /// A customer's check in progress; the customer may be checked again once it is dropped.
 #[derive(Debug)]
 pub struct RunningCheck {
     bounds: Arc<LedgerCheckBounds>,
-    user_id: i64,
+    user_id: UserId,
 }
 
 impl LedgerCheckBounds {
@@ -48,12 +49,12 @@ impl LedgerCheckBounds {
     }
 
     /// Starts a check of `user_id`, or `None` if one is running.
-    pub fn begin(self: &Arc<Self>, user_id: i64) -> Option<RunningCheck> {
+    pub fn begin(self: &Arc<Self>, user_id: UserId) -> Option<RunningCheck> {
         let newly = self
             .running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(user_id);
+            .insert(user_id.clone());
         newly.then(|| RunningCheck {
             bounds: Arc::clone(self),
             user_id,
@@ -91,10 +92,16 @@ mod tests {
         let bounds = Arc::new(LedgerCheckBounds::new(64));
         assert_eq!(bounds.share(), 16);
         assert_eq!(LedgerCheckBounds::new(2).share(), 1, "at least one");
-        let first = bounds.begin(7).expect("free");
-        assert!(bounds.begin(7).is_none(), "one at a time per customer");
-        assert!(bounds.begin(8).is_some(), "another customer may be checked");
+        let first = bounds.begin(UserId::numbered(7)).expect("free");
+        assert!(
+            bounds.begin(UserId::numbered(7)).is_none(),
+            "one at a time per customer"
+        );
+        assert!(
+            bounds.begin(UserId::numbered(8)).is_some(),
+            "another customer may be checked"
+        );
         drop(first);
-        assert!(bounds.begin(7).is_some(), "free again");
+        assert!(bounds.begin(UserId::numbered(7)).is_some(), "free again");
     }
 }

@@ -51,9 +51,9 @@ enum Command {
     /// Print a bearer token for a user, signed with the configured secret and carrying the
     /// configured issuer and audience (development).
     DevToken {
-        /// The user id (a positive integer).
-        #[arg(long, default_value_t = 42)]
-        user: u64,
+        /// The user: the token's subject (1-255 printable ASCII characters, SPEC §3).
+        #[arg(long, default_value = "42")]
+        user: String,
         /// How long the token is valid, in hours.
         #[arg(long, default_value_t = 24)]
         hours: i64,
@@ -119,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::DevToken { user, hours } => {
-            let user = UserId::new(user).context("the user id must be a positive integer")?;
+            let user = UserId::from_subject(&user).context("--user")?;
             let exp = time::OffsetDateTime::now_utc().unix_timestamp() + hours * 3600;
             let claims = config.identity.token_rules.claims_for(user, exp);
             let secret = config.identity.customer_keys.secret().context(

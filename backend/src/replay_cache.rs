@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use moka::Expiry;
 use moka::sync::Cache;
 use shared::fingerprint::SentBytes;
-use shared::{KeyState, Operation, StoredRecord};
+use shared::{KeyState, Operation, StoredRecord, UserId};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -113,7 +113,7 @@ impl Remembered {
 /// Finished replies by (user, key). Cheap to clone.
 #[derive(Clone)]
 pub struct ReplayCache {
-    entries: Option<Cache<(i64, Uuid), Arc<Remembered>>>,
+    entries: Option<Cache<(UserId, Uuid), Arc<Remembered>>>,
 }
 
 impl ReplayCache {
@@ -135,7 +135,7 @@ impl ReplayCache {
     /// The remembered reply of `key`, if any and still within its key's life on both clocks.
     pub fn recall(&self, key: KeyRef) -> Option<Arc<Remembered>> {
         let entries = self.entries.as_ref()?;
-        let remembered = entries.get(&cache_key(key))?;
+        let remembered = entries.get(&cache_key(key.clone()))?;
         if remembered.expired_by_the_wall_clock() {
             entries.invalidate(&cache_key(key));
             return None;
@@ -200,17 +200,17 @@ impl ReplayCache {
     }
 }
 
-fn cache_key(key: KeyRef) -> (i64, Uuid) {
-    (key.user.as_i64(), key.key)
+fn cache_key(key: KeyRef) -> (UserId, Uuid) {
+    (key.user, key.key)
 }
 
 /// Each entry expires when [`Remembered::lives_for`] has passed since it was remembered.
 struct UntilTheKeyExpires;
 
-impl Expiry<(i64, Uuid), Arc<Remembered>> for UntilTheKeyExpires {
+impl Expiry<(UserId, Uuid), Arc<Remembered>> for UntilTheKeyExpires {
     fn expire_after_create(
         &self,
-        _key: &(i64, Uuid),
+        _key: &(UserId, Uuid),
         remembered: &Arc<Remembered>,
         _created_at: Instant,
     ) -> Option<Duration> {
@@ -221,11 +221,11 @@ impl Expiry<(i64, Uuid), Arc<Remembered>> for UntilTheKeyExpires {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::{Fingerprint, UserId};
+    use shared::Fingerprint;
 
-    fn key(user: i64) -> KeyRef {
+    fn key(user: u64) -> KeyRef {
         KeyRef {
-            user: UserId::from_i64(user).expect("positive"),
+            user: UserId::numbered(user),
             key: Uuid::from_u128(7),
         }
     }

@@ -225,6 +225,7 @@ pub fn build_state_with_bank(
         metrics,
         body_limits: BodyLimits::default(),
         limits: config.limits,
+        cors_allowed_origins: config.cors_allowed_origins.clone(),
         readiness: Arc::new(Readiness::new(config.replication)),
         requests_in_flight: Arc::new(Semaphore::new(config.limits.max_concurrent_requests)),
         waiting_places: Arc::new(Semaphore::new(config.limits.max_waiting_requests)),

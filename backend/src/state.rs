@@ -8,7 +8,7 @@ use shared::fingerprint::BodyLimits;
 use tokio::sync::Semaphore;
 
 use crate::bank::Bank;
-use crate::config::Limits;
+use crate::config::{AllowedOrigins, Limits};
 use crate::identity::{CustomerTokens, EdgeProofs, OperatorTokens};
 use crate::ledger_check_bounds::LedgerCheckBounds;
 use crate::metrics::Metrics;
@@ -86,6 +86,8 @@ pub struct Parts {
     pub body_limits: BodyLimits,
     /// Deadlines and bounds on requests and bank calls.
     pub limits: Limits,
+    /// The origins whose pages may call the public API from a browser (`http::cors`).
+    pub cors_allowed_origins: AllowedOrigins,
     /// Whether the database replies, as the background check last found.
     pub readiness: Arc<Readiness>,
     /// One permit per API request being served (`MAX_CONCURRENT_REQUESTS`).

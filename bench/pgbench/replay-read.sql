@@ -17,4 +17,4 @@ LEFT JOIN payments p
 LEFT JOIN refunds r
   ON k.state = 'done' AND k.operation = 'refund_payment'
      AND r.user_id = k.user_id AND r.refund_id = k.resource_id
-WHERE k.user_id = 1000 + :n % 100 AND k.key = md5(:n::text)::uuid;
+WHERE k.user_id = (1000 + :n % 100)::text AND k.key = md5(:n::text)::uuid;

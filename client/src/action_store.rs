@@ -42,7 +42,7 @@ impl SavedAction {
 
     /// The user it belongs to.
     pub fn user(&self) -> UserId {
-        self.user
+        self.user.clone()
     }
 
     /// When it was started.

@@ -17,7 +17,7 @@
 //! #     status_look_ups: 1,
 //! #     ..ClientRules::default()
 //! # };
-//! let phone = PaymentsClient::new(UserId::new(42).expect("positive"), transport, store, rules);
+//! let phone = PaymentsClient::new(UserId::numbered(42), transport, store, rules);
 //!
 //! // At start-up, before anything new: carry on with what a crash or a killed app left.
 //! for completion in phone.resume_all(&|event| eprintln!("{event}")).await? {

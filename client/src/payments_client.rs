@@ -81,7 +81,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
         body: &impl Serialize,
     ) -> Result<SavedAction, StoreError> {
         let action = PendingAction::start(operation, target, body);
-        let saved = SavedAction::new(self.user, action, self.clock.now());
+        let saved = SavedAction::new(self.user.clone(), action, self.clock.now());
         let store = Arc::clone(&self.store);
         let to_save = saved.clone();
         in_background(move || store.save(&to_save)).await?;
@@ -91,7 +91,7 @@ impl<T: Transport, C: Clock, J: Jitter> PaymentsClient<T, C, J> {
     /// This user's saved actions, oldest first.
     pub async fn pending(&self) -> Result<Vec<SavedAction>, StoreError> {
         let store = Arc::clone(&self.store);
-        let user = self.user;
+        let user = self.user.clone();
         let all = in_background(move || store.load_all()).await?;
         Ok(all
             .into_iter()

@@ -21,7 +21,7 @@ use crate::transport::{Reply, SendError, Transport};
 
 /// A user id.
 pub fn user(id: u64) -> UserId {
-    UserId::new(id).expect("positive")
+    UserId::numbered(id)
 }
 
 /// A payment body.

@@ -21,7 +21,7 @@
 //!     status_look_ups: 1,
 //!     ..ClientRules::default()
 //! };
-//! let user = UserId::new(42).expect("a positive id");
+//! let user = UserId::numbered(42);
 //! let phone = PaymentsClient::new(user, transport, MemoryStore::default(), rules);
 //! let amount = Paise::new(230_000).expect("Rs 2,300");
 //! match phone.pay_bill("elec-2026-12", amount, "asha@okbank", &|_| {}).await {

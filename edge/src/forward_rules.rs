@@ -7,6 +7,12 @@
 //! `backend-unreachable` problem, and when it does not reply within the timeout a 504
 //! `backend-timeout`: both say that a retry with the same key is safe, because the backend
 //! decides whether anything was done.
+//!
+//! A browser's CORS preflight (`OPTIONS` with `Origin` and `Access-Control-Request-Method`) is
+//! no guarded operation, so it is forwarded like this too, with no token, key or body check: the
+//! backend replies to it (`backend/src/http/cors.rs`: allowed for the origins it lists, else as
+//! to any other `OPTIONS`, 405 on an API route), and its `Access-Control-*` reply headers, like
+//! every header of a forwarded reply, reach the browser as the backend sent them.
 
 use std::time::Duration;
 
@@ -125,6 +131,22 @@ mod tests {
             "Idempotency-Key",
             "content-type",
             "x-request-id",
+        ] {
+            assert!(is_forwarded_header(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_cors_preflight_is_no_guarded_operation_and_keeps_its_headers() {
+        let gate = crate::gate::Gate::new(crate::config::compiled_policy());
+        for path in ["/v1/bills/elec-1/pay", "/v1/payments/p-1/refunds"] {
+            assert!(gate.route("OPTIONS", path).is_none(), "{path}");
+            assert!(gate.route("POST", path).is_some(), "{path}");
+        }
+        for name in [
+            "Origin",
+            "Access-Control-Request-Method",
+            "Access-Control-Request-Headers",
         ] {
             assert!(is_forwarded_header(name), "{name}");
         }

@@ -97,6 +97,8 @@ pub struct Attempt {
 impl Attempt {
     /// The name of the Durable Object that coordinates this (user, key): keys are only ever
     /// looked at together with their user, so two users' equal keys meet different objects.
+    /// Unambiguous whatever the subject holds: the key's storage UUID, which has no `/`, is
+    /// always the part after the last `/`.
     pub fn coordinator_name(&self) -> String {
         format!("{}/{}", self.user, self.key.storage_uuid())
     }
@@ -134,9 +136,9 @@ impl<'a> Gate<'a> {
 
     /// Checks a guarded request in the backend's order.
     pub fn check(&self, route: &GuardedRoute, request: GuardedRequest<'_>) -> Verdict {
-        let user = match request.user {
-            Ok(user) => user,
-            Err(reason) => return Verdict::Unauthenticated(reason),
+        let user = match &request.user {
+            Ok(user) => user.clone(),
+            Err(reason) => return Verdict::Unauthenticated(reason.clone()),
         };
         match self.admit(route, user, request) {
             Ok((attempt, body)) => Verdict::Coordinate { attempt, body },
@@ -183,7 +185,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use shared::ProblemKind;
-    use shared::auth::{TokenRules, TokenVerifier, sign_token};
+    use shared::auth::{SubjectError, TokenRules, TokenVerifier, sign_token};
     use shared::problem::UNAUTHENTICATED_DETAIL;
 
     use shared::fingerprint::fingerprint;
@@ -200,7 +202,7 @@ mod tests {
     }
 
     fn bearer(user: u64) -> String {
-        let user = UserId::new(user).expect("positive");
+        let user = UserId::numbered(user);
         format!("Bearer {}", sign_token(user, NOW + 60, SECRET))
     }
 
@@ -308,7 +310,7 @@ mod tests {
             panic!("expected an attempt, got {verdict:?}");
         };
         assert_eq!(body, PAY_BODY.as_bytes());
-        assert_eq!(attempt.user.get(), 7);
+        assert_eq!(attempt.user.as_str(), "7");
         assert_eq!(attempt.key.to_string(), KEY);
         assert_eq!(attempt.operation, Operation::PayBill);
         assert_eq!(attempt.coordinator_name(), format!("7/{KEY}"));
@@ -354,18 +356,18 @@ mod tests {
             ),
             Verdict::Unauthenticated(AuthError::Malformed)
         );
-        let non_canonical = format!(
+        let not_a_subject = format!(
             "Bearer {}",
-            shared::auth::sign_claims(&serde_json::json!({"sub": "042", "exp": NOW + 60}), SECRET)
+            shared::auth::sign_claims(&serde_json::json!({"sub": "a b", "exp": NOW + 60}), SECRET)
         );
         assert_eq!(
             check(
                 &pay_route("b"),
-                Some(&non_canonical),
+                Some(&not_a_subject),
                 &[KEY],
                 complete(PAY_BODY)
             ),
-            Verdict::Unauthenticated(AuthError::BadSubject)
+            Verdict::Unauthenticated(AuthError::BadSubject(SubjectError::BadCharacter))
         );
     }
 

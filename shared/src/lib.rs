@@ -35,7 +35,7 @@ pub mod server_path;
 pub mod status_checks;
 pub mod trace_context;
 
-pub use auth::UserId;
+pub use auth::{SubjectError, UserId};
 pub use decision::{Decision, KeyState, StoredRecord, decide};
 pub use fingerprint::Fingerprint;
 pub use key::{IdempotencyKey, KeyError};

@@ -367,15 +367,22 @@ impl Problem {
     }
 }
 
-/// The `detail` of every 401: one fixed text, so a refusal never tells a caller which check its
+/// The `detail` of a 401: one fixed text, so a refusal never tells a caller which check its
 /// token failed (a forger learns nothing); the reason is the [`AuthError`], for the log.
 pub const UNAUTHENTICATED_DETAIL: &str =
     "This request needs a valid bearer token in the Authorization header.";
 
 impl From<&AuthError> for Problem {
-    /// 401 `unauthenticated`, the same for every reason.
-    fn from(_reason: &AuthError) -> Problem {
-        Problem::new(ProblemKind::Unauthenticated, UNAUTHENTICATED_DETAIL)
+    /// 401 `unauthenticated`, the same for every reason but one: a token that passed every check
+    /// but names no usable user (its issuer signed it, so saying why tells a forger nothing) is
+    /// told what is wrong with its user claim.
+    fn from(reason: &AuthError) -> Problem {
+        match reason {
+            AuthError::BadSubject(_) => {
+                Problem::new(ProblemKind::Unauthenticated, reason.to_string())
+            }
+            _ => Problem::new(ProblemKind::Unauthenticated, UNAUTHENTICATED_DETAIL),
+        }
     }
 }
 
@@ -499,7 +506,6 @@ mod tests {
             AuthError::IssuedInFuture,
             AuthError::WrongIssuer,
             AuthError::WrongAudience,
-            AuthError::BadSubject,
         ];
         let bodies: HashSet<Vec<u8>> = reasons
             .iter()
@@ -510,6 +516,19 @@ mod tests {
             let detail = Problem::from(reason).detail.unwrap_or_default();
             assert!(!detail.contains(&reason.to_string()), "{reason:?}");
         }
+    }
+
+    #[test]
+    fn a_token_naming_no_usable_user_is_told_why() {
+        let reason = AuthError::BadSubject(crate::auth::SubjectError::TooLong);
+        let problem = Problem::from(&reason);
+        assert_eq!(problem.status, 401);
+        assert_eq!(
+            problem.detail.as_deref(),
+            Some(
+                "the token's user claim is not a user id: the user claim is longer than 255 characters"
+            )
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub struct IdentitySettings {
     /// `kid` triggers one at most this often).
     #[arg(long, env = "AUTH_JWKS_REFETCH_SECONDS", default_value_t = 5)]
     pub jwks_refetch_seconds: u64,
-    /// The claim holding the user id (the canonical decimal of a positive integer).
+    /// The claim holding the user id (the provider's subject, 1-255 printable ASCII characters).
     #[arg(long, env = USER_CLAIM_SETTING, default_value = "sub")]
     pub user_claim: String,
     /// Clock leeway allowed on a token's `exp`, `nbf` and `iat`, in seconds (at most 300).

@@ -17,12 +17,14 @@ use clap::{ArgAction, Args, ValueEnum};
 use shared::Policy;
 
 pub mod bank;
+pub mod cors;
 pub mod drain;
 pub mod identity;
 pub mod limits;
 pub mod reference;
 
 pub use bank::{BankConfig, BankSettings};
+pub use cors::{AllowedOrigins, CORS_ALLOWED_ORIGINS_SETTING};
 pub use drain::{Drain, DrainSettings};
 pub use identity::{Identity, IdentitySettings, TokenKeys};
 pub use limits::{LimitSettings, Limits};
@@ -73,6 +75,10 @@ pub struct Settings {
     /// operators only (SPEC §8).
     #[arg(long, env = "ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
+    /// Origins whose web pages may call the public API (CORS), separated by commas, each as a
+    /// browser sends it (`https://app.example.in`); never `*`. Unset or empty: CORS off.
+    #[arg(long, env = CORS_ALLOWED_ORIGINS_SETTING)]
+    pub cors_allowed_origins: Option<String>,
     /// How log lines are written: `text` for people, `json` (one object per line, with the
     /// request id and trace id) for a log pipeline.
     #[arg(long, env = LOG_FORMAT_SETTING, value_enum, default_value = "text")]
@@ -134,6 +140,8 @@ pub struct Config {
     pub listen_addr: SocketAddr,
     /// Listen address of the admin listener (port 0 picks a free port).
     pub admin_addr: SocketAddr,
+    /// The origins whose pages may call the public API from a browser; none: CORS off.
+    pub cors_allowed_origins: AllowedOrigins,
     /// Tokens' keys and rules (customers' and operators'), and the edge's proof.
     pub identity: Identity,
     /// How commits must be replicated, checked at start-up and by readiness.
@@ -181,6 +189,8 @@ impl Settings {
         let identity = self
             .identity
             .into_identity(development, self.allow_plaintext_transport)?;
+        let cors_allowed_origins =
+            AllowedOrigins::parse(self.cors_allowed_origins.as_deref().unwrap_or_default())?;
         Ok(Config {
             limits: self.limits.into_limits(bank_timeout, policy.max_wait)?,
             identity,
@@ -189,6 +199,7 @@ impl Settings {
             bank_ca_file: self.bank_ca_file,
             listen_addr: self.listen_addr,
             admin_addr: self.admin_addr,
+            cors_allowed_origins,
             replication: self.database_replication.unwrap_or(if development {
                 Replication::None
             } else {

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::TraceId;
+use shared::UserId;
 
 /// What happened to a key (the `event` column). Names are the wire's, in the operator API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,7 +116,7 @@ pub struct OperatorAction {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {
     /// The customer.
-    pub user_id: i64,
+    pub user_id: UserId,
     /// The key's storage UUID; `None` for a customer-level event.
     pub key: Option<Uuid>,
     /// The claim's payment or refund.
@@ -135,7 +136,7 @@ pub struct NewEvent {
 impl NewEvent {
     /// An event of the claim (`key`, `movement_id`) of `user_id`, recorded against `cause`.
     pub fn of_claim(
-        (user_id, key, movement_id): (i64, Uuid, Uuid),
+        (user_id, key, movement_id): (UserId, Uuid, Uuid),
         kind: EventKind,
         detail: Option<String>,
         cause: &Cause,
@@ -153,7 +154,12 @@ impl NewEvent {
     }
 
     /// A customer-level event of `user_id` (no key): an operator's check or read.
-    pub fn of_customer(user_id: i64, kind: EventKind, detail: String, cause: &Cause) -> NewEvent {
+    pub fn of_customer(
+        user_id: UserId,
+        kind: EventKind,
+        detail: String,
+        cause: &Cause,
+    ) -> NewEvent {
         NewEvent {
             user_id,
             key: None,

@@ -87,7 +87,7 @@ pub(super) async fn save(work: &mut Work) -> Result<Event> {
     let (Some(held), Some(result)) = (work.held.as_ref(), work.final_word.take()) else {
         return Ok(out_of_order("a claim"));
     };
-    let (state, key) = (&work.state, work.key);
+    let (state, key) = (&work.state, work.key.clone());
     let operation = held.movement.operation();
     let label = match result {
         FinalOutcome::Succeeded => "succeeded",
@@ -96,7 +96,13 @@ pub(super) async fn save(work: &mut Work) -> Result<Event> {
     let writing = Instant::now();
     let finished = state
         .claims()
-        .finish(key, operation, held.movement.id(), &result, &work.cause)
+        .finish(
+            key.clone(),
+            operation,
+            held.movement.id(),
+            &result,
+            &work.cause,
+        )
         .await;
     state.metrics.write_took("finish", writing.elapsed());
     let end = match finished {
@@ -134,7 +140,12 @@ pub(super) async fn mark_unknown(work: &mut Work) -> Event {
     let marked = work
         .state
         .claims()
-        .mark_unknown(work.key, held.this_claim(), first_check, &work.cause)
+        .mark_unknown(
+            work.key.clone(),
+            held.this_claim(),
+            first_check,
+            &work.cause,
+        )
         .await;
     match marked {
         // `false`: the key is no longer this claim's (a reconciler took it); it is being
@@ -158,7 +169,12 @@ pub(super) async fn release(work: &mut Work, why: ReleaseWhy) -> Event {
     let released = work
         .state
         .claims()
-        .release_unsent(work.key, held.this_claim(), stuck_after, &work.cause)
+        .release_unsent(
+            work.key.clone(),
+            held.this_claim(),
+            stuck_after,
+            &work.cause,
+        )
         .await;
     match released {
         Ok(()) => Event::Released(true),

@@ -27,7 +27,12 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
     let writing = Instant::now();
     let claimed = work
         .claiming
-        .claim(state, (work.key, id, claim), &work.fingerprint, &work.cause)
+        .claim(
+            state,
+            (work.key.clone(), id, claim),
+            &work.fingerprint,
+            &work.cause,
+        )
         .await;
     state.metrics.write_took("claim", writing.elapsed());
     Ok(match claimed {
@@ -36,7 +41,12 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
             claim,
             expires_at,
         }) => {
-            work.held = Some(HeldClaim::start(state, (work.key, claim), movement, leave));
+            work.held = Some(HeldClaim::start(
+                state,
+                (work.key.clone(), claim),
+                movement,
+                leave,
+            ));
             Event::Claimed { expires_at }
         }
         Ok(ClaimResult::Existing(stored)) => found(work, stored),
@@ -46,7 +56,7 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
             Event::ExceedsRemaining { remaining_paise }
         }
         Err(error @ StoreError::Unavailable(_)) => {
-            release_when_reachable(state, (work.key, id, claim), &work.cause);
+            release_when_reachable(state, (work.key.clone(), id, claim), &work.cause);
             return Err(error.into());
         }
         Err(error) => return Err(error.into()),
@@ -55,10 +65,12 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
 
 /// `Step::Read`: the key, if stored.
 pub(super) async fn read(work: &mut Work) -> Result<Event> {
-    Ok(match work.state.claims().load_key(work.key).await? {
-        Some(stored) => found(work, stored),
-        None => Event::NotFound,
-    })
+    Ok(
+        match work.state.claims().load_key(work.key.clone()).await? {
+            Some(stored) => found(work, stored),
+            None => Event::NotFound,
+        },
+    )
 }
 
 /// `Step::Reclaim`: claims the released key again, under its claim's own movement and
@@ -71,11 +83,16 @@ pub(super) async fn reclaim(work: &mut Work) -> Result<Event> {
     let claim = ClaimToken::mint();
     let reclaimed = state
         .claims()
-        .reclaim_released(work.key, &work.fingerprint, claim, &work.cause)
+        .reclaim_released(work.key.clone(), &work.fingerprint, claim, &work.cause)
         .await?;
     Ok(match reclaimed {
         Some(movement) => {
-            work.held = Some(HeldClaim::start(state, (work.key, claim), movement, leave));
+            work.held = Some(HeldClaim::start(
+                state,
+                (work.key.clone(), claim),
+                movement,
+                leave,
+            ));
             Event::Reclaimed
         }
         // Another retry re-claimed it first, a reconciler is checking it, or its last check
@@ -133,7 +150,7 @@ fn release_when_reachable(
             let stuck_after = state.policy.stuck_after;
             match state
                 .claims()
-                .release_unsent(key, (id, claim), stuck_after, &cause)
+                .release_unsent(key.clone(), (id, claim), stuck_after, &cause)
                 .await
             {
                 Ok(()) => return,

@@ -74,7 +74,7 @@ impl ClaimRenewal {
         let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CLAIM_LEASE_RENEWAL).await;
-                match store.renew_claim(key, claim).await {
+                match store.renew_claim(key.clone(), claim).await {
                     Ok(true) => {}
                     // The key moved on, or a reconciler took it: nothing left to hold.
                     Ok(false) => return,

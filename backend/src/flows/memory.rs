@@ -73,8 +73,8 @@ impl<'r> Memory<'r> {
         let Ok(Some(key)) = state.policy.parse_key_header(self.operation, header_values) else {
             return Event::RecalledSameBytes(None);
         };
-        let key_ref = KeyRef::new(self.caller.user, &key);
-        let Some(remembered) = state.replay_cache.recall(key_ref) else {
+        let key_ref = KeyRef::new(self.caller.user.clone(), &key);
+        let Some(remembered) = state.replay_cache.recall(key_ref.clone()) else {
             return Event::RecalledSameBytes(None);
         };
         let sent = SentBytes::of(self.operation, submitted.path_parameter, submitted.body);
@@ -101,7 +101,7 @@ impl<'r> Memory<'r> {
         });
         match claiming {
             Ok((admitted, claiming)) => {
-                self.key = Some(KeyRef::new(self.caller.user, &admitted.key));
+                self.key = Some(KeyRef::new(self.caller.user.clone(), &admitted.key));
                 let event = Event::Admitted(admitted.attempt.clone());
                 self.admitted = Some((admitted.attempt, claiming, admitted.sent));
                 event
@@ -115,7 +115,10 @@ impl<'r> Memory<'r> {
 
     /// The admitted key's entry in the replay cache, if any.
     pub(super) fn recall(&mut self, parts: &mut ReplyParts) -> Event {
-        let remembered = self.key.and_then(|key| self.state.replay_cache.recall(key));
+        let remembered = self
+            .key
+            .clone()
+            .and_then(|key| self.state.replay_cache.recall(key));
         self.remembered = remembered;
         let seen = self.remembered.as_deref().map(|remembered| {
             parts.movement_id = Some(remembered.movement_id);
@@ -126,7 +129,7 @@ impl<'r> Memory<'r> {
 
     /// Drops the key's entry: the database decides.
     pub(super) fn forget(&mut self) -> Event {
-        if let Some(key) = self.key {
+        if let Some(key) = self.key.clone() {
             self.state.replay_cache.forget(key);
         }
         self.remembered = None;
@@ -136,7 +139,7 @@ impl<'r> Memory<'r> {
     /// The remembered reply, replayed; counted, and recorded in the trail. A repeat replayed
     /// after its full checks has its bytes kept with the entry, for [`Memory::recall_same_bytes`].
     pub(super) fn replay(&mut self, parts: &mut ReplyParts) -> Event {
-        let (Some(key), Some(remembered)) = (self.key, self.remembered.as_deref()) else {
+        let (Some(key), Some(remembered)) = (self.key.clone(), self.remembered.as_deref()) else {
             return out_of_order("a remembered key");
         };
         if let Some((_, _, sent)) = &self.admitted {
@@ -159,7 +162,7 @@ impl<'r> Memory<'r> {
     /// admission's refusal.
     pub(super) fn reply(self, ending: Ending, path: &ServerPath, parts: ReplyParts) -> Reply {
         if ending == Ending::Mismatch
-            && let Some(key) = self.key
+            && let Some(key) = self.key.clone()
         {
             let movement = parts.movement_id;
             refuse_mismatch(self.state, (key, movement), self.operation, &self.cause());

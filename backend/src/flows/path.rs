@@ -73,13 +73,13 @@ async fn in_rounds(
             Step::GiveUp => return Err(Error::PathGaveUp),
             Step::Wait => {
                 let waited = match watch.as_mut() {
-                    Some(watch) => waiting.wait(work.key, watch, &work.cause).await,
+                    Some(watch) => waiting.wait(work.key.clone(), watch, &work.cause).await,
                     None => false,
                 };
                 path.next(&state.policy, Event::Waited(waited))
             }
             round_step => {
-                watch = waiting.watch(work.key);
+                watch = waiting.watch(work.key.clone());
                 let round = run_to_completion(round(path, work, round_step));
                 (path, work, step) = round.await?;
                 step
@@ -137,7 +137,7 @@ fn ended(
         let refused = (EventKind::InProgressRefused, detail);
         state
             .trail
-            .observe_key(work.key, None, refused, &work.cause);
+            .observe_key(work.key.clone(), None, refused, &work.cause);
     }
     let reply = work.reply(ending, path);
     waiting.ended(reply, at_work)

@@ -20,7 +20,7 @@ const REPLAYED: &str = "read from the database";
 /// `Step::ReplayFromDatabase`: the finished key's saved reply, rendered from its movement,
 /// remembered for the next repeat, and counted and recorded in the trail.
 pub(super) async fn replay(work: &mut Work) -> Result<Event> {
-    let (state, key) = (&work.state, work.key);
+    let (state, key) = (&work.state, work.key.clone());
     let Some(stored) = work.stored.as_ref() else {
         return Ok(out_of_order("the stored key"));
     };
@@ -29,9 +29,9 @@ pub(super) async fn replay(work: &mut Work) -> Result<Event> {
     let movement = Some(stored.movement_id);
     state
         .trail
-        .observe_key(key, movement, replayed, &work.cause);
+        .observe_key(key.clone(), movement, replayed, &work.cause);
     replied_from("database");
-    let saved = state.claims().saved_movement(key, stored).await?;
+    let saved = state.claims().saved_movement(key.clone(), stored).await?;
     let reply = saved_reply(&saved)?;
     state.replay_cache.remember(key, stored, &reply);
     work.parts.rendered = Some(reply.replayed());
@@ -42,7 +42,7 @@ pub(super) async fn replay(work: &mut Work) -> Result<Event> {
 /// within the rail's rules; a final word found is rendered as a replay.
 pub(super) async fn ask_bank(work: &mut Work) -> Result<Event> {
     let state = &work.state;
-    let Some(leased) = state.leases().lease_key(work.key, None).await? else {
+    let Some(leased) = state.leases().lease_key(work.key.clone(), None).await? else {
         // A reconciler holds it (or it just finished).
         return Ok(Event::Asked(Asked::Busy));
     };
@@ -74,7 +74,7 @@ pub(super) async fn delete_expired(work: &mut Work) -> Result<Event> {
     let deleted = work
         .state
         .claims()
-        .delete_expired(work.key, created_at)
+        .delete_expired(work.key.clone(), created_at)
         .await?;
     Ok(Event::Deleted(deleted))
 }

@@ -75,11 +75,11 @@ impl<'s> Waiting<'s> {
     {
         let mut after_wait = false;
         loop {
-            let mut watch = self.watch(key);
+            let mut watch = self.watch(key.clone());
             let read = look(after_wait).await?;
             if in_progress(&read)
                 && let Some(watch) = watch.as_mut()
-                && self.wait(key, watch, cause).await
+                && self.wait(key.clone(), watch, cause).await
             {
                 after_wait = true;
                 continue;
@@ -118,7 +118,9 @@ impl<'s> Waiting<'s> {
                 self.state.metrics.waits_started.inc();
                 let detail = "the first attempt was still running: waited for its reply";
                 let waited = (EventKind::Waited, detail);
-                self.state.trail.observe_key(key, None, waited, cause);
+                self.state
+                    .trail
+                    .observe_key(key.clone(), None, waited, cause);
                 self.started = Some((Instant::now() + allowed, place));
                 // The other processes announce the key's change only if it is marked, and a
                 // change committed before the mark was not announced: the next round reads

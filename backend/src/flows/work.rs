@@ -70,7 +70,7 @@ impl Work {
     /// The reply for `ending`; a refused mismatch is counted and recorded in the trail.
     pub(super) fn reply(&mut self, ending: Ending, path: &ServerPath) -> Reply {
         if ending == Ending::Mismatch {
-            let key = (self.key, self.parts.movement_id);
+            let key = (self.key.clone(), self.parts.movement_id);
             refuse_mismatch(&self.state, key, self.operation(), &self.cause);
         }
         let amount_paise = Some(self.claiming.amount_paise());

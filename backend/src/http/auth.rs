@@ -19,9 +19,10 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Caller, Error> {
-        let user = *parts
+        let user = parts
             .extensions
             .get::<UserId>()
+            .cloned()
             .ok_or(Error::Misrouted("an authenticated user"))?;
         let request_id = parts
             .extensions

@@ -66,7 +66,12 @@ async fn key_status_handler(
     let mut waiting = Waiting::new(&state, caller.wait);
     let started = |stored: &StoredKey| stored.record.state == KeyState::Started;
     let stored = waiting
-        .look_until_settled(key, &cause, |_| load_key(&state, key), started)
+        .look_until_settled(
+            key.clone(),
+            &cause,
+            |_| load_key(&state, key.clone()),
+            started,
+        )
         .await?;
     let mut response = reply_stored_key(&state, key, &stored).await?;
     if let Some(wait) = waiting.waited(started(&stored)) {

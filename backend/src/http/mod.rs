@@ -1,4 +1,4 @@
-//! The HTTP layer: routes, authentication, the request id, and turning
+//! The HTTP layer: routes, authentication, the request id, CORS, and turning
 //! [`crate::domain::Reply`]s and [`crate::error::Error`]s into responses; handlers return
 //! `crate::error::Result` and pass errors on with `?`. It calls [`crate::flows`] and reads the
 //! store; nothing below it imports it.
@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod bank_callbacks;
 mod body;
+mod cors;
 mod docs;
 mod edge_proof;
 mod failures;

@@ -92,7 +92,7 @@ async fn read_payment_handler(
     let Path(payment_id) = payment_id.map_err(|_| no_such_payment())?;
     let (payment, refunds) = state
         .claims()
-        .load_payment_with_refunds(user.as_i64(), payment_id)
+        .load_payment_with_refunds(user, payment_id)
         .await?
         .ok_or_else(no_such_payment)?;
     let read = PaymentWithRefunds {

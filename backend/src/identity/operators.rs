@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use shared::auth::{AuthError, MIN_SECRET_BYTES, TokenRules, bearer_token};
+use shared::auth::{AuthError, MIN_SECRET_BYTES, SubjectError, TokenRules, UserId, bearer_token};
 
 use super::tokens::Signing;
 
@@ -127,13 +127,17 @@ impl OperatorTokens {
         if lifetime > longest {
             return Err(unauthenticated(AuthError::LivesTooLong));
         }
-        let name = claims.string("sub").map_err(unauthenticated)?.unwrap_or("");
-        let name_fits = !name.is_empty()
-            && name.len() <= MAX_NAME_LENGTH
-            && name.bytes().all(|b| b.is_ascii_graphic());
-        if !name_fits {
-            return Err(unauthenticated(AuthError::BadSubject));
+        let name = claims.string("sub").map_err(unauthenticated)?;
+        let name = name.ok_or(AuthError::BadSubject(SubjectError::Missing));
+        let name = name
+            .and_then(|name| UserId::from_subject(name).map_err(AuthError::BadSubject))
+            .map_err(unauthenticated)?;
+        if name.as_str().len() > MAX_NAME_LENGTH {
+            return Err(unauthenticated(AuthError::BadSubject(
+                SubjectError::TooLong,
+            )));
         }
+        let name = name.as_str();
         let roles = claims
             .strings(&self.rules.role_claim)
             .map_err(unauthenticated)?;
@@ -214,7 +218,10 @@ mod tests {
                 AuthError::LivesTooLong,
             ),
             (operator(json!({"iat": null})), AuthError::Malformed),
-            (operator(json!({"sub": "a\nb"})), AuthError::BadSubject),
+            (
+                operator(json!({"sub": "a\nb"})),
+                AuthError::BadSubject(SubjectError::BadCharacter),
+            ),
         ] {
             assert_eq!(
                 tokens

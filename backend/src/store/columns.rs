@@ -6,12 +6,14 @@
 //! - [`TrailRequestId`]: a request id in the trail's two columns: a canonical UUID as its 16
 //!   bytes (`request_id`), anything else as sent (`request_id_text`);
 //! - [`Label`]: a named state (`KeyState`, `Operation`, `MovementStatus`, the trail's
-//!   `EventKind`): a PostgreSQL enum type, or TEXT under a CHECK in SQLite.
+//!   `EventKind`): a PostgreSQL enum type, or TEXT under a CHECK in SQLite;
+//! - [`Subject`]: a user, the identity provider's subject: `text COLLATE "C"` in PostgreSQL,
+//!   TEXT in SQLite; read back through the same check a token's is.
 
 use std::time::Duration;
 
 use shared::api::MovementStatus;
-use shared::{KeyState, Operation};
+use shared::{KeyState, Operation, UserId};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::types::PgInterval;
@@ -123,6 +125,23 @@ impl Labelled for EventKind {
     }
 }
 
+/// A user as a column: `user_id` in every table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject(pub UserId);
+
+impl Subject {
+    /// `user` as a column value (a shared pointer's copy, not the string's).
+    pub fn of(user: &UserId) -> Subject {
+        Subject(user.clone())
+    }
+
+    fn parse(stored: &str) -> Result<Subject, BoxDynError> {
+        UserId::from_subject(stored)
+            .map(Subject)
+            .map_err(|why| format!("user_id {stored:?}: {why}").into())
+    }
+}
+
 impl<T: Labelled> Label<T> {
     fn parse(label: &str) -> Result<Self, BoxDynError> {
         T::from_label(label)
@@ -202,6 +221,24 @@ impl<'r, T: Labelled> Decode<'r, Postgres> for Label<T> {
     }
 }
 
+impl Type<Postgres> for Subject {
+    fn type_info() -> PgTypeInfo {
+        <str as Type<Postgres>>::type_info()
+    }
+}
+
+impl Encode<'_, Postgres> for Subject {
+    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+        <&str as Encode<Postgres>>::encode(self.0.as_str(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Subject {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Subject::parse(<&str as Decode<Postgres>>::decode(value)?)
+    }
+}
+
 // SQLite.
 
 impl Type<Sqlite> for Timestamp {
@@ -260,6 +297,24 @@ impl<'q, T: Labelled> Encode<'q, Sqlite> for Label<T> {
 impl<'r, T: Labelled> Decode<'r, Sqlite> for Label<T> {
     fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
         Label::parse(<&str as Decode<Sqlite>>::decode(value)?)
+    }
+}
+
+impl Type<Sqlite> for Subject {
+    fn type_info() -> SqliteTypeInfo {
+        <str as Type<Sqlite>>::type_info()
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Subject {
+    fn encode_by_ref(&self, buf: &mut Vec<SqliteArgumentValue<'q>>) -> Result<IsNull, BoxDynError> {
+        <String as Encode<Sqlite>>::encode(self.0.as_str().to_owned(), buf)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Subject {
+    fn decode(value: SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        Subject::parse(<&str as Decode<Sqlite>>::decode(value)?)
     }
 }
 

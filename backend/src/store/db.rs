@@ -11,7 +11,7 @@
 //!   row-lock clauses, how a write transaction begins, the claim statement).
 //!
 //! A statement then reads as ordinary sqlx code: `D::fetch_optional(conn, sqlx::query(&sql)
-//! .arg(user_id).arg(key))`, and `Fields::<D>::of(&row).get("state")` to read a column.
+//! .arg(key_id).arg(state))`, and `Fields::<D>::of(&row).get("state")` to read a column.
 
 use futures_util::future::BoxFuture;
 use sqlx::query::Query;
@@ -19,7 +19,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, 
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::columns::{Label, Span, Timestamp};
+use super::columns::{Label, Span, Subject, Timestamp};
 use super::dialect::Dialect;
 use super::error::StoreError;
 use shared::api::MovementStatus;
@@ -50,6 +50,7 @@ pub trait Db:
     + Codec<Label<MovementStatus>>
     + Codec<Option<Label<MovementStatus>>>
     + Codec<Label<EventKind>>
+    + Codec<Subject>
 {
 }
 

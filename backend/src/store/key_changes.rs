@@ -25,6 +25,8 @@ use sqlx::postgres::PgListener;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use shared::UserId;
+
 use super::types::KeyRef;
 
 /// The PostgreSQL channel on which key changes are announced. The payload is the user id and
@@ -35,7 +37,7 @@ pub const CHANNEL: &str = "idempotency_key_changed";
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
 
 /// A key as its watchers are filed.
-type WatchedKey = (i64, Uuid);
+type WatchedKey = (UserId, Uuid);
 
 /// The watchers of every key, in this process.
 #[derive(Debug, Default)]
@@ -66,7 +68,7 @@ impl KeyChanges {
         let id = self.next_watcher.fetch_add(1, Ordering::Relaxed);
         let watched = watched(key);
         self.lock()
-            .entry(watched)
+            .entry(watched.clone())
             .or_default()
             .push(Watcher { id, wake });
         KeyWatch {
@@ -133,22 +135,23 @@ impl KeyWatch {
 
 impl Drop for KeyWatch {
     fn drop(&mut self) {
-        self.changes.forget(self.key, self.id);
+        self.changes.forget(self.key.clone(), self.id);
     }
 }
 
 fn watched(key: KeyRef) -> WatchedKey {
-    (key.user.as_i64(), key.key)
+    (key.user, key.key)
 }
 
 /// The `NOTIFY` payload naming `key`.
 pub fn payload(key: KeyRef) -> String {
-    format!("{} {}", key.user.as_i64(), key.key)
+    format!("{} {}", key.user, key.key)
 }
 
 fn parse_payload(payload: &str) -> Option<WatchedKey> {
+    // A subject has no space (SPEC §3), so the first space ends it.
     let (user, key) = payload.split_once(' ')?;
-    Some((user.parse().ok()?, key.parse().ok()?))
+    Some((UserId::from_subject(user).ok()?, key.parse().ok()?))
 }
 
 /// Listens on [`CHANNEL`] for as long as the process runs, on a connection of its own (built
@@ -196,17 +199,17 @@ mod tests {
 
     fn key(user: u64) -> KeyRef {
         let key = IdempotencyKey::mint();
-        KeyRef::new(UserId::new(user).expect("positive"), &key)
+        KeyRef::new(UserId::numbered(user), &key)
     }
 
     #[tokio::test]
     async fn an_announcement_wakes_every_watcher_of_the_key_and_no_other() {
         let changes = Arc::new(KeyChanges::default());
         let (mine, other) = (key(1), key(1));
-        let mut first = changes.watch(mine);
-        let mut second = changes.watch(mine);
+        let mut first = changes.watch(mine.clone());
+        let mut second = changes.watch(mine.clone());
         let mut elsewhere = changes.watch(other);
-        changes.announce(mine);
+        changes.announce(mine.clone());
         assert!(first.changed_within(Duration::from_secs(1)).await);
         assert!(second.changed_within(Duration::from_secs(1)).await);
         assert!(!elsewhere.changed_within(Duration::from_millis(20)).await);
@@ -236,7 +239,7 @@ mod tests {
     #[test]
     fn payloads_name_user_and_key() {
         let mine = key(42);
-        assert_eq!(parse_payload(&payload(mine)), Some(watched(mine)));
+        assert_eq!(parse_payload(&payload(mine.clone())), Some(watched(mine)));
         for bad in ["", "42", "x 1", "42 not-a-uuid"] {
             assert_eq!(parse_payload(bad), None, "{bad}");
         }

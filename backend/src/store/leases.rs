@@ -38,7 +38,7 @@ impl<D: Db> Leases for SqlStore<D> {
             return self.with_movement(&mut conn, taken, lease).await.map(Some);
         };
         let mut tx = D::begin_write(&self.pool).await?;
-        let Some(taken) = keys::lease_key::<D>(&mut tx, key, lease).await? else {
+        let Some(taken) = keys::lease_key::<D>(&mut tx, key.clone(), lease).await? else {
             return Ok(None);
         };
         let detail = "asked the bank now, by the claim's reference";
@@ -86,10 +86,10 @@ impl<D: Db> Leases for SqlStore<D> {
         } else {
             EventKind::Resolved
         };
-        let mut tx = self.write_giving_back_lease(key, owner).await?;
+        let mut tx = self.write_giving_back_lease(key.clone(), owner).await?;
         let finished = outcome::finish_in::<D>(
             &mut tx,
-            key,
+            key.clone(),
             (stored.operation, stored.movement_id),
             result,
             event,
@@ -112,13 +112,14 @@ impl<D: Db> Leases for SqlStore<D> {
         } = leased;
         let mut tx = D::begin_write(&self.pool).await?;
         let released =
-            keys::set_released::<D>(&mut tx, key, stored.movement_id, owner, check_after).await?;
+            keys::set_released::<D>(&mut tx, key.clone(), stored.movement_id, owner, check_after)
+                .await?;
         if !released {
             return Err(StoreError::LeaseLost);
         }
         let detail = "the bank never saw the reference; a retry claims the key again";
         let event = claim_event(
-            key,
+            key.clone(),
             stored.movement_id,
             (EventKind::Released, detail),
             cause,
@@ -131,10 +132,10 @@ impl<D: Db> Leases for SqlStore<D> {
         let LeasedKey {
             key, stored, owner, ..
         } = leased;
-        let mut tx = self.write_giving_back_lease(key, owner).await?;
-        let user_id = key.user.as_i64();
+        let mut tx = self.write_giving_back_lease(key.clone(), owner).await?;
+        let user_id = key.user.clone();
         movements::set_void::<D>(&mut tx, stored.operation, user_id, stored.movement_id).await?;
-        keys::end_checks::<D>(&mut tx, key, stored.movement_id).await?;
+        keys::end_checks::<D>(&mut tx, key.clone(), stored.movement_id).await?;
         let detail = "the last check found nothing at the bank: no money moved";
         let event = claim_event(key, stored.movement_id, (EventKind::Voided, detail), cause);
         events::append::<D>(&mut tx, &event).await?;
@@ -160,7 +161,8 @@ impl<D: Db> Leases for SqlStore<D> {
         let mut tx = D::begin_write(&self.pool).await?;
         let (key, owner) = (leased.key, leased.owner);
         let scheduled =
-            keys::schedule_lookup::<D>(&mut tx, key, owner, wait, i16::from(failed)).await?;
+            keys::schedule_lookup::<D>(&mut tx, key.clone(), owner, wait, i16::from(failed))
+                .await?;
         if !scheduled {
             return Err(StoreError::LeaseLost);
         }
@@ -181,7 +183,9 @@ impl<D: Db> Leases for SqlStore<D> {
         let Some(wait) = pace::take_slot::<D>(&mut tx, spacing, queue_at_most).await? else {
             return Ok(Some(CheckSlot::PaceFull(queue_at_most)));
         };
-        if !keys::count_status_check::<D>(&mut tx, leased.key, leased.owner, at_most).await? {
+        if !keys::count_status_check::<D>(&mut tx, leased.key.clone(), leased.owner, at_most)
+            .await?
+        {
             return Ok(None);
         }
         tx.commit().await?;
@@ -199,7 +203,8 @@ impl<D: Db> Leases for SqlStore<D> {
         } = leased;
         let mut tx = D::begin_write(&self.pool).await?;
         let this = (stored.movement_id, owner);
-        let Some(due_at) = keys::await_settlement::<D>(&mut tx, key, this, due_in).await? else {
+        let Some(due_at) = keys::await_settlement::<D>(&mut tx, key.clone(), this, due_in).await?
+        else {
             return Err(StoreError::LeaseLost);
         };
         if stored.settlement_due_at.is_some() {
@@ -212,7 +217,7 @@ impl<D: Db> Leases for SqlStore<D> {
             due_in.as_secs() / 60
         );
         let event = claim_event(
-            key,
+            key.clone(),
             stored.movement_id,
             (EventKind::LookedUp, &detail),
             cause,

@@ -128,7 +128,7 @@ fn claim_and_outcome() -> String {
 fn replay_read() -> String {
     let read = with_values(
         &select_key_statement::<Postgres>(),
-        &["1000 + :n % 100", "md5(:n::text)::uuid"],
+        &["(1000 + :n % 100)::text", "md5(:n::text)::uuid"],
     );
     format!(
         "-- pgbench: the backend's replay read, generated from backend/src/store/sql/keys.rs\n\

@@ -16,6 +16,7 @@ use super::failover::{self, PING_IF_IDLE_FOR};
 use super::key_changes;
 use super::types::{KeyRef, ReplicationState};
 use super::writer_connections::WriterConnections;
+use crate::store::columns::Subject;
 
 impl Db for Postgres {}
 
@@ -55,8 +56,8 @@ impl Dialect for Postgres {
              WHERE user_id = $3 AND key = $4 AND awaited",
         )
         .arg(key_changes::CHANNEL.to_owned())
-        .arg(key_changes::payload(key))
-        .arg(key.user.as_i64())
+        .arg(key_changes::payload(key.clone()))
+        .arg(Subject::of(&key.user))
         .arg(key.key);
         Postgres::execute(conn, query).await?;
         Ok(())
@@ -69,7 +70,7 @@ impl Dialect for Postgres {
             "UPDATE idempotency_keys SET awaited = true \
              WHERE user_id = $1 AND key = $2 AND NOT awaited",
         )
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key);
         Postgres::execute(&mut *pool.acquire().await?, query).await?;
         Ok(())

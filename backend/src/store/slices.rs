@@ -39,6 +39,7 @@ use super::types::{
     UnfinishedKeys,
 };
 use crate::domain::{Cause, NewEvent, Observed};
+use shared::UserId;
 
 /// The store behind the application: cheap to clone, shared by every request and worker.
 pub type SharedStore = Arc<dyn Store>;
@@ -174,7 +175,7 @@ pub trait Claims: Send + Sync {
     /// A user's payment with its refunds; `None` if it is not this user's.
     async fn load_payment_with_refunds(
         &self,
-        user_id: i64,
+        user_id: UserId,
         payment_id: Uuid,
     ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError>;
 }
@@ -303,21 +304,21 @@ pub trait OperatorReads: Send + Sync {
     /// A page of a customer's payments and refunds, newest first.
     async fn customer_movements(
         &self,
-        user_id: i64,
+        user_id: UserId,
         page: Page<MovementCursor>,
     ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError>;
 
     /// The keys (those still stored) and the trail of a customer's claims `movement_ids`.
     async fn customer_claims(
         &self,
-        user_id: i64,
+        user_id: UserId,
         movement_ids: &[Uuid],
     ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError>;
 
     /// A page of a customer's trail, newest first.
     async fn customer_trail(
         &self,
-        user_id: i64,
+        user_id: UserId,
         of: TrailOf,
         page: Page<i64>,
     ) -> Result<Paged<StoredEvent, i64>, StoreError>;

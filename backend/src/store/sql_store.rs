@@ -43,7 +43,7 @@ impl<D: Db> SqlStore<D> {
         mut tx: sqlx::Transaction<'static, D>,
         key: KeyRef,
     ) -> Result<(), StoreError> {
-        D::announce_change(&mut tx, key).await?;
+        D::announce_change(&mut tx, key.clone()).await?;
         tx.commit().await?;
         self.changes.announce(key);
         Ok(())
@@ -71,21 +71,17 @@ impl<D: Db> SqlStore<D> {
         (key, stored): (KeyRef, StoredKey),
         lease: Lease,
     ) -> Result<LeasedKey, StoreError> {
-        let movement = movements::select::<D>(
-            conn,
-            stored.operation,
-            key.user.as_i64(),
-            stored.movement_id,
-        )
-        .await?
-        .ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "key {} has no {} row {}",
-                key.key,
-                stored.operation.name(),
-                stored.movement_id
-            ))
-        })?;
+        let movement =
+            movements::select::<D>(conn, stored.operation, key.user.clone(), stored.movement_id)
+                .await?
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!(
+                        "key {} has no {} row {}",
+                        key.key,
+                        stored.operation.name(),
+                        stored.movement_id
+                    ))
+                })?;
         Ok(LeasedKey {
             key,
             stored,
@@ -103,7 +99,7 @@ pub(super) fn claim_event(
     cause: &Cause,
 ) -> NewEvent {
     NewEvent::of_claim(
-        (key.user.as_i64(), key.key, movement_id),
+        (key.user.clone(), key.key, movement_id),
         kind,
         Some(detail.into()),
         cause,
@@ -175,7 +171,7 @@ mod tests {
             bank_reference: Operation::PayBill.bank_reference(payment_id),
             key_kept_for: Duration::from_secs(3600),
         };
-        let key = KeyRef::new(UserId::new(1).expect("positive"), &IdempotencyKey::mint());
+        let key = KeyRef::new(UserId::numbered(1), &IdempotencyKey::mint());
         let fingerprint = Fingerprint::from_slice(&[7; 32]).expect("32 bytes");
         let claimed = shared
             .claim_payment(

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// A key as the store addresses it: always together with its user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRef {
     /// The authenticated user.
     pub user: UserId,
@@ -96,7 +96,7 @@ pub struct PaymentRow {
     /// Its id.
     pub payment_id: Uuid,
     /// The payer.
-    pub user_id: i64,
+    pub user_id: UserId,
     /// The bill paid.
     pub bill_id: String,
     /// The amount, in paise.
@@ -120,7 +120,7 @@ pub struct RefundRow {
     /// The payment refunded.
     pub payment_id: Uuid,
     /// The refunding user (the payer).
-    pub user_id: i64,
+    pub user_id: UserId,
     /// The amount, in paise.
     pub amount_paise: i64,
     /// Pending, succeeded or declined.
@@ -152,10 +152,10 @@ impl SavedMovement {
     }
 
     /// The customer it belongs to.
-    pub fn user_id(&self) -> i64 {
+    pub fn user_id(&self) -> UserId {
         match self {
-            SavedMovement::Payment(payment) => payment.user_id,
-            SavedMovement::Refund(refund) => refund.user_id,
+            SavedMovement::Payment(payment) => payment.user_id.clone(),
+            SavedMovement::Refund(refund) => refund.user_id.clone(),
         }
     }
 

@@ -19,6 +19,7 @@ use super::sql::operator_reads::{
 use super::sql_store::SqlStore;
 use super::types::ReplicationState;
 use crate::domain::{NewEvent, Observed};
+use shared::UserId;
 
 #[async_trait]
 impl<D: Db> Expiry for SqlStore<D> {
@@ -58,7 +59,7 @@ impl<D: Db> TrailWrites for SqlStore<D> {
 impl<D: Db> OperatorReads for SqlStore<D> {
     async fn customer_movements(
         &self,
-        user_id: i64,
+        user_id: UserId,
         page: Page<MovementCursor>,
     ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError> {
         let mut conn = self.pool.acquire().await?;
@@ -67,7 +68,7 @@ impl<D: Db> OperatorReads for SqlStore<D> {
 
     async fn customer_claims(
         &self,
-        user_id: i64,
+        user_id: UserId,
         movement_ids: &[Uuid],
     ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
         let mut conn = self.pool.acquire().await?;
@@ -76,7 +77,7 @@ impl<D: Db> OperatorReads for SqlStore<D> {
 
     async fn customer_trail(
         &self,
-        user_id: i64,
+        user_id: UserId,
         of: TrailOf,
         page: Page<i64>,
     ) -> Result<Paged<StoredEvent, i64>, StoreError> {

@@ -9,6 +9,7 @@
 //! observation never hides a change of money or key. When every handle is dropped (shutdown)
 //! the task writes what is left and ends.
 
+use shared::UserId;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ impl Appender {
         cause: &Cause,
     ) {
         self.observe(NewEvent {
-            user_id: key.user.as_i64(),
+            user_id: key.user.clone(),
             key: Some(key.key),
             movement_id,
             kind,
@@ -109,10 +110,15 @@ async fn gather_more(waiting: &mut mpsc::Receiver<Observed>, batch: &mut Vec<Obs
 /// Folds observations of the same (user, key, claim, event) into the first of them.
 fn fold_repeats(batch: Vec<Observed>) -> Vec<Observed> {
     let mut rows: Vec<Observed> = Vec::with_capacity(batch.len());
-    let mut index: HashMap<(i64, Option<Uuid>, Option<Uuid>, EventKind), usize> = HashMap::new();
+    let mut index: HashMap<(UserId, Option<Uuid>, Option<Uuid>, EventKind), usize> = HashMap::new();
     for observed in batch {
         let event = &observed.event;
-        let identity = (event.user_id, event.key, event.movement_id, event.kind);
+        let identity = (
+            event.user_id.clone(),
+            event.key,
+            event.movement_id,
+            event.kind,
+        );
         match index.get(&identity) {
             Some(&row) => rows[row].repeats += observed.repeats,
             None => {
@@ -128,10 +134,10 @@ fn fold_repeats(batch: Vec<Observed>) -> Vec<Observed> {
 mod tests {
     use super::*;
 
-    fn replay(user_id: i64, key: u128, request: &str) -> Observed {
+    fn replay(user: u64, key: u128, request: &str) -> Observed {
         Observed {
             event: NewEvent {
-                user_id,
+                user_id: UserId::numbered(user),
                 key: Some(Uuid::from_u128(key)),
                 movement_id: Some(Uuid::from_u128(key + 1)),
                 kind: EventKind::Replayed,
@@ -188,6 +194,9 @@ mod tests {
         assert_eq!(rows.len(), 2, "{rows:?}");
         assert_eq!(rows[0].repeats, 3);
         assert_eq!(rows[0].event.request_id.as_deref(), Some("r-1"));
-        assert_eq!((rows[1].event.user_id, rows[1].repeats), (2, 1));
+        assert_eq!(
+            (&rows[1].event.user_id, rows[1].repeats),
+            (&UserId::numbered(2), 1)
+        );
     }
 }

@@ -166,7 +166,7 @@ async fn leave_a_key_unknown(app: &TestApp) -> UnknownKey {
     );
     let [bank_reference] = app
         .texts(&format!(
-            "SELECT bank_reference FROM payments WHERE user_id = {UNKNOWN_KEY_CUSTOMER}"
+            "SELECT bank_reference FROM payments WHERE user_id = '{UNKNOWN_KEY_CUSTOMER}'"
         ))
         .await
         .try_into()

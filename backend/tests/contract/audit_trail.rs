@@ -198,8 +198,10 @@ async fn a_release_and_the_retry_that_claims_again_are_recorded(store: StoreKind
     assert_ne!(ids[0], ids[3], "the first request did not record the reply");
     assert_eq!(ids[2], ids[3], "the retry that claimed again recorded it");
     assert_eq!(
-        app.scalar("SELECT count(*) FROM key_events WHERE user_id = 2 AND event = 'bank_answered'")
-            .await,
+        app.scalar(
+            "SELECT count(*) FROM key_events WHERE user_id = '2' AND event = 'bank_answered'"
+        )
+        .await,
         1
     );
 }
@@ -330,7 +332,7 @@ async fn a_key_reused_after_expiry_starts_a_second_story_under_the_same_key(stor
         ]
     );
     assert_eq!(
-        app.scalar("SELECT count(DISTINCT resource_id) FROM key_trail WHERE user_id = 7")
+        app.scalar("SELECT count(DISTINCT resource_id) FROM key_trail WHERE user_id = '7'")
             .await,
         2,
         "two claims, told apart by their payments"
@@ -429,10 +431,10 @@ async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once
                 e.request_id, e.trace_id \
          FROM key_trail e JOIN idempotency_keys k \
            ON k.user_id = e.user_id AND k.resource_id = e.resource_id \
-         WHERE e.user_id = 12; \
+         WHERE e.user_id = '12'; \
          UPDATE payments SET claim_event_id = NULL, answer_event_id = NULL, \
                              claim_request_id = NULL, claim_trace_id = NULL \
-         WHERE user_id = 12;",
+         WHERE user_id = '12';",
     )
     .await;
     assert_eq!(app.scalar("SELECT count(*) FROM key_events").await, 2);
@@ -450,7 +452,7 @@ async fn on_postgres_a_payment_from_before_the_trail_moved_shows_each_event_once
         ]
     );
     assert_eq!(
-        app.scalar("SELECT count(DISTINCT event_id) FROM key_trail WHERE user_id = 12")
+        app.scalar("SELECT count(DISTINCT event_id) FROM key_trail WHERE user_id = '12'")
             .await,
         5,
         "no event twice, none without its id"
@@ -466,12 +468,12 @@ async fn a_reply_is_recorded_when_the_payment_moves_though_its_key_is_gone(store
     let key = new_key();
     let delete_the_key_once_claimed = async {
         wait_for("the claim", Duration::from_secs(10), async || {
-            app.scalar("SELECT count(*) FROM payments WHERE user_id = 4")
+            app.scalar("SELECT count(*) FROM payments WHERE user_id = '4'")
                 .await
                 == 1
         })
         .await;
-        app.execute("DELETE FROM idempotency_keys WHERE user_id = 4")
+        app.execute("DELETE FROM idempotency_keys WHERE user_id = '4'")
             .await;
     };
     let (paid, ()) = tokio::join!(
@@ -485,7 +487,7 @@ async fn a_reply_is_recorded_when_the_payment_moves_though_its_key_is_gone(store
     );
     assert_eq!(app.ledger().await.debits.len(), 1);
     assert_eq!(
-        app.texts("SELECT CAST(status AS TEXT) FROM payments WHERE user_id = 4")
+        app.texts("SELECT CAST(status AS TEXT) FROM payments WHERE user_id = '4'")
             .await,
         ["succeeded"]
     );

@@ -184,7 +184,7 @@ async fn each_bad_callback_gets_its_reply_and_nothing_is_applied_twice(store: St
         ["succeeded"]
     );
     let findings = app
-        .scalar("SELECT count(*) FROM key_events WHERE user_id = 62 AND event = 'ledger_checked'")
+        .scalar("SELECT count(*) FROM key_events WHERE user_id = '62' AND event = 'ledger_checked'")
         .await;
     assert_eq!(
         findings, 2,

@@ -170,13 +170,13 @@ async fn a_claim_voided_between_the_decision_and_the_reclaim_is_never_claimed_ag
         app.age_keys(Some(&key), keep - Duration::from_secs(60))
             .await;
         let key_ref = KeyRef::new(
-            UserId::new(user).expect("positive"),
+            UserId::numbered(user),
             &IdempotencyKey::try_from(key.clone()).expect("valid"),
         );
         let stored = app
             .state
             .store
-            .load_key(key_ref)
+            .load_key(key_ref.clone())
             .await
             .expect("read")
             .expect("stored");

@@ -40,7 +40,7 @@ async fn a_leased_key_goes_to_no_one_else_and_a_lost_lease_writes_nothing(store:
         .await;
     app.age_keys(None, Duration::from_secs(6 * 60)).await;
     let key_ref = KeyRef::new(
-        UserId::new(5).expect("positive"),
+        UserId::numbered(5),
         &IdempotencyKey::try_from(key.clone()).expect("valid"),
     );
     let store = &app.state.store;

@@ -13,6 +13,7 @@ mod audit_trail;
 mod bad_input;
 mod bank_callbacks;
 mod bank_timeouts;
+mod cors;
 mod crash_recovery;
 mod database_failover;
 mod drain;
@@ -45,6 +46,7 @@ mod sharding_by_user;
 mod spec_rows;
 mod startup_config;
 mod status_check_rules;
+mod subjects;
 
 mod tls;
 mod traces;

@@ -180,7 +180,13 @@ async fn a_customer_shows_each_action_with_its_trail(store: StoreKind) {
         .collect();
     assert_eq!(events, ["claimed", "bank_answered", "replayed"]);
 
-    for missing in ["/admin/api/customers/0", "/admin/api/customers/abc"] {
+    // Not user ids (SPEC §3): a space, a control character, a subject over 255 characters.
+    let too_long = format!("/admin/api/customers/{}", "a".repeat(256));
+    for missing in [
+        "/admin/api/customers/a%20b",
+        "/admin/api/customers/a%0Ab",
+        &too_long,
+    ] {
         let (status, problem) = operator(&app, "GET", missing, &Value::Null).await;
         assert_eq!(
             (status, &problem["type"]),

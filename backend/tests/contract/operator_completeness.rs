@@ -62,7 +62,7 @@ async fn payments_at_the_bank(
     app.execute(&sql).await;
     let references = app
         .texts(&format!(
-            "SELECT bank_reference FROM payments WHERE user_id = {user}"
+            "SELECT bank_reference FROM payments WHERE user_id = '{user}'"
         ))
         .await;
     for reference in &references {
@@ -249,7 +249,9 @@ async fn a_reason_with_a_control_character_is_refused_before_the_key_is_leased(s
     assert_eq!(status, 200, "{reply}");
     assert_eq!(reply["result"], "released", "the bank never saw it");
     let lookups = app
-        .scalar("SELECT count(*) FROM key_events WHERE user_id = 92 AND event = 'operator_lookup'")
+        .scalar(
+            "SELECT count(*) FROM key_events WHERE user_id = '92' AND event = 'operator_lookup'",
+        )
         .await;
     assert_eq!(lookups, 1, "only the accepted request is in the trail");
 }

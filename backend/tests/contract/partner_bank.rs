@@ -259,7 +259,7 @@ async fn lost_claim(
 /// The release the claimant of `claim` sends once its link to the database is back.
 async fn release_late(app: &TestApp, key: &str, (payment_id, claim): (uuid::Uuid, ClaimToken)) {
     let key_ref = KeyRef::new(
-        UserId::new(14).expect("positive"),
+        UserId::numbered(14),
         &IdempotencyKey::try_from(key.to_owned()).expect("valid"),
     );
     let stuck_after = app.state.policy.stuck_after;

@@ -162,22 +162,22 @@ async fn a_change_committed_on_one_replica_wakes_the_watchers_on_another() {
     // seeing that wake-up proves it is listening, and nothing else wakes a watch but a change.
     let key = new_key();
     let key_ref = KeyRef::new(
-        UserId::new(7).expect("positive"),
+        UserId::numbered(7),
         &IdempotencyKey::try_from(key.clone()).expect("valid"),
     );
-    let mut before = other_replica.key_changes().watch(key_ref);
+    let mut before = other_replica.key_changes().watch(key_ref.clone());
     assert!(
         before.changed_within(Duration::from_secs(10)).await,
         "the listener started"
     );
-    let mut watch = other_replica.key_changes().watch(key_ref);
+    let mut watch = other_replica.key_changes().watch(key_ref.clone());
     let claim = ClaimToken::mint();
     let reference = app
         .claim_without_paying_as(claim, (7, &key), &payment_body(230_000))
         .await;
     // A request on the second replica waits on the key: only a key marked so is announced.
     other_replica
-        .mark_awaited(key_ref)
+        .mark_awaited(key_ref.clone())
         .await
         .expect("the key is marked");
     let payment_id = reference.strip_prefix("pay-").expect("a payment reference");

@@ -128,11 +128,16 @@ async fn a_late_outcome_keeps_the_first_reply_and_a_retry_claims_nothing(store: 
     let key = new_key();
     app.claim_without_paying(7, &key, &body).await;
     let idempotency_key = IdempotencyKey::try_from(key.clone()).expect("a valid key");
-    let key_ref = KeyRef::new(UserId::new(7).expect("positive"), &idempotency_key);
-    let claimed = app.state.store.load_key(key_ref).await.expect("read");
+    let key_ref = KeyRef::new(UserId::numbered(7), &idempotency_key);
+    let claimed = app
+        .state
+        .store
+        .load_key(key_ref.clone())
+        .await
+        .expect("read");
     let payment_id = claimed.expect("the claim is stored").movement_id;
     let finish = |result: FinalOutcome, movement_id| {
-        let store = app.state.store.clone();
+        let (store, key_ref) = (app.state.store.clone(), key_ref.clone());
         async move {
             store
                 .finish(
@@ -177,7 +182,7 @@ async fn a_late_outcome_keeps_the_first_reply_and_a_retry_claims_nothing(store: 
     assert_eq!(retry.json()["payment_id"], payment_id.to_string());
     assert_eq!(retry.json()["status"], "succeeded");
     let events_named = |event: &str| {
-        format!("SELECT count(*) FROM key_trail WHERE user_id = 7 AND event = '{event}'")
+        format!("SELECT count(*) FROM key_trail WHERE user_id = '7' AND event = '{event}'")
     };
     assert_eq!(app.scalar(&events_named("claimed")).await, 1);
     assert_eq!(app.scalar(&events_named("bank_answered")).await, 1);

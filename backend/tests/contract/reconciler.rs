@@ -29,14 +29,14 @@ const STUCK_KEYS: usize = 200;
 
 /// Writes `keys` as a crash leaves them: `started` six minutes ago (past `stuck_after`), each
 /// with its pending payment under its bank reference.
-async fn insert_crashed_claims(pool: &PgPool, keys: &[(i64, Uuid)]) {
-    let users: Vec<i64> = keys.iter().map(|(user, _)| *user).collect();
+async fn insert_crashed_claims(pool: &PgPool, keys: &[(u64, Uuid)]) {
+    let users: Vec<String> = keys.iter().map(|(user, _)| user.to_string()).collect();
     let uuids: Vec<Uuid> = keys.iter().map(|(_, key)| *key).collect();
     sqlx::query(
         "WITH crashed AS ( \
              SELECT user_id, key, gen_random_uuid() AS payment_id, \
                     now() - interval '6 minutes' AS at \
-             FROM unnest($1::bigint[], $2::uuid[]) AS k (user_id, key)), \
+             FROM unnest($1::text[], $2::uuid[]) AS k (user_id, key)), \
          pending AS ( \
              INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, \
                                    status, bank_reference, created_at) \

@@ -360,7 +360,7 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
          executed\": no look-up at once)"
     );
     let failed_look_ups = app
-        .texts("SELECT detail FROM key_events WHERE user_id = 65 AND event = 'looked_up'")
+        .texts("SELECT detail FROM key_events WHERE user_id = '65' AND event = 'looked_up'")
         .await;
     assert_eq!(
         failed_look_ups.len(),

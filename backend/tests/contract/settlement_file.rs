@@ -50,7 +50,7 @@ async fn awaiting_settlement(app: &TestApp, user: u64, amount: u64) -> String {
         let waiting = app
             .scalar(&format!(
                 "SELECT count(*) FROM idempotency_keys \
-                 WHERE user_id = {user} AND settlement_due_at IS NOT NULL"
+                 WHERE user_id = '{user}' AND settlement_due_at IS NOT NULL"
             ))
             .await;
         if waiting == 1 {
@@ -119,7 +119,7 @@ async fn disagreeing_lines_are_reported_and_never_applied(store: StoreKind) {
         Some("unknown")
     );
     let findings = app
-        .scalar("SELECT count(*) FROM key_events WHERE user_id = 73 AND event = 'ledger_checked'")
+        .scalar("SELECT count(*) FROM key_events WHERE user_id = '73' AND event = 'ledger_checked'")
         .await;
     assert_eq!(findings, 2, "each mismatch on the key's trail");
 

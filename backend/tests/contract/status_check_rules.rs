@@ -72,7 +72,7 @@ fn lost_replies_then_pending(store: StoreKind, pending_ms: u64, policy: Policy) 
 
 async fn status_checks_of(app: &TestApp, user: u64) -> i64 {
     app.scalar(&format!(
-        "SELECT CAST(status_checks AS BIGINT) FROM idempotency_keys WHERE user_id = {user}"
+        "SELECT CAST(status_checks AS BIGINT) FROM idempotency_keys WHERE user_id = '{user}'"
     ))
     .await
 }
@@ -152,7 +152,7 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
     let waiting = app
         .scalar(
             "SELECT count(*) FROM idempotency_keys \
-             WHERE user_id = 81 AND state = 'unknown' AND settlement_due_at IS NOT NULL",
+             WHERE user_id = '81' AND state = 'unknown' AND settlement_due_at IS NOT NULL",
         )
         .await;
     assert_eq!(waiting, 1);
@@ -196,11 +196,11 @@ async fn app_age(app: &TestApp, user: u64) -> u64 {
     let sql = match app.db {
         TestDb::Postgres(_) => format!(
             "SELECT CAST(EXTRACT(EPOCH FROM now() - claimed_at) AS BIGINT) \
-             FROM idempotency_keys WHERE user_id = {user}"
+             FROM idempotency_keys WHERE user_id = '{user}'"
         ),
         TestDb::Sqlite(_) => format!(
             "SELECT (CAST(unixepoch('subsec') * 1000000 AS INTEGER) - claimed_at) / 1000000 \
-             FROM idempotency_keys WHERE user_id = {user}"
+             FROM idempotency_keys WHERE user_id = '{user}'"
         ),
     };
     u64::try_from(app.scalar(&sql).await).unwrap_or(0)
@@ -327,7 +327,7 @@ async fn the_checks_one_process_made_count_for_the_replicas_that_take_over() {
     let _first = app.spawn_replica(&replica).await;
     let _second = app.spawn_replica(&replica).await;
     let awaiting = "SELECT count(*) FROM idempotency_keys \
-                    WHERE user_id = 85 AND settlement_due_at IS NOT NULL";
+                    WHERE user_id = '85' AND settlement_due_at IS NOT NULL";
     let deadline = Instant::now() + Duration::from_secs(30);
     while app.scalar(awaiting).await == 0 {
         assert!(

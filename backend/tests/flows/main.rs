@@ -88,7 +88,7 @@ impl Flows {
 
 fn caller(wait: Option<Duration>) -> Caller {
     Caller {
-        user: UserId::new(7).expect("non-zero"),
+        user: UserId::numbered(7),
         request_id: RequestId::new("flows-test"),
         trace_id: TraceId::mint(),
         wait,

@@ -156,7 +156,7 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
     let expected = i64::try_from(runs.len()).expect("small");
     assert_eq!(app.count("idempotency_keys").await, expected, "key rows");
     assert_eq!(app.count("payments").await, expected, "one payment per key");
-    let rows: Vec<(i64, uuid::Uuid, uuid::Uuid, String, String, i64)> = app
+    let rows: Vec<(String, uuid::Uuid, uuid::Uuid, String, String, i64)> = app
         .rows(
             "SELECT k.user_id, k.key, p.payment_id, CAST(p.status AS TEXT), p.bank_reference, \
                     p.amount_paise \
@@ -166,7 +166,7 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
         .await;
     assert_eq!(rows.len(), runs.len(), "every key points at its payment");
     let mut amounts: HashMap<String, i64> = HashMap::new();
-    let by_key: HashMap<(i64, String), (String, String, String)> = rows
+    let by_key: HashMap<(String, String), (String, String, String)> = rows
         .into_iter()
         .map(|(user, key, payment_id, status, reference, amount)| {
             assert_eq!(
@@ -214,7 +214,7 @@ pub async fn assert_ledger_matches_tables(app: &TestApp, runs: &[ClientRun]) -> 
     let mut declined = 0;
     for run in runs {
         let (payment_id, status, _) = by_key
-            .get(&(i64::try_from(run.user).expect("small"), run.key.clone()))
+            .get(&(run.user.to_string(), run.key.clone()))
             .unwrap_or_else(|| panic!("key {} has no row", run.key));
         if run.reply.status == 201 {
             assert_eq!(status, "succeeded", "key {}", run.key);

@@ -13,7 +13,7 @@ pub mod process;
 
 use std::time::Duration;
 
-use backend::config::{BankConfig, Config, Drain, Identity, Limits};
+use backend::config::{AllowedOrigins, BankConfig, Config, Drain, Identity, Limits};
 use backend::durability::Replication;
 use backend::startup::Application;
 use backend::state::AppState;
@@ -99,6 +99,8 @@ pub struct Options {
     /// Whether the backend runs its own workers (the reconciler's drain, the janitor), as a
     /// deployed replica does; tests drive their steps themselves otherwise.
     pub run_workers: bool,
+    /// The origins whose pages may call the API from a browser (`CORS_ALLOWED_ORIGINS`): none.
+    pub cors_allowed_origins: AllowedOrigins,
 }
 
 /// The policy tests run under (`tests/policy-for-tests.yaml`): the shipped one with the rail's
@@ -122,6 +124,7 @@ impl Default for Options {
             bank: BankConfig::default(),
             behind_gateway: false,
             run_workers: false,
+            cors_allowed_origins: AllowedOrigins::default(),
             bank_url: None,
             replication: Replication::None,
             database_via: None,
@@ -264,6 +267,7 @@ pub fn test_config(database_url: String, bank_url: &str, options: &Options) -> C
         bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("valid address"),
         admin_addr: "127.0.0.1:0".parse().expect("valid address"),
+        cors_allowed_origins: options.cors_allowed_origins.clone(),
         identity: options.identity.clone(),
         // The local PostgreSQL is one server; the failover suite runs on a replicated cluster.
         replication: options.replication,
@@ -359,8 +363,15 @@ impl TestApp {
 
     /// A valid token for `user`, valid for an hour.
     pub fn token(user: u64) -> String {
-        let exp = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
-        shared::auth::sign_token(UserId::new(user).expect("positive"), exp, SECRET.as_bytes())
+        Self::token_with_claims(&serde_json::json!({ "sub": user.to_string() }))
+    }
+
+    /// A token with `claims` (a `sub` or none) and an `exp` an hour ahead, signed with the
+    /// test secret: any subject, well formed or not.
+    pub fn token_with_claims(claims: &Value) -> String {
+        let mut claims = claims.clone();
+        claims["exp"] = (time::OffsetDateTime::now_utc().unix_timestamp() + 3600).into();
+        shared::auth::sign_claims(&claims, SECRET.as_bytes())
     }
 
     /// An operator token for `name` (claim `role: "operator"`), valid for an hour.
@@ -471,7 +482,7 @@ impl TestApp {
     /// rows.
     pub async fn trail(&self, user: u64) -> Vec<String> {
         self.texts(&format!(
-            "SELECT CAST(event AS TEXT) FROM key_trail WHERE user_id = {user} ORDER BY event_id"
+            "SELECT CAST(event AS TEXT) FROM key_trail WHERE user_id = '{user}' ORDER BY event_id"
         ))
         .await
     }
@@ -481,7 +492,7 @@ impl TestApp {
     /// other id from `request_id_text`.
     pub async fn request_ids(&self, user: u64) -> Vec<String> {
         let sql = format!(
-            "SELECT request_id, request_id_text FROM key_trail WHERE user_id = {user} \
+            "SELECT request_id, request_id_text FROM key_trail WHERE user_id = '{user}' \
              ORDER BY event_id"
         );
         let rows: Vec<(Option<uuid::Uuid>, Option<String>)> = match &self.db {
@@ -519,7 +530,7 @@ impl TestApp {
             TestDb::Sqlite(pool) => sqlx::query_scalar(
                 "SELECT state FROM idempotency_keys WHERE user_id = ?1 AND key = ?2",
             )
-            .bind(i64::try_from(user).expect("small"))
+            .bind(user.to_string())
             .bind(storage_uuid(key))
             .fetch_optional(pool)
             .await
@@ -621,7 +632,7 @@ impl TestApp {
         (user, key): (u64, &str),
         body: &Value,
     ) -> String {
-        let user = UserId::new(user).expect("positive");
+        let user = UserId::numbered(user);
         let key = IdempotencyKey::try_from(key.to_owned()).expect("test keys are valid");
         let fingerprint = payment_fingerprint(body);
         let payment_id = uuid::Uuid::new_v4();
@@ -767,7 +778,7 @@ pub fn storage_uuid(key: &str) -> uuid::Uuid {
 /// The state of `user`'s key in the PostgreSQL database behind `pool`, if stored.
 pub async fn key_state_in(pool: &sqlx::PgPool, user: u64, key: &str) -> Option<String> {
     sqlx::query_scalar("SELECT state::text FROM idempotency_keys WHERE user_id = $1 AND key = $2")
-        .bind(i64::try_from(user).expect("small"))
+        .bind(user.to_string())
         .bind(storage_uuid(key))
         .fetch_optional(pool)
         .await

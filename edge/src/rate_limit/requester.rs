@@ -11,7 +11,7 @@ use shared::UserId;
 pub const CLIENT_ADDRESS_HEADER: &str = "cf-connecting-ip";
 
 /// A rate-limited party.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Requester {
     /// An authenticated user.
     User(UserId),
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn users_and_addresses_get_objects_of_their_own() {
-        let user = UserId::new(7).expect("positive");
+        let user = UserId::numbered(7);
         assert_eq!(Requester::User(user).limiter_name(), "user/7");
         assert_eq!(address_name(Some("203.0.113.7")), "address/203.0.113.7");
         assert_ne!(

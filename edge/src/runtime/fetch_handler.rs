@@ -177,7 +177,7 @@ async fn handle(
         }
         Verdict::Reject(problem) => Served::refused(Reply::problem(&problem)),
         Verdict::Coordinate { attempt, body } => {
-            let user = Requester::User(attempt.user);
+            let user = Requester::User(attempt.user.clone());
             if let Some(limited) = over_limit(env, user, limits.per_user).await {
                 return Served::refused(limited);
             }

@@ -3,6 +3,7 @@
 use thiserror::Error;
 
 use super::hs256::{JWT_SECRET_SETTING, MIN_SECRET_BYTES};
+use super::user::SubjectError;
 
 /// Why a token was refused. All of them get the same 401; the variant is logged.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -51,9 +52,10 @@ pub enum AuthError {
     /// longer (`exp − iat`).
     #[error("the token has no iat, or lives longer than allowed")]
     LivesTooLong,
-    /// The user claim is not the canonical decimal of a positive integer.
-    #[error("the token's user claim is not a canonical positive integer user id")]
-    BadSubject,
+    /// The user claim is missing or not a user id (SPEC §3): the one refusal whose 401 says
+    /// why, as it comes after the signature and the standard claims were checked.
+    #[error("the token's user claim is not a user id: {0}")]
+    BadSubject(SubjectError),
 }
 
 /// A secret that must not be used.

@@ -140,6 +140,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::auth::SubjectError;
     use crate::auth::{
         Audience, DEFAULT_LEEWAY_SECONDS, JWT_LEEWAY_SETTING, MAX_LEEWAY_SECONDS, TokenRulesError,
     };
@@ -155,7 +156,7 @@ mod tests {
     }
 
     fn user(id: u64) -> UserId {
-        UserId::new(id).expect("positive")
+        UserId::numbered(id)
     }
 
     fn verifier() -> TokenVerifier {
@@ -400,12 +401,12 @@ mod tests {
         );
         assert_eq!(
             verify_claims(&verifier, json!({"sub": "42", "exp": exp})),
-            Err(AuthError::BadSubject),
+            Err(AuthError::BadSubject(SubjectError::Missing)),
             "sub is not read when another claim is configured"
         );
         assert_eq!(
-            verify_claims(&verifier, json!({"customer_id": "042", "exp": exp})),
-            Err(AuthError::BadSubject)
+            verify_claims(&verifier, json!({"customer_id": "", "exp": exp})),
+            Err(AuthError::BadSubject(SubjectError::Empty))
         );
         let blank = TokenRules::default().with_user_claim(Some(" ".to_owned()));
         assert_eq!(blank.user_claim(), "sub");
@@ -474,20 +475,29 @@ mod tests {
     }
 
     #[test]
-    fn only_the_canonical_decimal_of_a_positive_user_id_is_a_subject() {
-        for sub in crate::auth::user::NOT_USER_IDS {
+    fn a_subject_is_a_user_as_written_or_refused_saying_why() {
+        for (sub, why) in crate::auth::user::NOT_USER_IDS {
             assert_eq!(
                 verify_claims(&verifier(), json!({"sub": sub, "exp": NOW + 60})),
-                Err(AuthError::BadSubject),
+                Err(AuthError::BadSubject(why)),
                 "{sub:?}"
             );
         }
-        for (sub, id) in [
-            ("1", 1),
-            ("42", 42),
-            ("9223372036854775807", i64::MAX as u64),
+        assert_eq!(
+            verify_claims(&verifier(), json!({"exp": NOW + 60})),
+            Err(AuthError::BadSubject(SubjectError::Missing))
+        );
+        for sub in [
+            "1",
+            "042",
+            "auth0|64b1f3a2c9e7",
+            "8e03978e-40d5-43e8-bc93-6894a57f9324",
         ] {
-            assert_eq!(UserId::from_subject(sub), Some(user(id)), "{sub}");
+            assert_eq!(
+                verify_claims(&verifier(), json!({"sub": sub, "exp": NOW + 60})).ok(),
+                UserId::from_subject(sub).ok(),
+                "{sub}"
+            );
         }
     }
 

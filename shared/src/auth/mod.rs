@@ -44,4 +44,4 @@ pub use rules::{
     DEFAULT_LEEWAY_SECONDS, DEFAULT_USER_CLAIM, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
     JWT_LEEWAY_SETTING, MAX_LEEWAY_SECONDS, TokenRules, TokenRulesError, USER_CLAIM_SETTING,
 };
-pub use user::UserId;
+pub use user::{SubjectError, UserId};

@@ -7,7 +7,7 @@ use thiserror::Error;
 use super::claims::{Audience, ClaimSet, Claims};
 use super::compact::VerifiedToken;
 use super::error::AuthError;
-use super::user::UserId;
+use super::user::{SubjectError, UserId};
 
 /// The setting of the clock leeway, in whole seconds.
 pub const JWT_LEEWAY_SETTING: &str = "AUTH_JWT_LEEWAY_SECONDS";
@@ -139,9 +139,8 @@ impl TokenRules {
         let claims = token.claims();
         let subject = claims.string(&self.user_claim)?;
         self.check_standard(claims, now_unix)?;
-        subject
-            .and_then(UserId::from_subject)
-            .ok_or(AuthError::BadSubject)
+        let subject = subject.ok_or(AuthError::BadSubject(SubjectError::Missing))?;
+        UserId::from_subject(subject).map_err(AuthError::BadSubject)
     }
 
     /// The standard claims' rules: `exp` required and not past, `nbf` and `iat` not in the

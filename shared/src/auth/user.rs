@@ -1,70 +1,109 @@
-//! [`UserId`]: the authenticated user, parsed from a token's user claim.
+//! [`UserId`]: the authenticated user, the identity provider's subject as it wrote it.
+//!
+//! A user is the token's user claim (`sub` by default) taken as an opaque string: `auth0|64b…`,
+//! a 28-character Firebase uid, a Cognito or Keycloak UUID, or `42` from a provider that numbers
+//! its users. SPEC §3 bounds it as OpenID Connect does: 1-255 characters, each printable ASCII
+//! (`!` to `~`: no space, no control character, nothing beyond ASCII), compared byte for byte.
+//! Anything else is refused with a 401 that says why ([`SubjectError`]).
 
 use std::fmt;
-use std::num::NonZeroU64;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thiserror::Error;
 
-/// The authenticated user: a positive integer, parsed from the token's user claim. At most
-/// 2^63 − 1, so it fits a signed 64-bit database column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct UserId(NonZeroU64);
+/// The longest subject accepted, in bytes (OpenID Connect Core §2: at most 255 ASCII characters).
+pub const MAX_SUBJECT_LEN: usize = 255;
+
+/// The authenticated user: the token's subject, checked, shared cheaply between the tasks of a
+/// request (cloning it copies a pointer).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserId(Arc<str>);
+
+/// Why a subject is not a user id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SubjectError {
+    /// The token has no user claim.
+    #[error("the token has no user claim")]
+    Missing,
+    /// The claim is an empty string.
+    #[error("the user claim is empty")]
+    Empty,
+    /// Longer than [`MAX_SUBJECT_LEN`] bytes.
+    #[error("the user claim is longer than {MAX_SUBJECT_LEN} characters")]
+    TooLong,
+    /// A character outside printable ASCII (a space, a control character or non-ASCII).
+    #[error("the user claim has a character other than printable ASCII (! to ~)")]
+    BadCharacter,
+}
 
 impl UserId {
-    /// A user id from an integer in `1..=i64::MAX`.
-    pub fn new(id: u64) -> Option<UserId> {
-        i64::try_from(id).ok()?;
-        NonZeroU64::new(id).map(UserId)
-    }
-
-    /// A user id read back from a signed column.
-    pub fn from_i64(id: i64) -> Option<UserId> {
-        u64::try_from(id).ok().and_then(UserId::new)
-    }
-
-    /// The user id a token's user claim names, if it is the canonical decimal of a valid id:
-    /// ASCII digits only, no sign, no leading zero, no white space, no exponent.
-    pub fn from_subject(sub: &str) -> Option<UserId> {
-        let canonical = sub.bytes().all(|byte| byte.is_ascii_digit()) && !sub.starts_with('0');
-        if !canonical {
-            return None;
+    /// The user a token's user claim names, if it is 1-255 characters of printable ASCII.
+    pub fn from_subject(subject: &str) -> Result<UserId, SubjectError> {
+        if subject.is_empty() {
+            return Err(SubjectError::Empty);
         }
-        sub.parse::<u64>().ok().and_then(UserId::new)
+        if subject.len() > MAX_SUBJECT_LEN {
+            return Err(SubjectError::TooLong);
+        }
+        if !subject.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err(SubjectError::BadCharacter);
+        }
+        Ok(UserId(Arc::from(subject)))
     }
 
-    /// The id as a number.
-    pub fn get(self) -> u64 {
-        self.0.get()
+    /// The user whose subject is the decimal of `number`, as providers that number their users
+    /// (and this project's tools and tests) write it.
+    pub fn numbered(number: u64) -> UserId {
+        UserId(Arc::from(number.to_string()))
     }
 
-    /// The id for a signed 64-bit column; always positive.
-    pub fn as_i64(self) -> i64 {
-        i64::try_from(self.0.get()).expect("UserId::new keeps ids within i64")
+    /// The subject, as the token wrote it and the database keeps it.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
 impl fmt::Display for UserId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        f.write_str(&self.0)
     }
 }
 
-/// Subjects that are not the canonical decimal of a positive user id (the tests' corpus).
+impl Serialize for UserId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// A user id as written by this release (a string) or by the releases before subjects were
+/// opaque (a positive number: its decimal is the same user), so records saved by either read.
+impl<'de> Deserialize<'de> for UserId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UserId, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Subject(String),
+            Number(u64),
+        }
+        match Written::deserialize(deserializer)? {
+            Written::Subject(subject) => {
+                UserId::from_subject(&subject).map_err(serde::de::Error::custom)
+            }
+            Written::Number(number) => Ok(UserId::numbered(number)),
+        }
+    }
+}
+
+/// Subjects that are not user ids, each with the reason (the tests' corpus).
 #[cfg(test)]
-pub(crate) const NOT_USER_IDS: [&str; 13] = [
-    "asha",
-    "0",
-    "-3",
-    "042",
-    "+42",
-    " 42",
-    "42 ",
-    "4.2e1",
-    "42.0",
-    "0x2a",
-    "",
-    "9223372036854775808",
-    "18446744073709551616",
+pub(crate) const NOT_USER_IDS: [(&str, SubjectError); 6] = [
+    ("", SubjectError::Empty),
+    (" 42", SubjectError::BadCharacter),
+    ("auth0|a b", SubjectError::BadCharacter),
+    ("asha\n", SubjectError::BadCharacter),
+    ("müller", SubjectError::BadCharacter),
+    ("\u{7f}", SubjectError::BadCharacter),
 ];
 
 #[cfg(test)]
@@ -74,17 +113,64 @@ mod tests {
 
     use super::*;
 
+    /// Subjects as identity providers issue them.
+    const PROVIDERS_SUBJECTS: [&str; 6] = [
+        "42",
+        "042",
+        "auth0|64b1f3a2c9e77d0012345678",
+        "google-oauth2|104857392019283746512",
+        "Xq3fGk9LmP2rTn8VwZy4Ab1CdE7h",
+        "8e03978e-40d5-43e8-bc93-6894a57f9324",
+    ];
+
     #[test]
-    fn only_the_canonical_decimal_of_a_positive_id_is_a_user() {
-        for sub in NOT_USER_IDS {
-            assert_eq!(UserId::from_subject(sub), None, "{sub:?}");
+    fn providers_subjects_are_users_as_written() {
+        for subject in PROVIDERS_SUBJECTS {
+            let user = UserId::from_subject(subject).expect(subject);
+            assert_eq!(user.as_str(), subject);
+            assert_eq!(user.to_string(), subject);
         }
-        for (sub, id) in [
-            ("1", 1),
-            ("42", 42),
-            ("9223372036854775807", i64::MAX as u64),
-        ] {
-            assert_eq!(UserId::from_subject(sub), UserId::new(id), "{sub}");
+        // Compared byte for byte: no number is read out of a subject.
+        assert_ne!(
+            UserId::from_subject("042").expect("valid"),
+            UserId::from_subject("42").expect("valid")
+        );
+        let longest = "a".repeat(MAX_SUBJECT_LEN);
+        assert!(UserId::from_subject(&longest).is_ok());
+    }
+
+    #[test]
+    fn a_subject_that_is_not_a_user_says_why() {
+        for (subject, why) in NOT_USER_IDS {
+            assert_eq!(UserId::from_subject(subject), Err(why), "{subject:?}");
         }
+        let too_long = "a".repeat(MAX_SUBJECT_LEN + 1);
+        assert_eq!(UserId::from_subject(&too_long), Err(SubjectError::TooLong));
+    }
+
+    #[test]
+    fn numbered_users_are_their_decimal_subjects() {
+        assert_eq!(
+            UserId::numbered(42),
+            UserId::from_subject("42").expect("valid")
+        );
+    }
+
+    #[test]
+    fn written_as_a_string_and_read_from_a_string_or_an_older_number() {
+        let user = UserId::from_subject("auth0|7").expect("valid");
+        assert_eq!(
+            serde_json::to_string(&user).expect("writes"),
+            r#""auth0|7""#
+        );
+        assert_eq!(
+            serde_json::from_str::<UserId>(r#""auth0|7""#).ok(),
+            Some(user)
+        );
+        assert_eq!(
+            serde_json::from_str::<UserId>("42").ok(),
+            Some(UserId::numbered(42))
+        );
+        assert!(serde_json::from_str::<UserId>(r#""""#).is_err());
     }
 }

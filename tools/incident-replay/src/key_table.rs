@@ -20,6 +20,9 @@ pub struct KeyTable {
     pool: PgPool,
 }
 
+/// A numbered user's number, or NULL for any other subject.
+const NUMBER: &str = "CASE WHEN user_id ~ '^[0-9]{1,18}$' THEN user_id::bigint END";
+
 impl KeyTable {
     /// Connects to the backend's database.
     pub async fn connect(database_url: &str) -> anyhow::Result<KeyTable> {
@@ -32,22 +35,24 @@ impl KeyTable {
         Ok(KeyTable { pool })
     }
 
-    /// The first user id above every user with a key.
+    /// The first user number above every numbered user with a key (the replay's users are
+    /// numbered; a subject that is not a number is another's, and skipped).
     pub async fn next_free_user_id(&self) -> anyhow::Result<u64> {
-        let highest: i64 =
-            sqlx::query_scalar("SELECT COALESCE(max(user_id), 0)::bigint FROM idempotency_keys")
-                .fetch_one(&self.pool)
-                .await
-                .context("reading the highest user id")?;
+        let highest: i64 = sqlx::query_scalar(&format!(
+            "SELECT COALESCE(max({NUMBER}), 0) FROM idempotency_keys"
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .context("reading the highest user id")?;
         Ok(u64::try_from(highest).unwrap_or(0) + 1)
     }
 
     /// Keys of users `first..=last` that are not finished.
     pub async fn unresolved(&self, first: u64, last: u64) -> anyhow::Result<u64> {
-        let count: i64 = sqlx::query_scalar(
+        let count: i64 = sqlx::query_scalar(&format!(
             "SELECT count(*) FROM idempotency_keys \
-             WHERE user_id BETWEEN $1 AND $2 AND state IN ('started', 'unknown')",
-        )
+             WHERE {NUMBER} BETWEEN $1 AND $2 AND state IN ('started', 'unknown')"
+        ))
         .bind(i64::try_from(first).context("user id too large")?)
         .bind(i64::try_from(last).context("user id too large")?)
         .fetch_one(&self.pool)

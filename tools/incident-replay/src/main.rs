@@ -255,8 +255,7 @@ async fn replay_one(
         .customers
         .iter()
         .map(|customer| {
-            let user =
-                UserId::new(first_user + customer.index as u64).context("user ids ran out")?;
+            let user = UserId::numbered(first_user + customer.index as u64);
             Ok((customer.arrival, Payer::new(user, customer)))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

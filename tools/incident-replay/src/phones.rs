@@ -98,7 +98,7 @@ impl Payer {
     pub fn new(user: UserId, customer: &Customer) -> Payer {
         Payer {
             index: customer.index,
-            user,
+            user: user.clone(),
             bill: format!("elec-{user}"),
             vpa: format!("customer{user}@okbank"),
             amount_paise: customer.amount_paise,
@@ -204,7 +204,7 @@ impl Phones {
 
     /// (a) and (b): try, give up after the timeout, pause, try again; stop at a final reply.
     async fn plain_retries(&self, payer: &Payer, new_key_each_time: bool) -> Tries {
-        let token = self.token(payer.user);
+        let token = self.token(payer.user.clone());
         let url = format!("{}/v1/bills/{}/pay", self.api, payer.bill);
         let body = serde_json::json!({"amount_paise": payer.amount_paise, "payer_vpa": payer.vpa});
         let mut in_progress_409s = 0;
@@ -251,13 +251,17 @@ impl Phones {
         payer: &Payer,
         prefer_wait: Option<Duration>,
     ) -> anyhow::Result<Tries> {
-        let transport = HttpTransport::new(self.http.clone(), &self.api, &self.token(payer.user));
+        let transport = HttpTransport::new(
+            self.http.clone(),
+            &self.api,
+            &self.token(payer.user.clone()),
+        );
         let config = ClientRules {
             attempt_timeout: self.timeout,
             prefer_wait,
             ..ClientRules::default()
         };
-        let phone = PaymentsClient::new(payer.user, transport, self.store.clone(), config)
+        let phone = PaymentsClient::new(payer.user.clone(), transport, self.store.clone(), config)
             .with_clock(self.clock)
             .with_jitter(Seeded::new(self.seed.rotate_left(32) ^ payer.index as u64));
         let body = PayBillRequest {

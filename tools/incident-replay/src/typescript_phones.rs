@@ -49,7 +49,7 @@ pub async fn pay_all(
         .map(|(arrival, payer)| {
             json!({
                 "index": payer.index,
-                "user": payer.user.get().to_string(),
+                "user": payer.user.to_string(),
                 "bill": payer.bill,
                 "vpa": payer.vpa,
                 "amount_paise": payer.amount_paise,

@@ -40,6 +40,7 @@ async fn start_backend(database_url: &str, bank: &RunningBank, policy: Policy) -
         bank_ca_file: None,
         listen_addr: "127.0.0.1:0".parse().expect("address"),
         admin_addr: "127.0.0.1:0".parse().expect("address"),
+        cors_allowed_origins: Default::default(),
         // The replay needs no operator console.
         identity: Identity::with_secrets(SECRET, None),
         // The machine's one PostgreSQL server.

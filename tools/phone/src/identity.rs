@@ -48,12 +48,12 @@ impl Identity {
                 Ok((user_in_token(&token)?, token))
             }
             (None, Some(user)) => {
-                let user = UserId::new(user).context("--user must be a positive integer")?;
+                let user = UserId::numbered(user);
                 let secret = read_secret(SECRET_SETTING, &lookup)?.with_context(|| {
                     format!("--user needs the backend's development secret in {SECRET_SETTING}")
                 })?;
                 let exp = time::OffsetDateTime::now_utc().unix_timestamp() + DEV_TOKEN_HOURS * 3600;
-                let token = sign_token(user, exp, secret.expose_secret().as_bytes());
+                let token = sign_token(user.clone(), exp, secret.expose_secret().as_bytes());
                 Ok((user, token))
             }
             (None, None) => bail!(
@@ -75,11 +75,10 @@ fn user_in_token(token: &str) -> anyhow::Result<UserId> {
         .context("the token's claims are not base64url")?;
     let claims: serde_json::Value =
         serde_json::from_slice(&claims).context("the token's claims are not JSON")?;
-    claims["sub"]
+    let subject = claims["sub"]
         .as_str()
-        .and_then(|sub| sub.parse().ok())
-        .and_then(UserId::new)
-        .context("the token's `sub` is not a positive integer user id")
+        .context("the token has no string `sub`")?;
+    UserId::from_subject(subject).context("the token's `sub` is not a user id")
 }
 
 #[cfg(test)]
@@ -104,7 +103,7 @@ mod tests {
         let (user, token) = with_user
             .resolve(environment(&[(SECRET_SETTING, SECRET.to_owned())]))
             .expect("signs");
-        assert_eq!(user.get(), 42);
+        assert_eq!(user.as_str(), "42");
         assert_eq!(user_in_token(&token).expect("reads"), user);
         assert!(user_in_token("not-a-token").is_err());
 
@@ -112,7 +111,7 @@ mod tests {
         let (user, same) = with_token
             .resolve(environment(&[(TOKEN_SETTING, token.clone())]))
             .expect("reads the token");
-        assert_eq!((user.get(), same), (42, token));
+        assert_eq!((user.as_str(), same), ("42", token));
     }
 
     #[test]

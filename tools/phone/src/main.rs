@@ -173,7 +173,7 @@ async fn connect(cli: &Cli, store: FileStore) -> anyhow::Result<PaymentsClient<H
     };
     let (user, token) = cli.identity.resolve(process_environment)?;
     let transport = HttpTransport::new(reqwest::Client::new(), &cli.api, &token);
-    let phone = PaymentsClient::new(user, transport, store, config);
+    let phone = PaymentsClient::new(user.clone(), transport, store, config);
     let pending = phone.pending().await?.len();
     if pending > 0 && !matches!(cli.command, Command::Resume) {
         eprintln!(

@@ -75,7 +75,7 @@ fn saved_json(saved: &SavedAction) -> Value {
     let action = saved.action();
     json!({
         "key": saved.key().to_string(),
-        "user": saved.user().get(),
+        "user": saved.user().as_str(),
         "started_at": started_at(saved),
         "operation": action.operation().name(),
         "path": action.path(),

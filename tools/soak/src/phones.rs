@@ -141,7 +141,6 @@ impl Population {
         calling: Arc<std::sync::atomic::AtomicBool>,
     ) -> anyhow::Result<()> {
         let mut random = StdRng::seed_from_u64(seed ^ user.rotate_left(17));
-        let user_id = UserId::new(user).context("user ids start at 1")?;
         let mut action = 0;
         while calling.load(std::sync::atomic::Ordering::SeqCst) {
             action += 1;
@@ -149,12 +148,12 @@ impl Population {
             let amount = random.random_range(100..=100_000);
             let body = json!({ "amount_paise": amount, "payer_vpa": format!("user{user}@okbank") });
             let paid = self
-                .act(user_id, Operation::PayBill, &bill, amount, &body)
+                .act(user, Operation::PayBill, &bill, amount, &body)
                 .await?;
             if let Some(payment_id) = paid.filter(|_| random.random_bool(0.3)) {
                 let half = (amount / 2).max(1);
                 self.act(
-                    user_id,
+                    user,
                     Operation::RefundPayment,
                     &payment_id,
                     half,
@@ -165,7 +164,7 @@ impl Population {
                     // More than remains: must be refused, never paid out.
                     let too_much = amount - half + 1;
                     self.act(
-                        user_id,
+                        user,
                         Operation::RefundPayment,
                         &payment_id,
                         too_much,
@@ -182,18 +181,21 @@ impl Population {
     /// One action to its ending, recorded; the payment's id when it was paid.
     async fn act(
         &self,
-        user: UserId,
+        user: u64,
         operation: Operation,
         target: &str,
         amount_paise: u64,
         body: &Value,
     ) -> anyhow::Result<Option<String>> {
         let started = Instant::now();
+        let user_id = UserId::numbered(user);
         let (ending, attempts, events, key) = match self.client {
-            ClientKind::RuleFollowing => self.with_library(user, operation, target, body).await?,
+            ClientKind::RuleFollowing => {
+                self.with_library(user_id, operation, target, body).await?
+            }
             ClientKind::KeyPerRetry => {
                 let (ending, attempts, events) = self
-                    .with_new_key_per_retry(user, operation, target, body)
+                    .with_new_key_per_retry(user_id, operation, target, body)
                     .await;
                 (ending, attempts, events, None)
             }
@@ -205,7 +207,7 @@ impl Population {
             _ => None,
         };
         self.lock().actions.push(ActionRecord {
-            user: user.as_i64().unsigned_abs(),
+            user,
             operation,
             target: target.to_owned(),
             amount_paise,
@@ -276,7 +278,7 @@ impl Population {
             .map(|action| action.user)
             .collect();
         for user in users {
-            let phone = self.library_phone(UserId::new(user).context("a phone's user")?);
+            let phone = self.library_phone(UserId::numbered(user));
             for completion in phone.resume_all(&|_: &Event| {}).await? {
                 let key = completion.key.to_string();
                 let mut tally = self.lock();
@@ -296,7 +298,8 @@ impl Population {
     }
 
     fn library_phone(&self, user: UserId) -> PaymentsClient<HttpTransport> {
-        let transport = HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user));
+        let transport =
+            HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user.clone()));
         PaymentsClient::new(user, transport, self.store.clone(), client_config())
     }
 
@@ -319,7 +322,7 @@ impl Population {
             let sent = self
                 .http
                 .post(format!("{}{path}", self.api_url))
-                .bearer_auth(self.token(user))
+                .bearer_auth(self.token(user.clone()))
                 .header(KEY_HEADER, key.to_header_value())
                 .json(body)
                 .timeout(Duration::from_secs(3))

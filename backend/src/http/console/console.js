@@ -19,7 +19,7 @@
   var API = '/admin/api';
   var SCREENS = ['customer', 'queue', 'check'];
   var TITLE = 'Operator console';
-  var CUSTOMER_ID = /^\d{1,19}$/;
+  var CUSTOMER_ID = /^[!-~]{1,255}$/;   // a user: the identity provider's subject (SPEC §3)
   var MAX_REASON_LENGTH = 500;   // the API's bound on an operator's reason
 
   var EVENT_LABELS = {
@@ -427,7 +427,7 @@
       input.removeAttribute('aria-invalid');
       return id;
     }
-    var text = id ? 'A customer id is a whole number, like 42.' : 'Enter a customer id.';
+    var text = id ? 'A customer id is the sign-in subject: up to 255 characters, no spaces.' : 'Enter a customer id.';
     input.setAttribute('aria-invalid', 'true');
     setMessage(screen, 'error', el('p', null, text));
     announce(text);

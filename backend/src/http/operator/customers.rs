@@ -32,15 +32,15 @@ pub async fn customer(
     let page = page_of(query, "before", movement_cursor)?;
     record_read(&state, &asking, "payments, refunds and keys").await?;
     let reads = state.operator_reads();
-    let movements = reads.customer_movements(asking.user.as_i64(), page).await?;
+    let movements = reads.customer_movements(asking.user.clone(), page).await?;
     let claims: Vec<Uuid> = movements.items.iter().map(|movement| movement.id).collect();
-    let (keys, events) = reads.customer_claims(asking.user.as_i64(), &claims).await?;
+    let (keys, events) = reads.customer_claims(asking.user.clone(), &claims).await?;
     let own_page = Page {
         from: None,
         limit: DEFAULT_LIMIT,
     };
     let own = reads
-        .customer_trail(asking.user.as_i64(), TrailOf::CustomerOnly, own_page)
+        .customer_trail(asking.user.clone(), TrailOf::CustomerOnly, own_page)
         .await?;
     let events_complete =
         i64::try_from(events.len()).unwrap_or(i64::MAX) < crate::store::CLAIM_EVENTS_LIMIT;
@@ -52,7 +52,7 @@ pub async fn customer(
         .collect();
     let own_events: Vec<Value> = own.items.iter().rev().map(event_json).collect();
     Ok(Json(json!({
-        "user_id": asking.user.get().to_string(),
+        "user_id": asking.user.to_string(),
         "actions": actions,
         "next": movements.next.as_ref().map(movement_cursor_text),
         "events_complete": events_complete,
@@ -71,11 +71,11 @@ pub async fn trail(
     record_read(&state, &asking, "trail").await?;
     let trail = state
         .operator_reads()
-        .customer_trail(asking.user.as_i64(), TrailOf::Everything, page)
+        .customer_trail(asking.user.clone(), TrailOf::Everything, page)
         .await?;
     let events: Vec<Value> = trail.items.iter().map(event_json).collect();
     Ok(Json(json!({
-        "user_id": asking.user.get().to_string(),
+        "user_id": asking.user.to_string(),
         "events": events,
         "next": trail.next.map(|id| id.to_string()),
     })))

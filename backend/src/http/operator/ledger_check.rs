@@ -83,7 +83,7 @@ pub async fn ledger_check(
     body: Body,
 ) -> Result<Json<Value>, Error> {
     let action = action_of(&state, &asking, body).await?;
-    let Some(_running) = state.ledger_checks.begin(asking.user.as_i64()) else {
+    let Some(_running) = state.ledger_checks.begin(asking.user.clone()) else {
         return Err(Problem::new(
             ProblemKind::RequestInProgress,
             "A ledger check of this customer is running; look at its result when it ends.",
@@ -98,7 +98,7 @@ pub async fn ledger_check(
     let unread_left = loop {
         let movements = state
             .operator_reads()
-            .customer_movements(asking.user.as_i64(), page)
+            .customer_movements(asking.user.clone(), page)
             .await?;
         let asked: Vec<Entry> = stream::iter(movements.items)
             .map(|ours| ask(state.clone(), ours))
@@ -132,7 +132,7 @@ pub async fn ledger_check(
     );
     let cause = asking.cause(action);
     let checked = NewEvent::of_customer(
-        asking.user.as_i64(),
+        asking.user.clone(),
         EventKind::LedgerChecked,
         detail,
         &cause,
@@ -140,7 +140,7 @@ pub async fn ledger_check(
     state.trail_writes().append_event(&checked).await?;
     let entries_json: Vec<Value> = entries.iter().map(entry_json).collect();
     Ok(Json(json!({
-        "user_id": asking.user.get().to_string(),
+        "user_id": asking.user.to_string(),
         "checked_at": rfc3339(OffsetDateTime::now_utc()),
         "movements_checked": entries.len(),
         "complete": complete,

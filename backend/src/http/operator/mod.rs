@@ -131,7 +131,7 @@ impl FromRequestParts<AppState> for CustomerRequest {
             operator: operator.ok_or(Error::Misrouted("an operator"))?,
             request_id: request_id.ok_or(Error::Misrouted("a request id"))?,
             trace_id: trace_id.ok_or(Error::Misrouted("a trace id"))?,
-            user: UserId::from_subject(first).ok_or_else(no_such_customer)?,
+            user: UserId::from_subject(first).map_err(|_| no_such_customer())?,
         })
     }
 }
@@ -207,7 +207,7 @@ async fn record_read(state: &AppState, asking: &CustomerRequest, what: &str) -> 
         reason: None,
     };
     let read = NewEvent::of_customer(
-        asking.user.as_i64(),
+        asking.user.clone(),
         EventKind::CustomerViewed,
         format!("read the customer's {what}"),
         &asking.cause(reader),

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
-use shared::Problem;
+use shared::{Problem, UserId};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -79,13 +79,13 @@ pub fn movement_cursor(text: &str) -> Option<MovementCursor> {
     })
 }
 
-/// A queue cursor as text: `MICROS_USER_UUID`.
+/// A queue cursor as text: `MICROS_UUID_USER`, the user last, as a subject may hold `_`.
 pub fn queue_cursor_text(cursor: &QueueCursor) -> String {
     format!(
         "{}_{}_{}",
         micros(cursor.claimed_at),
-        cursor.user_id,
-        cursor.key
+        cursor.key,
+        cursor.user_id
     )
 }
 
@@ -94,8 +94,8 @@ pub fn queue_cursor(text: &str) -> Option<QueueCursor> {
     let mut parts = text.splitn(3, '_');
     Some(QueueCursor {
         claimed_at: from_micros(parts.next()?)?,
-        user_id: parts.next()?.parse().ok()?,
         key: Uuid::parse_str(parts.next()?).ok()?,
+        user_id: UserId::from_subject(parts.next()?).ok()?,
     })
 }
 
@@ -126,7 +126,7 @@ mod tests {
         );
         let queued = QueueCursor {
             claimed_at: at,
-            user_id: 42,
+            user_id: UserId::from_subject("auth0|4_2").expect("a subject"),
             key: Uuid::from_u128(7),
         };
         assert_eq!(queue_cursor(&queue_cursor_text(&queued)), Some(queued));

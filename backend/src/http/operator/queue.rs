@@ -105,12 +105,12 @@ pub async fn ask_bank(
     body: Body,
 ) -> Result<Json<Value>, Error> {
     let key = KeyRef {
-        user: asking.user,
+        user: asking.user.clone(),
         key: Uuid::parse_str(&key).map_err(|_| no_such_key())?,
     };
     let action = action_of(&state, &asking, body).await?;
     let cause = asking.cause(action);
-    let Some(leased) = state.leases().lease_key(key, Some(&cause)).await? else {
+    let Some(leased) = state.leases().lease_key(key.clone(), Some(&cause)).await? else {
         return nothing_to_ask(&state, key).await;
     };
     let result = match resolve_leased(&state, leased, &cause).await? {
@@ -125,7 +125,7 @@ pub async fn ask_bank(
 
 /// The key is not to be had: finished (or past its checks), held by someone, or not there.
 async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Error> {
-    let Some(stored) = state.claims().load_key(key).await? else {
+    let Some(stored) = state.claims().load_key(key.clone()).await? else {
         return Err(no_such_key());
     };
     if stored.record.state == KeyState::Done || stored.record.state == KeyState::Released {
@@ -143,7 +143,7 @@ async fn nothing_to_ask(state: &AppState, key: KeyRef) -> Result<Json<Value>, Er
 async fn reply(state: &AppState, key: KeyRef, result: &str) -> Result<Json<Value>, Error> {
     let stored = state
         .claims()
-        .load_key(key)
+        .load_key(key.clone())
         .await?
         .ok_or_else(no_such_key)?;
     let movement = state

@@ -36,6 +36,8 @@ use super::types::{
     PaymentRow, RefundRow, SavedMovement, StoredKey,
 };
 use crate::domain::{Cause, EventKind, NewEvent, RequestId};
+use crate::store::columns::Subject;
+use shared::UserId;
 
 /// The two writes that differ between PostgreSQL (`claims/postgres.rs`) and SQLite
 /// (`claims/sqlite.rs`).
@@ -84,7 +86,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     ) -> Result<ClaimResult, StoreError> {
         let claimed = D::claim_key_with_pending_payment(
             &self.writer,
-            key,
+            key.clone(),
             (fingerprint, payment),
             claim.lease(),
             cause,
@@ -115,10 +117,11 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         claim: ClaimToken,
         cause: &Cause,
     ) -> Result<ClaimResult, StoreError> {
-        let user_id = key.user.as_i64();
+        let user_id = key.user.clone();
         let mut tx = D::begin_write(&self.pool).await?;
         let Some((paid, debit_reference)) =
-            movements::lock_succeeded_payment::<D>(&mut tx, user_id, refund.payment_id).await?
+            movements::lock_succeeded_payment::<D>(&mut tx, user_id.clone(), refund.payment_id)
+                .await?
         else {
             // A retry of a finished refund still replays: look at the key first.
             return Ok(match keys::select_key::<D>(&mut tx, key).await? {
@@ -127,7 +130,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             });
         };
         let started = StartedKey {
-            key,
+            key: key.clone(),
             movement: (Operation::RefundPayment, refund.refund_id),
             fingerprint,
             claim: claim.lease(),
@@ -140,13 +143,15 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             return Ok(existing.map_or(ClaimResult::Vanished, ClaimResult::Existing));
         };
         let committed =
-            movements::committed_refunds_total::<D>(&mut tx, user_id, refund.payment_id).await?;
+            movements::committed_refunds_total::<D>(&mut tx, user_id.clone(), refund.payment_id)
+                .await?;
         let remaining_paise = paid - committed;
         if refund.amount_paise > remaining_paise {
             return Ok(ClaimResult::ExceedsRemaining { remaining_paise });
         }
         let row =
-            movements::insert_pending_refund::<D>(&mut tx, key, refund, debit_reference).await?;
+            movements::insert_pending_refund::<D>(&mut tx, key.clone(), refund, debit_reference)
+                .await?;
         let claimed = NewEvent::of_claim(
             (user_id, key.key, refund.refund_id),
             EventKind::Claimed,
@@ -174,7 +179,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         movement_id: Uuid,
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut conn = self.pool.acquire().await?;
-        movements::select::<D>(&mut conn, operation, key.user.as_i64(), movement_id).await
+        movements::select::<D>(&mut conn, operation, key.user.clone(), movement_id).await
     }
 
     #[tracing::instrument(skip_all, fields(user_id = %key.user, key = %key.key))]
@@ -188,7 +193,7 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     ) -> Result<Option<Finished>, StoreError> {
         let movement = (operation, movement_id);
         let finished =
-            D::finish_movement_and_key(&self.writer, key, movement, result, cause).await?;
+            D::finish_movement_and_key(&self.writer, key.clone(), movement, result, cause).await?;
         self.changes.announce(key);
         Ok(finished)
     }
@@ -205,12 +210,12 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
                       may still reach the bank";
         let mut tx = D::begin_write(&self.pool).await?;
         let claim = (movement_id, claim);
-        let moved = keys::set_unknown::<D>(&mut tx, key, claim, first_check_in).await?;
+        let moved = keys::set_unknown::<D>(&mut tx, key.clone(), claim, first_check_in).await?;
         if !moved {
             return Ok(false);
         }
         let event = claim_event(
-            key,
+            key.clone(),
             movement_id,
             (EventKind::BankReplyUnknown, detail),
             cause,
@@ -230,10 +235,15 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     ) -> Result<(), StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
         let claim = (movement_id, claim);
-        if keys::release_unsent_claim::<D>(&mut tx, key, claim, stuck_after).await? {
+        if keys::release_unsent_claim::<D>(&mut tx, key.clone(), claim, stuck_after).await? {
             let detail = "no bank call was sent, or the bank did not execute it; a retry claims \
                           the key again";
-            let event = claim_event(key, movement_id, (EventKind::Released, detail), cause);
+            let event = claim_event(
+                key.clone(),
+                movement_id,
+                (EventKind::Released, detail),
+                cause,
+            );
             events::append::<D>(&mut tx, &event).await?;
         }
         self.commit_announced(tx, key).await
@@ -249,15 +259,21 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
     ) -> Result<Option<SavedMovement>, StoreError> {
         let mut tx = D::begin_write(&self.pool).await?;
         let Some((operation, movement_id)) =
-            keys::reclaim_released_key::<D>(&mut tx, key, fingerprint, claim.lease()).await?
+            keys::reclaim_released_key::<D>(&mut tx, key.clone(), fingerprint, claim.lease())
+                .await?
         else {
             return Ok(None);
         };
         let detail = "the retry calls the bank again under the claim's reference";
-        let event = claim_event(key, movement_id, (EventKind::ClaimedAgain, detail), cause);
+        let event = claim_event(
+            key.clone(),
+            movement_id,
+            (EventKind::ClaimedAgain, detail),
+            cause,
+        );
         events::append::<D>(&mut tx, &event).await?;
         let movement =
-            movements::select::<D>(&mut tx, operation, key.user.as_i64(), movement_id).await?;
+            movements::select::<D>(&mut tx, operation, key.user.clone(), movement_id).await?;
         tx.commit().await?;
         Ok(movement)
     }
@@ -278,12 +294,13 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
 
     async fn load_payment_with_refunds(
         &self,
-        user_id: i64,
+        user_id: UserId,
         payment_id: Uuid,
     ) -> Result<Option<(PaymentRow, Vec<RefundRow>)>, StoreError> {
         let mut conn = self.pool.acquire().await?;
         let payment =
-            movements::select::<D>(&mut conn, Operation::PayBill, user_id, payment_id).await?;
+            movements::select::<D>(&mut conn, Operation::PayBill, user_id.clone(), payment_id)
+                .await?;
         let Some(SavedMovement::Payment(payment)) = payment else {
             return Ok(None);
         };
@@ -337,7 +354,7 @@ fn finish_query<'q, D: Db>(
     let request_id = request_id_of(cause);
     sqlx::query(sql)
         .arg(movement_id)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(Label(status))
         .arg(reason.map(str::to_owned))
         .arg(key.key)

@@ -120,9 +120,9 @@ impl ClaimWrites for Postgres {
         cause: &Cause,
     ) -> Result<Option<Finished>, StoreError> {
         let sql = finish_statement(operation);
-        let query = finish_query(&sql, key, movement_id, result, cause)
+        let query = finish_query(&sql, key.clone(), movement_id, result, cause)
             .arg(key_changes::CHANNEL.to_owned())
-            .arg(key_changes::payload(key));
+            .arg(key_changes::payload(key.clone()));
         let mut conn = writer.acquire().await?;
         let Some(row) = Postgres::fetch_optional(&mut conn, query).await? else {
             let mut tx = Connection::begin(&mut *conn).await?;

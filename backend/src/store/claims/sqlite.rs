@@ -116,7 +116,7 @@ impl ClaimWrites for Sqlite {
                 Box::pin(async move {
                     let (rows, conn) = opening
                         .fetch_all(&finish_statements(operation), |sql| {
-                            finish_query(sql, key, movement_id, &result, &cause)
+                            finish_query(sql, key.clone(), movement_id, &result, &cause)
                         })
                         .await?;
                     let (moved, key_now) = match rows.as_slice() {

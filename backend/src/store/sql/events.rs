@@ -12,9 +12,11 @@ use uuid::Uuid;
 
 use super::operator_reads::{Page, Paged, TrailOf};
 use crate::domain::{EventKind, NewEvent, Observed, TraceId};
+use crate::store::columns::Subject;
 use crate::store::columns::{Label, Span, Timestamp, TrailRequestId};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
+use shared::UserId;
 
 const COLUMNS: &str = "user_id, key, resource_id, at, event, detail, request_id, operator, reason, \
                        repeats, trace_id, request_id_text";
@@ -61,7 +63,7 @@ fn bind_event<'q, D: Db>(
     };
     let request_id = TrailRequestId::of(event.request_id.as_deref());
     query
-        .arg(event.user_id)
+        .arg(Subject::of(&event.user_id))
         .arg(event.key)
         .arg(event.movement_id)
         .arg(Label(event.kind))
@@ -105,7 +107,7 @@ pub struct StoredEvent {
 /// written), at most `limit`.
 pub async fn select_of_claims<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     movement_ids: &[Uuid],
     limit: i64,
 ) -> Result<Vec<StoredEvent>, StoreError> {
@@ -117,7 +119,7 @@ pub async fn select_of_claims<D: Db>(
         "SELECT {READ_COLUMNS} FROM key_trail WHERE user_id = $1 AND resource_id IN ({ids}) \
          ORDER BY event_id LIMIT $2"
     );
-    let mut query = sqlx::query(&sql).arg(user_id).arg(limit);
+    let mut query = sqlx::query(&sql).arg(Subject::of(&user_id)).arg(limit);
     for id in movement_ids {
         query = query.arg(*id);
     }
@@ -128,7 +130,7 @@ pub async fn select_of_claims<D: Db>(
 /// A page of `user_id`'s trail, newest first: every event, or only the customer's own.
 pub async fn select_trail<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     of: TrailOf,
     page: Page<i64>,
 ) -> Result<Paged<StoredEvent, i64>, StoreError> {
@@ -144,7 +146,9 @@ pub async fn select_trail<D: Db>(
         "SELECT {READ_COLUMNS} FROM key_trail WHERE user_id = $1 {only_own} {before} \
          ORDER BY event_id DESC LIMIT $2"
     );
-    let mut query = sqlx::query(&sql).arg(user_id).arg(page.fetch());
+    let mut query = sqlx::query(&sql)
+        .arg(Subject::of(&user_id))
+        .arg(page.fetch());
     if let Some(before) = page.from {
         query = query.arg(before);
     }

@@ -9,6 +9,7 @@ use shared::{Fingerprint, KeyState, Operation, StoredRecord};
 use sqlx::query::Query;
 use uuid::Uuid;
 
+use crate::store::columns::Subject;
 use crate::store::columns::{Label, Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
@@ -138,7 +139,7 @@ pub fn stored_key_from_row<D: Db>(row: &D::Row) -> Result<StoredKey, StoreError>
 }
 
 /// A key about to be claimed: what the insert writes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StartedKey<'a> {
     /// Whose key, and which.
     pub key: KeyRef,
@@ -173,7 +174,7 @@ pub fn bind_started<'q, D: Db>(
 ) -> Query<'q, D, D::Arguments<'q>> {
     let (operation, movement_id) = started.movement;
     query
-        .arg(started.key.user.as_i64())
+        .arg(Subject::of(&started.key.user))
         .arg(started.key.key)
         .arg(Label(operation))
         .arg(started.fingerprint.as_bytes().to_vec())

@@ -12,6 +12,7 @@ use uuid::Uuid;
 pub use super::key_row::stored_key_from_row;
 use super::key_row::{StartedKey, bind_started, insert_started, read_columns};
 use super::movements::saved_movement_from_joined_row;
+use crate::store::columns::Subject;
 use crate::store::columns::{Label, Span, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
@@ -24,7 +25,7 @@ pub async fn select_key<D: Db>(
     key: KeyRef,
 ) -> Result<Option<StoredKey>, StoreError> {
     let sql = select_key_statement::<D>();
-    let query = sqlx::query(&sql).arg(key.user.as_i64()).arg(key.key);
+    let query = sqlx::query(&sql).arg(Subject::of(&key.user)).arg(key.key);
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };
@@ -86,7 +87,7 @@ pub async fn set_done<D: Db>(
         read_columns::<D>("")
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(movement_id);
     let row = D::fetch_optional(conn, query).await?;
@@ -123,7 +124,7 @@ pub async fn set_unknown<D: Db>(
         let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(movement_id)
         .arg(Span(first_check_in))
@@ -161,7 +162,7 @@ pub async fn reclaim_released_key<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(fingerprint.as_bytes().to_vec())
         .arg(claim.owner)
@@ -190,7 +191,7 @@ pub async fn delete_expired_key<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(Timestamp(created_at));
     Ok(D::execute(conn, query).await? == 1)
@@ -260,7 +261,7 @@ pub async fn lease_key<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(lease.owner)
         .arg(Span(lease.lasts));
@@ -281,7 +282,7 @@ pub async fn renew_claim<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(claim.owner)
         .arg(Span(claim.lasts));
@@ -360,7 +361,7 @@ pub async fn end_lease<D: Db>(
         "UPDATE idempotency_keys SET lease_owner = NULL, lease_until = NULL \
          WHERE user_id = $1 AND key = $2 AND lease_owner = $3",
     )
-    .arg(key.user.as_i64())
+    .arg(Subject::of(&key.user))
     .arg(key.key)
     .arg(owner);
     Ok(D::execute(conn, query).await? == 1)
@@ -384,7 +385,7 @@ pub async fn schedule_lookup<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(owner)
         .arg(failed)
@@ -408,7 +409,7 @@ pub async fn count_status_check<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(owner)
         .arg(i16::try_from(at_most).unwrap_or(i16::MAX));
@@ -435,7 +436,7 @@ pub async fn await_settlement<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(movement_id)
         .arg(owner)
@@ -465,7 +466,7 @@ pub async fn set_released<D: Db>(
         now = D::NOW
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(movement_id)
         .arg(owner)
@@ -494,7 +495,7 @@ pub async fn release_unsent_claim<D: Db>(
         let_go = let_go_of_claim("$5"),
     );
     let query = sqlx::query(&sql)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(key.key)
         .arg(movement_id)
         .arg(Span(stuck_after))
@@ -513,7 +514,7 @@ pub async fn end_checks<D: Db>(
         "UPDATE idempotency_keys SET next_lookup_at = NULL \
          WHERE user_id = $1 AND key = $2 AND resource_id = $3 AND state = 'released'",
     )
-    .arg(key.user.as_i64())
+    .arg(Subject::of(&key.user))
     .arg(key.key)
     .arg(movement_id);
     D::execute(conn, query).await?;
@@ -523,30 +524,26 @@ pub async fn end_checks<D: Db>(
 /// The key whose claim made the movement `movement_id` of `user_id`, if it is still kept.
 pub async fn key_of_movement<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     movement_id: Uuid,
 ) -> Result<Option<KeyRef>, StoreError> {
     let query =
         sqlx::query("SELECT key FROM idempotency_keys WHERE user_id = $1 AND resource_id = $2")
-            .arg(user_id)
+            .arg(Subject::of(&user_id))
             .arg(movement_id);
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };
-    let user = UserId::from_i64(user_id)
-        .ok_or_else(|| StoreError::Corrupt(format!("user_id {user_id} is not positive")))?;
     Ok(Some(KeyRef {
-        user,
+        user: user_id,
         key: Fields::<D>::of(&row).get("key")?,
     }))
 }
 
 fn leased_key_from_row<D: Db>(row: &D::Row) -> Result<(KeyRef, StoredKey), StoreError> {
     let fields = Fields::<D>::of(row);
-    let user: i64 = fields.get("user_id")?;
     let key = KeyRef {
-        user: UserId::from_i64(user)
-            .ok_or_else(|| StoreError::Corrupt(format!("user_id {user} is not positive")))?,
+        user: fields.get::<Subject>("user_id")?.0,
         key: fields.get("key")?,
     };
     Ok((key, stored_key_from_row::<D>(row)?))

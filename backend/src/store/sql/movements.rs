@@ -7,11 +7,13 @@ use shared::api::MovementStatus;
 use uuid::Uuid;
 
 use crate::store::columns::Label;
+use crate::store::columns::Subject;
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
 use crate::store::types::{
     FinalOutcome, KeyRef, NewRefund, PaymentRow, RefundRow, SavedMovement, StoredKey,
 };
+use shared::UserId;
 
 pub const PAYMENT_COLUMNS: &str = "payment_id, user_id, bill_id, amount_paise, payer_vpa, status, \
      bank_reference, decline_reason";
@@ -53,7 +55,7 @@ pub async fn insert_pending_refund<D: Db>(
     let query = sqlx::query(&sql)
         .arg(refund.refund_id)
         .arg(refund.payment_id)
-        .arg(key.user.as_i64())
+        .arg(Subject::of(&key.user))
         .arg(refund.amount_paise)
         .arg(refund.bank_reference.clone())
         .arg(debit_reference);
@@ -66,7 +68,7 @@ pub async fn insert_pending_refund<D: Db>(
 /// reverses), or `None` if there is no such payment.
 pub async fn lock_succeeded_payment<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     payment_id: Uuid,
 ) -> Result<Option<(i64, String)>, StoreError> {
     let sql = format!(
@@ -74,7 +76,7 @@ pub async fn lock_succeeded_payment<D: Db>(
          WHERE payment_id = $1 AND user_id = $2 AND status = 'succeeded' {}",
         D::FOR_UPDATE
     );
-    let query = sqlx::query(&sql).arg(payment_id).arg(user_id);
+    let query = sqlx::query(&sql).arg(payment_id).arg(Subject::of(&user_id));
     let Some(row) = D::fetch_optional(conn, query).await? else {
         return Ok(None);
     };
@@ -89,7 +91,7 @@ pub async fn lock_succeeded_payment<D: Db>(
 /// void ones (a pending refund, released or not, may yet move money).
 pub async fn committed_refunds_total<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     payment_id: Uuid,
 ) -> Result<i64, StoreError> {
     let query = sqlx::query(
@@ -97,7 +99,7 @@ pub async fn committed_refunds_total<D: Db>(
          WHERE payment_id = $1 AND user_id = $2 AND status NOT IN ('declined', 'void')",
     )
     .arg(payment_id)
-    .arg(user_id);
+    .arg(Subject::of(&user_id));
     Fields::<D>::of(&D::fetch_one(conn, query).await?).get("total")
 }
 
@@ -107,7 +109,7 @@ pub async fn committed_refunds_total<D: Db>(
 pub async fn finish<D: Db>(
     conn: &mut D::Connection,
     operation: Operation,
-    user_id: i64,
+    user_id: UserId,
     id: Uuid,
     result: &FinalOutcome,
 ) -> Result<Option<SavedMovement>, StoreError> {
@@ -120,7 +122,7 @@ pub async fn finish<D: Db>(
     );
     let query = sqlx::query(&sql)
         .arg(id)
-        .arg(user_id)
+        .arg(Subject::of(&user_id))
         .arg(Label(status))
         .arg(reason.map(str::to_owned));
     let row = D::fetch_optional(conn, query).await?;
@@ -132,12 +134,12 @@ pub async fn finish<D: Db>(
 pub async fn select<D: Db>(
     conn: &mut D::Connection,
     operation: Operation,
-    user_id: i64,
+    user_id: UserId,
     id: Uuid,
 ) -> Result<Option<SavedMovement>, StoreError> {
     let (table, id_column, columns) = table(operation);
     let sql = format!("SELECT {columns} FROM {table} WHERE {id_column} = $1 AND user_id = $2");
-    let query = sqlx::query(&sql).arg(id).arg(user_id);
+    let query = sqlx::query(&sql).arg(id).arg(Subject::of(&user_id));
     let row = D::fetch_optional(conn, query).await?;
     row.map(|row| movement_from_row::<D>(operation, &row))
         .transpose()
@@ -162,14 +164,14 @@ pub async fn select_by_reference<D: Db>(
 /// The refunds of a payment, oldest first, for reads.
 pub async fn select_refunds_of<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     payment_id: Uuid,
 ) -> Result<Vec<RefundRow>, StoreError> {
     let sql = format!(
         "SELECT {REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND user_id = $2 \
          ORDER BY created_at, refund_id"
     );
-    let query = sqlx::query(&sql).arg(payment_id).arg(user_id);
+    let query = sqlx::query(&sql).arg(payment_id).arg(Subject::of(&user_id));
     let rows = D::fetch_all(conn, query).await?;
     rows.iter()
         .map(|row| refund_from_row::<D>(row, ""))
@@ -181,7 +183,7 @@ pub async fn select_refunds_of<D: Db>(
 pub async fn set_void<D: Db>(
     conn: &mut D::Connection,
     operation: Operation,
-    user_id: i64,
+    user_id: UserId,
     id: Uuid,
 ) -> Result<(), StoreError> {
     let (table, id_column, _) = table(operation);
@@ -190,7 +192,7 @@ pub async fn set_void<D: Db>(
          WHERE {id_column} = $1 AND user_id = $2 AND status = 'pending'",
         now = D::NOW
     );
-    D::execute(conn, sqlx::query(&sql).arg(id).arg(user_id)).await?;
+    D::execute(conn, sqlx::query(&sql).arg(id).arg(Subject::of(&user_id))).await?;
     Ok(())
 }
 
@@ -231,7 +233,7 @@ pub fn payment_from_row<D: Db>(row: &D::Row, prefix: &str) -> Result<PaymentRow,
     let status: Label<MovementStatus> = fields.get(&column("status"))?;
     Ok(PaymentRow {
         payment_id: fields.get(&column("payment_id"))?,
-        user_id: fields.get(&column("user_id"))?,
+        user_id: fields.get::<Subject>(&column("user_id"))?.0,
         bill_id: fields.get(&column("bill_id"))?,
         amount_paise: fields.get(&column("amount_paise"))?,
         payer_vpa: fields.get(&column("payer_vpa"))?,
@@ -249,7 +251,7 @@ fn refund_from_row<D: Db>(row: &D::Row, prefix: &str) -> Result<RefundRow, Store
     Ok(RefundRow {
         refund_id: fields.get(&column("refund_id"))?,
         payment_id: fields.get(&column("payment_id"))?,
-        user_id: fields.get(&column("user_id"))?,
+        user_id: fields.get::<Subject>(&column("user_id"))?.0,
         amount_paise: fields.get(&column("amount_paise"))?,
         status: status.0,
         bank_reference: fields.get(&column("bank_reference"))?,

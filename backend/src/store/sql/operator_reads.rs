@@ -13,9 +13,11 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::events::{self, StoredEvent};
+use crate::store::columns::Subject;
 use crate::store::columns::{Label, Timestamp};
 use crate::store::db::{Arg, Db, Fields};
 use crate::store::error::StoreError;
+use shared::UserId;
 
 /// One payment or refund of a customer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +59,7 @@ pub struct CustomerKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedKey {
     /// The customer.
-    pub user_id: i64,
+    pub user_id: UserId,
     /// The key's storage UUID.
     pub key: Uuid,
     /// What it claimed.
@@ -88,7 +90,7 @@ pub struct QueuedKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LateDebit {
     /// The customer.
-    pub user_id: i64,
+    pub user_id: UserId,
     /// Its `late_debit_found` event.
     pub event: StoredEvent,
     /// The claim's bank reference and amount.
@@ -156,12 +158,12 @@ pub struct MovementCursor {
 }
 
 /// Where a page of the queue (oldest claim first) ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueCursor {
     /// The last key's claim time.
     pub claimed_at: OffsetDateTime,
     /// Its customer.
-    pub user_id: i64,
+    pub user_id: UserId,
     /// The key.
     pub key: Uuid,
 }
@@ -182,7 +184,7 @@ pub const CLAIM_EVENTS_LIMIT: i64 = 5_000;
 /// A page of `user_id`'s payments and refunds, newest first.
 pub async fn customer_movements<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     page: Page<MovementCursor>,
 ) -> Result<Paged<CustomerMovement, MovementCursor>, StoreError> {
     let after = match page.from {
@@ -202,7 +204,9 @@ pub async fn customer_movements<D: Db>(
              WHERE r.user_id = $1) m \
          {after} ORDER BY m.created_at DESC, m.id DESC LIMIT $2"
     );
-    let mut query = sqlx::query(&sql).arg(user_id).arg(page.fetch());
+    let mut query = sqlx::query(&sql)
+        .arg(Subject::of(&user_id))
+        .arg(page.fetch());
     if let Some(from) = page.from {
         query = query.arg(Timestamp(from.created_at)).arg(from.id);
     }
@@ -243,7 +247,7 @@ fn placeholders_after_the_first(count: usize) -> String {
 /// oldest first, at most [`CLAIM_EVENTS_LIMIT`] events.
 pub async fn customer_claims<D: Db>(
     conn: &mut D::Connection,
-    user_id: i64,
+    user_id: UserId,
     movement_ids: &[Uuid],
 ) -> Result<(Vec<CustomerKey>, Vec<StoredEvent>), StoreError> {
     if movement_ids.is_empty() {
@@ -254,7 +258,7 @@ pub async fn customer_claims<D: Db>(
         "SELECT key, resource_id, state, created_at, expires_at FROM idempotency_keys \
          WHERE user_id = $1 AND resource_id IN ({ids})"
     );
-    let mut query = sqlx::query(&keys_sql).arg(user_id);
+    let mut query = sqlx::query(&keys_sql).arg(Subject::of(&user_id));
     for id in movement_ids {
         query = query.arg(*id);
     }
@@ -314,7 +318,7 @@ pub async fn queued_keys<D: Db>(
     if let Some(from) = page.from {
         query = query
             .arg(Timestamp(from.claimed_at))
-            .arg(from.user_id)
+            .arg(Subject(from.user_id))
             .arg(from.key);
     }
     let rows = D::fetch_all(conn, query).await?;
@@ -323,7 +327,7 @@ pub async fn queued_keys<D: Db>(
         .map(|row| {
             let fields = Fields::<D>::of(row);
             Ok(QueuedKey {
-                user_id: fields.get("user_id")?,
+                user_id: fields.get::<Subject>("user_id")?.0,
                 key: fields.get("key")?,
                 operation: fields.get::<Label<Operation>>("operation")?.0,
                 state: fields.get::<Label<KeyState>>("state")?.0,
@@ -345,7 +349,7 @@ pub async fn queued_keys<D: Db>(
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok(Paged::of(keys, page.limit, |queued| QueueCursor {
         claimed_at: queued.claimed_at,
-        user_id: queued.user_id,
+        user_id: queued.user_id.clone(),
         key: queued.key,
     }))
 }
@@ -380,7 +384,7 @@ pub async fn late_debits<D: Db>(
         .map(|row| {
             let fields = Fields::<D>::of(row);
             Ok(LateDebit {
-                user_id: fields.get("user_id")?,
+                user_id: fields.get::<Subject>("user_id")?.0,
                 event: events::event_from_row::<D>(row)?,
                 bank_reference: fields.get("bank_reference")?,
                 amount_paise: fields.get("amount_paise")?,

@@ -28,11 +28,19 @@ pub async fn finish_in<D: Db>(
     event: EventKind,
     cause: &Cause,
 ) -> Result<Option<Finished>, StoreError> {
-    let user_id = key.user.as_i64();
-    let movement =
-        match movements::finish::<D>(conn, operation, user_id, movement_id, result).await? {
-            Some(moved) => moved,
-            None => match movements::select::<D>(conn, operation, user_id, movement_id).await? {
+    let user_id = key.user.clone();
+    let movement = match movements::finish::<D>(
+        conn,
+        operation,
+        user_id.clone(),
+        movement_id,
+        result,
+    )
+    .await?
+    {
+        Some(moved) => moved,
+        None => {
+            match movements::select::<D>(conn, operation, user_id.clone(), movement_id).await? {
                 // A racing writer saved the bank's word first: that reply stands, and the key
                 // finishes with it if it has not yet.
                 Some(replied)
@@ -52,9 +60,10 @@ pub async fn finish_in<D: Db>(
                     }));
                 }
                 None => return Ok(None),
-            },
-        };
-    let key_now = keys::set_done::<D>(conn, key, movement_id).await?;
+            }
+        }
+    };
+    let key_now = keys::set_done::<D>(conn, key.clone(), movement_id).await?;
     if key_now.is_some() {
         let event = NewEvent::of_claim(
             (user_id, key.key, movement_id),
