@@ -28,13 +28,14 @@ sql_value() {
   fi
 }
 
-# migrated_database NAME: a fresh PostgreSQL database on 5432 with the project's migrations,
-# dropped on exit.
+# migrated_database NAME [BEFORE]: a fresh PostgreSQL database on 5432 with the project's
+# migrations (only those whose file name sorts before BEFORE, if given), dropped on exit.
 migrated_database() {
   databases+=("$1")
   psql -q -h 127.0.0.1 -U postgres -d postgres -c "CREATE DATABASE $1"
   local migration
   for migration in migrations/*.sql; do
+    if [ -n "${2:-}" ] && [[ ! "$(basename "$migration")" < "$2" ]]; then break; fi
     psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$1" -f "$migration"
   done
 }
