@@ -39,6 +39,10 @@ pub const JWKS_URL_VAR: &str = "AUTH_JWKS_URL";
 /// The `[vars]` entry bounding how often the key set is fetched, in seconds.
 pub const JWKS_REFETCH_VAR: &str = "AUTH_JWKS_REFETCH_SECONDS";
 
+/// The `[vars]` entry bounding how long past its `max-age` the key set is used while the
+/// provider is unreachable, in seconds (the backend's setting of the same name).
+pub const JWKS_MAX_STALE_VAR: &str = "AUTH_JWKS_MAX_STALE_SECONDS";
+
 /// The secret the edge signs its proof with (the backend's `EDGE_PROOF_SECRET`).
 pub const PROOF_SECRET_VAR: &str = PROOF_SECRET_SETTING;
 
@@ -221,6 +225,9 @@ pub enum ConfigError {
     /// The key set's refetch bound is not a positive whole number of seconds.
     #[error("{JWKS_REFETCH_VAR} must be a positive whole number of seconds, not {0:?}")]
     BadRefetch(String),
+    /// The key set's staleness bound is not a positive whole number of seconds.
+    #[error("{JWKS_MAX_STALE_VAR} must be a positive whole number of seconds, not {0:?}")]
+    BadMaxStale(String),
     /// The edge proof's secret is too short.
     #[error("{PROOF_SECRET_VAR} must be at least {MIN_PROOF_SECRET_BYTES} bytes")]
     ShortProofSecret,
@@ -434,6 +441,10 @@ fn tokens(
                 let seconds = positive(&text).ok_or(ConfigError::BadRefetch(text))?;
                 cache.refetch_every = Duration::from_secs(seconds);
             }
+            if let Some(text) = setting(JWKS_MAX_STALE_VAR) {
+                let seconds = positive(&text).ok_or(ConfigError::BadMaxStale(text))?;
+                cache.max_stale = Duration::from_secs(seconds);
+            }
             Ok(EdgeTokens::Provider {
                 jwks_url: url,
                 cache,
@@ -614,6 +625,7 @@ mod tests {
             ),
             (USER_CLAIM_SETTING, Some("customer_id")),
             (JWKS_REFETCH_VAR, Some("2")),
+            (JWKS_MAX_STALE_VAR, Some("900")),
         ])
         .expect("a provider's keys");
         let EdgeTokens::Provider {
@@ -626,6 +638,7 @@ mod tests {
         };
         assert_eq!(jwks_url, "https://id.example/.well-known/jwks.json");
         assert_eq!(cache.refetch_every, Duration::from_secs(2));
+        assert_eq!(cache.max_stale, Duration::from_secs(900));
         assert_eq!(rules.user_claim(), "customer_id");
         assert_eq!(
             settings(&[(JWKS_URL_VAR, Some("https://id.example/jwks"))]),

@@ -372,14 +372,23 @@ impl Problem {
 pub const UNAUTHENTICATED_DETAIL: &str =
     "This request needs a valid bearer token in the Authorization header.";
 
+/// The wait a 503 for an unreachable identity provider suggests: a provider's outage is not
+/// over in a second, and every retry costs it a fetch.
+const PROVIDER_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl From<&AuthError> for Problem {
-    /// 401 `unauthenticated`, the same for every reason but one: a token that passed every check
+    /// 401 `unauthenticated`, the same for every reason but two: a token that passed every check
     /// but names no usable user (its issuer signed it, so saying why tells a forger nothing) is
-    /// told what is wrong with its user claim.
+    /// told what is wrong with its user claim; and while the identity provider's keys are too old
+    /// to trust (it has been unreachable too long), a 503 that says so, to be retried.
     fn from(reason: &AuthError) -> Problem {
         match reason {
             AuthError::BadSubject(_) => {
                 Problem::new(ProblemKind::Unauthenticated, reason.to_string())
+            }
+            AuthError::ProviderKeysTooOld => {
+                Problem::new(ProblemKind::ServiceUnavailable, reason.to_string())
+                    .with_retry_after(PROVIDER_RETRY_AFTER)
             }
             _ => Problem::new(ProblemKind::Unauthenticated, UNAUTHENTICATED_DETAIL),
         }

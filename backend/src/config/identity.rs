@@ -40,6 +40,10 @@ pub struct IdentitySettings {
     /// `kid` triggers one at most this often).
     #[arg(long, env = "AUTH_JWKS_REFETCH_SECONDS", default_value_t = 5)]
     pub jwks_refetch_seconds: u64,
+    /// Seconds past its `max-age` a key set is still used while the provider is unreachable;
+    /// after that, 503 until it replies.
+    #[arg(long, env = "AUTH_JWKS_MAX_STALE_SECONDS", default_value_t = 3600)]
+    pub jwks_max_stale_seconds: u64,
     /// The claim holding the user id (the provider's subject, 1-255 printable ASCII characters).
     #[arg(long, env = USER_CLAIM_SETTING, default_value = "sub")]
     pub user_claim: String,
@@ -219,6 +223,7 @@ impl IdentitySettings {
         }
         let key_cache = CachePolicy {
             refetch_every: Duration::from_secs(self.jwks_refetch_seconds),
+            max_stale: Duration::from_secs(self.jwks_max_stale_seconds),
             ..CachePolicy::default()
         };
         Ok(Identity {

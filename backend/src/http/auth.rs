@@ -7,6 +7,7 @@ use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use shared::auth::AuthError;
 use shared::{Problem, UserId};
 
 use super::payments::requested_wait;
@@ -61,6 +62,12 @@ pub async fn authenticated(state: &AppState, mut request: Request) -> Result<Req
         Ok(user) => {
             request.extensions_mut().insert(user);
             Ok(request)
+        }
+        Err(AuthError::ProviderKeysTooOld) => {
+            tracing::warn!("request refused: the identity provider's keys are too old to use");
+            state.metrics.provider_keys_too_old.inc();
+            let problem = Problem::from(&AuthError::ProviderKeysTooOld);
+            Err(Error::from(problem).into_response())
         }
         Err(error) => {
             tracing::info!(%error, "request refused: not authenticated");

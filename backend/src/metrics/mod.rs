@@ -225,6 +225,9 @@ pub struct Metrics {
     pub keys_expired: Counter,
     /// API requests replied 503 at once because `MAX_CONCURRENT_REQUESTS` were in flight.
     pub requests_shed: Counter,
+    /// Requests refused 503 because the identity provider's keys were past
+    /// `AUTH_JWKS_MAX_STALE_SECONDS` (the provider unreachable that long).
+    pub provider_keys_too_old: Counter,
     /// Requests that began waiting for their key's first attempt (`Prefer: wait`).
     pub waits_started: Counter,
     /// Waits that ended with a reply other than 409: the replay, or the outcome as it stood.
@@ -297,6 +300,7 @@ impl Metrics {
             late_movements_found: Family::default(),
             keys_expired: Counter::default(),
             requests_shed: Counter::default(),
+            provider_keys_too_old: Counter::default(),
             waits_started: Counter::default(),
             waits_replied: Counter::default(),
             waits_timed_out: Counter::default(),
@@ -425,6 +429,11 @@ impl Metrics {
             "http_requests_shed",
             "API requests shed with 503 at capacity",
             metrics.requests_shed.clone(),
+        );
+        registry.register(
+            "identity_provider_keys_too_old_refusals",
+            "Requests refused 503: the identity provider unreachable too long",
+            metrics.provider_keys_too_old.clone(),
         );
         registry.register(
             "idempotency_waits_started",

@@ -19,7 +19,7 @@ use shared::auth::TokenRules;
 use shared::problem::UNAUTHENTICATED_DETAIL;
 use test_harness::{IdentityProvider, Received, SigningKey};
 
-use crate::support::{Options, SECRET, TestApp, new_key, payment_body};
+use crate::support::{Options, SECRET, TestApp, metric_in, metrics_text, new_key, payment_body};
 
 const ISSUER: &str = "https://id.example/";
 const AUDIENCE: &str = "payments-api";
@@ -201,6 +201,60 @@ async fn unknown_kids_fetch_a_bounded_number_of_times_and_a_provider_down_change
         "provider down",
     );
     assert_paid(&pay_with(&app, &key.sign(&customer(3))).await, "still");
+}
+
+/// A provider down past `AUTH_JWKS_MAX_STALE_SECONDS`: its last keys stop verifying (a key it
+/// revoked meanwhile must not stay valid), every request gets a 503 naming the outage with
+/// nothing stored, a metric counts them, and the first reply from the provider ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_provider_down_past_the_staleness_bound_stops_its_old_keys_until_it_replies() {
+    let provider = IdentityProvider::start().await;
+    let key = SigningKey::ec("e1");
+    provider.publish(&[&key]);
+    provider.set_max_age(Some(1));
+    let keys = TokenKeys::Provider(KeySource::Url(provider.jwks_url()));
+    let mut identity = Identity::with_secrets(SECRET, None);
+    identity.customer_keys = keys;
+    identity.token_rules = TokenRules::new(30, Some(ISSUER.into()), Some(AUDIENCE.into()))
+        .expect("valid rules")
+        .with_user_claim(Some("customer_id".into()));
+    identity.key_cache.min_max_age = Duration::ZERO;
+    identity.key_cache.refetch_every = Duration::from_millis(200);
+    identity.key_cache.max_stale = Duration::from_secs(2);
+    let app = TestApp::spawn_with(Options {
+        identity,
+        ..Options::default()
+    })
+    .await;
+    let token = key.sign(&customer(9));
+    assert_paid(&pay_with(&app, &token).await, "the provider up");
+
+    provider.set_reachable(false);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_paid(&pay_with(&app, &token).await, "down, within the bound");
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let refused = pay_with(&app, &token).await;
+    let problem = refused.assert_problem(503, "service-unavailable");
+    let detail = problem["detail"].as_str().expect("a detail");
+    assert!(detail.contains("identity provider"), "{detail}");
+    assert!(
+        refused.header("retry-after").is_some(),
+        "a wait to retry after"
+    );
+    assert_eq!(
+        app.count("payments").await,
+        2,
+        "nothing claimed while refused"
+    );
+    let metrics = metrics_text(&app.http, &app.admin_url).await;
+    assert!(
+        metric_in(&metrics, "identity_provider_keys_too_old_refusals_total") >= 1.0,
+        "{metrics}"
+    );
+
+    provider.set_reachable(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_paid(&pay_with(&app, &token).await, "the provider back");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

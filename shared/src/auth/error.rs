@@ -30,6 +30,12 @@ pub enum AuthError {
     /// The identity provider's keys have never been fetched (it is unreachable).
     #[error("the identity provider's keys are unavailable")]
     KeysUnavailable,
+    /// The provider has been unreachable for longer than the last keys fetched may be trusted
+    /// ([`crate::auth::key_cache::CachePolicy::max_stale`]): a key it revoked meanwhile must not
+    /// stay valid, so no token is accepted until it replies again. A 503, not a 401: the token
+    /// may be good, and the same request succeeds once the provider is back.
+    #[error("the identity provider has been unreachable for longer than its last keys may be used")]
+    ProviderKeysTooOld,
     /// The signature does not match the secret or key.
     #[error("the token's signature is invalid")]
     BadSignature,

@@ -9,8 +9,11 @@
 //! - A token naming a `kid` the set lacks (a key just rotated in) triggers a fetch, but fetches
 //!   are at most one per [`CachePolicy::refetch_every`]: a flood of tokens with random `kid`s
 //!   is a flood of 401s, not a flood of requests to the provider.
-//! - A fetch that fails keeps the last good set, stale or not, so keys keep verifying while the
-//!   provider is unreachable; with no set at all, tokens are refused until a fetch succeeds.
+//! - A fetch that fails keeps the last good set, so keys keep verifying while the provider is
+//!   unreachable, but only for [`CachePolicy::max_stale`] past the set's `max-age`: after that a
+//!   key the provider has revoked meanwhile could still be in it, so tokens are refused
+//!   ([`AuthError::ProviderKeysTooOld`]) until a fetch succeeds. With no set at all, tokens are
+//!   refused until a fetch succeeds.
 
 use std::time::Duration;
 
@@ -30,17 +33,20 @@ pub struct CachePolicy {
     /// The least time between two fetches (for an unknown `kid`, a stale set, or after a
     /// failure).
     pub refetch_every: Duration,
+    /// How long past its `max-age` a set is still used while fetches fail.
+    pub max_stale: Duration,
 }
 
 impl Default for CachePolicy {
     /// Kept 5 minutes unless the provider says otherwise (within 1 minute and 1 day); at most
-    /// one fetch every 5 seconds.
+    /// one fetch every 5 seconds; used up to an hour past that while the provider is down.
     fn default() -> Self {
         CachePolicy {
             min_max_age: Duration::from_secs(60),
             max_max_age: Duration::from_secs(24 * 3600),
             default_max_age: Duration::from_secs(300),
             refetch_every: Duration::from_secs(5),
+            max_stale: Duration::from_secs(3600),
         }
     }
 }
@@ -87,6 +93,17 @@ impl KeySetCache {
                 KeyChoice::Refuse(AuthError::KeysUnavailable)
             };
         };
+        let too_old = now_ms
+            >= self
+                .fresh_until_ms
+                .saturating_add(millis(self.policy.max_stale));
+        if too_old {
+            return if may_fetch {
+                KeyChoice::Fetch
+            } else {
+                KeyChoice::Refuse(AuthError::ProviderKeysTooOld)
+            };
+        }
         match keys.key_for(header) {
             Ok(_) if may_fetch && now_ms >= self.fresh_until_ms => KeyChoice::Fetch,
             Ok(key) => KeyChoice::Use(key),
@@ -169,6 +186,36 @@ mod tests {
             KeyChoice::Use(key) => Some(key.kid().to_owned()),
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_set_is_used_through_an_outage_up_to_its_staleness_bound_then_refused() {
+        let policy = CachePolicy {
+            max_stale: Duration::from_secs(600),
+            ..CachePolicy::default()
+        };
+        let mut cache = KeySetCache::new(policy);
+        cache.record_fetch(Some((set_of(&["a"]), Some(Duration::from_secs(120)))), 0);
+        // Stale at 120 s: fetched, the provider is down, the old set still verifies.
+        assert_eq!(cache.choose(&token("a"), 120_000), KeyChoice::Fetch);
+        cache.record_fetch(None, 120_000);
+        assert_eq!(used(cache.choose(&token("a"), 120_001)), Some("a".into()));
+        // 600 s past its max-age and the provider still down: refused, not used.
+        let bound = 720_000;
+        assert_eq!(cache.choose(&token("a"), bound - 1), KeyChoice::Fetch);
+        cache.record_fetch(None, bound - 1);
+        assert_eq!(used(cache.choose(&token("a"), bound - 1)), Some("a".into()));
+        assert_eq!(
+            cache.choose(&token("a"), bound),
+            KeyChoice::Refuse(AuthError::ProviderKeysTooOld)
+        );
+        // The provider replies again: the new set is used at once.
+        assert_eq!(cache.choose(&token("a"), bound + 5_000), KeyChoice::Fetch);
+        cache.record_fetch(Some((set_of(&["a"]), None)), bound + 5_000);
+        assert_eq!(
+            used(cache.choose(&token("a"), bound + 5_001)),
+            Some("a".into())
+        );
     }
 
     #[test]
