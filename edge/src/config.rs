@@ -22,6 +22,7 @@ use shared::auth::{
     JWT_SECRET_SETTING, SecretError, TokenRules, TokenRulesError, TokenVerifier,
     USER_CLAIM_SETTING, check_secret,
 };
+use shared::cors::{AllowedOrigins, CORS_ALLOWED_ORIGINS_SETTING, OriginError};
 use shared::edge_proof::{MIN_PROOF_SECRET_BYTES, PROOF_SECRET_SETTING};
 
 use crate::rate_limit::Limit;
@@ -188,6 +189,9 @@ pub struct EdgeConfig {
     rate_limits: RateLimits,
     /// Where the edge's spans are exported; `None`: they are not.
     span_export: Option<SpanExport>,
+    /// The origins whose pages may read the edge's own replies (`CORS_ALLOWED_ORIGINS`, the
+    /// backend's list; none: CORS off).
+    allowed_origins: AllowedOrigins,
 }
 
 /// A setting that is missing or unusable. The message names the setting.
@@ -196,6 +200,9 @@ pub enum ConfigError {
     /// A required setting is not set.
     #[error("{0} is not set")]
     Missing(&'static str),
+    /// `CORS_ALLOWED_ORIGINS` lists something that is not an origin.
+    #[error(transparent)]
+    BadOrigins(#[from] OriginError),
     /// The backend URL is not an `http://` or `https://` URL.
     #[error("{BACKEND_URL_VAR} must be an http:// or https:// URL, not {0:?}")]
     BadBackendUrl(String),
@@ -331,6 +338,9 @@ impl EdgeConfig {
             backend_timeout,
             rate_limits,
             span_export: span_export(&setting)?,
+            allowed_origins: AllowedOrigins::parse(
+                &setting(CORS_ALLOWED_ORIGINS_SETTING).unwrap_or_default(),
+            )?,
         })
     }
 
@@ -368,6 +378,11 @@ impl EdgeConfig {
     /// Where the edge's spans are exported, if they are.
     pub fn span_export(&self) -> Option<&SpanExport> {
         self.span_export.as_ref()
+    }
+
+    /// The origins whose pages may read the edge's replies.
+    pub fn allowed_origins(&self) -> &AllowedOrigins {
+        &self.allowed_origins
     }
 }
 

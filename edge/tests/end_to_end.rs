@@ -803,3 +803,42 @@ async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
     }
     stack.stop().await;
 }
+
+/// A page on a listed origin (`CORS_ALLOWED_ORIGINS`, edge and backend alike) reads the edge's
+/// own replies as it reads the backend's: the replay from the edge and the edge's 401 carry
+/// `Access-Control-Allow-Origin` and expose the headers a retrying page needs; a page on
+/// another origin gets no CORS header from either, so its browser hides the replies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_own_replies_are_readable_by_a_listed_origin_only() {
+    const PAGE: &str = "https://app.example.in";
+    let stack = Stack::start(StackOptions {
+        shared_settings: vec![("CORS_ALLOWED_ORIGINS", PAGE.to_owned())],
+        ..StackOptions::default()
+    })
+    .await;
+    let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY).with_header("origin", PAGE);
+    let first = stack.send(Via::Edge, &call).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(first.header("access-control-allow-origin"), Some(PAGE), "the backend's");
+    let replay = stack.send(Via::Edge, &call).await;
+    assert!(replay.is_replay());
+    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 1, "replayed by the edge");
+    assert_eq!(replay.header("access-control-allow-origin"), Some(PAGE), "the edge's");
+    let exposed = replay
+        .header("access-control-expose-headers")
+        .expect("exposed headers");
+    for header in ["idempotent-replayed", "idempotency-expires", "location", "retry-after"] {
+        assert!(exposed.contains(header), "{exposed}");
+    }
+    let unauthenticated = stack
+        .send(Via::Edge, &call.clone().without_header("authorization"))
+        .await;
+    assert_eq!(unauthenticated.status, 401);
+    assert_eq!(unauthenticated.header("access-control-allow-origin"), Some(PAGE));
+
+    let elsewhere = call.with_header("origin", "https://elsewhere.example");
+    let hidden = stack.send(Via::Edge, &elsewhere).await;
+    assert!(hidden.is_replay());
+    assert_eq!(hidden.header("access-control-allow-origin"), None);
+    stack.stop().await;
+}

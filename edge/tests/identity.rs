@@ -41,7 +41,7 @@ fn pay_with(token: &str, bill: &str) -> Call {
 fn options(provider: &IdentityProvider, edge_proof: bool) -> StackOptions {
     StackOptions {
         jwks_url: Some(provider.jwks_url()),
-        token_settings: vec![
+        shared_settings: vec![
             ("AUTH_JWT_ISSUER", ISSUER.to_owned()),
             ("AUTH_JWT_AUDIENCE", AUDIENCE.to_owned()),
             ("AUTH_USER_CLAIM", "customer_id".to_owned()),

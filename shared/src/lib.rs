@@ -21,6 +21,7 @@
 pub mod admission;
 pub mod api;
 pub mod auth;
+pub mod cors;
 pub mod decision;
 pub mod edge_proof;
 pub mod expiry;

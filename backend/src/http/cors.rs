@@ -17,13 +17,12 @@ use axum::http::Method;
 use axum::http::header::{self, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use shared::expiry::EXPIRES_HEADER;
-use shared::prefer::{PREFER_HEADER, PREFERENCE_APPLIED_HEADER};
+use shared::cors::EXPOSED_HEADERS;
+use shared::prefer::PREFER_HEADER;
 use shared::trace_context::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 use tower::{Layer, ServiceExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
-use super::reply_response::IDEMPOTENT_REPLAYED;
 use crate::config::AllowedOrigins;
 
 /// How long a browser may reuse a preflight's reply for the same request shape.
@@ -65,13 +64,7 @@ impl CrossOrigin {
                 HeaderName::from_static(TRACEPARENT_HEADER),
                 HeaderName::from_static(TRACESTATE_HEADER),
             ])
-            .expose_headers([
-                HeaderName::from_static(IDEMPOTENT_REPLAYED),
-                HeaderName::from_static(EXPIRES_HEADER),
-                header::LOCATION,
-                header::RETRY_AFTER,
-                HeaderName::from_static(PREFERENCE_APPLIED_HEADER),
-            ])
+            .expose_headers(EXPOSED_HEADERS.map(HeaderName::from_static))
             .max_age(PREFLIGHT_MAX_AGE);
         Some(CrossOrigin { allowed, cors })
     }

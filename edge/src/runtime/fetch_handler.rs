@@ -27,6 +27,7 @@ use worker::{Env, Request, Response, Result, console_error, console_log, event};
 use super::body::{discard_unread_body, read_body_within};
 use super::clock::{millis, now_ms};
 use super::coordinator_client::CoordinatorClient;
+use super::cross_origin::readable_by_listed_origin;
 use super::forward::{BackendReply, forward_buffered, forward_unchanged};
 use super::identity;
 use super::rate_limiter_client::take_token;
@@ -105,7 +106,8 @@ async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Resul
         };
         export_span(context, export, &span);
     }
-    Ok(served.response)
+    let origins = config.allowed_origins();
+    readable_by_listed_origin(request, origins, served.handling, served.response)
 }
 
 /// Passes the request through or guards it.

@@ -10,6 +10,7 @@
 mod body;
 mod clock;
 mod coordinator_client;
+mod cross_origin;
 mod fetch_handler;
 mod forward;
 mod identity;

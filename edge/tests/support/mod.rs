@@ -53,8 +53,8 @@ pub struct StackOptions {
     /// The identity provider's JWKS URL, for edge and backend alike; `None`: HS256 tokens of
     /// [`SECRET`].
     pub jwks_url: Option<String>,
-    /// Token settings both edge and backend get (`AUTH_JWT_ISSUER`, `AUTH_USER_CLAIM`…).
-    pub token_settings: Vec<(&'static str, String)>,
+    /// Settings both edge and backend get (`AUTH_JWT_ISSUER`, `AUTH_USER_CLAIM`, `CORS_ALLOWED_ORIGINS`…).
+    pub shared_settings: Vec<(&'static str, String)>,
     /// Whether the backend replies only to requests with the edge's proof (and the edge signs).
     pub edge_proof: bool,
     /// An OTLP/HTTP receiver's base URL both edge and backend export their spans to
@@ -83,7 +83,7 @@ impl Default for StackOptions {
             user_limit: UNREACHED_LIMIT,
             address_limit: UNREACHED_LIMIT,
             jwks_url: None,
-            token_settings: Vec::new(),
+            shared_settings: Vec::new(),
             edge_proof: false,
             otlp_endpoint: None,
         }
@@ -151,7 +151,7 @@ impl Stack {
         .await;
 
         // Settings edge and backend share: where tokens get their keys, their rules, the proof.
-        let mut shared_settings: Vec<(&'static str, String)> = options.token_settings.clone();
+        let mut shared_settings: Vec<(&'static str, String)> = options.shared_settings.clone();
         match &options.jwks_url {
             Some(url) => {
                 shared_settings.push(("AUTH_JWKS_URL", url.clone()));
