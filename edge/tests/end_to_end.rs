@@ -819,22 +819,42 @@ async fn the_edges_own_replies_are_readable_by_a_listed_origin_only() {
     let call = Call::pay(7, &new_key(), "elec-42", PAY_BODY).with_header("origin", PAGE);
     let first = stack.send(Via::Edge, &call).await;
     assert_eq!(first.status, 201);
-    assert_eq!(first.header("access-control-allow-origin"), Some(PAGE), "the backend's");
+    assert_eq!(
+        first.header("access-control-allow-origin"),
+        Some(PAGE),
+        "the backend's"
+    );
     let replay = stack.send(Via::Edge, &call).await;
     assert!(replay.is_replay());
-    assert_eq!(stack.backend_requests(PAY_ROUTE).await, 1, "replayed by the edge");
-    assert_eq!(replay.header("access-control-allow-origin"), Some(PAGE), "the edge's");
+    assert_eq!(
+        stack.backend_requests(PAY_ROUTE).await,
+        1,
+        "replayed by the edge"
+    );
+    assert_eq!(
+        replay.header("access-control-allow-origin"),
+        Some(PAGE),
+        "the edge's"
+    );
     let exposed = replay
         .header("access-control-expose-headers")
         .expect("exposed headers");
-    for header in ["idempotent-replayed", "idempotency-expires", "location", "retry-after"] {
+    for header in [
+        "idempotent-replayed",
+        "idempotency-expires",
+        "location",
+        "retry-after",
+    ] {
         assert!(exposed.contains(header), "{exposed}");
     }
     let unauthenticated = stack
         .send(Via::Edge, &call.clone().without_header("authorization"))
         .await;
     assert_eq!(unauthenticated.status, 401);
-    assert_eq!(unauthenticated.header("access-control-allow-origin"), Some(PAGE));
+    assert_eq!(
+        unauthenticated.header("access-control-allow-origin"),
+        Some(PAGE)
+    );
 
     let elsewhere = call.with_header("origin", "https://elsewhere.example");
     let hidden = stack.send(Via::Edge, &elsewhere).await;

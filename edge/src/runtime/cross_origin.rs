@@ -1,6 +1,6 @@
 //! CORS on the replies the edge makes itself: its replays, its refusals (401, 409, 422, 429…)
 //! and its own failures (502, 504). A page on an origin `CORS_ALLOWED_ORIGINS` lists may read
-//! them as it reads the backend's (the backend marks its own replies and answers preflights,
+//! them as it reads the backend's (the backend marks its own replies and replies to preflights,
 //! which the edge forwards unchanged); without this a browser would see each of them as a
 //! network error. Replies from the backend pass on as they came.
 
