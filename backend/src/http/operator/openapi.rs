@@ -20,7 +20,10 @@ pub fn router() -> Router<AppState> {
 
 /// The document.
 pub fn document() -> Value {
-    let user = path_parameter("user_id", "The customer: a positive integer user id");
+    let user = path_parameter(
+        "user_id",
+        "The customer: the identity provider's subject (1-255 printable ASCII characters, percent-encoded)",
+    );
     let key = path_parameter(
         "key",
         "The key's stored UUID, as the queue and the customer view show it",
