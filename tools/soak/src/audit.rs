@@ -43,7 +43,7 @@ pub struct Records {
     /// Every refund.
     pub refunds: Vec<Movement>,
     /// Keys still `started` or `unknown`: (user, state).
-    pub unfinished_keys: Vec<(i64, String)>,
+    pub unfinished_keys: Vec<(String, String)>,
 }
 
 /// One broken promise.
@@ -369,7 +369,9 @@ mod tests {
         records
             .refunds
             .push(movement("refund-2", 100, "succeeded", "pay-1"));
-        records.unfinished_keys.push((1, "unknown".to_owned()));
+        records
+            .unfinished_keys
+            .push(("1".to_owned(), "unknown".to_owned()));
         let mut unresolved = paid("soak-1-5");
         unresolved.ending = Ending::Unresolved("Unsettled(Unknown)".to_owned());
         let (violations, damage) = audit(&ledger, &records, &[unresolved]);
