@@ -2,7 +2,7 @@
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
-# (promtool), the TypeScript client's tests (npm), the native test suites (the backend's
+# (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
 # public OpenAPI document against a running backend (schemathesis), a page on another origin
 # paying through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
@@ -59,6 +59,9 @@ cargo clippy -p shared -p edge --all-targets --target wasm32-unknown-unknown --l
 step "Prometheus rules: syntax and their unit tests (promtool)"
 promtool check rules deploy/prometheus/rules.yml
 promtool test rules deploy/prometheus/rules.test.yml
+
+step "Kubernetes manifests: rendered and validated against the schemas (deploy/verify-kubernetes.sh)"
+deploy/verify-kubernetes.sh
 
 step "edge Worker build (worker-build with the local tools)"
 scripts/build-edge.sh

@@ -119,25 +119,32 @@ pub fn unknown_metrics(expression: &str, known: &[String], recorded: &[String]) 
 /// `without`, `on` and `ignoring` blanked out.
 fn without_enclosed(expression: &str) -> String {
     let mut text = String::with_capacity(expression.len());
-    let mut closing: Option<char> = None;
-    let mut rest = expression;
-    while let Some(c) = rest.chars().next() {
-        rest = &rest[c.len_utf8()..];
-        if let Some(close) = closing {
+    // What closes each enclosing open: a string inside a label matcher may hold `}`.
+    let mut closing: Vec<char> = Vec::new();
+    for c in expression.chars() {
+        if let Some(&close) = closing.last() {
             if c == close {
-                closing = None;
+                closing.pop();
+            } else if c == '"' {
+                closing.push('"');
             }
-            text.push(' ');
+            // A grouping list's `)` is kept, so a `(` right after a `by (...)` list is not
+            // read as a second grouping list.
+            text.push(if c == ')' && closing.is_empty() {
+                c
+            } else {
+                ' '
+            });
             continue;
         }
         match c {
-            '{' => closing = Some('}'),
-            '[' => closing = Some(']'),
-            '"' => closing = Some('"'),
-            '(' if ends_with_grouping(&text) => closing = Some(')'),
+            '{' => closing.push('}'),
+            '[' => closing.push(']'),
+            '"' => closing.push('"'),
+            '(' if ends_with_grouping(&text) => closing.push(')'),
             _ => {}
         }
-        text.push(if closing.is_some() { ' ' } else { c });
+        text.push(if closing.is_empty() { c } else { ' ' });
     }
     text
 }
@@ -208,6 +215,11 @@ mod tests {
         let recorded = ["job:bank_error_ratio:rate5m".to_owned()];
         let uses_recording = "job:bank_error_ratio:rate5m > 0.05 and on (instance) up == 1";
         assert_eq!(unknown_metrics(uses_recording, &known(), &recorded), ["up"]);
+        let after_grouping = "sum by (le) (rate(bank_call_duraton_seconds_bucket[5m]))";
+        assert_eq!(
+            unknown_metrics(after_grouping, &known(), &[]),
+            ["bank_call_duraton_seconds_bucket"]
+        );
     }
 
     const RULES: &str = concat!(
@@ -215,18 +227,71 @@ mod tests {
         "/../deploy/prometheus/rules.yml"
     );
 
+    const DASHBOARD: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/grafana/payments.json"
+    );
+
+    fn rules_field(line: &str, field: &str) -> Option<String> {
+        let line = line.trim_start().trim_start_matches("- ");
+        line.strip_prefix(field).map(|rest| rest.trim().to_owned())
+    }
+
+    /// The rules' recordings, and Prometheus's own `up` for each scrape target.
+    fn recorded() -> Vec<String> {
+        let rules = std::fs::read_to_string(RULES).expect("deploy/prometheus/rules.yml");
+        let mut recorded: Vec<String> = rules
+            .lines()
+            .filter_map(|l| rules_field(l, "record:"))
+            .collect();
+        recorded.push("up".to_owned());
+        recorded
+    }
+
+    /// Every `expr` anywhere in a Grafana dashboard (panels' targets, rows, templating).
+    fn dashboard_expressions(value: &serde_json::Value, found: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (name, field) in fields {
+                    match field.as_str() {
+                        Some(expr) if name == "expr" => found.push(expr.to_owned()),
+                        _ => dashboard_expressions(field, found),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => {
+                items
+                    .iter()
+                    .for_each(|item| dashboard_expressions(item, found));
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_metric_the_dashboard_queries_exists() {
+        let dashboard = std::fs::read_to_string(DASHBOARD).expect("deploy/grafana/payments.json");
+        let dashboard: serde_json::Value = serde_json::from_str(&dashboard).expect("JSON");
+        let mut expressions = Vec::new();
+        dashboard_expressions(&dashboard, &mut expressions);
+        assert!(expressions.len() >= 20, "the panels' queries were read");
+        for expression in &expressions {
+            let unknown = unknown_metrics(expression, &known(), &recorded());
+            assert!(
+                unknown.is_empty(),
+                "{unknown:?} in `{expression}` are not metrics"
+            );
+        }
+    }
+
     #[test]
     fn every_metric_the_prometheus_rules_name_exists() {
         let rules = std::fs::read_to_string(RULES).expect("deploy/prometheus/rules.yml");
-        let value_of = |line: &str, field: &str| {
-            let line = line.trim_start().trim_start_matches("- ");
-            line.strip_prefix(field).map(|rest| rest.trim().to_owned())
-        };
-        let recorded: Vec<String> = rules
+        let recorded = recorded();
+        let expressions: Vec<String> = rules
             .lines()
-            .filter_map(|l| value_of(l, "record:"))
+            .filter_map(|l| rules_field(l, "expr:"))
             .collect();
-        let expressions: Vec<String> = rules.lines().filter_map(|l| value_of(l, "expr:")).collect();
         assert!(expressions.len() >= 10, "the rules' expressions were read");
         for expression in &expressions {
             assert!(
