@@ -188,7 +188,7 @@ async fn the_backend_replies_only_what_the_edge_forwarded() {
     direct.assert_problem(403, "forbidden");
     let forged = call
         .clone()
-        .with_header("edge-proof", "v1 t=1 n=x sig=AAAA");
+        .with_header("edge-proof", "v2 t=1 n=x sig=AAAA");
     stack
         .send(Via::Backend, &forged)
         .await

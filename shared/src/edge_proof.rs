@@ -2,17 +2,25 @@
 //! forwards, and the backend checks before anything else on the public API, so a client that
 //! calls the backend directly cannot skip the edge's rate limits and early refusals.
 //!
-//! `Edge-Proof: v1 t=<unix seconds> n=<nonce> sig=<base64url HMAC-SHA-256>`, where the MAC is
+//! `Edge-Proof: v2 t=<unix seconds> n=<nonce> sig=<base64url HMAC-SHA-256>`, where the MAC is
 //! under a secret only the edge and the backend hold (`EDGE_PROOF_SECRET`), over
-//! `v1\n{t}\n{n}\n{METHOD}\n{path and query}\n{base64url SHA-256 of the body}`. So a proof is
-//! good for one method, path and body, for [`MAX_AGE`] either side of the backend's clock; and
-//! the backend remembers each nonce for that long, so a captured request replayed to the same
-//! replica is refused too ([`ProofError::Replayed`] is the backend's to raise: this module has
-//! no memory).
+//! `v2\n{t}\n{n}\n{METHOD}\n{path and query}\n{Authorization}\n{Idempotency-Key}\n{body}`,
+//! each header written `+<its SHA-256, base64url>` when sent and `-` when not, the body as its
+//! SHA-256 in base64url. So a proof is good for one request: its method, path, token, key and
+//! body, for [`MAX_AGE`] either side of the backend's clock. A proof seen in a log and sent again
+//! with another token or key is refused by every replica (the MAC, not a memory, refuses it);
+//! sent again unchanged, it is the client's own retry, which the idempotency rules already make
+//! harmless (the same user, key and body replay the first reply). Each backend replica also
+//! remembers the nonces it saw for that long ([`ProofError::Replayed`] is the backend's to raise:
+//! this module has no memory).
 //!
-//! Why a signed header rather than mutual TLS: it binds the request's body and path, not only
-//! the connection, so it survives a TLS-terminating load balancer in front of the replicas; and
-//! the Worker needs nothing but a secret, the same kind of binding as its token secret.
+//! Rotation: the backend accepts proofs under any of its secrets (the current and, during a
+//! rotation, the previous: `EDGE_PROOF_SECRET_PREVIOUS`); the edge signs with one. Steps in
+//! docs/identity.md.
+//!
+//! Why a signed header rather than mutual TLS: it binds the request, not only the connection,
+//! so it survives a TLS-terminating load balancer in front of the replicas; and the Worker needs
+//! nothing but a secret, the same kind of binding as its token secret.
 
 use std::time::Duration;
 
@@ -28,6 +36,10 @@ pub const PROOF_HEADER: &str = "edge-proof";
 /// The setting (a secret at the edge and the backend) holding the proof's key.
 pub const PROOF_SECRET_SETTING: &str = "EDGE_PROOF_SECRET";
 
+/// The backend's setting holding the secret being rotated out: proofs under it are still
+/// accepted, so the edge can move to the new one without a refused request.
+pub const PREVIOUS_PROOF_SECRET_SETTING: &str = "EDGE_PROOF_SECRET_PREVIOUS";
+
 /// How far a proof's time may be from the backend's clock, either way.
 pub const MAX_AGE: Duration = Duration::from_secs(30);
 
@@ -40,13 +52,13 @@ pub enum ProofError {
     /// No proof header.
     #[error("no edge proof")]
     Missing,
-    /// Not the `v1 t= n= sig=` form.
+    /// Not the `v2 t= n= sig=` form.
     #[error("the edge proof is malformed")]
     Malformed,
     /// Its time is more than [`MAX_AGE`] from now.
     #[error("the edge proof is stale")]
     Stale,
-    /// The MAC does not match this request under the secret.
+    /// The MAC does not match this request under any of the secrets.
     #[error("the edge proof does not match the request")]
     Forged,
     /// Its nonce was seen already within [`MAX_AGE`].
@@ -61,6 +73,10 @@ pub struct ProvedRequest<'r> {
     pub method: &'r str,
     /// The path and query, as sent.
     pub path_and_query: &'r str,
+    /// The `Authorization` header's value, if sent.
+    pub authorization: Option<&'r [u8]>,
+    /// The `Idempotency-Key` header's value, if sent.
+    pub idempotency_key: Option<&'r [u8]>,
     /// The body's bytes.
     pub body: &'r [u8],
 }
@@ -68,19 +84,20 @@ pub struct ProvedRequest<'r> {
 /// The header value proving `request` at `now_unix` with `nonce` (a fresh random string).
 pub fn sign(secret: &[u8], request: ProvedRequest<'_>, now_unix: i64, nonce: &str) -> String {
     let signature = URL_SAFE_NO_PAD.encode(mac(secret, request, now_unix, nonce));
-    format!("v1 t={now_unix} n={nonce} sig={signature}")
+    format!("v2 t={now_unix} n={nonce} sig={signature}")
 }
 
-/// Checks `header` against `request` at `now_unix`; the nonce, for the caller to remember.
+/// Checks `header` against `request` at `now_unix`, under any of `secrets`; the nonce, for the
+/// caller to remember.
 pub fn verify<'h>(
-    secret: &[u8],
+    secrets: &[&[u8]],
     header: Option<&'h str>,
     request: ProvedRequest<'_>,
     now_unix: i64,
 ) -> Result<&'h str, ProofError> {
     let header = header.ok_or(ProofError::Missing)?;
     let mut fields = header.split(' ');
-    let (Some("v1"), Some(time), Some(nonce), Some(signature), None) = (
+    let (Some("v2"), Some(time), Some(nonce), Some(signature), None) = (
         fields.next(),
         fields.next().and_then(|field| field.strip_prefix("t=")),
         fields.next().and_then(|field| field.strip_prefix("n=")),
@@ -100,12 +117,17 @@ pub fn verify<'h>(
     if time.abs_diff(now_unix) > max_age.unsigned_abs() {
         return Err(ProofError::Stale);
     }
-    let mut expected = keyed(secret);
-    expected.update(&signing_input(request, time, nonce));
-    expected
-        .verify_slice(&signature)
-        .map_err(|_| ProofError::Forged)?;
-    Ok(nonce)
+    let input = signing_input(request, time, nonce);
+    let matches = |secret: &&[u8]| {
+        let mut expected = keyed(secret);
+        expected.update(&input);
+        expected.verify_slice(&signature).is_ok()
+    };
+    if secrets.iter().any(matches) {
+        Ok(nonce)
+    } else {
+        Err(ProofError::Forged)
+    }
 }
 
 fn mac(secret: &[u8], request: ProvedRequest<'_>, now_unix: i64, nonce: &str) -> Vec<u8> {
@@ -119,10 +141,16 @@ fn keyed(secret: &[u8]) -> Hmac<Sha256> {
 }
 
 fn signing_input(request: ProvedRequest<'_>, time: i64, nonce: &str) -> Vec<u8> {
-    let body_digest = URL_SAFE_NO_PAD.encode(Sha256::digest(request.body));
+    let digest = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
+    let header =
+        |value: Option<&[u8]>| value.map_or_else(|| "-".to_owned(), |v| format!("+{}", digest(v)));
     format!(
-        "v1\n{time}\n{nonce}\n{}\n{}\n{body_digest}",
-        request.method, request.path_and_query
+        "v2\n{time}\n{nonce}\n{}\n{}\n{}\n{}\n{}",
+        request.method,
+        request.path_and_query,
+        header(request.authorization),
+        header(request.idempotency_key),
+        digest(request.body),
     )
     .into_bytes()
 }
@@ -141,6 +169,8 @@ mod tests {
         ProvedRequest {
             method: "POST",
             path_and_query: "/v1/bills/elec-1/pay",
+            authorization: Some(b"Bearer token-of-user-1"),
+            idempotency_key: Some(b"key-1"),
             body,
         }
     }
@@ -149,11 +179,11 @@ mod tests {
     fn a_proof_holds_for_its_request_within_its_time() {
         let header = sign(SECRET, pay(b"{}"), NOW, "n1");
         assert_eq!(
-            verify(SECRET, Some(&header), pay(b"{}"), NOW + 30),
+            verify(&[SECRET], Some(&header), pay(b"{}"), NOW + 30),
             Ok("n1")
         );
         assert_eq!(
-            verify(SECRET, Some(&header), pay(b"{}"), NOW - 30),
+            verify(&[SECRET], Some(&header), pay(b"{}"), NOW - 30),
             Ok("n1")
         );
     }
@@ -161,7 +191,7 @@ mod tests {
     #[test]
     fn another_body_path_method_secret_or_time_is_refused() {
         let header = sign(SECRET, pay(b"{}"), NOW, "n1");
-        let check = |request, secret: &[u8], now| verify(secret, Some(&header), request, now);
+        let check = |request, secret: &[u8], now| verify(&[secret], Some(&header), request, now);
         assert_eq!(check(pay(b"{ }"), SECRET, NOW), Err(ProofError::Forged));
         let other_path = ProvedRequest {
             path_and_query: "/v1/bills/elec-2/pay",
@@ -173,6 +203,27 @@ mod tests {
             ..pay(b"{}")
         };
         assert_eq!(check(other_method, SECRET, NOW), Err(ProofError::Forged));
+        let other_token = ProvedRequest {
+            authorization: Some(b"Bearer token-of-user-2"),
+            ..pay(b"{}")
+        };
+        assert_eq!(check(other_token, SECRET, NOW), Err(ProofError::Forged));
+        let other_key = ProvedRequest {
+            idempotency_key: Some(b"key-2"),
+            ..pay(b"{}")
+        };
+        assert_eq!(check(other_key, SECRET, NOW), Err(ProofError::Forged));
+        for (authorization, idempotency_key) in [
+            (None, Some(&b"key-1"[..])),
+            (Some(&b"Bearer token-of-user-1"[..]), None),
+        ] {
+            let header_dropped = ProvedRequest {
+                authorization,
+                idempotency_key,
+                ..pay(b"{}")
+            };
+            assert_eq!(check(header_dropped, SECRET, NOW), Err(ProofError::Forged));
+        }
         let other_secret = b"another-secret-of-thirty-two-bytes!!!!";
         assert_eq!(
             check(pay(b"{}"), other_secret, NOW),
@@ -185,24 +236,40 @@ mod tests {
     #[test]
     fn a_missing_or_garbled_proof_is_named_so() {
         assert_eq!(
-            verify(SECRET, None, pay(b""), NOW),
+            verify(&[SECRET], None, pay(b""), NOW),
             Err(ProofError::Missing)
         );
         let good = sign(SECRET, pay(b""), NOW, "n1");
         for garbled in [
             "",
-            "v2 t=1 n=a sig=AA",
-            "v1 t=x n=a sig=AA",
-            "v1 t=1 n= sig=AA",
-            "v1 t=1 n=a sig=!!",
-            "v1 t=1 n=a",
+            "v1 t=1 n=a sig=AA",
+            "v2 t=x n=a sig=AA",
+            "v2 t=1 n= sig=AA",
+            "v2 t=1 n=a sig=!!",
+            "v2 t=1 n=a",
             &format!("{good} extra"),
         ] {
             assert_eq!(
-                verify(SECRET, Some(garbled), pay(b""), NOW),
+                verify(&[SECRET], Some(garbled), pay(b""), NOW),
                 Err(ProofError::Malformed),
                 "{garbled}"
             );
         }
+    }
+
+    #[test]
+    fn during_a_rotation_either_secret_proves_a_request() {
+        let previous = b"the-previous-secret-of-thirty-two-bytes";
+        let by_old_edge = sign(previous, pay(b"{}"), NOW, "n1");
+        let by_new_edge = sign(SECRET, pay(b"{}"), NOW, "n2");
+        for header in [&by_old_edge, &by_new_edge] {
+            let accepted = verify(&[SECRET, previous], Some(header), pay(b"{}"), NOW);
+            assert!(accepted.is_ok(), "{header}");
+        }
+        assert_eq!(
+            verify(&[SECRET], Some(&by_old_edge), pay(b"{}"), NOW),
+            Err(ProofError::Forged),
+            "once the rotation ends, the old secret proves nothing"
+        );
     }
 }

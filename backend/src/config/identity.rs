@@ -13,7 +13,9 @@ use shared::auth::{
     DEFAULT_LEEWAY_SECONDS, DEVELOPMENT_JWT_SECRET, JWT_AUDIENCE_SETTING, JWT_ISSUER_SETTING,
     JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, USER_CLAIM_SETTING, check_secret,
 };
-use shared::edge_proof::{MIN_PROOF_SECRET_BYTES, PROOF_SECRET_SETTING};
+use shared::edge_proof::{
+    MIN_PROOF_SECRET_BYTES, PREVIOUS_PROOF_SECRET_SETTING, PROOF_SECRET_SETTING,
+};
 
 use crate::identity::{
     DEFAULT_MAX_LIFETIME, DEFAULT_OPERATOR_ROLE, DEFAULT_ROLE_CLAIM, DEVELOPMENT_OPERATOR_SECRET,
@@ -116,8 +118,9 @@ pub struct Identity {
     pub operator_rules: OperatorRules,
     /// How key sets are cached.
     pub key_cache: CachePolicy,
-    /// The edge proof's secret, when `/v1` requests must carry the proof.
-    pub edge_proof_secret: Option<SecretString>,
+    /// The edge proof's secrets, the current first (and the previous during a rotation); empty
+    /// when `/v1` requests need no proof.
+    pub edge_proof_secrets: Vec<SecretString>,
 }
 
 impl Identity {
@@ -138,7 +141,7 @@ impl Identity {
             },
             token_rules,
             key_cache: CachePolicy::default(),
-            edge_proof_secret: None,
+            edge_proof_secrets: Vec::new(),
         }
     }
 }
@@ -232,7 +235,9 @@ impl IdentitySettings {
             operator_keys,
             operator_rules,
             key_cache,
-            edge_proof_secret: edge_proof_secret(self.require_edge_proof.unwrap_or(!development))?,
+            edge_proof_secrets: edge_proof_secrets(
+                self.require_edge_proof.unwrap_or(!development),
+            )?,
         })
     }
 }
@@ -252,11 +257,11 @@ fn key_source(
     }
 }
 
-/// The edge proof's secret when the proof is `required`: refused when missing or short, naming
-/// both settings.
-fn edge_proof_secret(required: bool) -> anyhow::Result<Option<SecretString>> {
+/// The edge proof's secrets when the proof is `required`, the current first: refused when the
+/// current is missing, or either is short.
+fn edge_proof_secrets(required: bool) -> anyhow::Result<Vec<SecretString>> {
     if !required {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let Some(secret) = read_secret(PROOF_SECRET_SETTING, process_environment)? else {
         bail!(
@@ -266,8 +271,16 @@ fn edge_proof_secret(required: bool) -> anyhow::Result<Option<SecretString>> {
              listener"
         );
     };
-    if secret.expose_secret().len() < MIN_PROOF_SECRET_BYTES {
-        bail!("{PROOF_SECRET_SETTING} must be at least {MIN_PROOF_SECRET_BYTES} bytes");
+    let previous = read_secret(PREVIOUS_PROOF_SECRET_SETTING, process_environment)?;
+    let secrets: Vec<SecretString> = std::iter::once(secret).chain(previous).collect();
+    if secrets
+        .iter()
+        .any(|secret| secret.expose_secret().len() < MIN_PROOF_SECRET_BYTES)
+    {
+        bail!(
+            "{PROOF_SECRET_SETTING} and {PREVIOUS_PROOF_SECRET_SETTING} must be at least \
+             {MIN_PROOF_SECRET_BYTES} bytes"
+        );
     }
-    Ok(Some(secret))
+    Ok(secrets)
 }

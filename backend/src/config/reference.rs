@@ -10,7 +10,7 @@ use super::bank::{CALLBACK_SECRET_SETTING, PREVIOUS_CALLBACK_SECRET_SETTING};
 use super::{DATABASE_URL_SETTING, DEFAULT_DATABASE_URL, Settings};
 use crate::identity::OPERATOR_SECRET_SETTING;
 use shared::auth::JWT_SECRET_SETTING;
-use shared::edge_proof::PROOF_SECRET_SETTING;
+use shared::edge_proof::{PREVIOUS_PROOF_SECRET_SETTING, PROOF_SECRET_SETTING};
 
 /// A setting read only from the environment or a mounted file ([`secret_settings`]).
 pub struct SecretSetting {
@@ -23,7 +23,7 @@ pub struct SecretSetting {
 }
 
 /// The settings that hold secrets, in the order the table lists them.
-pub const SECRET_SETTINGS: [SecretSetting; 6] = [
+pub const SECRET_SETTINGS: [SecretSetting; 7] = [
     SecretSetting {
         name: DATABASE_URL_SETTING,
         default: DEFAULT_DATABASE_URL,
@@ -49,6 +49,12 @@ pub const SECRET_SETTINGS: [SecretSetting; 6] = [
         default: "unset; required in production unless `REQUIRE_EDGE_PROOF=false`",
         meaning: "the key of the edge's proof on `/v1` requests (the edge's secret of the same \
                   name), at least 32 bytes",
+    },
+    SecretSetting {
+        name: PREVIOUS_PROOF_SECRET_SETTING,
+        default: "unset",
+        meaning: "while the edge's proof secret rotates (docs/identity.md): the one the edge \
+                  signed with before, also accepted",
     },
     SecretSetting {
         name: CALLBACK_SECRET_SETTING,

@@ -1,12 +1,15 @@
 //! The `/v1` API replies only to requests the edge forwarded (a step of `http::gate`): where
 //! `REQUIRE_EDGE_PROOF` is on (production's default), a request without the edge's proof
-//! (`shared::edge_proof`), with a forged or stale one, or with one already used, is refused 403
-//! before its token is looked at, so a client that calls the backend directly cannot skip the edge's rate limits and early
+//! (`shared::edge_proof`, over the method, path, token, key and body), with a forged or stale
+//! one, or with one already used at this replica, is refused 403 before its token is looked
+//! at, so a client that calls the backend directly cannot skip the edge's rate limits and early
 //! refusals. The proof covers the body, so the body is read here (within the usual limits) and
 //! handed on to the handler as read.
 
 use axum::body::Body;
 use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::http::header::AUTHORIZATION;
 use axum::response::{IntoResponse, Response};
 use shared::edge_proof::{PROOF_HEADER, ProofError, ProvedRequest};
 use shared::{Problem, ProblemKind};
@@ -38,9 +41,12 @@ pub async fn proved(state: &AppState, request: Request) -> Result<Request, Respo
         .uri
         .path_and_query()
         .map_or(parts.uri.path(), |path| path.as_str());
+    let header_bytes = |name: &str| parts.headers.get(name).map(HeaderValue::as_bytes);
     let proved = ProvedRequest {
         method: parts.method.as_str(),
         path_and_query,
+        authorization: header_bytes(AUTHORIZATION.as_str()),
+        idempotency_key: header_bytes(state.policy.header.as_str()),
         body: &body,
     };
     if let Err(refusal) = proofs.check(header.as_deref(), proved, unix_now()) {

@@ -96,9 +96,9 @@ fn assert_no_cors_header(received: &Received, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_listed_origins_preflight_is_allowed_before_the_edge_proof_and_the_token() {
     let mut options = Options::default();
-    options.identity.edge_proof_secret = Some(SecretString::from(
+    options.identity.edge_proof_secrets = vec![SecretString::from(
         "the-edge-proof-secret-of-these-tests-0123",
-    ));
+    )];
     let app = spawn_allowing(&format!("http://127.0.0.1:5173, {PAGE}"), options).await;
     for path in [
         "/v1/bills/elec-1/pay",

@@ -429,7 +429,7 @@ fn production_requires_the_edge_proofs_secret_unless_told_otherwise() {
     let short = [production.as_slice(), &[("EDGE_PROOF_SECRET", "short")]].concat();
     assert_refused(
         &backend(&short),
-        "EDGE_PROOF_SECRET must be at least 32 bytes",
+        "EDGE_PROOF_SECRET and EDGE_PROOF_SECRET_PREVIOUS must be at least 32 bytes",
     );
     let proved = [
         production.as_slice(),

@@ -2,10 +2,10 @@
 //! through gets the backend's response as is; a guarded request sends the body the gate already
 //! read and gets the whole reply back, so the reply can be kept. Where the backend asks for
 //! the edge's proof (`EDGE_PROOF_SECRET`), every forward carries one, signed over its method,
-//! path, body and time (`shared::edge_proof`); a request that passes through then has its body
-//! read first, since the proof covers it, and otherwise streams it. Every forward carries the
-//! edge's `traceparent` (and the client's `tracestate` with a joined trace), replacing the
-//! client's, so the backend's span is a child of the edge's.
+//! path, token, key, body and time (`shared::edge_proof`); a request that passes through then
+//! has its body read first, since the proof covers it, and otherwise streams it. Every forward
+//! carries the edge's `traceparent` (and the client's `tracestate` with a joined trace),
+//! replacing the client's, so the backend's span is a child of the edge's.
 
 use std::future::Future;
 use std::pin::pin;
@@ -23,7 +23,7 @@ use shared::edge_proof::{self, PROOF_HEADER, ProvedRequest};
 
 use super::clock::now_unix;
 use super::outgoing::Outgoing;
-use crate::config::EdgeConfig;
+use crate::config::{EdgeConfig, compiled_policy};
 use crate::coordination::SavedReply;
 use crate::forward_rules::{
     ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query,
@@ -132,9 +132,13 @@ fn backend_request(
         let path_and_query = path_and_query(&incoming.inner().url()).to_owned();
         if let Some(secret) = config.proof_secret() {
             let method = incoming.method().to_string();
+            let authorization = incoming.headers().get("authorization")?;
+            let idempotency_key = incoming.headers().get(&compiled_policy().header)?;
             let proved = ProvedRequest {
                 method: &method,
                 path_and_query: &path_and_query,
+                authorization: authorization.as_deref().map(str::as_bytes),
+                idempotency_key: idempotency_key.as_deref().map(str::as_bytes),
                 body: sent,
             };
             headers.set(
