@@ -54,6 +54,12 @@ pub const BACKEND_TIMEOUT_VAR: &str = "BACKEND_TIMEOUT_MS";
 /// `development`, which alone accepts the published development secret.
 pub const APP_ENV_VAR: &str = "APP_ENV";
 
+/// Whether each key's Durable Object keeps the backend's final reply and replays it (`true`, the
+/// default), or keeps only what coordination needs, the in-flight mark, the fingerprint and the
+/// expiry, and sends repeats on to the backend to replay (`false`: no payment data stored at
+/// the edge, for deployments whose payment data must stay in one country; docs/edge.md).
+pub const KEEPS_REPLIES_VAR: &str = "EDGE_KEEPS_REPLIES";
+
 /// The `[vars]` entry turning on the export of the edge's spans (OpenTelemetry's standard
 /// name): the OTLP/HTTP collector's base URL, to which `/v1/traces` is appended; empty or unset,
 /// nothing is exported.
@@ -192,6 +198,8 @@ pub struct EdgeConfig {
     /// The origins whose pages may read the edge's own replies (`CORS_ALLOWED_ORIGINS`, the
     /// backend's list; none: CORS off).
     allowed_origins: AllowedOrigins,
+    /// Whether keys' objects keep final replies ([`KEEPS_REPLIES_VAR`]).
+    keeps_replies: bool,
 }
 
 /// A setting that is missing or unusable. The message names the setting.
@@ -217,6 +225,9 @@ pub enum ConfigError {
     /// The run mode is neither `production` nor `development`.
     #[error("{APP_ENV_VAR} must be production or development, not {0:?}")]
     BadAppEnv(String),
+    /// Whether replies are kept is neither `true` nor `false`.
+    #[error("{KEEPS_REPLIES_VAR} must be true or false, not {0:?}")]
+    BadKeepsReplies(String),
     /// The secret is the development one outside development, or too short.
     #[error(transparent)]
     Secret(#[from] SecretError),
@@ -327,6 +338,11 @@ impl EdgeConfig {
                 stuck_after_ms: stuck_after.as_millis(),
             });
         }
+        let keeps_replies = match setting(KEEPS_REPLIES_VAR).as_deref().map(str::trim) {
+            None | Some("true") => true,
+            Some("false") => false,
+            Some(other) => return Err(ConfigError::BadKeepsReplies(other.to_owned())),
+        };
         let rate_limits = RateLimits {
             per_user: limit(&setting, USER_RATE_VARS, DEFAULT_USER_LIMIT)?,
             per_address: limit(&setting, ADDRESS_RATE_VARS, DEFAULT_ADDRESS_LIMIT)?,
@@ -341,6 +357,7 @@ impl EdgeConfig {
             allowed_origins: AllowedOrigins::parse(
                 &setting(CORS_ALLOWED_ORIGINS_SETTING).unwrap_or_default(),
             )?,
+            keeps_replies,
         })
     }
 
@@ -383,6 +400,11 @@ impl EdgeConfig {
     /// The origins whose pages may read the edge's replies.
     pub fn allowed_origins(&self) -> &AllowedOrigins {
         &self.allowed_origins
+    }
+
+    /// Whether keys' objects keep final replies to replay them ([`KEEPS_REPLIES_VAR`]).
+    pub fn keeps_replies(&self) -> bool {
+        self.keeps_replies
     }
 }
 
@@ -676,6 +698,17 @@ mod tests {
         let proving = settings(&[(PROOF_SECRET_VAR, Some(SECRET))]).expect("a proof secret");
         assert_eq!(proving.proof_secret(), Some(SECRET.as_bytes()));
         assert_eq!(settings(&[]).expect("defaults").proof_secret(), None);
+    }
+
+    #[test]
+    fn replies_are_kept_unless_told_not_to() {
+        assert!(settings(&[]).expect("defaults").keeps_replies());
+        let residency = settings(&[(KEEPS_REPLIES_VAR, Some("false"))]).expect("valid");
+        assert!(!residency.keeps_replies());
+        assert_eq!(
+            settings(&[(KEEPS_REPLIES_VAR, Some("no"))]),
+            Err(ConfigError::BadKeepsReplies("no".to_owned()))
+        );
     }
 
     #[test]

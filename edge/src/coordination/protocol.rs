@@ -157,6 +157,14 @@ pub struct FinishReport {
     /// text.
     #[serde(alias = "answer")]
     pub reply: Option<SavedReply>,
+    /// Whether the object may store a final reply (`EDGE_KEEPS_REPLIES`); if not, it stores
+    /// only the fingerprint and the expiry. Reports from Workers before the setting keep it.
+    #[serde(default = "kept")]
+    pub keep_reply: bool,
+}
+
+fn kept() -> bool {
+    true
 }
 
 impl BeginVerdict {
@@ -254,6 +262,7 @@ mod tests {
             attempt_id: "a".to_owned(),
             fingerprint: Fingerprint::from_slice(&[7; 32]).expect("32 bytes"),
             reply: Some(created()),
+            keep_reply: true,
         };
         let json = serde_json::to_string(&report).expect("serialises");
         let old_report = json.replace(r#""reply":"#, r#""answer":"#);

@@ -22,12 +22,15 @@ pub enum KeyRecord {
         /// When the mark lapses if the attempt never reports.
         mark_expires_at_ms: u64,
     },
-    /// The backend's final reply, replayed until the key's expiry.
+    /// The backend gave a final reply: replayed until the key's expiry where it is kept; where
+    /// replies are not kept (`EDGE_KEEPS_REPLIES=false`), only the fingerprint stays, so a
+    /// changed body is still refused here and a repeat goes on to the backend, which replays.
     Finished {
         /// The fingerprint of the request the reply belongs to.
         fingerprint: Fingerprint,
-        /// The reply.
-        reply: SavedReply,
+        /// The reply, if replies are kept.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reply: Option<SavedReply>,
         /// When the key expires: the backend's `Idempotency-Expires`, the expiry written on the
         /// key's row at its claim.
         keep_until_ms: u64,
@@ -74,7 +77,7 @@ impl TryFrom<KeyRecordFields> for KeyRecord {
             },
             KeyRecordState::Finished => KeyRecord::Finished {
                 fingerprint,
-                reply: fields.reply.ok_or("missing field `reply`")?,
+                reply: fields.reply,
                 keep_until_ms: fields
                     .keep_until_ms
                     .ok_or("missing field `keep_until_ms`")?,
@@ -158,9 +161,12 @@ pub fn begin(
     }
     let verdict = match live {
         KeyRecord::InFlight { .. } => BeginVerdict::InProgress,
-        KeyRecord::Finished { reply, .. } => BeginVerdict::Replay {
+        KeyRecord::Finished {
+            reply: Some(reply), ..
+        } => BeginVerdict::Replay {
             reply: reply.clone(),
         },
+        KeyRecord::Finished { reply: None, .. } => BeginVerdict::Forward,
     };
     (verdict, RecordChange::Unchanged)
 }
@@ -181,7 +187,8 @@ pub fn wait_until(current: Option<&KeyRecord>, request: &BeginRequest, now_ms: u
     }
 }
 
-/// An attempt's forward ended. A final reply is kept until its key's expiry as the backend's
+/// An attempt's forward ended. A final reply is kept (or, where the report says replies are not
+/// kept, only its fingerprint) until its key's expiry as the backend's
 /// `Idempotency-Expires` names it, never longer (unless one is kept already: the first stays,
 /// and the backend gives the same one to every attempt anyway); a final reply without a
 /// readable expiry, or already past it, is not kept. Any other reply clears the mark of the
@@ -198,7 +205,7 @@ pub fn finish(current: Option<&KeyRecord>, report: &FinishReport, now_ms: u64) -
             Some(keep_until_ms) if keep_until_ms > now_ms => {
                 RecordChange::Store(KeyRecord::Finished {
                     fingerprint: report.fingerprint,
-                    reply: reply.clone(),
+                    reply: report.keep_reply.then(|| reply.clone()),
                     keep_until_ms,
                 })
             }
@@ -304,6 +311,7 @@ mod tests {
             attempt_id: attempt.to_owned(),
             fingerprint: fp(amount),
             reply,
+            keep_reply: true,
         }
     }
 
@@ -474,6 +482,59 @@ mod tests {
     }
 
     #[test]
+    fn where_replies_are_not_kept_only_the_fingerprint_stays_and_repeats_go_on() {
+        let mut record = None;
+        begin_and_apply(&mut record, &begin_request("a", 1), NOW);
+        let not_kept = FinishReport {
+            keep_reply: false,
+            ..report("a", 1, Some(created()))
+        };
+        let step = finish(record.as_ref(), &not_kept, NOW + 5);
+        assert_eq!(
+            step.tell_waiters,
+            Some(Some(created())),
+            "waiters still get the reply, from memory"
+        );
+        apply(&mut record, step.change);
+        assert_eq!(
+            record,
+            Some(KeyRecord::Finished {
+                fingerprint: fp(1),
+                reply: None,
+                keep_until_ms: NOW + KEEP_MS,
+            })
+        );
+        let json = serde_json::to_string(&record).expect("serialises");
+        assert!(!json.contains("reply"), "{json}");
+        // A repeat goes on to the backend and leaves the record be; a changed body is still
+        // refused here; the backend's replay to the repeat changes nothing.
+        for attempt in ["b", "c"] {
+            assert_eq!(
+                begin_and_apply(&mut record, &begin_request(attempt, 1), NOW + 10),
+                BeginVerdict::Forward
+            );
+        }
+        assert_eq!(
+            begin_and_apply(&mut record, &begin_request("d", 2), NOW + 10),
+            BeginVerdict::Mismatch
+        );
+        let replayed = FinishReport {
+            keep_reply: false,
+            ..report("b", 1, Some(created()))
+        };
+        finish_and_apply(&mut record, &replayed, NOW + 20);
+        assert!(matches!(
+            &record,
+            Some(KeyRecord::Finished { reply: None, .. })
+        ));
+        let json = format!(
+            r#"{{"state":"finished","fingerprint":{},"keep_until_ms":7}}"#,
+            serde_json::to_string(&fp(1)).expect("serialises")
+        );
+        assert!(serde_json::from_str::<KeyRecord>(&json).is_ok(), "{json}");
+    }
+
+    #[test]
     fn a_late_final_reply_is_kept_even_after_the_mark_lapsed() {
         let mut record = None;
         begin_and_apply(&mut record, &begin_request("a", 1), NOW);
@@ -544,7 +605,7 @@ mod tests {
         let mark = stored(change);
         let finished = KeyRecord::Finished {
             fingerprint: fp(1),
-            reply: created(),
+            reply: Some(created()),
             keep_until_ms: NOW + KEEP_MS,
         };
         for record in [mark, finished.clone()] {
@@ -580,7 +641,7 @@ mod tests {
         );
         for broken in [
             format!(r#"{{"state":"in_flight","attempt_id":"a","fingerprint":{fingerprint}}}"#),
-            format!(r#"{{"state":"finished","fingerprint":{fingerprint},"keep_until_ms":7}}"#),
+            format!(r#"{{"state":"finished","fingerprint":{fingerprint},"reply":null}}"#),
             format!(r#"{{"state":"lost","fingerprint":{fingerprint}}}"#),
             format!(r#"{{"attempt_id":"a","mark_expires_at_ms":7,"fingerprint":{fingerprint}}}"#),
         ] {

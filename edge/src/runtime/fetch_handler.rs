@@ -282,6 +282,7 @@ async fn coordinate_and_forward(
             attempt_id: request_id,
             fingerprint,
             reply: saved,
+            keep_reply: task_config.keeps_replies(),
         };
         if let Err(error) = coordinator.finish(&report).await {
             console_error!(

@@ -60,6 +60,9 @@ pub struct StackOptions {
     /// An OTLP/HTTP receiver's base URL both edge and backend export their spans to
     /// (`OTEL_EXPORTER_OTLP_ENDPOINT`); `None`: no traces.
     pub otlp_endpoint: Option<String>,
+    /// Whether the Durable Objects keep their storage in files a test can read
+    /// ([`Stack::durable_object_storage`]) rather than in memory.
+    pub durable_objects_on_disk: bool,
 }
 
 /// The edge proof's secret of a stack that requires it.
@@ -86,6 +89,7 @@ impl Default for StackOptions {
             shared_settings: Vec::new(),
             edge_proof: false,
             otlp_endpoint: None,
+            durable_objects_on_disk: false,
         }
     }
 }
@@ -202,6 +206,11 @@ impl Stack {
                 edge::runtime::RATE_LIMITER_BINDING,
             ),
             extra: shared_settings,
+            durable_objects_on_disk: options.durable_objects_on_disk.then(|| {
+                let directory = scratch.join("durable-objects");
+                std::fs::create_dir_all(&directory).expect("create the objects' directory");
+                directory
+            }),
         };
         let (workerd, edge_port) = start_workerd(&repo_root(), &scratch, &settings).await;
 
@@ -217,6 +226,27 @@ impl Stack {
             scratch,
             _database: database,
         }
+    }
+
+    /// Every byte the Durable Objects have stored, each file of their storage directory (SQLite
+    /// databases and their journals) in turn; empty when they keep it in memory.
+    pub fn durable_object_storage(&self) -> Vec<u8> {
+        let directory = self.scratch.join("durable-objects");
+        let mut bytes = Vec::new();
+        let mut pending = vec![directory];
+        while let Some(directory) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&directory) else {
+                continue;
+            };
+            for path in entries.map(|entry| entry.expect("a directory entry").path()) {
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    bytes.extend(std::fs::read(&path).expect("read a storage file"));
+                }
+            }
+        }
+        bytes
     }
 
     /// Kills every process and drops the database.

@@ -1,5 +1,6 @@
 //! The built edge Worker (`scripts/build-edge.sh`) under `workerd`, the runtime `wrangler dev`
-//! runs: its settings as bindings, its Durable Objects in memory, outbound fetch limited to this
+//! runs: its settings as bindings, its Durable Objects in memory (or in SQLite files in a
+//! directory, for a test that reads what they store), outbound fetch limited to this
 //! machine, on port 0 of 127.0.0.1 (workerd reports the port it bound through its control
 //! messages). Used by the edge's end-to-end tests and the soak.
 //!
@@ -31,6 +32,9 @@ pub struct WorkerSettings {
     pub bindings: (&'static str, &'static str),
     /// Further text bindings: `AUTH_JWKS_URL`, `EDGE_PROOF_SECRET`, the token rules…
     pub extra: Vec<(&'static str, String)>,
+    /// A directory (which must exist) for the Durable Objects' storage, each object's SQLite
+    /// file; `None`: in memory.
+    pub durable_objects_on_disk: Option<PathBuf>,
 }
 
 /// Starts the Worker built under `repo_root` in `workerd`, with its files copied to `scratch`
@@ -82,7 +86,18 @@ fn config(settings: &WorkerSettings) -> String {
         address_limit: (address_per_minute, address_burst),
         bindings: (coordinator, limiter),
         extra,
+        durable_objects_on_disk,
     } = settings;
+    let (storage, storage_service) = match durable_objects_on_disk {
+        None => ("inMemory = void".to_owned(), String::new()),
+        Some(directory) => (
+            "localDisk = \"objects\"".to_owned(),
+            format!(
+                "    (name = \"objects\", disk = (path = \"{}\", writable = true)),\n",
+                directory.display()
+            ),
+        ),
+    };
     let text_bindings: String = jwt_secret
         .iter()
         .map(|secret| ("AUTH_JWT_SECRET", secret.as_str()))
@@ -96,7 +111,7 @@ const config :Workerd.Config = (
   services = [
     (name = "edge", worker = .edge),
     (name = "loopback", network = (allow = ["local"])),
-  ],
+{storage_service}  ],
   sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "edge")],
 );
 
@@ -121,7 +136,7 @@ const edge :Workerd.Worker = (
     (className = "KeyCoordinator", uniqueKey = "safe-retries-edge-KeyCoordinator", enableSql = true),
     (className = "RateLimiter", uniqueKey = "safe-retries-edge-RateLimiter", enableSql = true),
   ],
-  durableObjectStorage = (inMemory = void),
+  durableObjectStorage = ({storage}),
   globalOutbound = "loopback",
 );
 "#

@@ -253,6 +253,7 @@ impl Stack {
         let scratch = self.scratch.join(format!("edge-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&scratch)?;
         let settings = WorkerSettings {
+            durable_objects_on_disk: None,
             backend_url: self.balancer.url.clone(),
             backend_timeout_ms: 15_000,
             jwt_secret: Some(self.secret.clone()),
