@@ -6,10 +6,14 @@
 //! With it, the trace id: from a W3C `traceparent` header the request came with, or a new
 //! trace's. Both are fields of the request's span, so every log line written while the request
 //! is served carries them (`crate::telemetry`); with the exporter on, the span is the trace's
-//! server span, a child of the caller's (`crate::telemetry::traces`).
+//! server span, a child of the caller's (`crate::telemetry::traces`), with OpenTelemetry's HTTP
+//! server attributes: `http.request.method`, `http.route` (the route's template, when one
+//! matched), `url.path`, `server.address` and `server.port` (from `Host`) and
+//! `http.response.status_code`.
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
+use axum::http::header::HOST;
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
@@ -42,19 +46,46 @@ pub async fn propagate(mut request: Request, next: Next) -> Response {
     let header = HeaderValue::from_str(&id).expect("checked visible ASCII");
     request.headers_mut().insert(HEADER, header.clone());
     request.extensions_mut().insert(RequestId::new(&id));
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    let (server_address, server_port) = host_and_port(request.headers().get(HOST));
     let span = tracing::info_span!(
         "request",
         request_id = %id,
         trace_id = tracing::field::Empty,
         otel.name = tracing::field::Empty,
         otel.kind = tracing::field::Empty,
+        http.request.method = %request.method(),
+        http.route = route,
+        url.path = request.uri().path(),
+        server.address = server_address,
+        server.port = server_port,
+        http.response.status_code = tracing::field::Empty,
     );
     let trace_id = join_callers_trace(&span, &request);
     span.record("trace_id", tracing::field::display(trace_id));
     request.extensions_mut().insert(trace_id);
-    let mut response = next.run(request).instrument(span).await;
+    let mut response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
     response.headers_mut().insert(HEADER, header);
     response
+}
+
+/// The host and port a request's `Host` header names (`None` where it names none).
+fn host_and_port(host: Option<&HeaderValue>) -> (Option<&str>, Option<u16>) {
+    let Some(host) = host.and_then(|value| value.to_str().ok()) else {
+        return (None, None);
+    };
+    // A bracketed IPv6 address without a port ends in `]`, which no port parses from.
+    match host
+        .rsplit_once(':')
+        .map(|(name, port)| (name, port.parse::<u16>()))
+    {
+        Some((name, Ok(port))) => (Some(name), Some(port)),
+        _ => (Some(host), None),
+    }
 }
 
 #[cfg(test)]
@@ -75,5 +106,20 @@ mod tests {
             );
         }
         assert!(uuid::Uuid::parse_str(&accept_or_mint(None)).is_ok());
+    }
+
+    #[test]
+    fn the_host_header_gives_the_server_address_and_port() {
+        for (host, address, port) in [
+            ("api.example.com", "api.example.com", None),
+            ("127.0.0.1:8080", "127.0.0.1", Some(8080)),
+            ("[::1]:8080", "[::1]", Some(8080)),
+            ("[::1]", "[::1]", None),
+            ("host:port", "host:port", None),
+        ] {
+            let value = HeaderValue::from_static(host);
+            assert_eq!(host_and_port(Some(&value)), (Some(address), port), "{host}");
+        }
+        assert_eq!(host_and_port(None), (None, None));
     }
 }

@@ -11,7 +11,6 @@
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use shared::{Problem, ProblemKind};
-use tower_http::trace::TraceLayer;
 
 use super::cors::{self, CrossOrigin};
 use super::request_id;
@@ -44,10 +43,6 @@ pub fn router(state: AppState) -> Router {
         ))
         // Outside the access log, so its line is in the request's span (ids, trace).
         .layer(axum::middleware::from_fn(request_id::propagate))
-        // A span per request; failures are logged once, by `failures::log_failures` (which
-        // knows a passing outage from a bug), not again per 5xx here: under overload that
-        // second line per shed request was a log storm (and the CPU spent writing it).
-        .layer(TraceLayer::new_for_http().on_failure(()))
         .with_state(state)
 }
 

@@ -73,6 +73,20 @@ async fn a_payment_is_one_trace_from_the_callers_span_to_the_bank_and_its_replay
     assert_eq!(server.kind, SERVER);
     assert_eq!(server.parent_span_id, CALLERS_SPAN, "the caller's child");
     assert_eq!(server.service, "safe-retries-backend");
+    // OpenTelemetry's HTTP server attributes, not tower-http's `method` and `uri`.
+    for (attribute, value) in [
+        ("http.request.method", "POST"),
+        ("http.route", "/v1/bills/{bill_id}/pay"),
+        ("url.path", "/v1/bills/elec-3/pay"),
+        ("server.address", "127.0.0.1"),
+        ("http.response.status_code", "201"),
+    ] {
+        assert_eq!(server.attribute(attribute), Some(value), "{attribute}");
+    }
+    assert!(server.attribute("server.port").is_some());
+    for legacy in ["method", "uri", "version"] {
+        assert_eq!(server.attribute(legacy), None, "{legacy}");
+    }
     for step in ["checks", "claim_payment", "debit", "finish"] {
         let span = one(&trace, step);
         assert!(
