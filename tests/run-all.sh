@@ -4,7 +4,8 @@
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
 # (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm), the native test suites (the backend's
 # against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
-# public OpenAPI document against a running backend (schemathesis), a page on another origin
+# previous release's backend beside this one (scripts/two-releases.sh), the public OpenAPI
+# document against a running backend (schemathesis), a page on another origin
 # paying through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
 # PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the audit must fail),
 # the production container image run with podman
@@ -74,6 +75,9 @@ step "native tests"
 # `cargo test` builds a package's binaries only for that package's own tests.
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
+
+step "two releases side by side: the previous release's backend beside this one on one database (scripts/two-releases.sh)"
+scripts/two-releases.sh
 
 step "the public OpenAPI document against a running backend: schemathesis (scripts/schemathesis.sh)"
 scripts/schemathesis.sh

@@ -213,7 +213,11 @@ pub fn build_state_with_bank(
             operator_signing,
             config.identity.operator_rules.clone(),
         )),
-        edge_proofs: EdgeProofs::new(&config.identity.edge_proof_secrets).map(Arc::new),
+        edge_proofs: EdgeProofs::new(
+            &config.identity.edge_proof_secrets,
+            config.identity.edge_proof_versions,
+        )
+        .map(Arc::new),
         trail_kept_after_key: config.trail_kept_after_key,
         bank_callback_secrets: Arc::new(config.bank.callback_secrets.clone()),
         status_check_zone,

@@ -14,6 +14,10 @@
 //! remembers the nonces it saw for that long ([`ProofError::Replayed`] is the backend's to raise:
 //! this module has no memory).
 //!
+//! Upgrade: 0.9.0's edge signed `v1`, over method, path, time, nonce and body only. This release's
+//! backend accepts a `v1` proof only where told to (`EDGE_PROOF_ACCEPT_V1`, on by default in this
+//! release, for the rolling upgrade: backends first, then the edge); the next release drops it.
+//!
 //! Rotation: the backend accepts proofs under any of its secrets (the current and, during a
 //! rotation, the previous: `EDGE_PROOF_SECRET_PREVIOUS`); the edge signs with one. Steps in
 //! docs/identity.md.
@@ -64,6 +68,18 @@ pub enum ProofError {
     /// Its nonce was seen already within [`MAX_AGE`].
     #[error("the edge proof was replayed")]
     Replayed,
+    /// A `v1` proof, where only `v2` is accepted.
+    #[error("the edge proof is v1, no longer accepted")]
+    OldVersion,
+}
+
+/// Which proof versions a check accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Only `v2`, which covers the token and the key.
+    V2Only,
+    /// `v2`, and `v1` from an edge not yet upgraded.
+    V1AndV2,
 }
 
 /// What a proof covers: one request.
@@ -87,17 +103,26 @@ pub fn sign(secret: &[u8], request: ProvedRequest<'_>, now_unix: i64, nonce: &st
     format!("v2 t={now_unix} n={nonce} sig={signature}")
 }
 
-/// Checks `header` against `request` at `now_unix`, under any of `secrets`; the nonce, for the
-/// caller to remember.
+/// A `v1` proof of `request`, as 0.9.0's edge made it: for the upgrade's tests.
+pub fn sign_v1(secret: &[u8], request: ProvedRequest<'_>, now_unix: i64, nonce: &str) -> String {
+    let mut mac = keyed(secret);
+    mac.update(&v1_signing_input(request, now_unix, nonce));
+    let signature = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+    format!("v1 t={now_unix} n={nonce} sig={signature}")
+}
+
+/// Checks `header` against `request` at `now_unix`, under any of `secrets`, in the `accepted`
+/// versions; the nonce, for the caller to remember.
 pub fn verify<'h>(
     secrets: &[&[u8]],
+    accepted: Accepted,
     header: Option<&'h str>,
     request: ProvedRequest<'_>,
     now_unix: i64,
 ) -> Result<&'h str, ProofError> {
     let header = header.ok_or(ProofError::Missing)?;
     let mut fields = header.split(' ');
-    let (Some("v2"), Some(time), Some(nonce), Some(signature), None) = (
+    let (Some(version @ ("v1" | "v2")), Some(time), Some(nonce), Some(signature), None) = (
         fields.next(),
         fields.next().and_then(|field| field.strip_prefix("t=")),
         fields.next().and_then(|field| field.strip_prefix("n=")),
@@ -117,7 +142,11 @@ pub fn verify<'h>(
     if time.abs_diff(now_unix) > max_age.unsigned_abs() {
         return Err(ProofError::Stale);
     }
-    let input = signing_input(request, time, nonce);
+    let input = match (version, accepted) {
+        ("v2", _) => signing_input(request, time, nonce),
+        (_, Accepted::V1AndV2) => v1_signing_input(request, time, nonce),
+        (_, Accepted::V2Only) => return Err(ProofError::OldVersion),
+    };
     let matches = |secret: &&[u8]| {
         let mut expected = keyed(secret);
         expected.update(&input);
@@ -138,6 +167,15 @@ fn mac(secret: &[u8], request: ProvedRequest<'_>, now_unix: i64, nonce: &str) ->
 
 fn keyed(secret: &[u8]) -> Hmac<Sha256> {
     Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length")
+}
+
+fn v1_signing_input(request: ProvedRequest<'_>, time: i64, nonce: &str) -> Vec<u8> {
+    let body_digest = URL_SAFE_NO_PAD.encode(Sha256::digest(request.body));
+    format!(
+        "v1\n{time}\n{nonce}\n{}\n{}\n{body_digest}",
+        request.method, request.path_and_query
+    )
+    .into_bytes()
 }
 
 fn signing_input(request: ProvedRequest<'_>, time: i64, nonce: &str) -> Vec<u8> {
@@ -179,11 +217,23 @@ mod tests {
     fn a_proof_holds_for_its_request_within_its_time() {
         let header = sign(SECRET, pay(b"{}"), NOW, "n1");
         assert_eq!(
-            verify(&[SECRET], Some(&header), pay(b"{}"), NOW + 30),
+            verify(
+                &[SECRET],
+                Accepted::V2Only,
+                Some(&header),
+                pay(b"{}"),
+                NOW + 30
+            ),
             Ok("n1")
         );
         assert_eq!(
-            verify(&[SECRET], Some(&header), pay(b"{}"), NOW - 30),
+            verify(
+                &[SECRET],
+                Accepted::V2Only,
+                Some(&header),
+                pay(b"{}"),
+                NOW - 30
+            ),
             Ok("n1")
         );
     }
@@ -191,7 +241,9 @@ mod tests {
     #[test]
     fn another_body_path_method_secret_or_time_is_refused() {
         let header = sign(SECRET, pay(b"{}"), NOW, "n1");
-        let check = |request, secret: &[u8], now| verify(&[secret], Some(&header), request, now);
+        let check = |request, secret: &[u8], now| {
+            verify(&[secret], Accepted::V2Only, Some(&header), request, now)
+        };
         assert_eq!(check(pay(b"{ }"), SECRET, NOW), Err(ProofError::Forged));
         let other_path = ProvedRequest {
             path_and_query: "/v1/bills/elec-2/pay",
@@ -236,13 +288,13 @@ mod tests {
     #[test]
     fn a_missing_or_garbled_proof_is_named_so() {
         assert_eq!(
-            verify(&[SECRET], None, pay(b""), NOW),
+            verify(&[SECRET], Accepted::V2Only, None, pay(b""), NOW),
             Err(ProofError::Missing)
         );
         let good = sign(SECRET, pay(b""), NOW, "n1");
         for garbled in [
             "",
-            "v1 t=1 n=a sig=AA",
+            "v3 t=1 n=a sig=AA",
             "v2 t=x n=a sig=AA",
             "v2 t=1 n= sig=AA",
             "v2 t=1 n=a sig=!!",
@@ -250,7 +302,7 @@ mod tests {
             &format!("{good} extra"),
         ] {
             assert_eq!(
-                verify(&[SECRET], Some(garbled), pay(b""), NOW),
+                verify(&[SECRET], Accepted::V2Only, Some(garbled), pay(b""), NOW),
                 Err(ProofError::Malformed),
                 "{garbled}"
             );
@@ -263,13 +315,48 @@ mod tests {
         let by_old_edge = sign(previous, pay(b"{}"), NOW, "n1");
         let by_new_edge = sign(SECRET, pay(b"{}"), NOW, "n2");
         for header in [&by_old_edge, &by_new_edge] {
-            let accepted = verify(&[SECRET, previous], Some(header), pay(b"{}"), NOW);
+            let accepted = verify(
+                &[SECRET, previous],
+                Accepted::V2Only,
+                Some(header),
+                pay(b"{}"),
+                NOW,
+            );
             assert!(accepted.is_ok(), "{header}");
         }
         assert_eq!(
-            verify(&[SECRET], Some(&by_old_edge), pay(b"{}"), NOW),
+            verify(
+                &[SECRET],
+                Accepted::V2Only,
+                Some(&by_old_edge),
+                pay(b"{}"),
+                NOW
+            ),
             Err(ProofError::Forged),
             "once the rotation ends, the old secret proves nothing"
+        );
+    }
+
+    #[test]
+    fn a_v1_proof_passes_only_where_accepted_and_only_for_its_request() {
+        let v1 = sign_v1(SECRET, pay(b"{}"), NOW, "n1");
+        assert_eq!(
+            verify(&[SECRET], Accepted::V1AndV2, Some(&v1), pay(b"{}"), NOW),
+            Ok("n1")
+        );
+        assert_eq!(
+            verify(&[SECRET], Accepted::V2Only, Some(&v1), pay(b"{}"), NOW),
+            Err(ProofError::OldVersion)
+        );
+        assert_eq!(
+            verify(&[SECRET], Accepted::V1AndV2, Some(&v1), pay(b"{ }"), NOW),
+            Err(ProofError::Forged)
+        );
+        let as_v2 = v1.replacen("v1", "v2", 1);
+        assert_eq!(
+            verify(&[SECRET], Accepted::V1AndV2, Some(&as_v2), pay(b"{}"), NOW),
+            Err(ProofError::Forged),
+            "a v1 signature relabelled v2 proves nothing"
         );
     }
 }

@@ -14,7 +14,7 @@ use shared::auth::{
     JWT_LEEWAY_SETTING, JWT_SECRET_SETTING, TokenRules, USER_CLAIM_SETTING, check_secret,
 };
 use shared::edge_proof::{
-    MIN_PROOF_SECRET_BYTES, PREVIOUS_PROOF_SECRET_SETTING, PROOF_SECRET_SETTING,
+    Accepted, MIN_PROOF_SECRET_BYTES, PREVIOUS_PROOF_SECRET_SETTING, PROOF_SECRET_SETTING,
 };
 
 use crate::identity::{
@@ -84,6 +84,10 @@ pub struct IdentitySettings {
     /// default in production, `false` in development.
     #[arg(long, env = REQUIRE_EDGE_PROOF_SETTING, action = ArgAction::Set)]
     pub require_edge_proof: Option<bool>,
+    /// Whether 0.9.0's `v1` edge proof (no token or key in it) is accepted, for the upgrade:
+    /// backends first, then the edge; `false` once every edge signs `v2`.
+    #[arg(long, env = "EDGE_PROOF_ACCEPT_V1", default_value_t = true, action = ArgAction::Set)]
+    pub edge_proof_accept_v1: bool,
 }
 
 /// Where a kind of token gets its keys.
@@ -121,6 +125,8 @@ pub struct Identity {
     /// The edge proof's secrets, the current first (and the previous during a rotation); empty
     /// when `/v1` requests need no proof.
     pub edge_proof_secrets: Vec<SecretString>,
+    /// Which proof versions are accepted.
+    pub edge_proof_versions: Accepted,
 }
 
 impl Identity {
@@ -142,6 +148,7 @@ impl Identity {
             token_rules,
             key_cache: CachePolicy::default(),
             edge_proof_secrets: Vec::new(),
+            edge_proof_versions: Accepted::V2Only,
         }
     }
 }
@@ -238,6 +245,11 @@ impl IdentitySettings {
             edge_proof_secrets: edge_proof_secrets(
                 self.require_edge_proof.unwrap_or(!development),
             )?,
+            edge_proof_versions: if self.edge_proof_accept_v1 {
+                Accepted::V1AndV2
+            } else {
+                Accepted::V2Only
+            },
         })
     }
 }

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use secret_settings::{ExposeSecret, SecretString};
-use shared::edge_proof::{self, MAX_AGE, ProofError, ProvedRequest};
+use shared::edge_proof::{self, Accepted, MAX_AGE, ProofError, ProvedRequest};
 
 /// The most nonces remembered at once: far above a replica's requests in twice a proof's life.
 const MAX_REMEMBERED: u64 = 2_000_000;
@@ -18,12 +18,14 @@ const MAX_REMEMBERED: u64 = 2_000_000;
 /// Checks edge proofs under one or two secrets.
 pub struct EdgeProofs {
     secrets: Vec<Vec<u8>>,
+    accepted: Accepted,
     seen: moka::sync::Cache<String, ()>,
 }
 
 impl EdgeProofs {
-    /// Proofs made with any of `secrets`; `None` if there are none (no proof required).
-    pub fn new(secrets: &[SecretString]) -> Option<EdgeProofs> {
+    /// Proofs made with any of `secrets` in the `accepted` versions; `None` if there are no
+    /// secrets (no proof required).
+    pub fn new(secrets: &[SecretString], accepted: Accepted) -> Option<EdgeProofs> {
         if secrets.is_empty() {
             return None;
         }
@@ -32,6 +34,7 @@ impl EdgeProofs {
                 .iter()
                 .map(|secret| secret.expose_secret().as_bytes().to_vec())
                 .collect(),
+            accepted,
             seen: moka::sync::Cache::builder()
                 .max_capacity(MAX_REMEMBERED)
                 // Past twice the proof's life its time alone refuses it.
@@ -48,7 +51,7 @@ impl EdgeProofs {
         now_unix: i64,
     ) -> Result<(), ProofError> {
         let secrets: Vec<&[u8]> = self.secrets.iter().map(Vec::as_slice).collect();
-        let nonce = edge_proof::verify(&secrets, header, request, now_unix)?;
+        let nonce = edge_proof::verify(&secrets, self.accepted, header, request, now_unix)?;
         let entry = self.seen.entry(nonce.to_owned()).or_insert(());
         if entry.is_fresh() {
             Ok(())
@@ -74,7 +77,8 @@ mod tests {
 
     #[test]
     fn a_proof_passes_once_and_its_replay_is_refused() {
-        let proofs = EdgeProofs::new(&[SecretString::from(SECRET)]).expect("a secret");
+        let proofs =
+            EdgeProofs::new(&[SecretString::from(SECRET)], Accepted::V2Only).expect("a secret");
         let request = ProvedRequest {
             method: "GET",
             path_and_query: "/v1/payments/1",
@@ -95,6 +99,6 @@ mod tests {
 
     #[test]
     fn no_secret_means_no_proof_is_checked() {
-        assert!(EdgeProofs::new(&[]).is_none());
+        assert!(EdgeProofs::new(&[], Accepted::V1AndV2).is_none());
     }
 }

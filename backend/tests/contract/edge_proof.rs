@@ -10,7 +10,7 @@
 
 use secret_settings::SecretString;
 use serde_json::Value;
-use shared::edge_proof::{self, PROOF_HEADER, ProvedRequest};
+use shared::edge_proof::{self, Accepted, PROOF_HEADER, ProvedRequest};
 use test_harness::Received;
 
 use crate::support::{Options, SECRET, TestApp, new_key, payment_body};
@@ -218,5 +218,32 @@ async fn a_secret_rotates_with_no_refused_request() {
     )
     .await
     .assert_problem(403, "forbidden");
+    assert_eq!(app.ledger().await.debits.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_edge_not_yet_upgraded_is_served_until_v1_is_turned_off() {
+    let (key, body) = (new_key(), payment_body(5_000));
+    let body_text = body.to_string();
+    let request = ProvedRequest {
+        method: "POST",
+        path_and_query: "/v1/bills/elec-1/pay",
+        authorization: None,
+        idempotency_key: None,
+        body: body_text.as_bytes(),
+    };
+    let mut options = Options::default();
+    options.identity.edge_proof_secrets = vec![SecretString::from(PROOF_SECRET)];
+    options.identity.edge_proof_versions = Accepted::V1AndV2;
+    let app = TestApp::spawn_with(options.clone()).await;
+    let by_old_edge = edge_proof::sign_v1(PROOF_SECRET.as_bytes(), request, now(), "old-edge-1");
+    assert_eq!(pay(&app, &key, &body, Some(by_old_edge)).await.status, 201);
+
+    options.identity.edge_proof_versions = Accepted::V2Only;
+    let upgraded = app.spawn_replica(&options).await;
+    let late = edge_proof::sign_v1(PROOF_SECRET.as_bytes(), request, now(), "old-edge-2");
+    pay_as(&upgraded.url, &TestApp::token(21), &key, &body, Some(late))
+        .await
+        .assert_problem(403, "forbidden");
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
