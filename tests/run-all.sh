@@ -2,16 +2,16 @@
 # Runs every test of the project, the one command the README gives and .ci/run calls.
 # Installs what is missing first and starts PostgreSQL if it is down, then: format, supply-chain
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
-# (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm), the native test suites (the backend's
-# against a real PostgreSQL and bank simulator, its failover suite on a Patroni cluster), the
-# previous release's backend beside this one (scripts/two-releases.sh), the public OpenAPI
-# document against a running backend (schemathesis), a page on another origin
-# paying through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
+# (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm),
+# the native test suites (the backend's against a real PostgreSQL and bank simulator, its
+# failover suite on a Patroni cluster), the previous release's backend beside this one
+# (scripts/two-releases.sh), a point-in-time restore (scripts/backup-restore.sh), the public
+# OpenAPI document against a running backend (schemathesis), a page on another origin paying
+# through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
 # PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the audit must fail),
-# the production container image run with podman
-# (deploy/verify-container.sh), deploy/compose.yaml run with podman-compose
-# (deploy/verify-compose.sh), and the shared and edge crates' tests again under
-# wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
+# the production container image run with podman (deploy/verify-container.sh),
+# deploy/compose.yaml run with podman-compose (deploy/verify-compose.sh), and the shared and edge
+# crates' tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -78,6 +78,9 @@ cargo test --workspace --locked
 
 step "two releases side by side: the previous release's backend beside this one on one database (scripts/two-releases.sh)"
 scripts/two-releases.sh
+
+step "a restore to a point in time: what it keeps, what it loses, what the bank's file says (scripts/backup-restore.sh)"
+scripts/backup-restore.sh
 
 step "the public OpenAPI document against a running backend: schemathesis (scripts/schemathesis.sh)"
 scripts/schemathesis.sh
