@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A restore to a point in time, tried (docs/procedures/restore-to-a-point-in-time.md): a PostgreSQL
-# cluster of its own (initdb in a temporary directory, 127.0.0.1 on a free port) archives its
-# WAL (`archive_command`); a base backup is taken with `pg_basebackup`; the backend takes five
-# payments (batch A), a restore point is made, then five more (batch B). The cluster is then
-# lost and restored from the base backup and the archive to the restore point. What the check
-# proves:
+# A restore to a point in time, tried (docs/procedures/restore-to-a-point-in-time.md): a
+# PostgreSQL cluster of its own (initdb in a temporary directory, 127.0.0.1 on a free port)
+# archives its WAL (`archive_command`); a base backup is taken with `pg_basebackup`; the backend
+# takes five payments (batch A), a restore point is made, then five more (batch B). The cluster
+# is then lost and restored from the base backup and the archive to the restore point. What the
+# check proves:
 # - the restore keeps A (every key, payment and its replay byte for byte) and loses B;
 # - the bank's settlement file, imported with `backend settle` before reopening, names exactly
 #   B's five debits as unknown references: the operator's list of money the restored database
