@@ -20,7 +20,7 @@ rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$backend_pid/stat
 metric() { curl -sf "$admin/metrics" | awk -v name="$1" '$1 == name { print $2 }'; }
 replied() { # payment requests the backend has replied to so far, any status
   curl -sf "$admin/metrics" \
-    | awk '/^http_requests_total\{route="\/v1\/bills\/\{bill_id\}\/pay"/ { n += $2 } END { print n + 0 }'
+    | awk '/^payments_http_requests_total\{route="\/v1\/bills\/\{bill_id\}\/pay"/ { n += $2 } END { print n + 0 }'
 }
 
 printf '%-10s %10s %10s %12s %14s %12s %10s\n' bound_MiB rss_start rss_after cache_keys cache_MiB base_MiB req/s
@@ -38,8 +38,8 @@ for bound_mib in 64 16; do
   rate=$(awk -v n="$(replied)" -v b="$began" -v e="$(date +%s.%N)" 'BEGIN { print n / (e - b) }')
   kill "$wrk_pid"; wait "$wrk_pid" || true
   after=$(rss_mib)
-  entries=$(metric idempotency_replay_cache_entries)
-  cache_mib=$(awk -v b="$(metric idempotency_replay_cache_bytes)" 'BEGIN { printf "%.1f", b / 1048576 }')
+  entries=$(metric payments_idempotency_replay_cache_entries)
+  cache_mib=$(awk -v b="$(metric payments_idempotency_replay_cache_bytes)" 'BEGIN { printf "%.1f", b / 1048576 }')
   base=$(awk -v a="$after" -v c="$cache_mib" 'BEGIN { printf "%.1f", a - c }')
   printf '%-10s %10s %10s %12s %14s %12s %10.0f\n' "$bound_mib" "$start" "$after" "$entries" \
     "$cache_mib" "$base" "$rate"

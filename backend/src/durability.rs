@@ -21,7 +21,7 @@ pub const REPLICATION_SETTING: &str = "DATABASE_REPLICATION";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Replication {
     /// Start only with a synchronous standby; while serving, a standby lost shows in the
-    /// `database_synchronous_standbys` metric and the log, and readiness stays up (the
+    /// `payments_database_synchronous_standbys` metric and the log, and readiness stays up (the
     /// database decides: Patroni's `synchronous_mode` without strict goes on unreplicated
     /// rather than stop writes). The production default.
     Synchronous,

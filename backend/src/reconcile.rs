@@ -8,7 +8,7 @@
 //! - **moved the money** → the payment (or refund) and the finished key, in one transaction,
 //!   so a retry replays the 201 the first attempt would have given. On a released key this is a
 //!   *late* movement (the first call reached the bank after the release), counted in
-//!   `reconcile_late_movements_found`.
+//!   `payments_reconcile_late_movements_found`.
 //! - **declined** → the saved decline.
 //! - **never saw it** → the claim is *released*: the key and its pending movement are kept, and
 //!   the client's next retry claims the key again and calls the bank under the same reference.
@@ -85,8 +85,8 @@ pub enum Step {
     /// One key was handled (resolved or postponed).
     Handled,
     /// One key was due but its row could not be read (corrupt): logged with the key, counted in
-    /// `reconcile_corrupt_keys_skipped`, and left leased, so it comes back once its lease runs out
-    /// and never blocks the others.
+    /// `payments_reconcile_corrupt_keys_skipped`, and left leased, so it comes back once its lease
+    /// runs out and never blocks the others.
     Skipped,
 }
 

@@ -412,7 +412,7 @@ async fn metrics_and_admin_routes_are_404_at_the_edge_and_never_forwarded() {
             .text()
             .await
             .expect("metrics text")
-            .contains("http_requests_total")
+            .contains("payments_http_requests_total")
     );
     stack.stop().await;
 }

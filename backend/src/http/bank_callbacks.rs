@@ -10,7 +10,7 @@
 //! already so here (200 `already_final`: a duplicate changes nothing), contradicting our records
 //! (409 `mismatch`, written to the key's trail, never applied), or a reference we never issued
 //! (404 `unknown_reference`, logged and counted for the operator). Every reply is counted in
-//! `bank_callbacks_total{result}`.
+//! `payments_bank_callbacks_total{result}`.
 
 use axum::Extension;
 use axum::body::Bytes;

@@ -36,11 +36,14 @@ pub fn metric_list() -> Vec<MetricEntry> {
     Metrics::new().list().to_vec()
 }
 
-/// docs/metrics.md's table.
+/// docs/metrics.md's table; a histogram by its name (its series add `_bucket`, `_sum`, `_count`).
 pub fn metric_table() -> String {
     let mut table = String::from("| metric | type | meaning |\n|---|---|---|\n");
     for entry in metric_list() {
-        let series = entry.series_names().join("`, `");
+        let series = match entry.kind.as_str() {
+            "histogram" => entry.name.clone(),
+            _ => entry.series_names().join("`, `"),
+        };
         table.push_str(&format!(
             "| `{series}` | {} | {} |\n",
             entry.kind, entry.help
@@ -204,10 +207,9 @@ mod tests {
 
     #[test]
     fn names_in_a_query_are_found_and_checked() {
-        let query = r#"histogram_quantile(0.99, sum by (le, route) (rate(http_request_duration_seconds_bucket{route="/v1/bills/{bill_id}/pay"}[5m]))) > 2.5"#;
+        let query = r#"histogram_quantile(0.99, sum by (le, route) (rate(payments_http_request_duration_seconds_bucket{route="/v1/bills/{bill_id}/pay"}[5m]))) > 2.5"#;
         assert_eq!(unknown_metrics(query, &known(), &[]), Vec::<String>::new());
-        let misspelt =
-            "sum(rate(bank_calls_totl{outcome=\"unknown\"}[5m])) / sum(rate(bank_calls_total[5m]))";
+        let misspelt = "sum(rate(bank_calls_totl{outcome=\"unknown\"}[5m])) / sum(rate(payments_bank_calls_total[5m]))";
         assert_eq!(
             unknown_metrics(misspelt, &known(), &[]),
             ["bank_calls_totl"]

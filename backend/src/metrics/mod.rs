@@ -3,8 +3,9 @@
 //! one, with its type and meaning, is listed in docs/metrics.md, generated from this registry
 //! ([`metric_list`]; a test fails when the two differ).
 //!
-//! Names follow Prometheus' conventions: base units (`_seconds`, `_bytes`), counters end in
-//! `_total` (added by the encoder), histograms give `_bucket`, `_sum` and `_count`.
+//! Names follow Prometheus' conventions: one application prefix ([`METRIC_PREFIX`], added by the
+//! registry), base units (`_seconds`, `_bytes`), counters end in `_total` (added by the
+//! encoder), histograms give `_bucket`, `_sum` and `_count`.
 
 mod list;
 
@@ -19,6 +20,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+
+/// The prefix of every metric's name: `payments_http_requests_total`, not `http_requests_total`,
+/// so the backend's series never collide with another application's in a shared Prometheus.
+pub const METRIC_PREFIX: &str = "payments";
 
 /// The upper bounds of the latency histograms' buckets, in seconds: 1 ms to 30 s, so a bank
 /// that slows from 100 ms to its 5 s timeout moves through several buckets.
@@ -264,7 +269,7 @@ impl Metrics {
     /// Creates the metrics and registers them.
     pub fn new() -> Metrics {
         let mut metrics = Metrics {
-            registry: Registry::default(),
+            registry: Registry::with_prefix(METRIC_PREFIX),
             list: Vec::new(),
             http_request_duration: Family::new_with_constructor(latency_histogram),
             bank_call_duration: Family::new_with_constructor(latency_histogram),
@@ -628,7 +633,7 @@ impl Described<'_> {
     /// Registers `metric` as `name`, meaning `help`, and lists it.
     fn register<M: Metric + TypedMetric>(&mut self, name: &str, help: &str, metric: M) {
         self.list.push(MetricEntry {
-            name: name.to_owned(),
+            name: format!("{METRIC_PREFIX}_{name}"),
             kind: M::TYPE.as_str().to_owned(),
             help: help.to_owned(),
         });

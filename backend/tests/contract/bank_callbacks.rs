@@ -108,7 +108,7 @@ async fn a_signed_callback_settles_a_waiting_key_at_once_and_a_duplicate_changes
     );
     assert_eq!(app.ledger().await.debits.len(), 1);
     assert_eq!(
-        app.metric(r#"bank_callbacks_total{result="applied"}"#)
+        app.metric(r#"payments_bank_callbacks_total{result="applied"}"#)
             .await,
         1.0
     );
@@ -247,7 +247,7 @@ async fn the_simulators_callbacks_settle_lost_replies_without_a_check(store: Sto
     assert_eq!((replay.status, replay.is_replay()), (201, true));
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while app
-        .metric(r#"bank_callbacks_total{result="already_final"}"#)
+        .metric(r#"payments_bank_callbacks_total{result="already_final"}"#)
         .await
         < 1.0
     {
@@ -258,7 +258,7 @@ async fn the_simulators_callbacks_settle_lost_replies_without_a_check(store: Sto
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        app.metric(r#"bank_callbacks_total{result="applied"}"#)
+        app.metric(r#"payments_bank_callbacks_total{result="applied"}"#)
             .await,
         1.0
     );

@@ -152,7 +152,7 @@ async fn backend_killed_after_the_debit_is_reconciled_by_the_next_process_and_th
     assert_eq!(
         metric_in(
             &metrics,
-            r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#
+            r#"payments_reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#
         ),
         1.0,
         "{metrics}"
@@ -238,7 +238,7 @@ async fn backend_killed_before_the_bank_acted_is_released_and_the_retry_debits_o
     assert_eq!(
         metric_in(
             &metrics,
-            r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="released"}"#
+            r#"payments_reconcile_keys_resolved_total{operation="pay_bill",outcome="released"}"#
         ),
         1.0,
         "{metrics}"
@@ -452,7 +452,7 @@ async fn a_replica_killed_mid_call_has_its_debited_keys_final_within_seconds() {
     assert!(
         metric_in(
             &world.metrics(&survivor).await,
-            "reconcile_stuck_keys_found_total"
+            "payments_reconcile_stuck_keys_found_total"
         ) >= 5.0,
         "the survivor's reconciler resolved them"
     );
@@ -476,7 +476,7 @@ async fn a_call_the_bank_never_saw_is_not_released_before_stuck_after_when_its_h
         async || {
             metric_in(
                 &world.metrics(&survivor).await,
-                "reconcile_stuck_keys_found_total",
+                "payments_reconcile_stuck_keys_found_total",
             ) >= 3.0
         },
     )
@@ -490,7 +490,7 @@ async fn a_call_the_bank_never_saw_is_not_released_before_stuck_after_when_its_h
         async || {
             metric_in(
                 &world.metrics(&survivor).await,
-                "reconcile_stuck_keys_found_total",
+                "payments_reconcile_stuck_keys_found_total",
             ) >= 6.0
         },
     )

@@ -23,9 +23,16 @@ fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
+/// User 21's token, the same string every time: a proof covers the token's exact bytes, and
+/// `TestApp::token` signs a new `exp` each second.
+fn owners_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| TestApp::token(21))
+}
+
 /// Pays `body` with `key` as user 21, sending `proof` (none if `None`) as the edge would.
 async fn pay(app: &TestApp, key: &str, body: &Value, proof: Option<String>) -> Received {
-    pay_as(&app.url, &TestApp::token(21), key, body, proof).await
+    pay_as(&app.url, owners_token(), key, body, proof).await
 }
 
 /// Pays `body` with `key` at the replica at `url` with `token`, sending `proof`.
@@ -50,7 +57,7 @@ async fn pay_as(
 
 /// The edge's proof of user 21's payment of `body` with `key`.
 fn proof(secret: &str, key: &str, body: &Value, at: i64, nonce: &str) -> String {
-    proof_as(secret, &TestApp::token(21), key, body, at, nonce)
+    proof_as(secret, owners_token(), key, body, at, nonce)
 }
 
 /// The edge's proof of a payment of `body` with `token` and `key`.
@@ -168,13 +175,13 @@ async fn a_proof_from_a_log_is_refused_with_another_token_or_key_at_every_replic
     for url in [&app.url, &replica.url] {
         let with_another_token = pay_as(url, &thief, &key, &body, Some(logged.clone())).await;
         with_another_token.assert_problem(403, "forbidden");
-        let owner = TestApp::token(21);
-        let with_another_key = pay_as(url, &owner, &other_key, &body, Some(logged.clone())).await;
+        let with_another_key =
+            pay_as(url, owners_token(), &other_key, &body, Some(logged.clone())).await;
         with_another_key.assert_problem(403, "forbidden");
     }
     // Unchanged at the replica that has not seen its nonce: the same user's same request,
     // which replays the first reply and moves nothing.
-    let unchanged = pay_as(&replica.url, &TestApp::token(21), &key, &body, Some(logged)).await;
+    let unchanged = pay_as(&replica.url, owners_token(), &key, &body, Some(logged)).await;
     assert!(unchanged.is_replay(), "{unchanged:?}");
     assert_eq!(app.ledger().await.debits.len(), 1);
     assert_eq!(app.count("idempotency_keys").await, 1);
@@ -199,25 +206,12 @@ async fn a_secret_rotates_with_no_refused_request() {
     // 3. The backend forgets the old one: a proof under it is refused.
     let rotated = app.spawn_replica(&backend_with(&[PROOF_SECRET])).await;
     let by_new_edge = proof(PROOF_SECRET, &key, &body, now(), "new-2");
-    let at_rotated = pay_as(
-        &rotated.url,
-        &TestApp::token(21),
-        &key,
-        &body,
-        Some(by_new_edge),
-    )
-    .await;
+    let at_rotated = pay_as(&rotated.url, owners_token(), &key, &body, Some(by_new_edge)).await;
     assert!(at_rotated.is_replay());
     let late_old = proof(PREVIOUS_PROOF_SECRET, &key, &body, now(), "old-2");
-    pay_as(
-        &rotated.url,
-        &TestApp::token(21),
-        &key,
-        &body,
-        Some(late_old),
-    )
-    .await
-    .assert_problem(403, "forbidden");
+    pay_as(&rotated.url, owners_token(), &key, &body, Some(late_old))
+        .await
+        .assert_problem(403, "forbidden");
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
@@ -242,7 +236,7 @@ async fn an_edge_not_yet_upgraded_is_served_until_v1_is_turned_off() {
     options.identity.edge_proof_versions = Accepted::V2Only;
     let upgraded = app.spawn_replica(&options).await;
     let late = edge_proof::sign_v1(PROOF_SECRET.as_bytes(), request, now(), "old-edge-2");
-    pay_as(&upgraded.url, &TestApp::token(21), &key, &body, Some(late))
+    pay_as(&upgraded.url, owners_token(), &key, &body, Some(late))
         .await
         .assert_problem(403, "forbidden");
     assert_eq!(app.ledger().await.debits.len(), 1);

@@ -158,7 +158,7 @@ async fn a_backlog_of_expired_keys_is_deleted_in_batches_while_new_claims_keep_s
     );
     assert_eq!(app.ledger().await.debits.len(), latencies.len());
     assert_eq!(
-        app.metric("janitor_keys_expired_total").await,
+        app.metric("payments_janitor_keys_expired_total").await,
         expired_keys as f64
     );
 

@@ -248,7 +248,10 @@ async fn a_provider_down_past_the_staleness_bound_stops_its_old_keys_until_it_re
     );
     let metrics = metrics_text(&app.http, &app.admin_url).await;
     assert!(
-        metric_in(&metrics, "identity_provider_keys_too_old_refusals_total") >= 1.0,
+        metric_in(
+            &metrics,
+            "payments_identity_provider_keys_too_old_refusals_total"
+        ) >= 1.0,
         "{metrics}"
     );
 

@@ -130,7 +130,7 @@ async fn a_payment_that_gets_no_bank_call_is_released_unsent_and_its_retry_pays_
     let ledger = app.ledger().await;
     assert_eq!(ledger.debits.len(), 2, "each payment debited once");
     assert_eq!(
-        app.metric(r#"bank_calls_total{call="debit",outcome="busy"}"#)
+        app.metric(r#"payments_bank_calls_total{call="debit",outcome="busy"}"#)
             .await,
         1.0
     );
@@ -200,7 +200,7 @@ async fn metrics_and_detailed_readiness_are_only_on_the_admin_listener(store: St
     assert!(!text.contains("FOO") && !text.contains("BAZ"), "{text}");
     let others: f64 = text
         .lines()
-        .filter(|line| line.starts_with("http_requests_total{"))
+        .filter(|line| line.starts_with("payments_http_requests_total{"))
         .filter(|line| line.contains("method=\"other\""))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();

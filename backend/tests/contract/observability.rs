@@ -1,8 +1,9 @@
 //! What on-call reads (docs/metrics.md): after a payment and its replay the latency histograms
 //! have moved (the request's, by route template and status class; the bank call's, by call and
-//! outcome; the claim's and the outcome's writes), the saturation gauges and `build_info` are
-//! there, and every metric on the wire is one the generated list names (the list itself is
-//! filled by the calls that register the metrics: `backend/src/metrics/list.rs`).
+//! outcome; the claim's and the outcome's writes), the saturation gauges and
+//! `payments_build_info` are there, and every metric on the wire is one the generated list names,
+//! under the one prefix (the list itself is filled by the calls that register the metrics:
+//! `backend/src/metrics/list.rs`).
 
 use backend::metrics::metric_list;
 
@@ -19,35 +20,43 @@ async fn a_payment_and_its_replay_move_the_histograms_and_every_exported_metric_
     let replay = app.pay(7, Some(&key), "elec-1", &payment_body(5_000)).await;
     assert!(replay.is_replay());
 
-    let requests = format!(r#"http_request_duration_seconds_count{{{PAY},status_class="2xx"}}"#);
+    let requests =
+        format!(r#"payments_http_request_duration_seconds_count{{{PAY},status_class="2xx"}}"#);
     assert_eq!(app.metric(&requests).await, 2.0, "{requests}");
-    let debits = r#"bank_call_duration_seconds_count{call="debit",outcome="succeeded"}"#;
+    let debits = r#"payments_bank_call_duration_seconds_count{call="debit",outcome="succeeded"}"#;
     assert_eq!(app.metric(debits).await, 1.0);
     for write in ["claim", "finish"] {
-        let series = format!(r#"database_write_duration_seconds_count{{write="{write}"}}"#);
+        let series =
+            format!(r#"payments_database_write_duration_seconds_count{{write="{write}"}}"#);
         assert_eq!(app.metric(&series).await, 1.0, "{series}");
     }
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(
-        app.metric(&format!(r#"build_info{{version="{version}"}}"#))
+        app.metric(&format!(r#"payments_build_info{{version="{version}"}}"#))
             .await,
         1.0
     );
-    assert_eq!(app.metric("bank_calls_in_flight").await, 0.0);
-    assert_eq!(app.metric("database_pool_max_connections").await, 20.0);
+    assert_eq!(app.metric("payments_bank_calls_in_flight").await, 0.0);
+    assert_eq!(
+        app.metric("payments_database_pool_max_connections").await,
+        20.0
+    );
     assert!(
-        app.metric(r#"database_pool_connections{state="idle"}"#)
+        app.metric(r#"payments_database_pool_connections{state="idle"}"#)
             .await
             >= 1.0
     );
-    assert_eq!(app.metric("database_replication_required").await, 0.0);
+    assert_eq!(
+        app.metric("payments_database_replication_required").await,
+        0.0
+    );
 
     let exported = metrics_text(&app.http, &app.admin_url).await;
     let listed: Vec<String> = metric_list().into_iter().map(|entry| entry.name).collect();
     let under_30s = exported
         .lines()
         .find(|line| {
-            line.starts_with("http_request_duration_seconds_bucket{")
+            line.starts_with("payments_http_request_duration_seconds_bucket{")
                 && line.contains(PAY)
                 && line.contains(r#"status_class="2xx""#)
                 && line.contains(r#"le="30.0""#)
@@ -64,6 +73,7 @@ async fn a_payment_and_its_replay_move_the_histograms_and_every_exported_metric_
             listed.iter().any(|listed| listed == name),
             "{name} is exported but not listed"
         );
+        assert!(name.starts_with("payments_"), "{name} lacks the prefix");
         seen += 1;
     }
     assert!(seen >= 20, "the scrape names {seen} metrics");

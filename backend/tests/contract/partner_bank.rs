@@ -439,11 +439,15 @@ async fn outage_under_a_stream(store: StoreKind, breaker: Option<BreakerSettings
     assert_one_debit_each(&app, &paid).await;
     if breaker.is_some() {
         assert!(
-            app.metric(r#"bank_breaker_transitions_total{to="open"}"#)
+            app.metric(r#"payments_bank_breaker_transitions_total{to="open"}"#)
                 .await
                 >= 1.0
         );
-        assert_eq!(app.metric("bank_breaker_state").await, 0.0, "closed again");
+        assert_eq!(
+            app.metric("payments_bank_breaker_state").await,
+            0.0,
+            "closed again"
+        );
     }
     counts
 }

@@ -121,10 +121,23 @@ async fn twenty_waiting_attempts_get_the_first_reply_and_one_debit(store: StoreK
         assert_one_reply_for_all(&format!("round {round}"), &app, &replies).await;
     }
     assert_eq!(app.ledger().await.debits.len(), ROUNDS);
-    assert_eq!(app.metric("idempotency_waits_started_total").await, 57.0);
-    assert_eq!(app.metric("idempotency_waits_replied_total").await, 57.0);
-    assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 0.0);
-    assert_eq!(app.metric("idempotency_waiting_requests").await, 0.0);
+    assert_eq!(
+        app.metric("payments_idempotency_waits_started_total").await,
+        57.0
+    );
+    assert_eq!(
+        app.metric("payments_idempotency_waits_replied_total").await,
+        57.0
+    );
+    assert_eq!(
+        app.metric("payments_idempotency_waits_timed_out_total")
+            .await,
+        0.0
+    );
+    assert_eq!(
+        app.metric("payments_idempotency_waiting_requests").await,
+        0.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -292,7 +305,11 @@ async fn a_wait_that_runs_out_gets_409_with_retry_after(store: StoreKind) {
 
     let first = first.await.expect("task").expect("replies");
     assert_eq!(first.status, 201);
-    assert_eq!(app.metric("idempotency_waits_timed_out_total").await, 1.0);
+    assert_eq!(
+        app.metric("payments_idempotency_waits_timed_out_total")
+            .await,
+        1.0
+    );
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
@@ -340,12 +357,15 @@ async fn a_waiter_that_hangs_up_leaves_nothing_behind(store: StoreKind) {
         "the waiters to be gone",
         Duration::from_secs(5),
         async || {
-            app.metric("idempotency_waiting_requests").await == 0.0
+            app.metric("payments_idempotency_waiting_requests").await == 0.0
                 && app.state.store.key_changes().watching() == 0
         },
     )
     .await;
-    assert_eq!(app.metric("idempotency_waits_started_total").await, 10.0);
+    assert_eq!(
+        app.metric("payments_idempotency_waits_started_total").await,
+        10.0
+    );
     let first = first.await.expect("task").expect("replies");
     assert_eq!(first.status, 201, "the first attempt was not disturbed");
     assert_eq!(app.ledger().await.debits.len(), 1);
@@ -384,7 +404,10 @@ async fn past_max_waiting_requests_a_retry_gets_409_at_once(store: StoreKind) {
         reply.assert_problem(409, "request-in-progress");
         assert_eq!(reply.header("preference-applied"), None, "it did not wait");
     }
-    assert_eq!(app.metric("idempotency_waits_refused_total").await, 3.0);
+    assert_eq!(
+        app.metric("payments_idempotency_waits_refused_total").await,
+        3.0
+    );
     assert_eq!(first.await.expect("task").expect("replies").status, 201);
     assert_eq!(app.ledger().await.debits.len(), 1);
 }

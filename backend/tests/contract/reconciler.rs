@@ -208,7 +208,9 @@ async fn a_corrupt_row_among_due_keys_is_skipped_and_the_others_resolve(store: S
     );
     assert!(app.state.metrics.corrupt_keys_skipped.get() >= 1);
     assert!(
-        app.metric("reconcile_corrupt_keys_skipped_total").await >= 1.0,
+        app.metric("payments_reconcile_corrupt_keys_skipped_total")
+            .await
+            >= 1.0,
         "and shown at /metrics"
     );
 }
@@ -260,7 +262,8 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
         .await
         .expect("backend replies")
         .assert_problem(503, "outcome-pending");
-    let succeeded = r#"reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#;
+    let succeeded =
+        r#"payments_reconcile_keys_resolved_total{operation="pay_bill",outcome="succeeded"}"#;
     wait_for(
         "the lost reply's key to be resolved",
         patience,
@@ -287,7 +290,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
     wait_for(
         "the janitor to delete the expired keys",
         patience,
-        async || metric_in(&metrics().await, "janitor_keys_expired_total") == 3.0,
+        async || metric_in(&metrics().await, "payments_janitor_keys_expired_total") == 3.0,
     )
     .await;
 
@@ -318,8 +321,8 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
             .fetch_one(&pool)
             .await
             .expect("count the postponed keys");
-            metric_in(&text, "reconcile_lookup_failures_total") >= 1.0
-                && metric_in(&text, "oldest_started_key_age_seconds") >= 360.0
+            metric_in(&text, "payments_reconcile_lookup_failures_total") >= 1.0
+                && metric_in(&text, "payments_oldest_started_key_age_seconds") >= 360.0
                 && keys_postponed == 1
         },
     )
@@ -341,7 +344,7 @@ async fn metrics_show_keys_found_resolved_expired_and_lookup_failures_while_the_
 
     let text = metrics().await;
     assert!(
-        metric_in(&text, "reconcile_stuck_keys_found_total") >= 2.0,
+        metric_in(&text, "payments_reconcile_stuck_keys_found_total") >= 2.0,
         "{text}"
     );
     let reconciler_lines: Vec<&str> = text

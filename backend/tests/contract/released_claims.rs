@@ -354,7 +354,7 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
         ["pending"]
     );
     assert_eq!(
-        app.metric("reconcile_lookup_failures_total").await,
+        app.metric("payments_reconcile_lookup_failures_total").await,
         3.0,
         "three reconciler steps, all failed (a 404 to the call is not the bank's \"not \
          executed\": no look-up at once)"
@@ -374,7 +374,7 @@ async fn a_misrouted_bank_url_releases_nothing_and_counts_failed_look_ups(store:
         "{failed_look_ups:?}"
     );
     assert_eq!(
-        app.metric(r#"bank_calls_total{call="look_up",outcome="failed"}"#)
+        app.metric(r#"payments_bank_calls_total{call="look_up",outcome="failed"}"#)
             .await,
         3.0
     );

@@ -16,8 +16,8 @@ use crate::support::{
     Options, Received, StoreKind, TestApp, metric_at, new_key, payment_body, send_pay,
 };
 
-const FROM_MEMORY: &str = "idempotency_replays_from_memory_total{operation=\"pay_bill\"}";
-const REPLAYS: &str = "idempotency_replays_total{operation=\"pay_bill\"}";
+const FROM_MEMORY: &str = "payments_idempotency_replays_from_memory_total{operation=\"pay_bill\"}";
+const REPLAYS: &str = "payments_idempotency_replays_total{operation=\"pay_bill\"}";
 
 /// User `user` pays bill `elec-1` 230 rupees under `key`.
 async fn pay(app: &TestApp, user: u64, key: &str) -> Received {
@@ -105,7 +105,7 @@ async fn a_different_body_under_a_remembered_key_is_still_422(store: StoreKind) 
         refused.assert_problem(422, "idempotency-key-reused");
     }
     assert_eq!(
-        app.metric("idempotency_mismatches_total{operation=\"pay_bill\"}")
+        app.metric("payments_idempotency_mismatches_total{operation=\"pay_bill\"}")
             .await,
         3.0
     );
@@ -172,7 +172,7 @@ async fn the_very_bytes_of_a_replayed_repeat_keep_every_promise(store: StoreKind
     twice.assert_problem(400, "idempotency-key-malformed");
     assert_eq!(app.metric(FROM_MEMORY).await, 4.0);
     assert_eq!(
-        app.metric("idempotency_mismatches_total{operation=\"pay_bill\"}")
+        app.metric("payments_idempotency_mismatches_total{operation=\"pay_bill\"}")
             .await,
         2.0
     );

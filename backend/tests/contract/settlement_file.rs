@@ -153,7 +153,7 @@ async fn the_gauge_counts_awaiting_keys_until_a_file_of_many_batches_settles_the
     .await;
     let waiting = awaiting_settlement(&app, 75, 5_500).await;
     let gauge_reads =
-        async |expected: f64| app.metric("keys_awaiting_settlement").await == expected;
+        async |expected: f64| app.metric("payments_keys_awaiting_settlement").await == expected;
     wait_for(
         "the gauge to count the key",
         Duration::from_secs(10),

@@ -180,7 +180,11 @@ async fn no_check_before_first_after_none_beyond_at_most_then_settlement(store: 
         1,
         "one debit, never a second call"
     );
-    assert_eq!(app.metric("reconcile_sent_to_settlement_total").await, 1.0);
+    assert_eq!(
+        app.metric("payments_reconcile_sent_to_settlement_total")
+            .await,
+        1.0
+    );
 }
 
 /// The `next_check_at` an `outcome-pending` problem names.
@@ -248,7 +252,11 @@ async fn rules_kept_in_real_time_are_never_refused_and_a_broken_rule_is_counted(
         (1, 0),
         "{stats:?}"
     );
-    assert_eq!(kept.metric("bank_status_checks_refused_total").await, 0.0);
+    assert_eq!(
+        kept.metric("payments_bank_status_checks_refused_total")
+            .await,
+        0.0
+    );
 
     // The negative control: a policy that asks at once breaks the bank's rule, which refuses
     // the check; the backend counts the refusal and keeps the key unknown.
@@ -261,7 +269,12 @@ async fn rules_kept_in_real_time_are_never_refused_and_a_broken_rule_is_counted(
     try_reconcile_once(&broken.state).await.expect("step");
     let stats = broken.bank.simulator.check_stats();
     assert_eq!(stats.refused_too_early, 1, "{stats:?}");
-    assert_eq!(broken.metric("bank_status_checks_refused_total").await, 1.0);
+    assert_eq!(
+        broken
+            .metric("payments_bank_status_checks_refused_total")
+            .await,
+        1.0
+    );
     assert_eq!(broken.key_state(84, &key).await.as_deref(), Some("unknown"));
 }
 

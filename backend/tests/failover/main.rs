@@ -3,7 +3,7 @@
 //! the leader (`scripts/ha-cluster.sh`, started here on ports of its own and taken down at the
 //! end), as a payments team runs its database. In order, on one cluster:
 //! 1. production start-up finds its synchronous standby, and readiness and the
-//!    `database_synchronous_standbys` metric report it;
+//!    `payments_database_synchronous_standbys` metric report it;
 //! 2. the leader is killed (its Patroni and PostgreSQL, as a machine dies) while clients pay:
 //!    every request is replied to, with 201 or a retryable 409/503 and never a 500; a new leader
 //!    is elected; every client's payment ends final; and the bank's ledger and the tables on
@@ -72,7 +72,15 @@ async fn start_up_sees_the_synchronous_standby(cluster: &HaCluster) {
     wait_for(
         "the readiness check counts the standby",
         Duration::from_secs(10),
-        async || metric_at(&app.http, &app.admin_url, "database_synchronous_standbys").await >= 1.0,
+        async || {
+            metric_at(
+                &app.http,
+                &app.admin_url,
+                "payments_database_synchronous_standbys",
+            )
+            .await
+                >= 1.0
+        },
     )
     .await;
 }

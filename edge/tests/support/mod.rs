@@ -310,7 +310,9 @@ impl Stack {
         let label = format!("route=\"{route}\"");
         metrics
             .lines()
-            .filter(|line| line.starts_with("http_requests_total{") && line.contains(&label))
+            .filter(|line| {
+                line.starts_with("payments_http_requests_total{") && line.contains(&label)
+            })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .map(|count| count as u64)
             .sum()
