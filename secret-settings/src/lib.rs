@@ -35,6 +35,31 @@ pub fn read_secret(
     }
 }
 
+/// A secret that rotates: the current one (`current`) and, during a rotation, the one it
+/// replaces (`previous`), each read as by [`read_secret`], the current first. None at all is
+/// empty; a previous one without a current one, or either shorter than `min_bytes`, is refused
+/// naming the settings.
+pub fn read_rotating_secret(
+    current: &str,
+    previous: &str,
+    min_bytes: usize,
+    lookup: impl Fn(&str) -> Option<OsString>,
+) -> anyhow::Result<Vec<SecretString>> {
+    let current_secret = read_secret(current, &lookup)?;
+    let previous_secret = read_secret(previous, &lookup)?;
+    if current_secret.is_none() && previous_secret.is_some() {
+        bail!("{previous} is set without {current}");
+    }
+    let secrets: Vec<SecretString> = current_secret.into_iter().chain(previous_secret).collect();
+    if secrets
+        .iter()
+        .any(|secret| secret.expose_secret().len() < min_bytes)
+    {
+        bail!("{current} and {previous} must be at least {min_bytes} bytes");
+    }
+    Ok(secrets)
+}
+
 /// The process environment, for [`read_secret`].
 pub fn process_environment(name: &str) -> Option<OsString> {
     std::env::var_os(name)
@@ -79,6 +104,34 @@ mod tests {
         let path = directory.path().join("secret");
         std::fs::write(&path, contents).expect("writing the secret file");
         (directory, path.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn a_rotating_secret_is_the_current_then_the_previous() {
+        let read = |pairs: &[(&str, &str)]| {
+            read_rotating_secret("KEY", "KEY_PREVIOUS", 4, environment(pairs))
+                .map(|secrets| {
+                    secrets
+                        .iter()
+                        .map(|secret| secret.expose_secret().to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(read(&[]), Ok(Vec::new()));
+        assert_eq!(read(&[("KEY", "new1")]), Ok(vec!["new1".to_owned()]));
+        assert_eq!(
+            read(&[("KEY_PREVIOUS", "old1"), ("KEY", "new1")]),
+            Ok(vec!["new1".to_owned(), "old1".to_owned()])
+        );
+        assert_eq!(
+            read(&[("KEY_PREVIOUS", "old1")]),
+            Err("KEY_PREVIOUS is set without KEY".to_owned())
+        );
+        assert_eq!(
+            read(&[("KEY", "new1"), ("KEY_PREVIOUS", "old")]),
+            Err("KEY and KEY_PREVIOUS must be at least 4 bytes".to_owned())
+        );
     }
 
     #[test]

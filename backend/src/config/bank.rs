@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{ArgAction, Args};
-use secret_settings::{ExposeSecret, SecretString, read_secret};
+use secret_settings::{SecretString, read_rotating_secret};
 
 use crate::bank::BreakerSettings;
 
@@ -140,20 +140,10 @@ impl BankSettings {
 fn callback_secrets(
     environment: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> anyhow::Result<Vec<SecretString>> {
-    let current = read_secret(CALLBACK_SECRET_SETTING, &environment)?;
-    let previous = read_secret(PREVIOUS_CALLBACK_SECRET_SETTING, &environment)?;
-    if current.is_none() && previous.is_some() {
-        bail!("{PREVIOUS_CALLBACK_SECRET_SETTING} is set without {CALLBACK_SECRET_SETTING}");
-    }
-    let secrets: Vec<SecretString> = current.into_iter().chain(previous).collect();
-    if secrets
-        .iter()
-        .any(|secret| secret.expose_secret().len() < MIN_CALLBACK_SECRET_BYTES)
-    {
-        bail!(
-            "{CALLBACK_SECRET_SETTING} and {PREVIOUS_CALLBACK_SECRET_SETTING} must be at least \
-             {MIN_CALLBACK_SECRET_BYTES} bytes"
-        );
-    }
-    Ok(secrets)
+    read_rotating_secret(
+        CALLBACK_SECRET_SETTING,
+        PREVIOUS_CALLBACK_SECRET_SETTING,
+        MIN_CALLBACK_SECRET_BYTES,
+        environment,
+    )
 }

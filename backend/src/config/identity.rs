@@ -22,7 +22,9 @@ use crate::identity::{
     KeySource, OPERATOR_SECRET_SETTING, OperatorRules, check_operator_secret,
 };
 use crate::transport_security::refuse_plaintext_url;
-use secret_settings::{ExposeSecret, SecretString, process_environment, read_secret};
+use secret_settings::{
+    ExposeSecret, SecretString, process_environment, read_rotating_secret, read_secret,
+};
 
 /// The setting that turns the edge's proof off (or on, in development).
 pub const REQUIRE_EDGE_PROOF_SETTING: &str = "REQUIRE_EDGE_PROOF";
@@ -275,23 +277,18 @@ fn edge_proof_secrets(required: bool) -> anyhow::Result<Vec<SecretString>> {
     if !required {
         return Ok(Vec::new());
     }
-    let Some(secret) = read_secret(PROOF_SECRET_SETTING, process_environment)? else {
+    let secrets = read_rotating_secret(
+        PROOF_SECRET_SETTING,
+        PREVIOUS_PROOF_SECRET_SETTING,
+        MIN_PROOF_SECRET_BYTES,
+        process_environment,
+    )?;
+    if secrets.is_empty() {
         bail!(
             "{PROOF_SECRET_SETTING} is not set: public API requests must prove they came \
              through the edge; set it (the edge's secret of the same name), or \
              {REQUIRE_EDGE_PROOF_SETTING}=false where nothing but the edge can reach this \
              listener"
-        );
-    };
-    let previous = read_secret(PREVIOUS_PROOF_SECRET_SETTING, process_environment)?;
-    let secrets: Vec<SecretString> = std::iter::once(secret).chain(previous).collect();
-    if secrets
-        .iter()
-        .any(|secret| secret.expose_secret().len() < MIN_PROOF_SECRET_BYTES)
-    {
-        bail!(
-            "{PROOF_SECRET_SETTING} and {PREVIOUS_PROOF_SECRET_SETTING} must be at least \
-             {MIN_PROOF_SECRET_BYTES} bytes"
         );
     }
     Ok(secrets)
