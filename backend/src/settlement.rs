@@ -7,8 +7,9 @@
 //! awaiting settlement, a released claim whose first call landed late) gets the bank's word and
 //! its key `done`, so the customer's next retry replays it; a line that disagrees with ours (an
 //! amount, a contradicting status) is reported and written to that key's audit trail, never
-//! applied; a reference we never issued is reported. Importing the same file again changes
-//! nothing: every line is then "already final".
+//! applied; a reference not in our records (never issued, or lost in a restore of the database:
+//! docs/procedures/restore-to-a-point-in-time.md) is reported. Importing the same file again
+//! changes nothing: every line is then "already final".
 
 use bank_api::settlement::{SettlementFileError, SettlementRow, parse};
 
@@ -96,7 +97,7 @@ impl ImportSummary {
             Settlement::UnknownReference => {
                 tracing::warn!(
                     reference = row.reference,
-                    "settlement line for a reference we never issued"
+                    "settlement line for a reference not in our records (never issued, or lost in a restore)"
                 );
                 self.unknown_references.push(row.reference.clone());
             }
