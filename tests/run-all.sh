@@ -5,7 +5,8 @@
 # (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm),
 # the native test suites (the backend's against a real PostgreSQL and bank simulator, its
 # failover suite on a Patroni cluster), the previous release's backend beside this one
-# (scripts/two-releases.sh), a point-in-time restore (scripts/backup-restore.sh), the public
+# (scripts/two-releases.sh), a point-in-time restore (scripts/backup-restore.sh), a DR copy
+# promoted (scripts/dr-promotion.sh), the public
 # OpenAPI document against a running backend (schemathesis), a page on another origin paying
 # through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
 # PostgreSQL, SQLite and a Patroni cluster, and the two negative controls the audit must fail),
@@ -81,6 +82,9 @@ scripts/two-releases.sh
 
 step "a restore to a point in time: what it keeps, what it loses, what the bank's file says (scripts/backup-restore.sh)"
 scripts/backup-restore.sh
+
+step "a region lost: the asynchronous DR copy promoted, lost claims rebuilt without a second debit (scripts/dr-promotion.sh)"
+scripts/dr-promotion.sh
 
 step "the public OpenAPI document against a running backend: schemathesis (scripts/schemathesis.sh)"
 scripts/schemathesis.sh

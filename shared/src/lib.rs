@@ -27,6 +27,7 @@ pub mod edge_proof;
 pub mod expiry;
 pub mod fingerprint;
 pub mod key;
+pub mod movement_id;
 pub mod operation;
 pub mod policy;
 pub mod prefer;

@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use shared::movement_id::{MAX_GENERATIONS, movement_id};
 use shared::server_path::{Event, SeenKey};
 use uuid::Uuid;
 
@@ -22,18 +23,10 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
     let Some(leave) = breaker_leave(work) else {
         return Ok(Event::BreakerRefused);
     };
-    let state = &work.state;
-    let (id, claim) = (Uuid::new_v4(), ClaimToken::mint());
+    let claim = ClaimToken::mint();
     let writing = Instant::now();
-    let claimed = work
-        .claiming
-        .claim(
-            state,
-            (work.key.clone(), id, claim),
-            &work.fingerprint,
-            &work.cause,
-        )
-        .await;
+    let (id, claimed) = claim_first_free_generation(work, claim).await;
+    let state = &work.state;
     state.metrics.write_took("claim", writing.elapsed());
     Ok(match claimed {
         Ok(ClaimResult::Claimed {
@@ -61,6 +54,38 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
         }
         Err(error) => return Err(error.into()),
     })
+}
+
+/// Claims under the first generation whose movement id is free (`shared::movement_id`): the
+/// first try but for a key reused after it expired, whose earlier movements hold the ids
+/// before it. The id is the request's, not a random one, so a claim lost with the database is
+/// made again under the same id and bank reference.
+async fn claim_first_free_generation(
+    work: &Work,
+    claim: ClaimToken,
+) -> (Uuid, std::result::Result<ClaimResult, StoreError>) {
+    let mut generation = 0;
+    loop {
+        let id = movement_id(
+            work.claiming.operation(),
+            (&work.key.user, work.key.key),
+            &work.fingerprint,
+            generation,
+        );
+        let claimed = work
+            .claiming
+            .claim(
+                &work.state,
+                (work.key.clone(), id, claim),
+                &work.fingerprint,
+                &work.cause,
+            )
+            .await;
+        match claimed {
+            Err(StoreError::MovementIdTaken) if generation < MAX_GENERATIONS => generation += 1,
+            claimed => return (id, claimed),
+        }
+    }
 }
 
 /// `Step::Read`: the key, if stored.

@@ -62,8 +62,8 @@ impl Claiming {
         }
     }
 
-    /// Claims `key` as the claim `claim`, with a fresh pending movement whose id is `id` (a new
-    /// id, so a new bank reference).
+    /// Claims `key` as the claim `claim`, with a fresh pending movement whose id is `id` (the
+    /// request's own, `shared::movement_id`, and so its bank reference).
     pub(super) async fn claim(
         &self,
         state: &AppState,

@@ -21,6 +21,25 @@ pub enum StoreError {
     /// whose payment is gone, say): a hand-edited database or a bug.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The movement id a claim derived (`shared::movement_id`) is taken by an earlier claim of
+    /// the same key, made before the key expired: nothing was written; claim under the next
+    /// generation.
+    #[error("the claim's movement id is taken by an earlier claim of the key")]
+    MovementIdTaken,
+}
+
+impl StoreError {
+    /// A claim's error as the claim's caller needs it: a unique violation can only be the new
+    /// movement's primary key (the key's own conflict is not an error but an existing key), so
+    /// it becomes [`StoreError::MovementIdTaken`].
+    pub(super) fn of_claim(self) -> StoreError {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                StoreError::MovementIdTaken
+            }
+            other => other,
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

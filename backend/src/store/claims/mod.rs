@@ -91,7 +91,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
             claim.lease(),
             cause,
         )
-        .await?;
+        .await
+        .map_err(StoreError::of_claim)?;
         if let Some((movement, expires_at)) = claimed {
             return Ok(ClaimResult::Claimed {
                 movement: SavedMovement::Payment(movement),
@@ -151,7 +152,8 @@ impl<D: Db + ClaimWrites> Claims for SqlStore<D> {
         }
         let row =
             movements::insert_pending_refund::<D>(&mut tx, key.clone(), refund, debit_reference)
-                .await?;
+                .await
+                .map_err(StoreError::of_claim)?;
         let claimed = NewEvent::of_claim(
             (user_id, key.key, refund.refund_id),
             EventKind::Claimed,
