@@ -6,8 +6,9 @@
 //! Patroni cluster with `--database ha`) or one replica on a SQLite file, against the bank
 //! simulator; meanwhile a seeded, printed schedule of faults strikes ([`faults`]). When the time is up the phones finish their actions, the system settles, and
 //! the audit ([`audit`]) compares every record with the bank's ledger and every action with
-//! what was recorded. It prints a table, and exits non-zero, naming each violation and the
-//! events around it, if any promise broke.
+//! what was recorded, and the history check ([`history`]) every request's reply with both. It
+//! prints a table, and exits non-zero, naming each violation and the events around it, if any
+//! promise broke.
 //!
 //! `scripts/soak.sh` builds what it needs and runs it (5 minutes by default); the test command
 //! runs short profiles. `--client key-per-retry` runs the broken client instead, and
@@ -17,6 +18,7 @@
 mod audit;
 mod balancer;
 mod faults;
+mod history;
 mod phones;
 mod proxy;
 mod report;
@@ -166,7 +168,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         faults::strike(&mut stack, *fault, &http)
             .await
             .with_context(|| format!("carrying out {fault:?}"))?;
-        struck.push(strike);
+        struck.push(strike.ended_now());
     }
     // The phones call for the whole duration, and past it while faults that took longer than
     // planned (a failover takes tens of seconds) play out, with a quiet stretch after the last.
@@ -191,9 +193,11 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
-    let (violations, damage) = audit::audit(&ledger, &records, &tally.actions);
+    let (mut violations, damage) = audit::audit(&ledger, &records, &tally.actions);
+    violations.extend(history::check(&tally.history, &ledger, &records));
     let by_kind = faults::count_by_kind(struck.iter().map(|strike| strike.fault));
     report::print_table(&by_kind, &tally, &ledger, &records, damage);
+    report::print_history(&tally.history, (started, started + phones_done), &struck);
     report::print_failovers(&stack, &struck, &tally).await?;
     report::print_violations(&violations, &records, &tally.actions);
     drop(stack);

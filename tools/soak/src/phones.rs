@@ -7,20 +7,27 @@
 //! `Retry-After`, `Prefer: wait`, a status look-up at the deadline); or, to show that the audit
 //! catches a double charge, the broken client the article warns about
 //! ([`ClientKind::KeyPerRetry`]: a new key on every retry).
+//!
+//! Every request either client sends goes into the history ([`Tally::history`]) as it went
+//! over the wire: the library's through [`RecordingTransport`], the broken client's directly.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use payments_client::{
-    ActionResult, ClientRules, Event, FileStore, HttpTransport, KEY_HEADER, PaymentsClient,
-    RetrySchedule, Unsettled,
+    ActionResult, ClientRules, Event, FileStore, HttpTransport, KEY_HEADER, PaymentsClient, Reply,
+    RetrySchedule, SendError, Transport, Unsettled,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use shared::api::{Paise, PayBillRequest, RefundRequest};
+use shared::retry::PendingAction;
+use shared::trace_context::TraceId;
 use shared::{IdempotencyKey, Operation, UserId};
+
+use crate::history::{Call, HistoryOp, RecordedReply};
 
 /// Which client the phones run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +92,8 @@ pub struct Tally {
     pub resumed: u64,
     /// Every attempt's reply as it came: when, and its status (`None`: no reply).
     pub replies: Vec<(Instant, Option<u16>)>,
+    /// Every request either client sent, as it went over the wire, in the order they ended.
+    pub history: Vec<HistoryOp>,
 }
 
 impl Tally {
@@ -188,14 +197,11 @@ impl Population {
         body: &Value,
     ) -> anyhow::Result<Option<String>> {
         let started = Instant::now();
-        let user_id = UserId::numbered(user);
         let (ending, attempts, events, key) = match self.client {
-            ClientKind::RuleFollowing => {
-                self.with_library(user_id, operation, target, body).await?
-            }
+            ClientKind::RuleFollowing => self.with_library(user, operation, target, body).await?,
             ClientKind::KeyPerRetry => {
                 let (ending, attempts, events) = self
-                    .with_new_key_per_retry(user_id, operation, target, body)
+                    .with_new_key_per_retry(user, operation, target, body)
                     .await;
                 (ending, attempts, events, None)
             }
@@ -222,7 +228,7 @@ impl Population {
 
     async fn with_library(
         &self,
-        user: UserId,
+        user: u64,
         operation: Operation,
         target: &str,
         body: &Value,
@@ -278,7 +284,7 @@ impl Population {
             .map(|action| action.user)
             .collect();
         for user in users {
-            let phone = self.library_phone(UserId::numbered(user));
+            let phone = self.library_phone(user);
             for completion in phone.resume_all(&|_: &Event| {}).await? {
                 let key = completion.key.to_string();
                 let mut tally = self.lock();
@@ -297,16 +303,24 @@ impl Population {
         Ok(())
     }
 
-    fn library_phone(&self, user: UserId) -> PaymentsClient<HttpTransport> {
-        let transport =
-            HttpTransport::new(self.http.clone(), &self.api_url, &self.token(user.clone()));
-        PaymentsClient::new(user, transport, self.store.clone(), client_config())
+    fn library_phone(&self, user: u64) -> PaymentsClient<RecordingTransport> {
+        let user_id = UserId::numbered(user);
+        let transport = RecordingTransport {
+            http: HttpTransport::new(
+                self.http.clone(),
+                &self.api_url,
+                &self.token(user_id.clone()),
+            ),
+            user,
+            tally: Arc::clone(&self.tally),
+        };
+        PaymentsClient::new(user_id, transport, self.store.clone(), client_config())
     }
 
     /// The broken client: up to five attempts, each with a freshly minted key, no look-up.
     async fn with_new_key_per_retry(
         &self,
-        user: UserId,
+        user: u64,
         operation: Operation,
         target: &str,
         body: &Value,
@@ -319,10 +333,12 @@ impl Population {
         for attempt in 1..=5 {
             let key = IdempotencyKey::mint();
             events.push(format!("attempt {attempt} with key {key}"));
+            let in_flight =
+                InFlight::begin(&self.tally, user, &key, Call::sending(operation), target);
             let sent = self
                 .http
                 .post(format!("{}{path}", self.api_url))
-                .bearer_auth(self.token(user.clone()))
+                .bearer_auth(self.token(UserId::numbered(user)))
                 .header(KEY_HEADER, key.to_header_value())
                 .json(body)
                 .timeout(Duration::from_secs(3))
@@ -331,10 +347,19 @@ impl Population {
             let reply = match sent {
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    let replayed = response
+                        .headers()
+                        .get(REPLAYED_HEADER)
+                        .is_some_and(|value| value.as_bytes() == b"true");
                     let body = response.json::<Value>().await.unwrap_or_default();
+                    let call = Call::sending(operation);
+                    in_flight.ended(Ok(RecordedReply::read(call, status, replayed, &body)));
                     Some((status, body))
                 }
-                Err(_) => None,
+                Err(error) => {
+                    in_flight.ended(Err(error.to_string()));
+                    None
+                }
             };
             let mut tally = self.lock();
             match reply {
@@ -365,6 +390,106 @@ impl Population {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tally> {
         self.tally.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The header that marks a replayed reply.
+const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// The library's transport over HTTP, every request recorded into the history as it went.
+pub struct RecordingTransport {
+    http: HttpTransport,
+    user: u64,
+    tally: Arc<Mutex<Tally>>,
+}
+
+impl Transport for RecordingTransport {
+    async fn send(
+        &self,
+        action: &PendingAction,
+        prefer_wait: Option<Duration>,
+        trace: TraceId,
+    ) -> Result<Reply, SendError> {
+        let call = Call::sending(action.operation());
+        let in_flight =
+            InFlight::begin(&self.tally, self.user, action.key(), call, action.target());
+        let sent = self.http.send(action, prefer_wait, trace).await;
+        in_flight.ended(recorded(call, &sent));
+        sent
+    }
+
+    async fn look_up(
+        &self,
+        key: &IdempotencyKey,
+        prefer_wait: Option<Duration>,
+        trace: TraceId,
+    ) -> Result<Reply, SendError> {
+        let in_flight = InFlight::begin(&self.tally, self.user, key, Call::LookUp, "");
+        let sent = self.http.look_up(key, prefer_wait, trace).await;
+        in_flight.ended(recorded(Call::LookUp, &sent));
+        sent
+    }
+}
+
+/// What the history keeps of a reply to `call`, or of its absence.
+fn recorded(call: Call, sent: &Result<Reply, SendError>) -> Result<RecordedReply, String> {
+    match sent {
+        Ok(reply) => Ok(RecordedReply::read(
+            call,
+            reply.status,
+            reply.replayed,
+            &reply.body,
+        )),
+        Err(error) => Err(error.0.clone()),
+    }
+}
+
+/// A request on the wire. It goes into the history when it is dropped: with its reply once
+/// [`InFlight::ended`] gives one, or as unreplied when the client stops waiting first (the
+/// library drops an attempt past its timeout).
+struct InFlight {
+    tally: Arc<Mutex<Tally>>,
+    op: HistoryOp,
+}
+
+impl InFlight {
+    fn begin(
+        tally: &Arc<Mutex<Tally>>,
+        user: u64,
+        key: &IdempotencyKey,
+        call: Call,
+        target: &str,
+    ) -> InFlight {
+        let now = Instant::now();
+        InFlight {
+            tally: Arc::clone(tally),
+            op: HistoryOp {
+                user,
+                key: key.to_string(),
+                call,
+                target: target.to_owned(),
+                invoked_at: now,
+                completed_at: now,
+                reply: Err("no reply before the client stopped waiting".to_owned()),
+            },
+        }
+    }
+
+    /// Ends the request with `reply`, recording it.
+    fn ended(mut self, reply: Result<RecordedReply, String>) {
+        self.op.reply = reply;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.op.completed_at = Instant::now();
+        let op = self.op.clone();
+        self.tally
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .history
+            .push(op);
     }
 }
 

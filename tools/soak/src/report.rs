@@ -1,7 +1,9 @@
 //! What the soak prints: the schedule before it starts, then the table of faults, traffic and
-//! damage, for each change of the cluster's leader how long payments waited for the new one
-//! and how the phones were replied to meanwhile, then each violation with the events of the
-//! actions around it; and the wait for the system to settle before the books are read.
+//! damage, a summary of the history (replies by status and problem type, the longest time no
+//! payment could be made, the problems seen around each kind of fault), for each change of the
+//! cluster's leader how long payments waited for the new one and how the phones were replied to
+//! meanwhile, then each violation with the events of the actions around it; and the wait for
+//! the system to settle before the books are read.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,10 +16,11 @@ use time::OffsetDateTime;
 use crate::Args;
 use crate::audit::{self, Damage, Records, Violation};
 use crate::faults::Fault;
+use crate::history::{Call, HistoryOp};
 use crate::phones::{ActionRecord, Ending, Tally};
 use crate::stack::{Database, Stack};
 
-/// A fault as it was carried out: when it began.
+/// A fault as it was carried out: when it began and ended.
 #[derive(Debug, Clone, Copy)]
 pub struct Struck {
     /// The fault.
@@ -26,18 +29,34 @@ pub struct Struck {
     pub at: Instant,
     /// When it began, on the wall clock (the database's events are on it).
     pub wall: OffsetDateTime,
+    /// When its effect was waited out (the replica back, the bank's knobs back); `at` until
+    /// [`Struck::ended_now`].
+    pub ended: Instant,
 }
 
 impl Struck {
     /// `fault`, beginning now.
     pub fn now(fault: Fault) -> Struck {
+        let at = Instant::now();
         Struck {
             fault,
-            at: Instant::now(),
+            at,
             wall: OffsetDateTime::now_utc(),
+            ended: at,
+        }
+    }
+
+    /// The fault, its effect waited out now.
+    pub fn ended_now(self) -> Struck {
+        Struck {
+            ended: Instant::now(),
+            ..self
         }
     }
 }
+
+/// How long after a fault strikes its replies are put down to it, even if it ended sooner.
+const FAULT_AFTERMATH: Duration = Duration::from_secs(10);
 
 /// How often the books are read while settling.
 const SETTLE_POLL: Duration = Duration::from_secs(2);
@@ -135,6 +154,133 @@ pub fn print_table(
             format!("{:.1} s", took.as_secs_f64())
         }),
     );
+}
+
+/// Prints a summary of the history: requests recorded, replies by status and problem type, the
+/// requests without a reply, the slowest reply, the longest time no payment could be made (between the soak's start
+/// and `phones_done`), and for each kind of fault the problems replied around it.
+pub fn print_history(
+    history: &[HistoryOp],
+    (started, phones_done): (Instant, Instant),
+    struck: &[Struck],
+) {
+    println!();
+    println!("history: {} requests recorded", history.len());
+    for call in [Call::Pay, Call::Refund, Call::LookUp] {
+        let count = history.iter().filter(|op| op.call == call).count();
+        println!("  {count:>8}  {}", call.name());
+    }
+    println!("replies by status and problem type:");
+    print_reply_counts(history.iter(), "  ");
+    let replays = history
+        .iter()
+        .filter(|op| op.reply.as_ref().is_ok_and(|reply| reply.replayed))
+        .count();
+    println!("  {replays:>8}  of them marked Idempotent-Replayed");
+    let slowest = history
+        .iter()
+        .filter(|op| op.reply.is_ok())
+        .map(|op| op.completed_at - op.invoked_at)
+        .max()
+        .unwrap_or_default();
+    println!("slowest reply: {:.1} s", slowest.as_secs_f64());
+    let (longest, from) = longest_without_payment(history, started, phones_done);
+    println!(
+        "longest time no payment could be made: {:.1} s (from {:.1} s)",
+        longest.as_secs_f64(),
+        (from - started).as_secs_f64()
+    );
+    if struck.is_empty() {
+        return;
+    }
+    println!(
+        "problems replied while a fault lasted or within {} s of it striking:",
+        FAULT_AFTERMATH.as_secs()
+    );
+    for (kind, ops) in ops_by_fault_kind(history, struck) {
+        println!("  {kind}:");
+        print_reply_counts(ops.into_iter().filter(|op| !is_success(op)), "    ");
+    }
+}
+
+/// Prints how many of `ops` got each status and problem type, and how many no reply.
+fn print_reply_counts<'a>(ops: impl Iterator<Item = &'a HistoryOp>, indent: &str) {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for op in ops {
+        let label = match &op.reply {
+            Ok(reply) => match &reply.problem_type {
+                Some(problem_type) => format!("{} {problem_type}", reply.effective_status()),
+                None => reply.effective_status().to_string(),
+            },
+            Err(_) => "no reply (timeout, refused or cut connection)".to_owned(),
+        };
+        *counts.entry(label).or_default() += 1;
+    }
+    if counts.is_empty() {
+        println!("{indent}    none");
+    }
+    for (label, count) in counts {
+        println!("{indent}{count:>8}  {label}");
+    }
+}
+
+fn is_success(op: &HistoryOp) -> bool {
+    op.reply
+        .as_ref()
+        .is_ok_and(|reply| (200..300).contains(&reply.effective_status()))
+}
+
+/// The longest stretch with no pay replied 201 while phones were paying, and when it began:
+/// the gaps between the soak's start, each 201 to a pay, and the end of the last pay, over the
+/// pays that ended by `phones_done` (those resumed after settling are left out, as the wait to
+/// settle is no outage). The phones pay throughout, so a pay is being tried in every gap.
+fn longest_without_payment(
+    history: &[HistoryOp],
+    started: Instant,
+    phones_done: Instant,
+) -> (Duration, Instant) {
+    let pays: Vec<&HistoryOp> = history
+        .iter()
+        .filter(|op| op.call == Call::Pay && op.completed_at <= phones_done)
+        .collect();
+    let mut marks: Vec<Instant> = pays
+        .iter()
+        .filter(|op| op.reply.as_ref().is_ok_and(|reply| reply.status == 201))
+        .map(|op| op.completed_at)
+        .collect();
+    marks.extend(pays.iter().map(|op| op.completed_at).max());
+    marks.push(started);
+    marks.sort();
+    marks
+        .windows(2)
+        .map(|pair| (pair[1] - pair[0], pair[0]))
+        .max_by_key(|(gap, _)| *gap)
+        .unwrap_or((Duration::ZERO, started))
+}
+
+/// For each kind of fault, the requests that ended while one of its kind lasted or within
+/// [`FAULT_AFTERMATH`] of it striking. A simple attribution: a reply in two faults' windows is
+/// put down to both, and a fault's effect may outlast its window (a failover's) or a reply in
+/// it may have another cause.
+fn ops_by_fault_kind<'a>(
+    history: &'a [HistoryOp],
+    struck: &[Struck],
+) -> BTreeMap<&'static str, Vec<&'a HistoryOp>> {
+    let mut by_kind: BTreeMap<&'static str, Vec<&HistoryOp>> = BTreeMap::new();
+    for op in history {
+        let kinds: std::collections::BTreeSet<&'static str> = struck
+            .iter()
+            .filter(|strike| {
+                let until = strike.ended.max(strike.at + FAULT_AFTERMATH);
+                op.completed_at >= strike.at && op.completed_at <= until
+            })
+            .map(|strike| strike.fault.kind())
+            .collect();
+        for kind in kinds {
+            by_kind.entry(kind).or_default().push(op);
+        }
+    }
+    by_kind
 }
 
 /// For each fault that put another node in the cluster's lead: when Patroni promoted it, when
@@ -256,5 +402,50 @@ pub fn print_violations(violations: &[Violation], records: &Records, actions: &[
                 println!("      {event}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::history::RecordedReply;
+
+    use super::*;
+
+    /// A pay replied `status` `second` seconds after `start`.
+    fn pay(start: Instant, second: u64, status: u16) -> HistoryOp {
+        let body = serde_json::Value::Null;
+        HistoryOp {
+            user: 1,
+            key: format!("k{second}"),
+            call: Call::Pay,
+            target: "soak-1-1".to_owned(),
+            invoked_at: start,
+            completed_at: start + Duration::from_secs(second),
+            reply: Ok(RecordedReply::read(Call::Pay, status, false, &body)),
+        }
+    }
+
+    #[test]
+    fn the_longest_time_without_a_payment_runs_between_201s_and_leaves_out_the_settling() {
+        let start = Instant::now();
+        let history = [
+            pay(start, 2, 201),
+            pay(start, 3, 201),
+            pay(start, 5, 503),
+            pay(start, 9, 201),
+            pay(start, 11, 503),
+            // Resumed after settling, past the phones' end.
+            pay(start, 100, 201),
+        ];
+        let phones_done = start + Duration::from_secs(20);
+        assert_eq!(
+            longest_without_payment(&history, start, phones_done),
+            (Duration::from_secs(6), start + Duration::from_secs(3))
+        );
+        let failing_to_the_end = [pay(start, 2, 201), pay(start, 12, 503)];
+        assert_eq!(
+            longest_without_payment(&failing_to_the_end, start, phones_done),
+            (Duration::from_secs(10), start + Duration::from_secs(2))
+        );
     }
 }
