@@ -20,7 +20,39 @@
 #   scripts/ha-cluster.sh restart-etcd             # stop etcd and start it again
 #   scripts/ha-cluster.sh wait-healthy [SECONDS]   # until a leader and a streaming sync standby
 #   scripts/ha-cluster.sh reinit-stuck             # re-clone each standby that does not stream
-#   scripts/ha-cluster.sh down                     # stop everything and remove the scratch folder
+#   scripts/ha-cluster.sh down [--netns]           # stop everything and remove the scratch folder
+#
+# Network-namespace mode, to cut, lossify or slow one link at a time (partitions, not only
+# crashes); scripts/lib/netns.sh holds its plumbing and nemeses; every command above works in it:
+#   scripts/ha-cluster.sh up --netns [--strict|--async] [--backends N]   # N backends, default 2
+#   scripts/ha-cluster.sh exec ROLE -- CMD...      # CMD in ROLE's namespace (ip netns exec)
+#   scripts/ha-cluster.sh nemesis isolate-leader   # leader cut from etcd and standbys, not HAProxys; prints it
+#   scripts/ha-cluster.sh nemesis isolate-backend I [NODE]  # HAProxy I reaches NODE (the leader) only,
+#                                                  # backend I reaches HAProxy I and the root namespace only
+#   scripts/ha-cluster.sh nemesis cut-sync-standby # synchronous standby cut from the leader; prints it
+#   scripts/ha-cluster.sh nemesis lossy-db-link [PERCENT]       # default 30
+#   scripts/ha-cluster.sh nemesis slow-db-link [MS] [JITTER_MS] # default 200 100, uniform
+#   scripts/ha-cluster.sh nemesis cut-bank-link    # every backend cut from the bank
+#   scripts/ha-cluster.sh heal [NEMESIS]           # remove that nemesis, or all; the cluster recovers
+# A Linux bridge PREFIXbr joins one namespace per component, each on eth0 with its own
+# address: PREFIX-etcd (.10; 2379, 2380), PREFIX-node1..3 (.11-.13; PostgreSQL 5432, Patroni
+# REST 8008), one HAProxy per backend PREFIX-hapI (.20+I; 5432, statistics 8404; backend I's
+# only way to the database, to the leader only), PREFIX-backendI (.40+I) and PREFIX-bank (.60),
+# empty for the caller's processes; the root namespace is .1 (the edge, phones, tests). PREFIX
+# is HA_NETNS_PREFIX (default payha, up to 10 letters or digits), the subnet HA_NETNS_SUBNET
+# (default 10.231.0.0/24, a /24); a second cluster at once needs both changed. Nemeses are
+# iptables rules inside the namespaces: a cut drops every packet both ways; lossy-db-link and
+# slow-db-link act on the backends' database link, the packets between each PREFIX-backendI and
+# HAProxy I's port 5432, both ways, lossy dropping each with PERCENT% chance (iptables
+# statistic), slow holding each MS +- JITTER_MS (this kernel has no netem: NFQUEUE to
+# tests/harness/src/bin/nfqueue-delay, built when missing, or HA_NFQUEUE_DELAY). `up --netns`
+# ends with one line per backend, then the bank's, then hap1's DATABASE_URL alone:
+#   BACKEND_NS=payha-backend1 DATABASE_URL=postgres://postgres@10.231.0.21:5432/payments BIND=10.231.0.41
+#   BANK_NS=payha-bank BIND=10.231.0.60
+#   postgres://postgres@10.231.0.21:5432/payments
+# `down` kills every process in the namespaces, deletes them, the veths and the bridge (`down
+# --netns` does so from HA_NETNS_PREFIX alone, should the scratch folder be gone); a failed
+# `up --netns` takes itself down.
 #
 # Replication: `up` is synchronous (Patroni's synchronous_mode: a commit is acknowledged only
 # once a standby has it on disk, and only that standby may be promoted); `--strict` adds
@@ -42,6 +74,9 @@ write_port=$base
 etcd_port=$((base + 20))
 etcd_peer_port=$((base + 21))
 stats_port=$((base + 30))
+etcd_host=127.0.0.1
+write_host=127.0.0.1
+hba_net=127.0.0.1/32
 nodes=(node1 node2 node3)
 pg_version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
 pg_bin=/usr/lib/postgresql/$pg_version/bin
@@ -50,15 +85,25 @@ patroni=$patroni_home/bin/patroni
 patronictl=$patroni_home/bin/patronictl
 database=payments
 
-pg_port() { echo $((base + ${1#node})); }
-rest_port() { echo $((base + 10 + ${1#node})); }
 say() { echo "ha-cluster: $*" >&2; }
+# shellcheck source-path=SCRIPTDIR source=lib/netns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/netns.sh"
+[ -f "$dir/netns.env" ] && netns_load
+
+node_addr() { if $netns; then netns_addr "$1"; else echo 127.0.0.1; fi; }
+pg_port() { if $netns; then echo 5432; else echo $((base + ${1#node})); fi; }
+rest_port() { if $netns; then echo 8008; else echo $((base + 10 + ${1#node})); fi; }
+# The HAProxys: one on loopback, one per backend (hap1..) with namespaces.
+haproxies() { if $netns; then seq -f 'hap%g' 1 "$netns_backends"; else echo haproxy; fi; }
+hap_addr() { if $netns; then netns_addr "$1"; else echo 127.0.0.1; fi; }
 
 install_missing() {
   local missing=()
   command -v etcd >/dev/null || missing+=(etcd-server)
   command -v haproxy >/dev/null || missing+=(haproxy)
   command -v socat >/dev/null || missing+=(socat)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v ip >/dev/null || missing+=(iproute2)
   /usr/bin/python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
   if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]} from apt"
@@ -88,18 +133,19 @@ start_daemon() {
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start_etcd() {
-  start_daemon "$dir/etcd.log" "$dir/etcd.pid" etcd --name etcd1 --data-dir "$dir/etcd" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-cluster "etcd1=http://127.0.0.1:$etcd_peer_port" \
+  # shellcheck disable=SC2046
+  start_daemon "$dir/etcd.log" "$dir/etcd.pid" $(ns_exec etcd) etcd --name etcd1 --data-dir "$dir/etcd" \
+    --listen-client-urls "http://$etcd_host:$etcd_port" \
+    --advertise-client-urls "http://$etcd_host:$etcd_port" \
+    --listen-peer-urls "http://$etcd_host:$etcd_peer_port" \
+    --initial-advertise-peer-urls "http://$etcd_host:$etcd_peer_port" \
+    --initial-cluster "etcd1=http://$etcd_host:$etcd_peer_port" \
     --enable-v2=false
   for _ in $(seq 1 100); do
-    curl -sf "http://127.0.0.1:$etcd_port/health" >/dev/null && return
+    curl -sf "http://$etcd_host:$etcd_port/health" >/dev/null && return
     sleep 0.1
   done
-  say "etcd did not reply on port $etcd_port (see $dir/etcd.log)"
+  say "etcd did not reply on $etcd_host:$etcd_port (see $dir/etcd.log)"
   return 1
 }
 
@@ -118,10 +164,10 @@ log:
   dir: $dir/$node-log
   level: INFO
 restapi:
-  listen: 127.0.0.1:$(rest_port "$node")
-  connect_address: 127.0.0.1:$(rest_port "$node")
+  listen: $(node_addr "$node"):$(rest_port "$node")
+  connect_address: $(node_addr "$node"):$(rest_port "$node")
 etcd3:
-  hosts: 127.0.0.1:$etcd_port
+  hosts: $etcd_host:$etcd_port
 bootstrap:
   dcs:
     ttl: 20
@@ -148,8 +194,8 @@ bootstrap:
     - encoding: UTF8
     - data-checksums
 postgresql:
-  listen: 127.0.0.1:$(pg_port "$node")
-  connect_address: 127.0.0.1:$(pg_port "$node")
+  listen: $(node_addr "$node"):$(pg_port "$node")
+  connect_address: $(node_addr "$node"):$(pg_port "$node")
   data_dir: $dir/$node/data
   bin_dir: $pg_bin
   pgpass: $dir/$node/pgpass
@@ -159,8 +205,8 @@ postgresql:
     unix_socket_directories: $dir/$node
   pg_hba:
     - local all all trust
-    - host all all 127.0.0.1/32 trust
-    - host replication replicator 127.0.0.1/32 trust
+    - host all all $hba_net trust
+    - host replication replicator $hba_net trust
   authentication:
     superuser:
       username: postgres
@@ -176,16 +222,19 @@ start_node() {
   mkdir -p "$dir/$node" "$dir/$node-log"
   chown -R postgres:postgres "$dir/$node" "$dir/$node-log"
   chmod 700 "$dir/$node"
+  # shellcheck disable=SC2046
   start_daemon "$dir/$node-patroni.log" "$dir/$node.pid" \
-    runuser -u postgres -- "$patroni" "$dir/$node.yml"
+    $(ns_exec "$node") runuser -u postgres -- "$patroni" "$dir/$node.yml"
 }
 
+# HAProxy NAME (haproxy on loopback, hapI with namespaces): $dir/NAME.cfg, .sock, .pid, .log.
 write_haproxy_config() {
+  local name=$1 node
   {
     cat <<CFG
 global
     maxconn 4000
-    stats socket $dir/haproxy.sock mode 600 level admin
+    stats socket $dir/$name.sock mode 600 level admin
 
 defaults
     mode tcp
@@ -200,35 +249,37 @@ defaults
 # marked down after two failed checks a second apart, and its open sessions are closed at once
 # (on-marked-down shutdown-sessions), so no connection lingers on a former primary.
 listen postgres_primary
-    bind 127.0.0.1:$write_port
+    bind $(hap_addr "$name"):$write_port
     option httpchk
     http-check send meth GET uri /primary
     http-check expect status 200
     default-server inter 1s fastinter 500ms downinter 1s fall 2 rise 2 on-marked-down shutdown-sessions
 CFG
     for node in "${nodes[@]}"; do
-      echo "    server $node 127.0.0.1:$(pg_port "$node") maxconn 1000 check port $(rest_port "$node")"
+      echo "    server $node $(node_addr "$node"):$(pg_port "$node") maxconn 1000 check port $(rest_port "$node")"
     done
     cat <<CFG
 
 listen stats
     mode http
-    bind 127.0.0.1:$stats_port
+    bind $(hap_addr "$name"):$stats_port
     stats enable
     stats uri /
 CFG
-  } >"$dir/haproxy.cfg"
+  } >"$dir/$name.cfg"
 }
 
 start_haproxy() {
-  haproxy -c -q -f "$dir/haproxy.cfg"
-  start_daemon "$dir/haproxy.log" "$dir/haproxy.pid" haproxy -db -f "$dir/haproxy.cfg"
+  local name=$1
+  haproxy -c -q -f "$dir/$name.cfg"
+  # shellcheck disable=SC2046
+  start_daemon "$dir/$name.log" "$dir/$name.pid" $(ns_exec "$name") haproxy -db -f "$dir/$name.cfg"
 }
 
 # The leader's name, from Patroni's REST API (200 on /primary only at the lock holder).
 leader() {
   for node in "${nodes[@]}"; do
-    if curl -sf -m 1 -o /dev/null "http://127.0.0.1:$(rest_port "$node")/primary"; then
+    if curl -sf -m 1 -o /dev/null "http://$(node_addr "$node"):$(rest_port "$node")/primary"; then
       echo "$node"
       return
     fi
@@ -251,7 +302,7 @@ postmaster_pid() {
 }
 
 # SQL on the leader, through HAProxy.
-sql() { psql -h 127.0.0.1 -p "$write_port" -U postgres -d "${2:-postgres}" -Atqc "$1"; }
+sql() { psql -h "$write_host" -p "$write_port" -U postgres -d "${2:-postgres}" -Atqc "$1"; }
 
 # Until a leader replies through HAProxy, writable, and (in synchronous modes) a standby that
 # Patroni has recorded as synchronous, the only kind it may promote; with "all", every node
@@ -264,7 +315,7 @@ wait_healthy() {
       local streaming recorded_sync=0 node
       streaming=$(sql "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'" 2>/dev/null || echo 0)
       for node in "${nodes[@]}"; do
-        curl -sf -m 1 -o /dev/null "http://127.0.0.1:$(rest_port "$node")/synchronous" \
+        curl -sf -m 1 -o /dev/null "http://$(node_addr "$node"):$(rest_port "$node")/synchronous" \
           && recorded_sync=$((recorded_sync + 1))
       done
       if { [ "$mode" = async ] || [ "$recorded_sync" -ge 1 ]; } \
@@ -310,29 +361,45 @@ reinit_stuck() {
 }
 
 status() {
+  local name
   "$patronictl" -c "$dir/node1.yml" list 2>/dev/null || say "patronictl could not list the members"
-  echo "HAProxy (postgres_primary):"
-  echo "show stat" | socat - "UNIX-CONNECT:$dir/haproxy.sock" 2>/dev/null \
-    | awk -F, '$1 == "postgres_primary" && $2 ~ /^node/ { print "  " $2 ": " $18 }' \
-    || curl -sf "http://127.0.0.1:$stats_port/;csv" \
-    | awk -F, '$1 == "postgres_primary" && $2 ~ /^node/ { print "  " $2 ": " $18 }'
+  for name in $(haproxies); do
+    if $netns; then echo "HAProxy $name (postgres_primary):"; else echo "HAProxy (postgres_primary):"; fi
+    echo "show stat" | socat - "UNIX-CONNECT:$dir/$name.sock" 2>/dev/null \
+      | awk -F, '$1 == "postgres_primary" && $2 ~ /^node/ { print "  " $2 ": " $18 }' \
+      || curl -sf "http://$(hap_addr "$name"):$stats_port/;csv" \
+      | awk -F, '$1 == "postgres_primary" && $2 ~ /^node/ { print "  " $2 ": " $18 }'
+  done
+}
+
+# A failed `up --netns` takes down what it made.
+up_failed() {
+  local status=$?
+  [ "$status" = 0 ] && return
+  say "up failed (status $status): taking down what it made"
+  down
 }
 
 up() {
-  local mode=sync
-  case ${1:-} in
-    --strict) mode=strict ;;
-    --async) mode=async ;;
-    "") ;;
-    *) say "unknown option $1"; exit 2 ;;
-  esac
+  local mode=sync name
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --strict) mode=strict ;;
+      --async) mode=async ;;
+      --netns) netns_activate ;;
+      --backends) netns_backends=${2:-}; shift ;;
+      *) say "unknown option $1"; exit 2 ;;
+    esac
+    shift
+  done
   install_missing
   if alive "$dir/etcd.pid"; then
     say "a cluster already runs in $dir; scripts/ha-cluster.sh down first"
     exit 1
   fi
   local port
-  for port in "$write_port" "$etcd_port" "$etcd_peer_port" "$stats_port" \
+  $netns && netns_preflight
+  $netns || for port in "$write_port" "$etcd_port" "$etcd_peer_port" "$stats_port" \
     $(for node in "${nodes[@]}"; do echo "$(pg_port "$node") $(rest_port "$node")"; done); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       say "port $port is taken (a cluster of an earlier run? 'down' with its HA_DIR, or another HA_PORT_BASE)"
@@ -347,6 +414,11 @@ up() {
     exit 1
   fi
   echo "$mode" >"$dir/mode"
+  if $netns; then
+    netns_save
+    trap up_failed EXIT
+    netns_create
+  fi
   start_etcd
   for node in "${nodes[@]}"; do
     write_patroni_config "$node" "$mode"
@@ -360,17 +432,23 @@ up() {
   [ "$(leader || true)" = node1 ] || { say "node1 did not become the leader (see $dir/node1-log)"; exit 1; }
   start_node node2
   start_node node3
-  write_haproxy_config
-  start_haproxy
+  for name in $(haproxies); do
+    write_haproxy_config "$name"
+    start_haproxy "$name"
+  done
   wait_healthy 120 all
   sql "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1 \
     || sql "CREATE DATABASE $database"
-  say "up ($mode): leader $(leader); HAProxy on 127.0.0.1:$write_port"
-  echo "postgres://postgres@127.0.0.1:$write_port/$database"
+  say "up ($mode): leader $(leader); HAProxy on $write_host:$write_port"
+  if $netns; then
+    trap - EXIT
+    netns_print_lines
+  fi
+  echo "postgres://postgres@$write_host:$write_port/$database"
 }
 
 down() {
-  for pidfile in "$dir"/haproxy.pid "$dir"/node*.pid "$dir"/etcd.pid; do
+  for pidfile in "$dir"/hap*.pid "$dir"/node*.pid "$dir"/etcd.pid; do
     [ -f "$pidfile" ] && kill -TERM "$(cat "$pidfile")" 2>/dev/null || true
   done
   for _ in $(seq 1 40); do
@@ -388,6 +466,7 @@ down() {
     [ -f "$pidfile" ] && kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
   done
   pkill -KILL -f -- "$dir/" 2>/dev/null || true
+  if $netns; then netns_teardown; fi
   rm -rf "$dir"
   say "down"
 }
@@ -428,7 +507,13 @@ shift || true
 case $command in
   install) install_missing ;;
   up) up "$@" ;;
-  down) down ;;
+  down)
+    [ "${1:-}" = --netns ] && ! $netns && netns_activate
+    down
+    ;;
+  exec) netns_exec "$@" ;;
+  nemesis) nemesis "$@" ;;
+  heal) heal "${1:-}" ;;
   status) status ;;
   leader) leader ;;
   history) "$patronictl" -c "$dir/node1.yml" history -f json ;;
