@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use shared::{IdempotencyKey, UserId};
+use sqlx::Connection;
 
 use backend::bank::{BankPort, CallOutcome};
 use backend::config::Settings;
@@ -34,31 +35,54 @@ struct TestSettings {
 struct Flows {
     state: AppState,
     bank: Arc<LedgerBank>,
-    _directory: tempfile::TempDir,
+    directory: tempfile::TempDir,
 }
 
 impl Flows {
     async fn against(bank: LedgerBank) -> Flows {
+        let directory = tempfile::tempdir().expect("a temporary directory");
+        Flows::open(Arc::new(bank), directory).await
+    }
+
+    /// The flows of a new process on the store in `directory`, against `bank`.
+    async fn open(bank: Arc<LedgerBank>, directory: tempfile::TempDir) -> Flows {
         let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
         let arguments = ["backend", "--mode", "development", "--policy-file", policy];
         let settings = TestSettings::try_parse_from(arguments)
             .expect("settings")
             .settings;
         let config = settings.into_config().expect("a development config");
-        let directory = tempfile::tempdir().expect("a temporary directory");
-        let url = format!("sqlite://{}", directory.path().join("flows.db").display());
-        let store = store::connect(&url, 4, Duration::from_secs(5))
+        let store = store::connect(&store_url(&directory), 4, Duration::from_secs(5))
             .await
             .expect("SQLite opens");
         store.migrate().await.expect("migrations apply");
-        let bank = Arc::new(bank);
         let port = Arc::clone(&bank) as Arc<dyn BankPort>;
         let state = build_state_with_bank(&config, store, port).expect("state");
         Flows {
             state,
             bank,
-            _directory: directory,
+            directory,
         }
+    }
+
+    /// A new process (nothing in memory) on this store after `statements` ran on it: the same
+    /// bank.
+    async fn reopened_after(self, statements: &str) -> Flows {
+        let Flows {
+            state,
+            bank,
+            directory,
+        } = self;
+        drop(state);
+        let mut connection = sqlx::SqliteConnection::connect(&store_url(&directory))
+            .await
+            .expect("SQLite opens");
+        sqlx::raw_sql(statements)
+            .execute(&mut connection)
+            .await
+            .expect("the statements run");
+        connection.close().await.expect("closes");
+        Flows::open(bank, directory).await
     }
 
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
@@ -84,6 +108,10 @@ impl Flows {
             .await
             .unwrap_or_else(|error| panic!("refund_payment failed: {error}"))
     }
+}
+
+fn store_url(directory: &tempfile::TempDir) -> String {
+    format!("sqlite://{}", directory.path().join("flows.db").display())
 }
 
 fn caller(wait: Option<Duration>) -> Caller {
@@ -253,4 +281,46 @@ async fn a_request_that_fails_admission_touches_nothing() {
     let missing_vpa = flows.pay(&key, r#"{"amount_paise":100}"#, None).await;
     assert_eq!(missing_vpa.status, 422);
     assert_eq!(flows.bank.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_claim_lost_with_the_database_is_made_again_under_its_first_reference() {
+    let flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 201);
+    // The database loses the claim, as a promoted asynchronous copy or a restore would: the
+    // key, its payment and its trail are gone; a new process serves the phone's retry.
+    let flows = flows
+        .reopened_after(
+            "DELETE FROM key_events; DELETE FROM idempotency_keys; DELETE FROM payments;",
+        )
+        .await;
+    let again = flows.pay(&key, BODY, None).await;
+    assert_eq!((again.status, again.replayed), (201, false));
+    for field in ["payment_id", "bank_reference", "amount_paise"] {
+        assert_eq!(json(&again)[field], json(&first)[field], "{field}");
+    }
+    assert_eq!(flows.bank.calls(), 2, "the retry calls the bank again");
+    assert_eq!(flows.bank.references().len(), 1, "under the same reference");
+    assert_eq!(flows.bank.moved_paise(), 25_000, "which the bank dedupes");
+}
+
+#[tokio::test]
+async fn a_key_reused_after_it_expired_is_a_new_payment_under_a_new_reference() {
+    let flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    // Expiry deletes the key row and keeps its payment (SPEC §3): the same request again is a
+    // new one, whose first-choice id is the kept payment's.
+    let flows = flows.reopened_after("DELETE FROM idempotency_keys;").await;
+    let again = flows.pay(&key, BODY, None).await;
+    assert_eq!((again.status, again.replayed), (201, false));
+    assert_ne!(json(&again)["payment_id"], json(&first)["payment_id"]);
+    assert_ne!(
+        json(&again)["bank_reference"],
+        json(&first)["bank_reference"]
+    );
+    assert_eq!(flows.bank.references().len(), 2);
+    assert_eq!(flows.bank.moved_paise(), 50_000);
 }
