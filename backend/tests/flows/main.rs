@@ -40,15 +40,20 @@ struct Flows {
 
 impl Flows {
     async fn against(bank: LedgerBank) -> Flows {
+        Flows::configured(bank, &[]).await
+    }
+
+    /// The same, with the backend's `flags` added to its command line.
+    async fn configured(bank: LedgerBank, flags: &[&str]) -> Flows {
         let directory = tempfile::tempdir().expect("a temporary directory");
-        Flows::open(Arc::new(bank), directory).await
+        Flows::open(Arc::new(bank), directory, flags).await
     }
 
     /// The flows of a new process on the store in `directory`, against `bank`.
-    async fn open(bank: Arc<LedgerBank>, directory: tempfile::TempDir) -> Flows {
+    async fn open(bank: Arc<LedgerBank>, directory: tempfile::TempDir, flags: &[&str]) -> Flows {
         let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
         let arguments = ["backend", "--mode", "development", "--policy-file", policy];
-        let settings = TestSettings::try_parse_from(arguments)
+        let settings = TestSettings::try_parse_from(arguments.iter().chain(flags))
             .expect("settings")
             .settings;
         let config = settings.into_config().expect("a development config");
@@ -63,6 +68,17 @@ impl Flows {
             bank,
             directory,
         }
+    }
+
+    /// The rows of `table` in the store.
+    async fn rows(&self, table: &str) -> i64 {
+        let mut connection = sqlx::SqliteConnection::connect(&store_url(&self.directory))
+            .await
+            .expect("SQLite opens");
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&mut connection)
+            .await
+            .expect("counted")
     }
 
     /// A new process (nothing in memory) on this store after `statements` ran on it: the same
@@ -82,7 +98,7 @@ impl Flows {
             .await
             .expect("the statements run");
         connection.close().await.expect("closes");
-        Flows::open(bank, directory).await
+        Flows::open(bank, directory, &[]).await
     }
 
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
@@ -323,4 +339,44 @@ async fn a_key_reused_after_it_expired_is_a_new_payment_under_a_new_reference() 
     );
     assert_eq!(flows.bank.references().len(), 2);
     assert_eq!(flows.bank.moved_paise(), 50_000);
+}
+
+#[tokio::test]
+async fn while_the_bank_fails_the_breaker_refuses_before_any_claim() {
+    let failing = (0..2).map(|_| CallOutcome::MayBeInFlight {
+        reason: "connection reset".into(),
+    });
+    let breaker = [
+        "--bank-breaker-min-calls",
+        "2",
+        "--bank-breaker-open-seconds",
+        "60",
+    ];
+    let flows = Flows::configured(LedgerBank::replying(failing), &breaker).await;
+    for _ in 0..2 {
+        assert_eq!(
+            flows.pay(&IdempotencyKey::mint(), BODY, None).await.status,
+            503
+        );
+    }
+    let refused = flows.pay(&IdempotencyKey::mint(), BODY, None).await;
+    assert_eq!(refused.status, 503);
+    assert!(
+        json(&refused)["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("bank-unavailable"),
+        "{}",
+        json(&refused)
+    );
+    assert_eq!(
+        flows.bank.calls(),
+        2,
+        "the refused payment never reached the bank"
+    );
+    assert_eq!(
+        flows.rows("idempotency_keys").await,
+        2,
+        "nor claimed its key"
+    );
 }
