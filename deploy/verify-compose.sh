@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Runs deploy/compose.yaml with podman-compose and fails, saying what, unless a payment and its
-# replay come back through it with one debit at the bank simulator.
+# Runs deploy/compose.yaml as its header says, `podman-compose -f deploy/compose.yaml up -d
+# --build`, and fails, saying what, unless a payment and its replay come back through it with
+# one debit at the bank simulator.
 #
-# No registry is reachable on these machines, so every image the file names is built here under
-# that name first: the backend's from the Dockerfile with its static musl binary (as
-# deploy/verify-container.sh does), the bank simulator's from its static musl binary
-# (deploy/local-images/bank-simulator.Containerfile), and PostgreSQL's as a stand-in for the
-# official image made of Debian's own packages by mmdebstrap (deploy/local-images/; the root
-# filesystem, made by deploy/local-images/postgres-rootfs.sh, is kept in target/compose/ so a
-# second run downloads nothing). Then: the stack comes up under a project name of its own with
-# fresh secrets and free ports on 127.0.0.1; the backend replies to /healthz and /readyz; a payment is 201, its retry with the same Idempotency-Key gives
-# the same body with Idempotent-Replayed, and the simulator's ledger holds one debit; the
-# backend's log lines are JSON. Everything the run made (containers, the volume, the network, the
-# images) is removed on exit. Podman as the project's container notes measured on these machines
-# (runc, no default ulimits). Called by tests/run-all.sh; usage: deploy/verify-compose.sh
+# No registry is reachable on these machines, so the `rust` image the Dockerfiles compile in
+# cannot be pulled: the static musl binaries are built here first (deploy/build-static.sh, as
+# deploy/verify-container.sh does) and compose builds the images from them with
+# BINARY_FROM=prebuilt, the file's documented setting for such machines. PostgreSQL's official
+# image cannot be pulled either: a stand-in is built under its name from Debian's own packages
+# by mmdebstrap (deploy/local-images/; the root filesystem, made by
+# deploy/local-images/postgres-rootfs.sh, is kept in target/compose/ so a second run downloads
+# nothing). Then: the stack comes up under a project name of its own with fresh secrets and free
+# ports on 127.0.0.1; the backend replies to /healthz and /readyz; a payment is 201, its retry
+# with the same Idempotency-Key gives the same body with Idempotent-Replayed, and the
+# simulator's ledger holds one debit; the backend's log lines are JSON. Everything the run made
+# (containers, the volume, the network, the images) is removed on exit. Podman as the project's
+# container notes measured on these machines (runc, no default ulimits). Called by
+# tests/run-all.sh; usage: deploy/verify-compose.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
@@ -29,8 +32,8 @@ done
 run=$$
 project=safe-retries-check-$run
 scratch=$(mktemp -d)
-backend_image=ghcr.io/safe-retries/payments-backend:compose-check-$run
-bank_image=ghcr.io/safe-retries/bank-simulator:latest
+backend_image=localhost/safe-retries/payments-backend:compose-check-$run
+bank_image=localhost/safe-retries/bank-simulator:compose-check-$run
 postgres_image=docker.io/library/postgres:15-bookworm
 rootfs_image=localhost/debian-postgres-rootfs:bookworm
 printf '[containers]\ndefault_ulimits = []\n[engine]\nruntime = "runc"\n' >"$scratch/containers.conf"
@@ -46,25 +49,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# --- The images, under the names the file gives.
+# --- What this machine lacks: the static binaries (for BINARY_FROM=prebuilt) and PostgreSQL's
+# image (a stand-in).
 musl=$(deploy/build-static.sh)
-timeout 300 podman build -q --format docker --build-arg BINARY_FROM=prebuilt -t "$backend_image" -f Dockerfile . >/dev/null
-mkdir "$scratch/bank" && cp "$musl/bank-simulator" "$scratch/bank/"
-timeout 300 podman build -q --format docker -t "$bank_image" \
-  -f deploy/local-images/bank-simulator.Containerfile "$scratch/bank" >/dev/null
 rootfs=$(deploy/local-images/postgres-rootfs.sh) || fail "no root filesystem for PostgreSQL's image"
 timeout 300 podman import -q "$rootfs" "$rootfs_image" >/dev/null
 timeout 300 podman build -q --format docker -t "$postgres_image" \
   -f deploy/local-images/postgres.Containerfile deploy/local-images >/dev/null
-ok "images built: $backend_image, $bank_image, $postgres_image (stand-in)"
+ok "static binaries in $musl; $postgres_image built (stand-in)"
 
 # --- Up, with fresh secrets and free ports.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 secret() { head -c 48 /dev/urandom | base64 -w 0 | tr '/+' '_-'; }
-export BACKEND_IMAGE=$backend_image POSTGRES_PASSWORD=$(secret) AUTH_JWT_SECRET=$(secret) \
+export BACKEND_IMAGE=$backend_image BANK_IMAGE=$bank_image BINARY_FROM=prebuilt \
+  POSTGRES_PASSWORD=$(secret) AUTH_JWT_SECRET=$(secret) \
   EDGE_PROOF_SECRET=$(secret) REQUIRE_EDGE_PROOF=false \
   API_PORT=$(free_port) ADMIN_PORT=$(free_port) BANK_PORT=$(free_port)
-compose up -d >"$scratch/up.log" 2>&1 || { cat "$scratch/up.log" >&2; fail "podman-compose up"; }
+compose up -d --build >"$scratch/up.log" 2>&1 || { cat "$scratch/up.log" >&2; fail "podman-compose up --build"; }
+for image in "$backend_image" "$bank_image"; do
+  podman image exists "$image" || fail "podman-compose up --build did not build $image"
+done
+ok "images built by podman-compose up --build: $backend_image, $bank_image"
 # awaited URL SECONDS WHAT: waits up to SECONDS for URL to reply 2xx, else fails with the
 # stack's logs, naming WHAT.
 awaited() {
