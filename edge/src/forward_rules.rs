@@ -67,6 +67,28 @@ pub enum ForwardFailure {
     /// The client's method cannot be sent on (`CONNECT`, `TRACE`): no route of the API takes it,
     /// so it is the 405 the backend gives a method a route lacks; nothing reached the backend.
     MethodNotForwardable,
+    /// Something between the edge and the backend (a load balancer with no replica ready, a
+    /// gateway) replied this 5xx in the backend's place ([`is_not_the_backends_reply`]): the
+    /// request may or may not have reached the backend.
+    ProxyReplied {
+        /// The status it replied.
+        status: u16,
+    },
+}
+
+/// Whether a reply the edge got is not the backend's own: a 5xx without a problem body. Every
+/// error the backend sends is `application/problem+json` (SPEC §4); a load balancer's "no server
+/// available" or a gateway's error page is not, and passing it on would give the client a reply
+/// no contract documents.
+pub fn is_not_the_backends_reply(status: u16, content_type: Option<&str>) -> bool {
+    let problem = content_type.is_some_and(|value| {
+        value.split(';').next().is_some_and(|media| {
+            media
+                .trim()
+                .eq_ignore_ascii_case("application/problem+json")
+        })
+    });
+    status >= 500 && !problem
 }
 
 impl ForwardFailure {
@@ -78,6 +100,14 @@ impl ForwardFailure {
                 ProblemKind::BackendUnreachable,
                 "The edge could not reach the payments service. Retrying is safe: a payment or \
                  refund retried with the same Idempotency-Key and body is never done twice.",
+            ),
+            ForwardFailure::ProxyReplied { status } => Problem::new(
+                ProblemKind::BackendUnreachable,
+                format!(
+                    "A proxy in front of the payments service replied {status} in its place; the \
+                     request may not have reached it. Retrying is safe: a payment or refund \
+                     retried with the same Idempotency-Key and body is never done twice."
+                ),
             ),
             ForwardFailure::TimedOut => Problem::new(
                 ProblemKind::BackendTimeout,
@@ -166,5 +196,31 @@ mod tests {
                 .is_some_and(|d| d.contains("1500 ms"))
         );
         assert_eq!(timed_out.retry_after_header().as_deref(), Some("1"));
+        let proxy = ForwardFailure::ProxyReplied { status: 503 }.problem(Duration::from_secs(15));
+        assert_eq!(
+            (proxy.kind(), proxy.status),
+            (Some(ProblemKind::BackendUnreachable), 502)
+        );
+        assert!(proxy.detail.as_deref().is_some_and(|d| d.contains("503")));
+    }
+
+    #[test]
+    fn only_a_5xx_without_a_problem_body_is_a_proxys_reply() {
+        // HAProxy's "no server available", a gateway's error page, no body at all.
+        assert!(is_not_the_backends_reply(503, Some("text/html")));
+        assert!(is_not_the_backends_reply(502, None));
+        assert!(is_not_the_backends_reply(504, Some("application/json")));
+        // The backend's own: problems, whatever their parameters or case.
+        assert!(!is_not_the_backends_reply(
+            503,
+            Some("application/problem+json")
+        ));
+        assert!(!is_not_the_backends_reply(
+            500,
+            Some("Application/Problem+JSON; charset=utf-8")
+        ));
+        // Below 500 the status is the backend's to give (a 2xx, 402, 409, 422…).
+        assert!(!is_not_the_backends_reply(201, Some("application/json")));
+        assert!(!is_not_the_backends_reply(404, None));
     }
 }

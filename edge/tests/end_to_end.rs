@@ -862,3 +862,54 @@ async fn the_edges_own_replies_are_readable_by_a_listed_origin_only() {
     assert_eq!(hidden.header("access-control-allow-origin"), None);
     stack.stop().await;
 }
+
+/// A proxy between the edge and the backend (a load balancer with no replica ready, a gateway
+/// that timed out after forwarding) replies a plain 503 of its own: the client gets a documented
+/// 502 `backend-unreachable` problem instead, and its retries with the same key end in one
+/// payment each, the forwarded one replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxys_own_5xx_before_the_backend_becomes_a_documented_502() {
+    let stack = Stack::start(StackOptions {
+        gateway_in_front_of_backend: true,
+        ..StackOptions::default()
+    })
+    .await;
+    let gateway = stack.backend_gateway.as_ref().expect("a gateway");
+    let (not_forwarded, forwarded) = (new_key(), new_key());
+
+    gateway.set_mode(test_harness::GatewayMode::Unavailable);
+    let refused = stack
+        .send(
+            Via::Edge,
+            &Call::pay(7, &not_forwarded, "elec-42", PAY_BODY),
+        )
+        .await;
+    assert_eq!(refused.status, 502);
+    assert_eq!(refused.problem_type(), "/problems/backend-unreachable");
+    gateway.set_mode(test_harness::GatewayMode::UnavailableAfterForwarding);
+    let lost = stack
+        .send(Via::Edge, &Call::pay(7, &forwarded, "elec-43", PAY_BODY))
+        .await;
+    assert_eq!(lost.status, 502);
+    assert_eq!(lost.problem_type(), "/problems/backend-unreachable");
+
+    gateway.set_mode(test_harness::GatewayMode::PassThrough);
+    for (key, bill) in [(&not_forwarded, "elec-42"), (&forwarded, "elec-43")] {
+        let mut retry = stack
+            .send(Via::Edge, &Call::pay(7, key, bill, PAY_BODY))
+            .await;
+        // The forwarded payment may still be running at the backend: 409 until it is done.
+        for _ in 0..50 {
+            if retry.status != 409 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            retry = stack
+                .send(Via::Edge, &Call::pay(7, key, bill, PAY_BODY))
+                .await;
+        }
+        assert_eq!(retry.status, 201, "{bill}");
+    }
+    assert_eq!(stack.debits().await.len(), 2, "one debit per key");
+    stack.stop().await;
+}

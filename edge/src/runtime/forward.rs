@@ -26,7 +26,8 @@ use super::outgoing::Outgoing;
 use crate::config::{EdgeConfig, compiled_policy};
 use crate::coordination::SavedReply;
 use crate::forward_rules::{
-    ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, path_and_query,
+    ForwardFailure, REQUEST_ID_HEADER, is_forwarded_header, is_not_the_backends_reply,
+    path_and_query,
 };
 use crate::trace::{TRACEPARENT_HEADER, TRACESTATE_HEADER, TraceContext};
 
@@ -65,10 +66,23 @@ pub async fn forward_unchanged(
     trace: &TraceContext,
 ) -> Result<Response, ForwardFailure> {
     let outgoing = backend_request(request, config, request_id, trace, body)?;
-    within(config.backend_timeout(), |signal| async move {
+    let response = within(config.backend_timeout(), |signal| async move {
         Fetch::Request(outgoing).send_with_signal(&signal).await
     })
-    .await
+    .await?;
+    the_backends(response.status_code(), response.headers())?;
+    Ok(response)
+}
+
+/// `Ok` if a reply with this status and these headers is the backend's own, else the failure
+/// of a proxy that replied in its place ([`is_not_the_backends_reply`]).
+fn the_backends(status: u16, headers: &Headers) -> Result<(), ForwardFailure> {
+    let content_type = headers.get("content-type").ok().flatten();
+    if is_not_the_backends_reply(status, content_type.as_deref()) {
+        console_warn!("a {status} from a proxy in the backend's place");
+        return Err(ForwardFailure::ProxyReplied { status });
+    }
+    Ok(())
 }
 
 /// Forwards a guarded request with the body already read, and reads the whole reply.
@@ -80,7 +94,7 @@ pub async fn forward_buffered(
     trace: &TraceContext,
 ) -> Result<BackendReply, ForwardFailure> {
     let outgoing = backend_request(request, config, request_id, trace, Some(body))?;
-    within(config.backend_timeout(), |signal| async move {
+    let reply = within(config.backend_timeout(), |signal| async move {
         let mut response = Fetch::Request(outgoing).send_with_signal(&signal).await?;
         let body = response.bytes().await?;
         Ok(BackendReply {
@@ -89,7 +103,9 @@ pub async fn forward_buffered(
             body,
         })
     })
-    .await
+    .await?;
+    the_backends(reply.status, &reply.headers)?;
+    Ok(reply)
 }
 
 /// The request to the backend: the client's method, path, query, headers and body (`body` as

@@ -57,7 +57,9 @@ impl EdgeHandling {
 impl From<ForwardFailure> for EdgeHandling {
     fn from(failure: ForwardFailure) -> EdgeHandling {
         match failure {
-            ForwardFailure::Unreachable | ForwardFailure::TimedOut => EdgeHandling::ForwardFailed,
+            ForwardFailure::Unreachable
+            | ForwardFailure::TimedOut
+            | ForwardFailure::ProxyReplied { .. } => EdgeHandling::ForwardFailed,
             // Nothing was sent: the edge replies 405 as the backend would.
             ForwardFailure::MethodNotForwardable => EdgeHandling::Refused,
         }

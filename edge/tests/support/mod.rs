@@ -20,7 +20,9 @@ use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
 use test_harness::workerd::{WorkerSettings, start_workerd};
-use test_harness::{ServerProcess, TestDatabase, listening_url, listening_urls, server_binary};
+use test_harness::{
+    BankGateway, ServerProcess, TestDatabase, listening_url, listening_urls, server_binary,
+};
 
 pub use test_harness::Received;
 
@@ -63,6 +65,9 @@ pub struct StackOptions {
     /// Whether the Durable Objects keep their storage in files a test can read
     /// ([`Stack::durable_object_storage`]) rather than in memory.
     pub durable_objects_on_disk: bool,
+    /// Whether the edge reaches the backend through a gateway the test can make misbehave
+    /// ([`Stack::backend_gateway`]), as a load balancer or proxy between them would.
+    pub gateway_in_front_of_backend: bool,
 }
 
 /// The edge proof's secret of a stack that requires it.
@@ -90,6 +95,7 @@ impl Default for StackOptions {
             edge_proof: false,
             otlp_endpoint: None,
             durable_objects_on_disk: false,
+            gateway_in_front_of_backend: false,
         }
     }
 }
@@ -115,6 +121,9 @@ pub struct Stack {
     pub bank_url: String,
     /// A client with a bounded timeout.
     pub http: reqwest::Client,
+    /// The gateway between the edge and the backend, with
+    /// [`StackOptions::gateway_in_front_of_backend`].
+    pub backend_gateway: Option<BankGateway>,
     workerd: ServerProcess,
     backend: ServerProcess,
     bank: ServerProcess,
@@ -192,8 +201,14 @@ impl Stack {
         let (backend, [backend_admin_url, backend_url]) =
             ServerProcess::start("backend", backend_command, ready).await;
 
+        let backend_gateway = match options.gateway_in_front_of_backend {
+            true => Some(BankGateway::start(&backend_url).await),
+            false => None,
+        };
         let settings = WorkerSettings {
-            backend_url: backend_url.clone(),
+            backend_url: backend_gateway
+                .as_ref()
+                .map_or_else(|| backend_url.clone(), BankGateway::url),
             backend_timeout_ms: options.edge_backend_timeout_ms,
             jwt_secret: None,
             user_limit: (options.user_limit.per_minute, options.user_limit.burst),
@@ -220,6 +235,7 @@ impl Stack {
             backend_admin_url,
             bank_url,
             http,
+            backend_gateway,
             workerd,
             backend,
             bank,
