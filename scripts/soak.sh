@@ -13,15 +13,29 @@
 #   scripts/soak.sh --client key-per-retry            # a client that charges twice: the audit fails
 #   scripts/soak.sh --database ha --ha-replication asynchronous --cluster-faults lose-the-tail
 #                                                     # a cluster that loses commits: the audit fails
+#   scripts/soak.sh --database ha --network namespaces --duration-seconds 90
+#                                                     # the cluster, the bank and 2 replicas in
+#                                                     # network namespaces, partitioned: the
+#                                                     # leader cut off, a split brain, the sync
+#                                                     # standby cut, a lossy and a slow database
+#                                                     # link, the bank's link cut mid-call (the
+#                                                     # test command's profile, 4.5 min)
+#   scripts/soak.sh --database ha --network namespaces --ha-replication asynchronous \
+#     --cluster-faults isolate-leader --other-faults false
+#                                                     # a cut-off leader acknowledges payments
+#                                                     # it alone holds: the audit fails
 #
 # Every flag goes to the soak (`target/debug/soak --help`). On PostgreSQL it restarts the
 # machine's server once: run nothing else against it meanwhile. `--database ha` starts its own
-# cluster (scripts/ha-cluster.sh, ports from 15630) and takes it down at the end.
+# cluster (scripts/ha-cluster.sh, ports from 15630; with `--network namespaces`, namespaces
+# paysoak-* on 10.233.0.0/24) and takes it down at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/setup-tools.sh >/dev/null
 scripts/start-postgres.sh
 cargo build -q -p backend -p bank-simulator -p soak --bins
+# The packet delayer of the namespaces' slow-db-link (built here, not mid-soak).
+cargo build -q -p test-harness --bin nfqueue-delay
 [ -f edge/build/index.js ] && [ -f edge/build/index_bg.wasm ] || scripts/build-edge.sh
 exec target/debug/soak "$@"

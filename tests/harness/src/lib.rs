@@ -7,7 +7,8 @@
 //! - [`Received`]: what a test client received, read whole, with the assertions the contract needs;
 //! - [`wait_for`] and [`metric_in`]: bounded polling and reading a Prometheus series;
 //! - [`HaCluster`]: a replicated PostgreSQL (Patroni, etcd, HAProxy) of `scripts/ha-cluster.sh`,
-//!   for the failover suite and the HA soak;
+//!   for the failover suite and the HA soak, on loopback or in network namespaces
+//!   ([`Namespaces`]) the soak partitions;
 //! - [`IdentityProvider`] and [`SigningKey`]: a JWKS endpoint whose keys a test publishes,
 //!   rotates or takes away, and the RS256 and ES256 keys that sign its tokens;
 //! - [`LostReplyProxy`]: a proxy in front of PostgreSQL that loses the reply to one
@@ -41,7 +42,9 @@ pub mod workerd;
 pub use bank_gateway::{BankGateway, GatewayMode};
 pub use certificates::{LOCAL_NAMES, ServerIdentity, TestCa};
 pub use database::{TestDatabase, admin_url};
-pub use ha_cluster::{HaCluster, HaMode};
+pub use ha_cluster::{
+    BackendNamespace, HaCluster, HaMode, Namespace, NamespaceSettings, Namespaces, url_of_database,
+};
 pub use identity_provider::{IdentityProvider, SigningKey};
 pub use lost_reply_proxy::LostReplyProxy;
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};

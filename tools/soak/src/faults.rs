@@ -20,6 +20,13 @@
 //! asynchronous replication (and under synchronous replication only delays them). A standby
 //! still not streaming after [`CLUSTER_RECOVERY_SECONDS`] is re-cloned from the leader, as
 //! on-call would, and the soak prints it.
+//!
+//! In network namespaces (`--network namespaces`) the cluster's faults are the script's
+//! nemeses ([`ClusterFault::PARTITIONS`]), each struck while the phones pay, held for a while,
+//! healed, and waited out the same way: the leader cut from etcd and the standbys; that and
+//! backend 1 left on the cut-off leader only (a split brain, were the old leader to take
+//! writes); the synchronous standby cut from the leader; the backends' database link lossy,
+//! then slow; the bank's link cut while calls are at the bank.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,6 +56,40 @@ const LEADER_PAUSED: Duration = Duration::from_secs(24);
 /// How long the standbys stay down, or the WAL shipping to them frozen.
 const STANDBYS_AWAY: Duration = Duration::from_secs(4);
 
+/// How long the leader stays cut from etcd and the standbys (alone, or with a backend left on
+/// it): past the new leader's election (about 22 s here) and the old leader's demotion (10 to
+/// 20 s), so both sides of the partition play out before it heals.
+const PARTITION_HELD: Duration = Duration::from_secs(35);
+
+/// How long the synchronous standby stays cut from the leader: short of `wal_sender_timeout`
+/// (60 s), after which the leader would give the standby up and make the other synchronous, so
+/// every commit waits the whole time for a copy it cannot get; the heal releases them.
+const SYNC_STANDBY_CUT_HELD: Duration = Duration::from_secs(20);
+
+/// How long the backends' database link stays lossy or slow: enough for every replica's
+/// queries, commits and reconnects to meet it many times over, short of stalling the soak.
+const DB_LINK_DEGRADED_HELD: Duration = Duration::from_secs(15);
+
+/// The share of the database link's packets `lossy-db-link` drops, in percent.
+const DB_LINK_LOSS_PERCENT: &str = "30";
+
+/// How long `slow-db-link` holds each of the database link's packets, and the jitter around
+/// it, in milliseconds.
+const DB_LINK_DELAY_MS: [&str; 2] = ["200", "100"];
+
+/// How long the bank's link stays cut: five times the replicas' bank timeout
+/// ([`crate::stack::BANK_TIMEOUT_MS`]), so the calls cut mid-way time out, and reconciliation's
+/// look-ups fail too until the heal.
+const BANK_LINK_CUT_HELD: Duration = Duration::from_secs(10);
+
+/// The bank's latency around the cut of its link: short of the replicas' 2 s timeout, so calls
+/// are ordinary, yet long enough that every call of the last second and a half is still at the
+/// bank when the link goes (its reply then never arrives, whether the bank moved money or not).
+const BANK_LATENCY_AT_CUT_MS: u64 = 1_500;
+
+/// How long calls are made at [`BANK_LATENCY_AT_CUT_MS`] before the link is cut.
+const CALLS_IN_FLIGHT_AFTER: Duration = Duration::from_secs(1);
+
 /// How long a cluster fault may take to end in a whole cluster, in seconds.
 const CLUSTER_RECOVERY_SECONDS: u32 = 120;
 
@@ -72,11 +113,31 @@ pub enum ClusterFault {
     RestartEtcd,
     /// Freeze the leader's WAL senders while payments commit, then kill the leader.
     LoseTheTail,
+    /// Cut the leader from etcd and the standbys (the HAProxys still reach it) for
+    /// [`PARTITION_HELD`]: it must be demoted, a standby must take over, and nothing it
+    /// commits alone may be acknowledged.
+    IsolateLeader,
+    /// As [`ClusterFault::IsolateLeader`], and backend 1 left reaching the old leader only
+    /// (through its HAProxy): it must reply 503 rather than write to the old leader.
+    SplitBrain,
+    /// Cut the synchronous standby from the leader for [`SYNC_STANDBY_CUT_HELD`]: commits wait,
+    /// none acknowledged without a standby's copy.
+    CutSyncStandby,
+    /// Drop 30% of the packets between each backend and its HAProxy for
+    /// [`DB_LINK_DEGRADED_HELD`].
+    LossyDbLink,
+    /// Hold each packet between each backend and its HAProxy 200 ± 100 ms for
+    /// [`DB_LINK_DEGRADED_HELD`].
+    SlowDbLink,
+    /// Make the bank slow, then cut every backend from it while calls are at the bank, for
+    /// [`BANK_LINK_CUT_HELD`]: the cut calls stay `unknown` until a look-up settles them.
+    CutBankLink,
 }
 
 impl ClusterFault {
-    /// Every cluster fault, in the order a soak strikes them, the leader killed twice.
-    pub const ALL: [ClusterFault; 7] = [
+    /// The process faults (crashes, pauses, restarts, a switchover), in the order a soak
+    /// strikes them, the leader killed twice: the default on loopback.
+    pub const PROCESS_FAULTS: [ClusterFault; 7] = [
         ClusterFault::KillLeader,
         ClusterFault::Switchover,
         ClusterFault::KillStandbys,
@@ -84,6 +145,17 @@ impl ClusterFault {
         ClusterFault::KillLeader,
         ClusterFault::RestartEtcd,
         ClusterFault::LoseTheTail,
+    ];
+
+    /// The partitions and bad links, in the order a soak strikes them: the default in network
+    /// namespaces.
+    pub const PARTITIONS: [ClusterFault; 6] = [
+        ClusterFault::IsolateLeader,
+        ClusterFault::CutBankLink,
+        ClusterFault::CutSyncStandby,
+        ClusterFault::SplitBrain,
+        ClusterFault::LossyDbLink,
+        ClusterFault::SlowDbLink,
     ];
 
     /// Whether the fault puts another node in the lead.
@@ -94,7 +166,15 @@ impl ClusterFault {
                 | ClusterFault::Switchover
                 | ClusterFault::PauseLeader
                 | ClusterFault::LoseTheTail
+                | ClusterFault::IsolateLeader
+                | ClusterFault::SplitBrain
         )
+    }
+
+    /// Whether the fault cuts or degrades a link between network namespaces, so needs the
+    /// cluster in them (`--network namespaces`).
+    pub fn needs_namespaces(self) -> bool {
+        ClusterFault::PARTITIONS.contains(&self)
     }
 }
 
@@ -147,6 +227,20 @@ impl Fault {
             Fault::Cluster(ClusterFault::LoseTheTail) => {
                 "cluster: WAL shipping frozen, then the leader SIGKILLed"
             }
+            Fault::Cluster(ClusterFault::IsolateLeader) => {
+                "partition: leader cut from etcd and the standbys"
+            }
+            Fault::Cluster(ClusterFault::SplitBrain) => {
+                "partition: leader cut off, backend 1 left on it"
+            }
+            Fault::Cluster(ClusterFault::CutSyncStandby) => {
+                "partition: synchronous standby cut from the leader"
+            }
+            Fault::Cluster(ClusterFault::LossyDbLink) => "network: database link losing 30%",
+            Fault::Cluster(ClusterFault::SlowDbLink) => {
+                "network: database link 200 ± 100 ms slower"
+            }
+            Fault::Cluster(ClusterFault::CutBankLink) => "partition: bank link cut mid-call",
         }
     }
 
@@ -278,14 +372,19 @@ pub async fn strike(stack: &mut Stack, fault: Fault, http: &reqwest::Client) -> 
         Fault::CutConnections => cut_connections(&stack.database).await,
         Fault::RestartPostgres => restart_postgres().await,
         Fault::RestartEdge => stack.restart_edge().await,
-        Fault::Cluster(fault) => strike_cluster(stack, fault).await,
+        Fault::Cluster(fault) => strike_cluster(stack, fault, http).await,
         _ => Ok(()),
     }
 }
 
-/// Carries out a cluster fault through `scripts/ha-cluster.sh`, and waits for a writable
-/// leader (with a synchronous standby, where it replicates synchronously) and every node back.
-async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()> {
+/// Carries out a cluster fault through `scripts/ha-cluster.sh` (a partition: struck, held,
+/// healed), and waits for a writable leader (with a synchronous standby, where it replicates
+/// synchronously) and every node back.
+async fn strike_cluster(
+    stack: &Stack,
+    fault: ClusterFault,
+    http: &reqwest::Client,
+) -> anyhow::Result<()> {
     let cluster = stack
         .cluster
         .as_ref()
@@ -334,8 +433,69 @@ async fn strike_cluster(stack: &Stack, fault: ClusterFault) -> anyhow::Result<()
             fail_over(cluster).await;
             start_again(killed?).await?;
         }
+        ClusterFault::IsolateLeader => {
+            nemesis(cluster, &["isolate-leader"]).await?;
+            hold_then_heal(cluster, PARTITION_HELD).await?;
+        }
+        ClusterFault::SplitBrain => {
+            let old_leader = nemesis(cluster, &["isolate-leader"]).await?;
+            nemesis(cluster, &["isolate-backend", "1", &old_leader]).await?;
+            hold_then_heal(cluster, PARTITION_HELD).await?;
+        }
+        ClusterFault::CutSyncStandby => {
+            nemesis(cluster, &["cut-sync-standby"]).await?;
+            hold_then_heal(cluster, SYNC_STANDBY_CUT_HELD).await?;
+        }
+        ClusterFault::LossyDbLink => {
+            nemesis(cluster, &["lossy-db-link", DB_LINK_LOSS_PERCENT]).await?;
+            hold_then_heal(cluster, DB_LINK_DEGRADED_HELD).await?;
+        }
+        ClusterFault::SlowDbLink => {
+            let [delay, jitter] = DB_LINK_DELAY_MS;
+            nemesis(cluster, &["slow-db-link", delay, jitter]).await?;
+            hold_then_heal(cluster, DB_LINK_DEGRADED_HELD).await?;
+        }
+        ClusterFault::CutBankLink => {
+            let mut slow = baseline_knobs();
+            slow["latency_ms"] = json!(BANK_LATENCY_AT_CUT_MS);
+            slow["jitter_ms"] = json!(0);
+            set_bank_knobs(http, &stack.bank_url, &slow).await?;
+            tokio::time::sleep(CALLS_IN_FLIGHT_AFTER).await;
+            nemesis(cluster, &["cut-bank-link"]).await?;
+            hold_then_heal(cluster, BANK_LINK_CUT_HELD).await?;
+            set_bank_knobs(http, &stack.bank_url, &baseline_knobs()).await?;
+        }
     }
     whole_or_repaired(cluster).await
+}
+
+/// Strikes `ha-cluster.sh nemesis ARGS`; the node it names (the leader cut off, the standby
+/// cut), if any, printed.
+async fn nemesis(cluster: &HaCluster, args: &[&str]) -> anyhow::Result<String> {
+    let command: Vec<&str> = ["nemesis"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let printed = cluster
+        .run(&command)
+        .await
+        .map_err(anyhow::Error::msg)?
+        .trim()
+        .to_owned();
+    if !printed.is_empty() {
+        println!("          cluster: nemesis {}: {printed}", args.join(" "));
+    }
+    Ok(printed)
+}
+
+/// Keeps the nemeses for `held`, then removes them all (`ha-cluster.sh heal`).
+async fn hold_then_heal(cluster: &HaCluster, held: Duration) -> anyhow::Result<()> {
+    tokio::time::sleep(held).await;
+    cluster
+        .run(&["heal"])
+        .await
+        .map(drop)
+        .map_err(anyhow::Error::msg)
 }
 
 /// Waits, within [`FAILOVER_SECONDS`], for the cluster to be healthy without its killed leader;
@@ -433,7 +593,7 @@ mod tests {
             duration,
             database,
             replicas,
-            cluster_faults: ClusterFault::ALL.to_vec(),
+            cluster_faults: ClusterFault::PROCESS_FAULTS.to_vec(),
             other_faults: true,
         }
     }
@@ -474,7 +634,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(cluster, ClusterFault::ALL);
+        assert_eq!(cluster, ClusterFault::PROCESS_FAULTS);
         assert!(!faults.iter().any(|(_, f)| *f == Fault::RestartPostgres));
 
         let control = Plan {
@@ -488,6 +648,28 @@ mod tests {
                 .map(|(_, fault)| fault)
                 .collect::<Vec<_>>(),
             [Fault::Cluster(ClusterFault::LoseTheTail)]
+        );
+    }
+
+    #[test]
+    fn in_namespaces_every_partition_strikes_once_in_order_each_needing_them() {
+        let soak = Plan {
+            cluster_faults: ClusterFault::PARTITIONS.to_vec(),
+            ..plan(DatabaseKind::Ha, Duration::from_secs(200), 2)
+        };
+        let cluster: Vec<ClusterFault> = schedule(1, &soak)
+            .into_iter()
+            .filter_map(|(_, fault)| match fault {
+                Fault::Cluster(fault) => Some(fault),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cluster, ClusterFault::PARTITIONS);
+        assert!(cluster.iter().all(|fault| fault.needs_namespaces()));
+        assert!(
+            !ClusterFault::PROCESS_FAULTS
+                .iter()
+                .any(|fault| fault.needs_namespaces())
         );
     }
 

@@ -10,6 +10,11 @@
 //! prints a table, and exits non-zero, naming each violation and the events around it, if any
 //! promise broke.
 //!
+//! With `--database ha --network namespaces` the cluster, the bank and each replica run in
+//! network namespaces of their own, and the cluster's faults are partitions and bad links
+//! instead of crashes: the leader cut off, a backend left on the cut-off leader, the
+//! synchronous standby cut, a lossy and a slow database link, the bank's link cut mid-call.
+//!
 //! `scripts/soak.sh` builds what it needs and runs it (5 minutes by default); the test command
 //! runs short profiles. `--client key-per-retry` runs the broken client instead, and
 //! `--database ha --ha-replication asynchronous` a cluster that loses acknowledged commits on
@@ -36,7 +41,7 @@ use payments_client::FileStore;
 use crate::faults::{ClusterFault, Plan};
 use crate::phones::{ClientKind, Population, Tally};
 use crate::report::Struck;
-use crate::stack::{DatabaseKind, HaReplication, Stack};
+use crate::stack::{DatabaseKind, HaReplication, Network, Setup, Stack};
 
 /// The soak's settings.
 #[derive(Debug, Parser)]
@@ -51,16 +56,22 @@ struct Args {
     /// How the cluster of `--database ha` replicates commits.
     #[arg(long, value_enum, default_value_t = HaReplication::Strict)]
     ha_replication: HaReplication,
-    /// The cluster's faults, in the order they strike (`--database ha`); every kind by default,
-    /// the leader killed twice.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = ClusterFault::ALL)]
-    cluster_faults: Vec<ClusterFault>,
+    /// Where the bank, the replicas and the cluster talk to each other: `namespaces` (with
+    /// `--database ha` only) puts each in a network namespace, for the partition faults.
+    #[arg(long, value_enum, default_value_t = Network::Loopback)]
+    network: Network,
+    /// The cluster's faults, in the order they strike (`--database ha`). By default every
+    /// process fault, the leader killed twice; with `--network namespaces` every partition.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    cluster_faults: Option<Vec<ClusterFault>>,
     /// Whether the replicas, the bank, the edge and the database connections are faulted too.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     other_faults: bool,
-    /// Backend replicas (PostgreSQL only; SQLite runs one).
-    #[arg(long, default_value_t = 3)]
-    replicas: usize,
+    /// Backend replicas (PostgreSQL only; SQLite runs one). By default 3; with `--network
+    /// namespaces` 2, one per backend namespace, and at least 2 (a split brain needs a backend
+    /// on each side).
+    #[arg(long)]
+    replicas: Option<usize>,
     /// Phones, each its own user.
     #[arg(long, default_value_t = 30)]
     phones: u64,
@@ -110,29 +121,62 @@ async fn interrupted() {
     }
 }
 
+/// The stack and the cluster's faults `args` ask for, or why they cannot go together.
+fn setup_of(args: &Args) -> anyhow::Result<(Setup, Vec<ClusterFault>)> {
+    let namespaces = args.network == Network::Namespaces;
+    anyhow::ensure!(
+        !namespaces || args.database == DatabaseKind::Ha,
+        "--network namespaces runs only with --database ha (the namespaces are the cluster's)"
+    );
+    let replicas = match (args.database, args.network, args.replicas) {
+        (DatabaseKind::Sqlite, _, _) => 1,
+        (_, Network::Namespaces, Some(replicas)) if replicas < 2 => anyhow::bail!(
+            "--network namespaces needs --replicas 2 or more: a split brain leaves backend 1 on \
+             the cut-off leader and needs another on the new one"
+        ),
+        (_, Network::Namespaces, replicas) => replicas.unwrap_or(2),
+        (_, Network::Loopback, replicas) => replicas.unwrap_or(3).max(1),
+    };
+    let cluster_faults = match &args.cluster_faults {
+        Some(faults) => faults.clone(),
+        None if namespaces => ClusterFault::PARTITIONS.to_vec(),
+        None => ClusterFault::PROCESS_FAULTS.to_vec(),
+    };
+    if let Some(fault) = cluster_faults.iter().find(|fault| fault.needs_namespaces()) {
+        anyhow::ensure!(
+            namespaces,
+            "the cluster fault {fault:?} cuts a link between namespaces: it needs --network namespaces"
+        );
+    }
+    let setup = Setup {
+        database: args.database,
+        replication: args.ha_replication,
+        network: args.network,
+        replicas,
+    };
+    Ok((setup, cluster_faults))
+}
+
 /// Runs the soak; `true` if the audit passed.
 async fn run(args: Args) -> anyhow::Result<bool> {
-    let replicas = match args.database {
-        DatabaseKind::Postgres | DatabaseKind::Ha => args.replicas.max(1),
-        DatabaseKind::Sqlite => 1,
-    };
+    let (setup, cluster_faults) = setup_of(&args)?;
     let duration = Duration::from_secs(args.duration_seconds);
     let plan = Plan {
         duration,
         database: args.database,
-        replicas,
-        cluster_faults: args.cluster_faults.clone(),
+        replicas: setup.replicas,
+        cluster_faults,
         other_faults: args.other_faults,
     };
     let schedule = faults::schedule(args.seed, &plan);
-    report::print_schedule(&args, replicas, &schedule);
+    report::print_schedule(&args, setup.replicas, &schedule);
     if args.schedule_only {
         return Ok(true);
     }
 
     let scratch = std::env::temp_dir().join(format!("soak-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&scratch)?;
-    let mut stack = Stack::start((args.database, args.ha_replication), replicas, &scratch).await?;
+    let mut stack = Stack::start(setup, &scratch).await?;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()?;
@@ -203,4 +247,45 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     drop(stack);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(violations.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup_for(flags: &str) -> anyhow::Result<(Setup, Vec<ClusterFault>)> {
+        setup_of(&Args::parse_from(
+            ["soak"].into_iter().chain(flags.split_whitespace()),
+        ))
+    }
+
+    #[test]
+    fn namespaces_take_a_cluster_two_replicas_and_the_partitions_by_default() {
+        let (setup, faults) = setup_for("--database ha --network namespaces").expect("valid");
+        assert_eq!(setup.replicas, 2);
+        assert_eq!(faults, ClusterFault::PARTITIONS);
+        let (setup, faults) = setup_for("--database ha").expect("valid");
+        assert_eq!((setup.replicas, setup.network), (3, Network::Loopback));
+        assert_eq!(faults, ClusterFault::PROCESS_FAULTS);
+        let (_, faults) = setup_for(
+            "--database ha --network namespaces --cluster-faults isolate-leader,kill-leader",
+        )
+        .expect("process faults work in namespaces too");
+        assert_eq!(
+            faults,
+            [ClusterFault::IsolateLeader, ClusterFault::KillLeader]
+        );
+    }
+
+    #[test]
+    fn namespaces_refuse_other_databases_one_replica_and_partitions_on_loopback() {
+        for flags in [
+            "--network namespaces",
+            "--database sqlite --network namespaces",
+            "--database ha --network namespaces --replicas 1",
+            "--database ha --cluster-faults split-brain",
+        ] {
+            assert!(setup_for(flags).is_err(), "{flags} must be refused");
+        }
+    }
 }

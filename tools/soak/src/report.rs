@@ -1,9 +1,9 @@
 //! What the soak prints: the schedule before it starts, then the table of faults, traffic and
 //! damage, a summary of the history (replies by status and problem type, the longest time no
-//! payment could be made, the problems seen around each kind of fault), for each change of the
-//! cluster's leader how long payments waited for the new one and how the phones were replied to
-//! meanwhile, then each violation with the events of the actions around it; and the wait for
-//! the system to settle before the books are read.
+//! payment could be made, overall and around each kind of fault, the problems seen around each
+//! kind of fault), for each change of the cluster's leader how long payments waited for the new
+//! one and how the phones were replied to meanwhile, then each violation with the events of the
+//! actions around it; and the wait for the system to settle before the books are read.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -64,8 +64,8 @@ const SETTLE_POLL: Duration = Duration::from_secs(2);
 /// Prints the settings and the schedule.
 pub fn print_schedule(args: &Args, replicas: usize, schedule: &[(Duration, Fault)]) {
     println!(
-        "soak: {} s, database {:?}, {replicas} replica(s), {} phones ({:?}), seed {}",
-        args.duration_seconds, args.database, args.phones, args.client, args.seed
+        "soak: {} s, database {:?}, network {:?}, {replicas} replica(s), {} phones ({:?}), seed {}",
+        args.duration_seconds, args.database, args.network, args.phones, args.client, args.seed
     );
     println!("fault schedule ({} faults):", schedule.len());
     for (at, fault) in schedule {
@@ -158,7 +158,8 @@ pub fn print_table(
 
 /// Prints a summary of the history: requests recorded, replies by status and problem type, the
 /// requests without a reply, the slowest reply, the longest time no payment could be made (between the soak's start
-/// and `phones_done`), and for each kind of fault the problems replied around it.
+/// and `phones_done`), and for each kind of fault the longest such time while one of its
+/// strikes lasted and the problems replied around it.
 pub fn print_history(
     history: &[HistoryOp],
     (started, phones_done): (Instant, Instant),
@@ -184,7 +185,8 @@ pub fn print_history(
         .max()
         .unwrap_or_default();
     println!("slowest reply: {:.1} s", slowest.as_secs_f64());
-    let (longest, from) = longest_without_payment(history, started, phones_done);
+    let marks = payment_marks(history, started, phones_done);
+    let (longest, from) = longest_without_payment(&marks, started);
     println!(
         "longest time no payment could be made: {:.1} s (from {:.1} s)",
         longest.as_secs_f64(),
@@ -197,8 +199,13 @@ pub fn print_history(
         "problems replied while a fault lasted or within {} s of it striking:",
         FAULT_AFTERMATH.as_secs()
     );
+    let longest_by_kind = longest_without_payment_by_fault_kind(&marks, struck);
     for (kind, ops) in ops_by_fault_kind(history, struck) {
-        println!("  {kind}:");
+        let longest = longest_by_kind.get(kind).copied().unwrap_or_default();
+        println!(
+            "  {kind} (longest time no payment could be made during it: {:.1} s):",
+            longest.as_secs_f64()
+        );
         print_reply_counts(ops.into_iter().filter(|op| !is_success(op)), "    ");
     }
 }
@@ -230,15 +237,11 @@ fn is_success(op: &HistoryOp) -> bool {
         .is_ok_and(|reply| (200..300).contains(&reply.effective_status()))
 }
 
-/// The longest stretch with no pay replied 201 while phones were paying, and when it began:
-/// the gaps between the soak's start, each 201 to a pay, and the end of the last pay, over the
-/// pays that ended by `phones_done` (those resumed after settling are left out, as the wait to
-/// settle is no outage). The phones pay throughout, so a pay is being tried in every gap.
-fn longest_without_payment(
-    history: &[HistoryOp],
-    started: Instant,
-    phones_done: Instant,
-) -> (Duration, Instant) {
+/// The instants that end a stretch without a payment, in order: the soak's start, each 201 to a
+/// pay, and the end of the last pay, over the pays that ended by `phones_done` (those resumed
+/// after settling are left out, as the wait to settle is no outage). The phones pay throughout,
+/// so a pay is being tried between any two.
+fn payment_marks(history: &[HistoryOp], started: Instant, phones_done: Instant) -> Vec<Instant> {
     let pays: Vec<&HistoryOp> = history
         .iter()
         .filter(|op| op.call == Call::Pay && op.completed_at <= phones_done)
@@ -252,10 +255,38 @@ fn longest_without_payment(
     marks.push(started);
     marks.sort();
     marks
+}
+
+/// The longest stretch between two of `marks` ([`payment_marks`]), and when it began.
+fn longest_without_payment(marks: &[Instant], started: Instant) -> (Duration, Instant) {
+    marks
         .windows(2)
         .map(|pair| (pair[1] - pair[0], pair[0]))
         .max_by_key(|(gap, _)| *gap)
         .unwrap_or((Duration::ZERO, started))
+}
+
+/// For each kind of fault, the longest time no payment could be made while one of its strikes
+/// lasted (or within [`FAULT_AFTERMATH`] of it striking): the stretches between two of `marks`
+/// ([`payment_marks`]), each cut to the strike's window, so an outage the next fault causes
+/// right after it is not put down to it.
+fn longest_without_payment_by_fault_kind(
+    marks: &[Instant],
+    struck: &[Struck],
+) -> BTreeMap<&'static str, Duration> {
+    let mut by_kind: BTreeMap<&'static str, Duration> = BTreeMap::new();
+    for strike in struck {
+        let until = strike.ended.max(strike.at + FAULT_AFTERMATH);
+        let longest = marks
+            .windows(2)
+            .filter(|pair| pair[1] > strike.at && pair[0] < until)
+            .map(|pair| pair[1].min(until) - pair[0].max(strike.at))
+            .max()
+            .unwrap_or_default();
+        let kind = by_kind.entry(strike.fault.kind()).or_default();
+        *kind = (*kind).max(longest);
+    }
+    by_kind
 }
 
 /// For each kind of fault, the requests that ended while one of its kind lasted or within
@@ -438,14 +469,47 @@ mod tests {
             pay(start, 100, 201),
         ];
         let phones_done = start + Duration::from_secs(20);
+        let marks = payment_marks(&history, start, phones_done);
         assert_eq!(
-            longest_without_payment(&history, start, phones_done),
+            longest_without_payment(&marks, start),
             (Duration::from_secs(6), start + Duration::from_secs(3))
         );
         let failing_to_the_end = [pay(start, 2, 201), pay(start, 12, 503)];
+        let marks = payment_marks(&failing_to_the_end, start, phones_done);
         assert_eq!(
-            longest_without_payment(&failing_to_the_end, start, phones_done),
+            longest_without_payment(&marks, start),
             (Duration::from_secs(10), start + Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn a_faults_longest_time_without_a_payment_is_cut_to_its_window() {
+        let start = Instant::now();
+        let history = [
+            pay(start, 2, 201),
+            pay(start, 10, 201),
+            pay(start, 40, 201),
+            pay(start, 41, 201),
+            pay(start, 100, 201),
+        ];
+        let marks = payment_marks(&history, start, start + Duration::from_secs(200));
+        let struck_at = |second: u64, lasted: u64| {
+            let mut strike = Struck::now(Fault::BankSlow);
+            strike.at = start + Duration::from_secs(second);
+            strike.ended = strike.at + Duration::from_secs(lasted);
+            strike
+        };
+        let short = struck_at(45, 0);
+        assert_eq!(
+            longest_without_payment_by_fault_kind(&marks, &[short])[short.fault.kind()],
+            Duration::from_secs(10),
+            "from its strike to the end of its aftermath, not to the 201 at 100 s"
+        );
+        let long = struck_at(5, 40);
+        assert_eq!(
+            longest_without_payment_by_fault_kind(&marks, &[short, long])[short.fault.kind()],
+            Duration::from_secs(30),
+            "the longest of the kind's strikes: from 10 s to 40 s, while the long one lasted"
         );
     }
 }

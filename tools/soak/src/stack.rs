@@ -4,6 +4,12 @@
 //! ([`Balancer`]), the edge Worker under `workerd` in front of that, and a proxy in front of the
 //! edge so that clients keep one address while the edge restarts. Every process runs in its own
 //! process group and is killed with it when the stack is dropped; the cluster is taken down.
+//!
+//! With `--network namespaces` the cluster runs in network namespaces (`ha-cluster.sh up
+//! --netns`), and so do the bank simulator (in the bank's namespace) and each replica (in its
+//! backend's namespace, reaching the database through that backend's own HAProxy only), each
+//! bound to its namespace's address; the balancer, the edge and the phones stay in the root
+//! namespace and reach them over the bridge, so the cluster's nemeses can cut one link at a time.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,7 +18,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use test_harness::workerd::{WorkerSettings, start_workerd};
-use test_harness::{HaCluster, HaMode, ServerProcess, TestDatabase, listening_url, listening_urls};
+use test_harness::{
+    HaCluster, HaMode, Namespace, NamespaceSettings, Namespaces, ServerProcess, TestDatabase,
+    listening_url, listening_urls, url_of_database,
+};
 
 use crate::balancer::Balancer;
 use crate::proxy::Proxy;
@@ -24,6 +33,14 @@ pub const BANK_TIMEOUT_MS: u64 = 2_000;
 /// The first of the ports the soak's cluster and balancer take (`scripts/ha-cluster.sh`'s
 /// `HA_PORT_BASE`): apart from a person's cluster (15430) and the failover suite's (15530).
 pub const PORT_BASE: u16 = 15630;
+
+/// The soak's network namespaces (`HA_NETNS_PREFIX`, `HA_NETNS_SUBNET`) with `--network
+/// namespaces`: apart from a person's cluster (`payha`, 10.231.0.0/24) and
+/// `scripts/ha-netns-check.sh`'s (`hachk`, 10.232.0.0/24).
+const NAMESPACE_PREFIX: &str = "paysoak";
+
+/// The soak's subnet with `--network namespaces` (see [`NAMESPACE_PREFIX`]).
+const NAMESPACE_SUBNET: &str = "10.233.0.0/24";
 
 /// How long a replica stopped with `SIGTERM` serves on, not ready: past the balancer's
 /// detection (two failed checks 500 ms apart, `balancer.rs`).
@@ -41,6 +58,29 @@ pub enum DatabaseKind {
     Sqlite,
     /// One database of a three-node Patroni cluster behind HAProxy, several replicas.
     Ha,
+}
+
+/// Where the bank, the replicas and the cluster talk to each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Network {
+    /// Everything on the machine's loopback.
+    Loopback,
+    /// The cluster, the bank and each replica in network namespaces of their own on one bridge
+    /// (`--database ha` only), so links can be cut, made lossy or slow.
+    Namespaces,
+}
+
+/// What the stack is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// The database the replicas share.
+    pub database: DatabaseKind,
+    /// How the cluster replicates, for `--database ha`.
+    pub replication: HaReplication,
+    /// Where the processes talk to each other.
+    pub network: Network,
+    /// How many backend replicas.
+    pub replicas: usize,
 }
 
 /// How the cluster of `--database ha` replicates commits.
@@ -85,8 +125,12 @@ impl Database {
     }
 }
 
-/// One backend replica's slot: its process while it runs.
+/// One backend replica's slot: where it runs, and its process while it runs.
 struct Replica {
+    /// Its network namespace, with `--network namespaces`; the machine's loopback otherwise.
+    namespace: Option<Namespace>,
+    /// Its `DATABASE_URL` (in a namespace, through its backend's own HAProxy).
+    database_url: String,
     process: Option<ServerProcess>,
 }
 
@@ -117,57 +161,38 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// Starts everything: `replicas` backends on `kind` (a cluster replicating as `ha` says),
-    /// with files in `scratch`.
-    pub async fn start(
-        (kind, ha): (DatabaseKind, HaReplication),
-        replicas: usize,
-        scratch: &Path,
-    ) -> anyhow::Result<Stack> {
+    /// Starts everything as `setup` says, with files in `scratch`.
+    pub async fn start(setup: Setup, scratch: &Path) -> anyhow::Result<Stack> {
         let binaries = binaries_dir()?;
         let repo_root = test_harness::workerd::repo_root_of(env!("CARGO_MANIFEST_DIR"));
         let secret = format!("soak-{}-{}", uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
         let policy_file = scratch.join("policy.yaml");
         std::fs::write(&policy_file, soak_policy(&repo_root)?)?;
 
-        let mut bank = Command::new(binaries.join("bank-simulator"));
-        bank.args(["--listen", "127.0.0.1:0", "--dedupe", "true"])
-            .args(["--executes-abandoned-calls", "true"]);
-        let (bank, bank_url) = ServerProcess::start("bank-simulator", bank, |line| {
-            listening_url(line, "bank simulator")
-        })
-        .await;
-        let cluster = match kind {
-            DatabaseKind::Ha => {
-                let root = repo_root.clone();
-                let mode = ha.mode();
-                Some(
-                    tokio::task::spawn_blocking(move || HaCluster::up(&root, PORT_BASE, mode))
-                        .await?,
-                )
-            }
-            DatabaseKind::Postgres | DatabaseKind::Sqlite => None,
-        };
-        let database = match (kind, &cluster) {
+        let (cluster, namespaces) = start_cluster(setup, &repo_root).await?;
+        let bank_namespace = namespaces.as_ref().map(|made| &made.bank);
+        let (bank, bank_url) = start_bank(&binaries, bank_namespace).await;
+        let database = match (setup.database, &cluster) {
             (DatabaseKind::Sqlite, _) => Database::Sqlite(scratch.join("soak.sqlite")),
             (_, Some(cluster)) => {
                 Database::Postgres(TestDatabase::create_on(&cluster.maintenance_url()).await)
             }
             (_, None) => Database::Postgres(TestDatabase::create().await),
         };
-        let replication = match (kind, ha) {
+        let replication = match (setup.database, setup.replication) {
             (DatabaseKind::Ha, HaReplication::Strict) => "synchronous-strict",
             (DatabaseKind::Ha, HaReplication::Synchronous) => "synchronous",
             _ => "none",
         };
-        let balancer = Balancer::start(scratch, BALANCER_PORT, replicas).await?;
+        let replicas = replica_slots(setup.replicas, &database, namespaces.as_ref());
+        let balancer = Balancer::start(scratch, BALANCER_PORT, replicas.len()).await?;
         let edge_proxy = Proxy::start(1).await?;
         let mut stack = Stack {
             api_url: edge_proxy.url.clone(),
             bank_url,
             database,
             secret,
-            replicas: (0..replicas).map(|_| Replica { process: None }).collect(),
+            replicas,
             replication,
             balancer,
             edge_proxy,
@@ -179,7 +204,7 @@ impl Stack {
             repo_root,
             cluster,
         };
-        for replica in 0..replicas {
+        for replica in 0..stack.replicas.len() {
             stack.start_replica(replica).await?;
         }
         stack.start_edge().await?;
@@ -188,13 +213,15 @@ impl Stack {
 
     /// Starts replica `slot` (again) and puts it behind the load balancer.
     pub async fn start_replica(&mut self, slot: usize) -> anyhow::Result<()> {
-        let mut command = Command::new(self.binaries.join("backend"));
+        let replica = &self.replicas[slot];
+        let (mut command, listen) =
+            placed(self.binaries.join("backend"), replica.namespace.as_ref());
         command
             .arg("serve")
-            .env("DATABASE_URL", self.database.url())
+            .env("DATABASE_URL", &replica.database_url)
             .env("BANK_URL", &self.bank_url)
-            .env("LISTEN_ADDR", "127.0.0.1:0")
-            .env("ADMIN_ADDR", "127.0.0.1:0")
+            .env("LISTEN_ADDR", &listen)
+            .env("ADMIN_ADDR", &listen)
             .env("AUTH_JWT_SECRET", &self.secret)
             .env("APP_ENV", "production")
             .env("DATABASE_REPLICATION", self.replication)
@@ -206,6 +233,11 @@ impl Stack {
             .env("SHUTDOWN_GRACE_SECONDS", DRAIN_GRACE_SECONDS.to_string())
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1");
+        if replica.namespace.is_some() {
+            // The bank and HAProxy are other namespaces of this machine, not other machines:
+            // their addresses are not loopback, but the bridge never leaves the machine.
+            command.env("ALLOW_PLAINTEXT_TRANSPORT", "true");
+        }
         let ready = listening_urls(["backend admin", "backend"]);
         let (process, [_, url]) = ServerProcess::start("backend", command, ready).await;
         self.balancer.set(slot, address_of(&url)?).await?;
@@ -272,6 +304,86 @@ impl Stack {
             .set(0, Some(SocketAddr::from(([127, 0, 0, 1], port))));
         self.workerd = Some(workerd);
         Ok(())
+    }
+}
+
+/// The cluster of `--database ha`, on loopback or in namespaces (then with the namespaces made
+/// for the bank and the replicas); nothing for the other databases.
+async fn start_cluster(
+    setup: Setup,
+    repo_root: &Path,
+) -> anyhow::Result<(Option<HaCluster>, Option<Namespaces>)> {
+    if setup.database != DatabaseKind::Ha {
+        return Ok((None, None));
+    }
+    let root = repo_root.to_path_buf();
+    let mode = setup.replication.mode();
+    let (cluster, namespaces) = tokio::task::spawn_blocking(move || match setup.network {
+        Network::Loopback => (HaCluster::up(&root, PORT_BASE, mode), None),
+        Network::Namespaces => {
+            let settings = NamespaceSettings {
+                prefix: NAMESPACE_PREFIX,
+                subnet: NAMESPACE_SUBNET,
+                backends: setup.replicas,
+            };
+            let (cluster, namespaces) = HaCluster::up_in_namespaces(&root, mode, settings);
+            (cluster, Some(namespaces))
+        }
+    })
+    .await?;
+    Ok((Some(cluster), namespaces))
+}
+
+/// The bank simulator, deduplicating and executing abandoned calls, in `namespace` if any: the
+/// process and its URL.
+async fn start_bank(binaries: &Path, namespace: Option<&Namespace>) -> (ServerProcess, String) {
+    let (mut bank, listen) = placed(binaries.join("bank-simulator"), namespace);
+    bank.args(["--listen", &listen, "--dedupe", "true"])
+        .args(["--executes-abandoned-calls", "true"]);
+    ServerProcess::start("bank-simulator", bank, |line| {
+        listening_url(line, "bank simulator")
+    })
+    .await
+}
+
+/// The replicas' slots, none started: on loopback `count` on `database`; in namespaces one per
+/// backend namespace, each on `database` through its backend's HAProxy.
+fn replica_slots(
+    count: usize,
+    database: &Database,
+    namespaces: Option<&Namespaces>,
+) -> Vec<Replica> {
+    let url = database.url();
+    let Some(namespaces) = namespaces else {
+        return (0..count)
+            .map(|_| Replica {
+                namespace: None,
+                database_url: url.clone(),
+                process: None,
+            })
+            .collect();
+    };
+    let (_, name) = url.rsplit_once('/').unwrap_or_default();
+    namespaces
+        .backends
+        .iter()
+        .map(|backend| Replica {
+            namespace: Some(backend.namespace.clone()),
+            database_url: url_of_database(&backend.database_url, name),
+            process: None,
+        })
+        .collect()
+}
+
+/// A command that runs `program` in `namespace` (or on the machine's network, with none), and
+/// the address it should listen on there, port 0.
+fn placed(program: PathBuf, namespace: Option<&Namespace>) -> (Command, String) {
+    match namespace {
+        Some(namespace) => (
+            namespace.command(program),
+            format!("{}:0", namespace.address),
+        ),
+        None => (Command::new(program), "127.0.0.1:0".to_owned()),
     }
 }
 
