@@ -33,17 +33,9 @@ serve "postgres://postgres@127.0.0.1:$port/payments"
 # --- The backup, batch A, the restore point, batch B.
 as_postgres "$pg/pg_basebackup" -h 127.0.0.1 -p "$port" -U postgres -D "$work/base" -X stream -c fast
 keys_a=() keys_b=()
-for i in 1 2 3 4 5; do
-  key=$(cat /proc/sys/kernel/random/uuid); keys_a+=("$key")
-  [ "$(pay "$key" "a-$i")" = 201 ] || fail "batch A payment $i: $(cat "$work/reply-$key")"
-  cp "$work/reply-$key" "$work/first-$key"
-done
+paid_batch keys_a a 5
 sql "SELECT pg_create_restore_point('before-batch-b')" >/dev/null
-for i in 1 2 3 4 5; do
-  key=$(cat /proc/sys/kernel/random/uuid); keys_b+=("$key")
-  [ "$(pay "$key" "b-$i")" = 201 ] || fail "batch B payment $i: $(cat "$work/reply-$key")"
-  cp "$work/reply-$key" "$work/first-$key"
-done
+paid_batch keys_b b 5
 [ "$(debits)" = 10 ] || fail "the bank holds $(debits) debits, not 10"
 # The segment holding the restore point is archived; then the cluster is lost.
 segment=$(sql "SELECT pg_walfile_name(pg_current_wal_lsn())")
@@ -83,11 +75,7 @@ say "backend settle: 5 already final (A), $unknown unknown references (B's debit
 
 # --- Reopened: A replays; a retry of a lost B key is rebuilt under its first reference.
 serve "$DATABASE_URL"
-for i in 0 1 2 3 4; do
-  key=${keys_a[$i]}
-  [ "$(pay "$key" "a-$((i + 1))")" = 201 ] && cmp -s "$work/reply-$key" "$work/first-$key" \
-    || fail "A's key $((i + 1)) did not replay its reply byte for byte: $(cat "$work/reply-$key")"
-done
+replays_byte_for_byte a "${keys_a[@]}"
 lost=${keys_b[0]}
 cp "$work/first-$lost" "$work/reply-first"
 first_reference=$(reply_field first bank_reference)

@@ -34,13 +34,8 @@ start_cluster copy
 start_bank
 serve "postgres://postgres@127.0.0.1:$primary_port/payments"
 
-new_key() { cat /proc/sys/kernel/random/uuid; }
 keys_a=() keys_b=() keys_c=()
-for i in 1 2 3 4 5; do
-  key=$(new_key); keys_a+=("$key")
-  [ "$(pay "$key" "a-$i")" = 201 ] || fail "batch A payment $i: $(cat "$work/reply-$key")"
-  cp "$work/reply-$key" "$work/first-$key"
-done
+paid_batch keys_a a 5
 # Until the copy has replayed everything the primary wrote.
 target=$(sql_at "$primary_port" "SELECT pg_current_wal_lsn()")
 for _ in $(seq 100); do
@@ -54,14 +49,10 @@ postmaster=$(head -n 1 "$work/primary/postmaster.pid")
 walsenders=$(pgrep -P "$postmaster" -f walsender) || fail "the primary has no WAL sender"
 # shellcheck disable=SC2086
 kill -STOP $walsenders
-for i in 1 2 3 4 5; do
-  key=$(new_key); keys_b+=("$key")
-  [ "$(pay "$key" "b-$i")" = 201 ] || fail "batch B payment $i: $(cat "$work/reply-$key")"
-  cp "$work/reply-$key" "$work/first-$key"
-done
+paid_batch keys_b b 5
 bank_knob lost_reply_rate 1.0
 for i in 1 2 3; do
-  key=$(new_key); keys_c+=("$key")
+  key=$(cat /proc/sys/kernel/random/uuid); keys_c+=("$key")
   status=$(pay "$key" "c-$i")
   [ "$status" != 201 ] || fail "batch C payment $i was acknowledged though its bank reply was lost"
 done
@@ -84,11 +75,7 @@ say "promoted: A's 5 keys kept; B's 5 and C's 3 lost with the region"
 
 # --- The phones retry on the promoted copy.
 serve "postgres://postgres@127.0.0.1:$copy_port/payments"
-for i in 0 1 2 3 4; do
-  key=${keys_a[$i]}
-  [ "$(pay "$key" "a-$((i + 1))")" = 201 ] && cmp -s "$work/reply-$key" "$work/first-$key" \
-    || fail "A's key $((i + 1)) did not replay its reply byte for byte: $(cat "$work/reply-$key")"
-done
+replays_byte_for_byte a "${keys_a[@]}"
 for i in 0 1 2 3 4; do
   key=${keys_b[$i]}
   cp "$work/first-$key" "$work/reply-first"

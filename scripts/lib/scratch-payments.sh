@@ -96,3 +96,28 @@ pay() {
 reply_field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/reply-$1" "$2"; }
 # `quoted_list WORD...`: 'a','b',… for an SQL IN list.
 quoted_list() { local IFS=,; local items=("${@/#/\'}"); items=("${items[@]/%/\'}"); echo "${items[*]}"; }
+
+# `paid_batch ARRAY PREFIX COUNT`: COUNT new keys paid for bills PREFIX-1… (each must be a 201),
+# appended to the array named ARRAY, each first reply kept as $work/first-KEY.
+paid_batch() {
+  local -n batch=$1
+  local prefix=$2 count=$3 i key
+  for i in $(seq "$count"); do
+    key=$(cat /proc/sys/kernel/random/uuid)
+    batch+=("$key")
+    [ "$(pay "$key" "$prefix-$i")" = 201 ] || fail "payment $prefix-$i: $(cat "$work/reply-$key")"
+    cp "$work/reply-$key" "$work/first-$key"
+  done
+}
+
+# `replays_byte_for_byte PREFIX KEY...`: each key, paid again for its bill PREFIX-N, replays its
+# first reply byte for byte.
+replays_byte_for_byte() {
+  local prefix=$1 i=0 key
+  shift
+  for key in "$@"; do
+    i=$((i + 1))
+    [ "$(pay "$key" "$prefix-$i")" = 201 ] && cmp -s "$work/reply-$key" "$work/first-$key" \
+      || fail "$prefix-$i did not replay its reply byte for byte: $(cat "$work/reply-$key")"
+  done
+}

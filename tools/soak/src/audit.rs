@@ -284,7 +284,7 @@ impl TableReader {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use bank_api::LedgerEntry;
@@ -292,7 +292,8 @@ mod tests {
 
     use super::*;
 
-    fn entry(reference: &str, amount: u64, of: Option<&str>) -> LedgerEntry {
+    /// A ledger entry of `amount` under `reference` (a refund `of` a debit's reference).
+    pub(crate) fn entry(reference: &str, amount: u64, of: Option<&str>) -> LedgerEntry {
         LedgerEntry {
             reference: reference.to_owned(),
             amount_paise: amount,

@@ -349,16 +349,7 @@ mod tests {
 
     use super::*;
     use crate::audit::Movement;
-
-    fn entry(reference: &str, amount: u64, of: Option<&str>) -> LedgerEntry {
-        LedgerEntry {
-            reference: reference.to_owned(),
-            amount_paise: amount,
-            account: "user1@okbank".to_owned(),
-            debit_reference: of.map(str::to_owned),
-            at: time::OffsetDateTime::UNIX_EPOCH,
-        }
-    }
+    use crate::audit::tests::entry;
 
     fn movement(reference: &str, amount: i64, of: &str) -> Movement {
         Movement {
