@@ -10,7 +10,7 @@
 # OpenAPI document against a running backend (schemathesis), a page on another origin paying
 # through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
 # PostgreSQL, SQLite and a Patroni cluster, on loopback and partitioned in network namespaces,
-# and the three negative controls the audit must fail),
+# and the two negative controls the audit must fail),
 # the production container image run with podman (deploy/verify-container.sh),
 # deploy/compose.yaml run with podman-compose (deploy/verify-compose.sh), and the shared and edge
 # crates' tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
@@ -114,19 +114,9 @@ rm -f "$broken_log"
 step "chaos soak on a Patroni cluster: its leader killed twice, a switchover, standbys lost, the leader paused, etcd restarted"
 scripts/soak.sh --database ha --duration-seconds 150 --seed 1
 
-step "chaos soak: the audit fails a cluster that replicates asynchronously (acknowledged payments lost on failover)"
-broken_log=$(mktemp)
-if scripts/soak.sh --database ha --ha-replication asynchronous --cluster-faults lose-the-tail \
-  --other-faults false --duration-seconds 40 --settle-seconds 20 --seed 1 >"$broken_log" 2>&1; then
-  cat "$broken_log"
-  echo "the audit passed a cluster that loses acknowledged commits" >&2
-  exit 1
-fi
-grep -q "an acknowledged movement missing from the books" "$broken_log" \
-  || { cat "$broken_log"; echo "the audit did not name the lost payments" >&2; exit 1; }
-grep -E "^(lost or orphan movements|audit:)" "$broken_log"
-rm -f "$broken_log"
-
+# The asynchronous negative control runs in network namespaces below (a cut-off leader that
+# acknowledges alone); on loopback, `--ha-replication asynchronous --cluster-faults
+# lose-the-tail` shows the same by hand (scripts/soak.sh's header).
 # Each partition is held 10-35 s, healed and waited out until the cluster is whole (15-65 s in
 # all), one after another, so the soak outlasts its 90 s: 4.5 min with the cluster's start and
 # teardown. The duration sets how many other faults strike between them.
