@@ -37,6 +37,10 @@ pub struct Knobs {
     /// Whether a repeated reference replays its first outcome (`true`, like a real bank) or is
     /// executed again (`false`, to prove that the server alone prevents double debits).
     pub dedupe: bool,
+    /// With dedupe on, whether a repeated reference is refused (`409 duplicate_reference`
+    /// naming it, as banks that dedupe by refusing do) rather than replayed; no money moves
+    /// either way, and a look-up still tells the first outcome.
+    pub refuse_repeats: bool,
     /// Seed of the one random generator behind every draw, for repeatable runs.
     pub seed: u64,
     /// Whether a call whose caller hangs up before the bank decided it is still decided (and
@@ -124,6 +128,7 @@ impl Default for Knobs {
             lost_reply_rate: 0.0,
             lost_reply_delay_ms: DEFAULT_LOST_REPLY_DELAY_MS,
             dedupe: true,
+            refuse_repeats: false,
             seed: 0,
             executes_abandoned_calls: false,
             lookup_status: LookupStatus::Ok,

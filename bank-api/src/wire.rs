@@ -133,6 +133,9 @@ pub enum ErrorStatus {
     /// 429: a status look-up the rail's rules forbid (sooner than the first-check delay after
     /// the call, or beyond the checks allowed per reference); not replied, and counted.
     StatusCheckRefused,
+    /// 409: a money-moving call under a reference the bank already decided, refused rather
+    /// than replayed (`refuse_repeats`); nothing more was done.
+    DuplicateReference,
 }
 
 impl ErrorStatus {
@@ -143,6 +146,7 @@ impl ErrorStatus {
             ErrorStatus::InvalidRequest => "invalid_request",
             ErrorStatus::Error => "error",
             ErrorStatus::StatusCheckRefused => "status_check_refused",
+            ErrorStatus::DuplicateReference => "duplicate_reference",
         }
     }
 }

@@ -382,6 +382,11 @@ mod tests {
             ),
             // A redirect is never followed, nor believed.
             (307, None),
+            // A bank that refuses a repeated reference has the call: a look-up tells its fate.
+            (
+                409,
+                reply(r#"{"status":"duplicate_reference","reference":"pay-1"}"#),
+            ),
         ] {
             let outcome = read_call(status, body.clone(), "pay-1");
             assert!(may_be_in_flight(&outcome), "{status} {body:?}");

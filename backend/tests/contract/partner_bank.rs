@@ -10,6 +10,8 @@
 //! - A leftover release of a claim whose reply was lost: never releases the key claimed again.
 //! - The breaker: claims, bank calls and `unknown` keys during an outage, with and without it.
 //! - A redirect, a 10 MB reply, a reply naming another reference: none believed.
+//! - A bank that refuses a repeated reference (409) instead of replaying it: the claim lost
+//!   with the database, remade under its first reference, is asked about, not believed either way.
 
 use std::time::Duration;
 
@@ -522,6 +524,45 @@ async fn replies_a_bank_would_not_give_are_looked_up_not_believed(store: StoreKi
     assert_one_debit_each(&app, &paid).await;
 }
 
+async fn a_bank_refusing_a_repeated_reference_is_asked_and_the_payment_stands_once(
+    store: StoreKind,
+) {
+    let app = TestApp::spawn_with(Options {
+        store,
+        knobs: Knobs {
+            refuse_repeats: true,
+            ..Knobs::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let mut paid = Vec::new();
+    for round in 0..ROUNDS {
+        let (key, body) = (new_key(), payment_body(7_000 + round as u64));
+        let first = app.pay(17, Some(&key), "elec-1", &body).await;
+        assert_eq!(first.status, 201, "{first:?}");
+        // The database loses the claim, as a promoted asynchronous copy would (SPEC §7, "Bank
+        // references identify one claim"); the retry meets a process that never saw it.
+        for table in ["key_events", "idempotency_keys", "payments"] {
+            app.execute(&format!("DELETE FROM {table}")).await;
+        }
+        app.state.replay_cache.forget_all();
+        let retry = app.pay(17, Some(&key), "elec-1", &body).await;
+        retry.assert_problem(503, "outcome-pending");
+        assert_eq!(
+            app.key_state(17, &key).await.as_deref(),
+            Some("unknown"),
+            "the bank's 409 is neither a debit nor a decline"
+        );
+        let settled = pay_until_paid(&app, 17, &key, &body).await;
+        for field in ["payment_id", "bank_reference", "amount_paise", "status"] {
+            assert_eq!(settled.json()[field], first.json()[field], "{field}");
+        }
+        paid.push(settled);
+    }
+    assert_one_debit_each(&app, &paid).await;
+}
+
 /// The backend binary on its embedded store, with `extra` settings, paying once through
 /// whatever bank route those settings give it: the reply's status.
 async fn pay_once_from_a_process(bank_url: &str, extra: &[(&str, String)]) -> u16 {
@@ -598,4 +639,5 @@ for_each_store!(
     a_claim_older_than_stuck_after_is_not_its_claimants_to_release,
     the_breaker_refuses_new_payments_before_their_claim_while_the_bank_fails,
     replies_a_bank_would_not_give_are_looked_up_not_believed,
+    a_bank_refusing_a_repeated_reference_is_asked_and_the_payment_stands_once,
 );

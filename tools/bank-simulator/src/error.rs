@@ -37,6 +37,9 @@ pub(crate) enum SimulatorError {
     /// `error_rate` fired: replied before anything was done, naming the call's reference.
     #[error("simulated bank failure (error_rate); nothing was done")]
     SimulatedFailure(String),
+    /// A money-moving call under a reference already decided, refused (`refuse_repeats`).
+    #[error("reference {0} was already decided; nothing more was done")]
+    DuplicateReference(String),
 }
 
 impl IntoResponse for SimulatorError {
@@ -73,6 +76,12 @@ impl IntoResponse for SimulatorError {
                 Some(self.to_string()),
             ),
             Self::NoSuchRoute => (StatusCode::NOT_FOUND, ErrorStatus::NotFound, None, None),
+            Self::DuplicateReference(reference) => (
+                StatusCode::CONFLICT,
+                ErrorStatus::DuplicateReference,
+                Some(reference.clone()),
+                Some(self.to_string()),
+            ),
             Self::SimulatedFailure(reference) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorStatus::Error,

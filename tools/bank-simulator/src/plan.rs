@@ -32,6 +32,8 @@ pub(crate) struct RequestPlan {
     pub(crate) lost_reply_delay: Option<Duration>,
     /// Replay the recorded outcome of a repeated reference.
     pub(crate) dedupe: bool,
+    /// Refuse a repeated reference (409) instead of replaying it, when deduplicating.
+    pub(crate) refuse_repeats: bool,
     /// Decide the request even if its caller hangs up first.
     pub(crate) executes_abandoned: bool,
     /// Send its callback (if callbacks go anywhere), and how many times.
@@ -69,6 +71,7 @@ impl Behaviour {
             lost_reply_delay: (lost_reply_draw < knobs.lost_reply_rate)
                 .then(|| Duration::from_millis(knobs.lost_reply_delay_ms)),
             dedupe: knobs.dedupe,
+            refuse_repeats: knobs.refuse_repeats,
             executes_abandoned: knobs.executes_abandoned_calls,
             callbacks: if callback_sent {
                 1 + knobs.callback_duplicates

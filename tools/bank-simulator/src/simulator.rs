@@ -169,7 +169,7 @@ impl BankSimulator {
             .decide_after_latency(&plan, reference.clone(), move |bank, plan| {
                 bank.decide_debit(&request, plan)
             })
-            .await?;
+            .await??;
         tracing::info!(
             ?outcome,
             reply_lost = plan.lost_reply_delay.is_some(),
@@ -197,7 +197,7 @@ impl BankSimulator {
             .decide_after_latency(&plan, reference.clone(), move |bank, plan| {
                 bank.decide_refund(&request, plan)
             })
-            .await?;
+            .await??;
         tracing::info!(
             ?outcome,
             reply_lost = plan.lost_reply_delay.is_some(),
@@ -256,29 +256,37 @@ impl BankSimulator {
     }
 
     /// Replays or records the debit's outcome under one lock acquisition.
-    fn decide_debit(&self, request: &DebitRequest, plan: &RequestPlan) -> DebitOutcome {
+    fn decide_debit(
+        &self,
+        request: &DebitRequest,
+        plan: &RequestPlan,
+    ) -> Result<DebitOutcome, SimulatorError> {
         let mut books = self.books();
         if plan.dedupe
             && let Some(first) = books.debit_outcome(&request.reference)
         {
-            return first;
+            return replay_or_refuse(first, plan, &request.reference);
         }
-        if plan.decline || is_always_declined(&request.account) {
+        Ok(if plan.decline || is_always_declined(&request.account) {
             books.decline_debit(request)
         } else {
             books.execute_debit(request, OffsetDateTime::now_utc())
-        }
+        })
     }
 
     /// Replays or records the refund's outcome under one lock acquisition.
-    fn decide_refund(&self, request: &RefundRequest, plan: &RequestPlan) -> RefundOutcome {
+    fn decide_refund(
+        &self,
+        request: &RefundRequest,
+        plan: &RequestPlan,
+    ) -> Result<RefundOutcome, SimulatorError> {
         let mut books = self.books();
         if plan.dedupe
             && let Some(first) = books.refund_outcome(&request.reference)
         {
-            return first;
+            return replay_or_refuse(first, plan, &request.reference);
         }
-        books.execute_refund(request, OffsetDateTime::now_utc())
+        Ok(books.execute_refund(request, OffsetDateTime::now_utc()))
     }
 
     async fn hold_reply_if_lost(&self, plan: &RequestPlan) {
@@ -315,6 +323,15 @@ impl BankSimulator {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// A repeated reference's reply: its first outcome, or a refusal naming it
+/// (`refuse_repeats`); nothing more is done either way.
+fn replay_or_refuse<T>(first: T, plan: &RequestPlan, reference: &str) -> Result<T, SimulatorError> {
+    if plan.refuse_repeats {
+        return Err(SimulatorError::DuplicateReference(reference.to_owned()));
+    }
+    Ok(first)
 }
 
 #[cfg(test)]
@@ -354,5 +371,31 @@ mod tests {
             .expect("task ran")
             .expect("debit succeeded");
         assert!(matches!(outcome, DebitOutcome::Debited { .. }));
+    }
+
+    #[tokio::test]
+    async fn a_repeat_is_replayed_or_refused_and_never_moves_money_again() {
+        for refuse_repeats in [false, true] {
+            let bank = BankSimulator::new(Knobs {
+                refuse_repeats,
+                ..Knobs::default()
+            });
+            let request = || DebitRequest {
+                reference: "r".into(),
+                amount_paise: 1,
+                account: "a@bank".into(),
+            };
+            let first = bank.debit(request()).await.expect("debited");
+            let repeat = bank.debit(request()).await;
+            match (refuse_repeats, repeat) {
+                (false, Ok(replayed)) => assert_eq!(replayed, first),
+                (true, Err(SimulatorError::DuplicateReference(reference))) => {
+                    assert_eq!(reference, "r");
+                }
+                (refusing, other) => panic!("refuse_repeats {refusing}: {other:?}"),
+            }
+            assert_eq!(bank.ledger().debits.len(), 1, "one movement");
+            assert_eq!(bank.debit_outcome("r"), Some(first), "a look-up's word");
+        }
     }
 }

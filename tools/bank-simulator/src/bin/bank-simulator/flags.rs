@@ -34,6 +34,10 @@ pub struct KnobFlags {
     /// executed again (`false`, to prove that the server alone prevents double debits).
     #[arg(long, env = "BANK_DEDUPE", default_value_t = true, action = clap::ArgAction::Set)]
     dedupe: bool,
+    /// With dedupe on, whether a repeated reference is refused (`409 duplicate_reference`)
+    /// rather than replayed; no money moves either way.
+    #[arg(long, env = "BANK_REFUSE_REPEATS", default_value_t = false, action = clap::ArgAction::Set)]
+    refuse_repeats: bool,
     /// Seed of the one random generator behind every draw, for repeatable runs.
     #[arg(long, env = "BANK_SEED", default_value_t = 0)]
     seed: u64,
@@ -88,6 +92,7 @@ impl From<KnobFlags> for Knobs {
             lost_reply_rate: flags.lost_reply_rate,
             lost_reply_delay_ms: flags.lost_reply_delay_ms,
             dedupe: flags.dedupe,
+            refuse_repeats: flags.refuse_repeats,
             seed: flags.seed,
             executes_abandoned_calls: flags.executes_abandoned_calls,
             lookup_status: flags.lookup_status,
@@ -136,6 +141,7 @@ mod tests {
             "--lost-reply-rate=0.3",
             "--lost-reply-delay-ms=7",
             "--dedupe=false",
+            "--refuse-repeats=true",
             "--seed=8",
             "--executes-abandoned-calls=true",
             "--lookup-status=original",
@@ -155,6 +161,7 @@ mod tests {
             lost_reply_rate: 0.3,
             lost_reply_delay_ms: 7,
             dedupe: false,
+            refuse_repeats: true,
             seed: 8,
             executes_abandoned_calls: true,
             lookup_status: LookupStatus::Original,
@@ -189,6 +196,7 @@ mod tests {
             ("lost-reply-rate", "BANK_LOST_REPLY_RATE"),
             ("lost-reply-delay-ms", "BANK_LOST_REPLY_DELAY_MS"),
             ("dedupe", "BANK_DEDUPE"),
+            ("refuse-repeats", "BANK_REFUSE_REPEATS"),
             ("seed", "BANK_SEED"),
             ("executes-abandoned-calls", "BANK_EXECUTES_ABANDONED_CALLS"),
             ("lookup-status", "BANK_LOOKUP_STATUS"),
