@@ -293,6 +293,17 @@ impl Stack {
         sign_token(UserId::numbered(user), exp, SECRET.as_bytes())
     }
 
+    /// A valid bearer token for the user an identity provider calls `subject`, for an hour.
+    pub fn token_for_subject(subject: &str) -> String {
+        let user = UserId::from_subject(subject).expect("a usable subject");
+        sign_token(user, time_now_unix() + 3600, SECRET.as_bytes())
+    }
+
+    /// A token signed with [`SECRET`] carrying exactly `claims`: one a test wants refused.
+    pub fn token_with_claims(claims: &Value) -> String {
+        shared::auth::sign_claims(claims, SECRET.as_bytes())
+    }
+
     /// Sends a call to the edge or the backend.
     pub async fn send(&self, via: Via, call: &Call) -> Received {
         let base = match via {
