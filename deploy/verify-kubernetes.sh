@@ -8,7 +8,10 @@
 # - the Deployment probes /readyz (readiness) and /healthz (liveness) on the API's port, exposes
 #   the admin listener on 0.0.0.0 at the port Prometheus is told to scrape, gives the drain its
 #   time (terminationGracePeriodSeconds longer than the preStop sleep plus
-#   SHUTDOWN_GRACE_SECONDS plus SHUTDOWN_DEADLINE_SECONDS), and the Job runs `backend migrate`.
+#   SHUTDOWN_GRACE_SECONDS plus SHUTDOWN_DEADLINE_SECONDS), and the Job runs `backend migrate`;
+# - with components/bank-callbacks added as its header says: valid too, its Ingress routes
+#   exactly /bank/callbacks to the admin port, the callback secret is in the mounted Secret, and
+#   the admin port admits the scraper and the ingress controller only.
 # It does not prove the pods start: that needs a cluster (deploy/verify-container.sh runs the
 # same image with podman). The overlay's Secret files are not in the repository; the rendering
 # here uses development placeholders written into a temporary copy.
@@ -88,6 +91,60 @@ check(objects["Job"]["spec"]["template"]["spec"]["containers"][0]["args"] == ["m
       "the Job does not run `backend migrate`")
 print(f"probes, admin port and drain checked ({stop} s stop, "
       f"{pod['spec']['terminationGracePeriodSeconds']} s grace period)")
+PY
+
+# The bank-callbacks component on top of production, as its header tells an operator to add it.
+mkdir -p "$work/kubernetes/overlays/with-callbacks/secrets"
+printf 'development-placeholder-not-a-secret-bank-callback' \
+  >"$work/kubernetes/overlays/with-callbacks/secrets/bank-callback-secret"
+cat >"$work/kubernetes/overlays/with-callbacks/kustomization.yaml" <<'YAML'
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: payments
+resources:
+  - ../production
+components:
+  - ../../components/bank-callbacks
+secretGenerator:
+  - name: payments-backend-secrets
+    behavior: merge
+    files:
+      - bank-callback-secret=secrets/bank-callback-secret
+YAML
+echo "rendering and validating overlays/production with components/bank-callbacks"
+timeout 60 kubectl kustomize "$work/kubernetes/overlays/with-callbacks" >"$work/with-callbacks.yaml"
+validate "$work/with-callbacks.yaml"
+python3 - "$work/with-callbacks.yaml" <<'PY'
+import sys, yaml
+objects = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o]
+named = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+kinds = lambda kind: [o for o in objects if o["kind"] == kind]
+
+def check(ok, what):
+    if not ok:
+        sys.exit(f"deploy/kubernetes/components/bank-callbacks: {what}")
+
+(ingress,) = kinds("Ingress")
+(rule,) = ingress["spec"]["rules"]
+(path,) = rule["http"]["paths"]
+check((path["path"], path["pathType"]) == ("/bank/callbacks", "Exact"),
+      "the Ingress routes more than exactly /bank/callbacks")
+service = named[("Service", path["backend"]["service"]["name"])]
+(port,) = service["spec"]["ports"]
+check(port["targetPort"] == "admin", "the callbacks' Service is not the admin port")
+(config,) = kinds("ConfigMap")
+(secret,) = kinds("Secret")
+mounted = config["data"]["BANK_CALLBACK_SECRET_FILE"]
+check(mounted == "/run/secrets/payments/bank-callback-secret", f"the secret file is {mounted}")
+check("bank-callback-secret" in secret["data"], "the Secret has no bank-callback-secret")
+volumes = named[("Deployment", "payments-backend")]["spec"]["template"]["spec"]["volumes"]
+check(any(v.get("secret", {}).get("secretName") == secret["metadata"]["name"] for v in volumes),
+      "the Deployment does not mount the Secret that holds the callback secret")
+sources = [rule["from"] for p in kinds("NetworkPolicy") for rule in p["spec"]["ingress"]
+           if any(q["port"] == "admin" for q in rule.get("ports", []))]
+check(all(sources) and len(sources) == 2,
+      "the admin port is open to more than the scraper and the ingress controller")
+print("bank callbacks: one exact path to the admin port, its secret mounted, two sources allowed")
 PY
 
 echo "deploy/kubernetes: base and production overlay valid for Kubernetes $KUBERNETES_VERSION (in ${SECONDS} s)"
