@@ -4,7 +4,8 @@
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
 # (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm),
 # the native test suites (the backend's against a real PostgreSQL and bank simulator, its
-# failover suite on a Patroni cluster), the previous release's backend beside this one
+# failover suite on a Patroni cluster; the edge's again with no reply kept at the edge), the
+# previous release's backend beside this one
 # (scripts/two-releases.sh), a point-in-time restore (scripts/backup-restore.sh), a DR copy
 # promoted (scripts/dr-promotion.sh), the public
 # OpenAPI document against a running backend (schemathesis), a page on another origin paying
@@ -77,6 +78,9 @@ step "native tests"
 # `cargo test` builds a package's binaries only for that package's own tests.
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
+
+step "the edge's suites again, its Durable Objects keeping no reply (EDGE_TESTS_KEEP_REPLIES=false, the residency mode)"
+EDGE_TESTS_KEEP_REPLIES=false cargo test -p edge --tests --locked
 
 step "two releases side by side: the previous release's backend beside this one on one database (scripts/two-releases.sh)"
 scripts/two-releases.sh

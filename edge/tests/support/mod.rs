@@ -40,6 +40,19 @@ fn repo_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// Whether a stack's edge keeps finished replies (`EDGE_KEEPS_REPLIES`) unless its test says:
+/// `EDGE_TESTS_KEEP_REPLIES=false` runs a suite against the residency mode (tests/run-all.sh
+/// runs every edge suite both ways).
+pub fn edge_keeps_replies() -> bool {
+    std::env::var("EDGE_TESTS_KEEP_REPLIES").map_or(true, |value| value != "false")
+}
+
+/// How many of `replays` repeats of finished keys reach the backend: none where the edge keeps
+/// replies, every one where it keeps none.
+pub fn replays_forwarded(replays: u64) -> u64 {
+    if edge_keeps_replies() { 0 } else { replays }
+}
+
 /// What differs between stacks.
 #[derive(Debug, Clone)]
 pub struct StackOptions {
@@ -174,6 +187,12 @@ impl Stack {
                 ));
             }
             None => shared_settings.push(("AUTH_JWT_SECRET", SECRET.to_owned())),
+        }
+        if !shared_settings
+            .iter()
+            .any(|(name, _)| *name == "EDGE_KEEPS_REPLIES")
+        {
+            shared_settings.push(("EDGE_KEEPS_REPLIES", edge_keeps_replies().to_string()));
         }
         if options.edge_proof {
             shared_settings.push(("EDGE_PROOF_SECRET", PROOF_SECRET.to_owned()));
