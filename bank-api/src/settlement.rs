@@ -10,7 +10,7 @@
 //! The header line is required as written; then one movement a line: its reference, the amount
 //! in paise (a positive whole number), a status word (`debited`, `refunded`, `declined`,
 //! `rejected`) and when it settled (RFC 3339). No quoting: no field can hold a comma. A blank
-//! last line is allowed. Reading is strict, and an error names the line (1 is the header), so
+//! last line, CRLF line ends and a UTF-8 byte-order mark (a Windows export's) are allowed. Reading is strict, and an error names the line (1 is the header), so
 //! a bad file is refused whole, before anything in it is applied. The bank simulator writes it
 //! ([`to_csv`]), the backend's `settle` command reads it ([`parse`]).
 
@@ -90,6 +90,8 @@ pub struct SettlementFileError {
 /// Reads a whole settlement file; the first bad line is the error.
 pub fn parse(text: &str) -> Result<Vec<SettlementRow>, SettlementFileError> {
     let mut lines = text
+        .strip_prefix('\u{feff}')
+        .unwrap_or(text)
         .lines()
         .enumerate()
         .map(|(index, line)| (index + 1, line));
@@ -191,6 +193,16 @@ mod tests {
         ];
         assert_eq!(parse(&to_csv(&rows)), Ok(rows));
         assert_eq!(parse(&format!("{SETTLEMENT_HEADER}\r\n")), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_windows_export_reads_the_same() {
+        let rows = vec![
+            row("pay-1", Settled::Debited),
+            row("pay-2", Settled::Declined),
+        ];
+        let exported = format!("\u{feff}{}", to_csv(&rows).replace('\n', "\r\n"));
+        assert_eq!(parse(&exported), Ok(rows));
     }
 
     #[test]
