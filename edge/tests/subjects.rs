@@ -13,15 +13,7 @@ mod support;
 use futures_util::future::join_all;
 use serde_json::json;
 use support::{Call, PAY_ROUTE, Received, Stack, StackOptions, Via};
-
-/// Subjects as identity providers issue them, and two that differ only as strings do.
-const SUBJECTS: [&str; 5] = [
-    "auth0|64b1f3a2c9e77d0012345678",
-    "Xq3fGk9LmP2rTn8VwZy4Ab1CdE7h",
-    "8e03978e-40d5-43e8-bc93-6894a57f9324",
-    "42",
-    "042",
-];
+use test_harness::PROVIDER_SUBJECTS;
 
 const PAY_BODY: &str = r#"{"amount_paise":230000,"payer_vpa":"asha@okbank"}"#;
 const CHANGED_BODY: &str = r#"{"amount_paise":230001,"payer_vpa":"asha@okbank"}"#;
@@ -55,7 +47,7 @@ async fn each_subject_pays_once_under_one_shared_key(keeps_replies: bool) {
     })
     .await;
     let key = uuid::Uuid::new_v4().to_string();
-    let calls: Vec<Call> = SUBJECTS
+    let calls: Vec<Call> = PROVIDER_SUBJECTS
         .iter()
         .map(|subject| as_subject(Call::pay(0, &key, "elec-42", PAY_BODY), subject))
         .collect();
@@ -65,7 +57,7 @@ async fn each_subject_pays_once_under_one_shared_key(keeps_replies: bool) {
             .map(|call| pay_with_a_repeat_in_flight(&stack, call)),
     )
     .await;
-    for ((subject, call), (first, _)) in SUBJECTS.iter().zip(&calls).zip(&firsts) {
+    for ((subject, call), (first, _)) in PROVIDER_SUBJECTS.iter().zip(&calls).zip(&firsts) {
         let repeat = stack.send(Via::Edge, call).await;
         assert_eq!(
             (repeat.status, repeat.is_replay()),
@@ -83,11 +75,11 @@ async fn each_subject_pays_once_under_one_shared_key(keeps_replies: bool) {
     let forwarded_per_user = if keeps_replies { 1 } else { 2 };
     assert_eq!(
         stack.backend_requests(PAY_ROUTE).await,
-        forwarded_per_user * SUBJECTS.len() as u64,
+        forwarded_per_user * PROVIDER_SUBJECTS.len() as u64,
         "per user the first attempt{}; the 409 and the 422 were the edge's",
         if keeps_replies { "" } else { " and the replay" }
     );
-    for (reader, subject) in SUBJECTS.iter().enumerate() {
+    for (reader, subject) in PROVIDER_SUBJECTS.iter().enumerate() {
         for (owner, (_, payment_id)) in firsts.iter().enumerate() {
             let read = as_subject(
                 Call::get(&format!("/v1/payments/{payment_id}"), None),
@@ -98,14 +90,14 @@ async fn each_subject_pays_once_under_one_shared_key(keeps_replies: bool) {
                 stack.send(Via::Edge, &read).await.status,
                 expected,
                 "{subject} reads {}'s payment",
-                SUBJECTS[owner]
+                PROVIDER_SUBJECTS[owner]
             );
         }
     }
     let debits = stack.debits().await;
     assert_eq!(
         debits.len(),
-        SUBJECTS.len(),
+        PROVIDER_SUBJECTS.len(),
         "one debit per user: {debits:?}"
     );
 }

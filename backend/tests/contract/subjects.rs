@@ -5,17 +5,9 @@
 //! simulator's ledger and in the tables, on both stores.
 
 use serde_json::{Value, json};
+use test_harness::PROVIDER_SUBJECTS;
 
 use crate::support::{Received, StoreKind, TestApp, new_key, payment_body};
-
-/// Subjects as identity providers issue them, and two that differ only as strings do.
-const SUBJECTS: [&str; 5] = [
-    "auth0|64b1f3a2c9e77d0012345678",
-    "Xq3fGk9LmP2rTn8VwZy4Ab1CdE7h",
-    "8e03978e-40d5-43e8-bc93-6894a57f9324",
-    "42",
-    "042",
-];
 
 async fn pay_as(app: &TestApp, token: &str, key: &str, body: &Value) -> Received {
     let reply = app
@@ -44,12 +36,12 @@ async fn read_as(app: &TestApp, token: &str, payment_id: &str) -> u16 {
 async fn each_subject_pays_once_under_the_same_key_and_reads_only_its_own(store: StoreKind) {
     let app = TestApp::spawn_on(store).await;
     let (key, body) = (new_key(), payment_body(230_000));
-    let tokens: Vec<String> = SUBJECTS
+    let tokens: Vec<String> = PROVIDER_SUBJECTS
         .iter()
         .map(|subject| TestApp::token_with_claims(&json!({ "sub": subject })))
         .collect();
     let mut payments = Vec::new();
-    for (subject, token) in SUBJECTS.iter().zip(&tokens) {
+    for (subject, token) in PROVIDER_SUBJECTS.iter().zip(&tokens) {
         let first = pay_as(&app, token, &key, &body).await;
         assert_eq!(first.status, 201, "{subject}: {:?}", first.json());
         let again = pay_as(&app, token, &key, &body).await;
@@ -70,12 +62,12 @@ async fn each_subject_pays_once_under_the_same_key_and_reads_only_its_own(store:
     }
     assert_eq!(
         app.ledger().await.debits.len(),
-        SUBJECTS.len(),
+        PROVIDER_SUBJECTS.len(),
         "one debit per user"
     );
     let mut stored = app.texts("SELECT user_id FROM idempotency_keys").await;
     stored.sort_unstable();
-    let mut expected: Vec<String> = SUBJECTS.iter().map(|s| (*s).to_owned()).collect();
+    let mut expected: Vec<String> = PROVIDER_SUBJECTS.iter().map(|s| (*s).to_owned()).collect();
     expected.sort_unstable();
     assert_eq!(stored, expected, "each key under its subject as written");
 }

@@ -2,7 +2,8 @@
 //! a JWKS served over HTTP on 127.0.0.1 (with `Cache-Control: max-age`), whose keys the test
 //! publishes and rotates, which can be made unreachable, and which counts the fetches it
 //! replied; and [`SigningKey`]s made per test (RSA 2048 by `openssl genpkey`, P-256 by `ring`)
-//! that sign RS256 and ES256 tokens with any header and claims, good or not.
+//! that sign RS256 and ES256 tokens with any header and claims, good or not; and
+//! [`PROVIDER_SUBJECTS`], users as providers name them.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -18,6 +19,16 @@ use ring::signature::{
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Subjects (`sub`) as identity providers issue them: Auth0's (`auth0|…`), a Firebase uid (28
+/// characters), a Cognito or Keycloak UUID, and two that differ only as strings (`42`, `042`).
+pub const PROVIDER_SUBJECTS: [&str; 5] = [
+    "auth0|64b1f3a2c9e77d0012345678",
+    "Xq3fGk9LmP2rTn8VwZy4Ab1CdE7h",
+    "8e03978e-40d5-43e8-bc93-6894a57f9324",
+    "42",
+    "042",
+];
 use tokio::net::TcpListener;
 
 /// A private key a test signs tokens with.

@@ -45,7 +45,7 @@ pub use database::{TestDatabase, admin_url};
 pub use ha_cluster::{
     BackendNamespace, HaCluster, HaMode, Namespace, NamespaceSettings, Namespaces, url_of_database,
 };
-pub use identity_provider::{IdentityProvider, SigningKey};
+pub use identity_provider::{IdentityProvider, PROVIDER_SUBJECTS, SigningKey};
 pub use lost_reply_proxy::LostReplyProxy;
 pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use process::{ServerProcess, listening_url, listening_urls, server_binary};
