@@ -35,12 +35,18 @@ async fn a_payment_through_the_edge_is_one_trace_from_the_callers_span_to_the_ba
         .clone()
         .with_header("traceparent", &format!("00-{TRACE_ID}-{CALLERS_SPAN}-01"));
     assert_eq!(stack.send(Via::Edge, &traced).await.status, 201);
+    // Each span is exported when it ends, in batches of its own: wait for every one asserted on
+    // (the backend's server span ends after its reply, so after the save's).
     wait_for(
-        "the edge's span and the backend's save",
+        "the edge's span, the backend's, its bank call and its save",
         Duration::from_secs(15),
         async || {
             let trace = receiver.trace(TRACE_ID);
             trace.iter().any(|span| span.service == "safe-retries-edge")
+                && trace
+                    .iter()
+                    .any(|span| span.service == "safe-retries-backend" && span.kind == SERVER)
+                && trace.iter().any(|span| span.name == "debit")
                 && trace.iter().any(|span| span.name == "finish")
         },
     )
