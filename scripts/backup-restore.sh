@@ -24,8 +24,11 @@ source scripts/lib/scratch-payments.sh
 port=$(free_port)
 sql() { sql_at "$port" "$1"; }
 as_postgres mkdir "$work/archive"
+# The copy lands under a temporary name and is renamed: a segment is in the archive whole or
+# not at all (a plain `cp` let the check below see a half-copied segment as archived, and the
+# restore then refused it for its size, about one run in twenty).
 new_cluster primary "$port" "wal_level = replica" "archive_mode = on" \
-  "archive_command = 'test ! -f $work/archive/%f && cp %p $work/archive/%f'"
+  "archive_command = 'test ! -f $work/archive/%f && cp %p $work/archive/%f.partial && mv $work/archive/%f.partial $work/archive/%f'"
 "$pg/createdb" -h 127.0.0.1 -p "$port" -U postgres payments
 start_bank
 serve "postgres://postgres@127.0.0.1:$port/payments"

@@ -43,10 +43,12 @@ new_cluster() {
   start_cluster "$name"
 }
 
-# `start_cluster NAME`: starts the cluster in $work/NAME (stopped on exit).
+# `start_cluster NAME`: starts the cluster in $work/NAME (stopped on exit); if it does not
+# start, its server log is printed before the failure (the scratch directory goes with it).
 start_cluster() {
   clusters+=("$1")
-  as_postgres "$pg/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w start >/dev/null
+  as_postgres "$pg/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w start >/dev/null \
+    || { tail -n 30 "$work/$1.log" >&2; fail "the cluster $1 did not start"; }
 }
 
 # `sql_at PORT QUERY`: one query on the `payments` database of the cluster on PORT.
