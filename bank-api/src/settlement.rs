@@ -10,9 +10,10 @@
 //! The header line is required as written; then one movement a line: its reference, the amount
 //! in paise (a positive whole number), a status word (`debited`, `refunded`, `declined`,
 //! `rejected`) and when it settled (RFC 3339). No quoting: no field can hold a comma. A blank
-//! last line, CRLF line ends and a UTF-8 byte-order mark (a Windows export's) are allowed. Reading is strict, and an error names the line (1 is the header), so
-//! a bad file is refused whole, before anything in it is applied. The bank simulator writes it
-//! ([`to_csv`]), the backend's `settle` command reads it ([`parse`]).
+//! last line, CRLF line ends and a UTF-8 byte-order mark (a Windows export's) are allowed.
+//! Reading is strict, and an error names the line (1 is the header), so a bad file is refused
+//! whole, before anything in it is applied. The bank simulator writes it ([`to_csv`]), the
+//! backend's `settle` command reads it ([`parse`]).
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

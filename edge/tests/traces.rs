@@ -4,7 +4,8 @@
 //! server span (the caller's child, exported as OTLP/JSON), the backend's server span as the
 //! edge span's child, and the backend's bank call (a client span) under it; one debit at the
 //! bank. Its replay, without a `traceparent`, is a trace of its own that the edge served from
-//! its key's object (`edge.handling = replayed`) without the backend. A request the edge refuses
+//! its key's object (`edge.handling = replayed`) without the backend, or, where the edge keeps
+//! no replies, forwarded to the backend's replay. A request the edge refuses
 //! is traced too, with a `traceparent` the edge cannot read: a new trace, never a refusal.
 #![cfg(not(target_arch = "wasm32"))]
 
