@@ -77,8 +77,12 @@ build_tool() {
 # Installs crate $1 at exactly version $2: with the tool's own Cargo.lock first; if the registry
 # this machine reaches lacks a version that lock names (seen here: a mirror without
 # webpki-roots 1.0.11, which wasm-bindgen-cli 0.2.130 locks), resolved afresh within the tool's
-# own version requirements instead, and said so.
+# own version requirements instead, and said so. Built to be built quickly, not to run at its
+# fastest: cargo-deny's release profile asks for whole-program LTO in one codegen unit, which
+# the tests never notice and which cost minutes of a fresh machine's set-up (docs/figures.md);
+# these variables override every tool's release profile.
 install_pinned() {
+  export CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
   if ! cargo install --locked "$1" --version "=$2"; then
     echo "setup-tools: $1 $2 cannot be built with its own Cargo.lock from this registry;" \
       "building it with the newest versions its requirements allow" >&2
