@@ -10,9 +10,17 @@
 # package, not by path) and leave them looking fresh. That first build compiles every dependency
 # (about 3 minutes on 2 cores); later runs only what changed. Called by tests/run-all.sh.
 # PREVIOUS_RELEASE=<commit> tries another commit as the previous release (to see what breaks).
+# `--build-only` builds the previous release and stops: tests/run-all.sh runs it in the
+# background during the soaks, whose fixed durations leave CPU time idle, and the test after them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
+build_only=false
+case "${1:-}" in
+  --build-only) build_only=true ;;
+  "") ;;
+  *) echo "usage: scripts/two-releases.sh [--build-only]" >&2; exit 2 ;;
+esac
 
 commit=${PREVIOUS_RELEASE:-$(grep -v '^#' deploy/previous-release | tr -d '[:space:]')}
 [ -n "$commit" ] || { echo "two-releases: deploy/previous-release names no commit" >&2; exit 1; }
@@ -30,6 +38,10 @@ fi
 echo "two-releases: building the previous release's backend ($commit)"
 (cd "$source_dir" && CARGO_TARGET_DIR="$PWD/../target" cargo build -p backend --bin backend --locked --quiet)
 previous=$PWD/$work/target/debug/backend
+if $build_only; then
+  echo "two-releases: the previous release built in $((SECONDS - started)) s"
+  exit 0
+fi
 
 cargo build -p backend -p bank-simulator --bins --locked --quiet
 PREVIOUS_RELEASE_BACKEND=$previous \

@@ -4,15 +4,14 @@
 # (cargo deny: licences, bans, sources) and lint checks, the Prometheus rules' unit tests
 # (promtool), the Kubernetes manifests against the schemas, the TypeScript client's tests (npm),
 # the native test suites (the backend's against a real PostgreSQL and bank simulator, its
-# failover suite on a Patroni cluster; the edge's again with no reply kept at the edge), the
-# previous release's backend beside this one
-# (scripts/two-releases.sh), a point-in-time restore (scripts/backup-restore.sh), a DR copy
-# promoted (scripts/dr-promotion.sh), the public
-# OpenAPI document against a running backend (schemathesis), a page on another origin paying
-# through CORS in headless Chromium (scripts/cors-browser-test.sh), the chaos soaks (on
-# PostgreSQL, SQLite and a Patroni cluster, on loopback and partitioned in network namespaces,
-# and the two negative controls the audit must fail),
-# the production container image run with podman (deploy/verify-container.sh),
+# failover suite on a Patroni cluster; the edge's again with no reply kept at the edge), a
+# point-in-time restore (scripts/backup-restore.sh), a DR copy promoted
+# (scripts/dr-promotion.sh), the public OpenAPI document against a running backend
+# (schemathesis), a page on another origin paying through CORS in headless Chromium
+# (scripts/cors-browser-test.sh), the chaos soaks (on PostgreSQL, SQLite and a Patroni cluster,
+# on loopback and partitioned in network namespaces, and the two negative controls the audit must
+# fail), the previous release's backend beside this one (scripts/two-releases.sh), the
+# production container image run with podman (deploy/verify-container.sh),
 # deploy/compose.yaml run with podman-compose (deploy/verify-compose.sh), and the shared and edge
 # crates' tests again under wasm32-unknown-unknown (in Node, via wasm-bindgen-test).
 # Exits non-zero on the first failure.
@@ -31,18 +30,20 @@ psql -h 127.0.0.1 -U postgres -d postgres -Atc \
   "SELECT 'DROP DATABASE \"' || datname || '\";' FROM pg_database WHERE datname LIKE 'test\\_%'" \
   | psql -q -h 127.0.0.1 -U postgres -d postgres >/dev/null
 
-# The container checks at the end need two things made beforehand, in the background, and waited
-# for there: the compose check's PostgreSQL root filesystem, mostly downloads and unpacking, made
-# from here while the cores compile; and the static binaries (deploy/build-static.sh, in a
-# target directory of their own), built from the start of the soaks, whose fixed durations
-# leave CPU time idle, at the lowest priority (nice 19) so the soaks' processes come first.
-# (Started at the beginning instead, it slowed the lint, Worker and native test steps by about
-# 275 s: docs/figures.md.)
+# Three checks after the soaks need things made beforehand, in the background, and waited for
+# there: the compose check's PostgreSQL root filesystem, mostly downloads and unpacking, made
+# from here while the cores compile; the static binaries of the container check
+# (deploy/build-static.sh) and the previous release's backend of the two-releases test
+# (scripts/two-releases.sh --build-only), each in a target directory of its own, built from the
+# start of the soaks, whose fixed durations leave CPU time idle, at the lowest priority (nice 19)
+# so the soaks' processes come first. (Started at the beginning instead, the static build slowed
+# the lint, Worker and native test steps by about 275 s: docs/figures.md.)
 background_log=$(mktemp -d)
 deploy/local-images/postgres-rootfs.sh >"$background_log/rootfs.log" 2>&1 &
 rootfs_maker=$!
 static_build=
-trap 'kill $static_build "$rootfs_maker" 2>/dev/null || true' EXIT
+previous_release_build=
+trap 'kill $static_build $previous_release_build "$rootfs_maker" 2>/dev/null || true' EXIT
 # Waits for background job $1 (pid $2); on its failure prints its log and fails the run.
 wait_for_background() {
   wait "$2" || { cat "$background_log/$1.log" >&2; echo "the background job $1 failed (above)" >&2; exit 1; }
@@ -89,9 +90,6 @@ edge_suites=()
 for suite in edge/tests/*.rs; do edge_suites+=(--test "$(basename "$suite" .rs)"); done
 EDGE_TESTS_KEEP_REPLIES=false RUST_TEST_THREADS=4 cargo test --workspace --locked "${edge_suites[@]}"
 
-step "two releases side by side: the previous release's backend beside this one on one database (scripts/two-releases.sh)"
-scripts/two-releases.sh
-
 step "a restore to a point in time: what it keeps, what it loses, what the bank's file says (scripts/backup-restore.sh)"
 scripts/backup-restore.sh
 
@@ -107,6 +105,8 @@ scripts/cors-browser-test.sh
 step "chaos soak: 60 s through the edge and three replicas under faults, then the audit"
 nice -n 19 deploy/build-static.sh >"$background_log/static.log" 2>&1 &
 static_build=$!
+nice -n 19 scripts/two-releases.sh --build-only >"$background_log/previous-release.log" 2>&1 &
+previous_release_build=$!
 scripts/soak.sh --duration-seconds 60 --seed 1
 scripts/soak.sh --duration-seconds 30 --database sqlite --seed 1
 
@@ -147,6 +147,10 @@ grep -q "an acknowledged movement missing from the books" "$broken_log" \
   || { cat "$broken_log"; echo "the audit did not name the lost payments" >&2; exit 1; }
 grep -E "^(lost or orphan movements|audit:)" "$broken_log"
 rm -f "$broken_log"
+
+step "two releases side by side: the previous release's backend beside this one on one database (scripts/two-releases.sh)"
+wait_for_background previous-release "$previous_release_build"
+scripts/two-releases.sh
 
 step "container image, run with podman (deploy/verify-container.sh)"
 wait_for_background static "$static_build"
