@@ -432,6 +432,12 @@ async fn a_replica_killed_mid_call_has_its_debited_keys_final_within_seconds() {
     let survivor = world.start_backend().await;
     let mut dying = world.start_backend().await;
     payments_in_flight(&world, &dying, 5).await;
+    // Killed once every call is at the bank, not merely claimed: a call still on its way when
+    // its sender dies never arrives, and its key rightly waits for stuck_after (the next test).
+    wait_for("every call at the bank", PATIENCE, async || {
+        world.bank.simulator.check_stats().money_calls_received == 5
+    })
+    .await;
     dying.kill_hard();
     let killed = Instant::now();
     let done = "SELECT count(*) FROM idempotency_keys WHERE state = 'done'";

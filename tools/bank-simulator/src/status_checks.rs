@@ -48,6 +48,9 @@ impl Refusal {
 /// The counts `GET /stats` serves.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CheckStats {
+    /// Money-moving calls received (each debit or refund call, repeats included), counted on
+    /// arrival, before the bank decides them.
+    pub money_calls_received: u64,
     /// Look-ups received.
     pub status_checks: u64,
     /// Distinct references looked up.
@@ -76,6 +79,7 @@ pub(crate) struct CheckLog {
 impl CheckLog {
     /// Notes that a money-moving call under `reference` arrived now (the first arrival counts).
     pub(crate) fn call_arrived(&mut self, reference: &str) {
+        self.stats.money_calls_received += 1;
         self.arrivals
             .entry(reference.to_owned())
             .or_insert_with(Instant::now);
