@@ -22,8 +22,9 @@ use uuid::Uuid;
 
 use crate::{Fingerprint, Operation, UserId};
 
-/// How many generations the store tries before it gives up on a key (a 500): a key reused
-/// after expiry this many times is a client minting keys wrongly, not a retry.
+/// The last generation the store tries before it gives up on a key (a 422
+/// `idempotency-key-reused`): a key reused after expiry this many times is a client minting
+/// keys wrongly, not a retry.
 pub const MAX_GENERATIONS: u32 = 64;
 
 /// The id of generation `generation`'s movement for this request: the same inputs, the same id

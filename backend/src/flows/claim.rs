@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use shared::movement_id::{MAX_GENERATIONS, movement_id};
 use shared::server_path::{Event, SeenKey};
+use shared::{Problem, ProblemKind};
 use uuid::Uuid;
 
 use super::held_claim::HeldClaim;
@@ -52,8 +53,23 @@ pub(super) async fn claim(work: &mut Work) -> Result<Event> {
             release_when_reachable(state, (work.key.clone(), id, claim), &work.cause);
             return Err(error.into());
         }
+        Err(StoreError::MovementIdTaken) => return Err(reused_past_every_generation().into()),
         Err(error) => return Err(error.into()),
     })
+}
+
+/// The refusal of a key whose movement ids are taken up to [`MAX_GENERATIONS`]: a key made
+/// again after it expired that many times is a client reusing one key for new requests, never
+/// a retry. Nothing was written or sent; a new request needs a new key.
+fn reused_past_every_generation() -> Problem {
+    Problem::new(
+        ProblemKind::IdempotencyKeyReused,
+        format!(
+            "This key was already used for {} requests, each after the one before it expired; \
+             a retry never needs that. Use a new key for a new request.",
+            MAX_GENERATIONS + 1
+        ),
+    )
 }
 
 /// Claims under the first generation whose movement id is free (`shared::movement_id`): the

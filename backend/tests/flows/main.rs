@@ -10,6 +10,7 @@ mod ledger_bank;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::response::IntoResponse;
 use clap::Parser;
 use shared::{IdempotencyKey, UserId};
 use sqlx::Connection;
@@ -102,15 +103,25 @@ impl Flows {
     }
 
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
+        self.try_pay(key, body, wait)
+            .await
+            .unwrap_or_else(|error| panic!("pay_bill failed: {error}"))
+    }
+
+    /// `pay_bill`'s result as it is: a refusal outside the path's own replies is an `Error`.
+    async fn try_pay(
+        &self,
+        key: &IdempotencyKey,
+        body: &str,
+        wait: Option<Duration>,
+    ) -> backend::error::Result<Reply> {
         let key = key.to_string();
         let submitted = Submitted {
             key_header_values: vec![key.as_bytes()],
             path_parameter: "bill-1",
             body: body.as_bytes(),
         };
-        pay_bill(&self.state, &caller(wait), submitted)
-            .await
-            .unwrap_or_else(|error| panic!("pay_bill failed: {error}"))
+        pay_bill(&self.state, &caller(wait), submitted).await
     }
 
     async fn refund(&self, key: &IdempotencyKey, payment_id: &str, body: &str) -> Reply {
@@ -339,6 +350,44 @@ async fn a_key_reused_after_it_expired_is_a_new_payment_under_a_new_reference() 
     );
     assert_eq!(flows.bank.references().len(), 2);
     assert_eq!(flows.bank.moved_paise(), 50_000);
+}
+
+#[tokio::test]
+async fn a_key_reused_past_its_last_generation_is_refused_and_calls_nothing() {
+    let mut flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint();
+    // Generation 0 and every reuse after expiry up to the last one: each a payment of its own.
+    let movements = shared::movement_id::MAX_GENERATIONS + 1;
+    for _ in 0..movements {
+        assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
+        flows = flows.reopened_after("DELETE FROM idempotency_keys;").await;
+    }
+    // One more is a client reusing a key, not a retry: a 422 naming it, never a 500.
+    let refused = flows
+        .try_pay(&key, BODY, None)
+        .await
+        .expect_err("refused")
+        .into_response();
+    assert_eq!(refused.status(), 422);
+    let body = axum::body::to_bytes(refused.into_body(), 64 * 1024)
+        .await
+        .expect("the problem's body");
+    let problem: serde_json::Value = serde_json::from_slice(&body).expect("a JSON problem");
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("idempotency-key-reused")
+    );
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("65 requests")
+    );
+    assert_eq!(flows.bank.references().len(), movements as usize);
+    assert_eq!(flows.rows("payments").await, i64::from(movements));
+    assert_eq!(flows.rows("idempotency_keys").await, 0, "nothing claimed");
 }
 
 #[tokio::test]
