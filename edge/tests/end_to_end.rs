@@ -783,6 +783,10 @@ async fn the_edge_keeps_a_reply_no_longer_than_the_backends_expiry_says() {
     stack.stop().await;
 }
 
+/// How many of the mutated requests may get no reply at all on their first exchange and be sent
+/// again (a connection reset on a loaded machine), out of 1,500.
+const MAY_SEND_AGAIN: usize = 2;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
     let stack = Stack::start(StackOptions::default()).await;
@@ -802,8 +806,16 @@ async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
     let addr = stack.edge_url.trim_start_matches("http://").to_owned();
     let mut failures = Vec::new();
     let mut seen = std::collections::BTreeMap::<u16, usize>::new();
+    let mut sent_again = Vec::new();
     for (index, request) in corpus.iter().enumerate() {
-        let reply = test_harness::mutations::send_raw(&addr, request).await;
+        let mut reply = test_harness::mutations::send_raw(&addr, request).await;
+        if reply.is_none() {
+            // No reply at all (CI saw one such exchange among 1,500 on a loaded machine, its
+            // request answered in every other run): sent once more. A request the edge cannot
+            // answer fails twice, and more than MAY_SEND_AGAIN such exchanges fail the test.
+            sent_again.push(index);
+            reply = test_harness::mutations::send_raw(&addr, request).await;
+        }
         match reply {
             Some(reply) if reply.status < 500 || reply.status == 503 => {
                 *seen.entry(reply.status).or_default() += 1;
@@ -819,6 +831,10 @@ async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        sent_again.len() <= MAY_SEND_AGAIN,
+        "no reply at all to requests {sent_again:?}"
+    );
     for status in [201, 400, 401, 404, 405, 413, 422] {
         assert!(seen.contains_key(&status), "no {status} among {seen:?}");
     }
