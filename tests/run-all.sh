@@ -37,7 +37,7 @@ psql -h 127.0.0.1 -U postgres -d postgres -Atc \
 # (scripts/two-releases.sh --build-only), each in a target directory of its own, built from the
 # start of the soaks, whose fixed durations leave CPU time idle, at the lowest priority (nice 19)
 # so the soaks' processes come first. (Started at the beginning instead, the static build slowed
-# the lint, Worker and native test steps by about 275 s: docs/figures.md.)
+# the lint, Worker and native test steps by about 275 s when it was measured.)
 background_log=$(mktemp -d)
 deploy/local-images/postgres-rootfs.sh >"$background_log/rootfs.log" 2>&1 &
 rootfs_maker=$!

@@ -811,8 +811,9 @@ async fn mutated_requests_get_no_server_error_at_the_edge_but_503() {
         let mut reply = test_harness::mutations::send_raw(&addr, request).await;
         if reply.is_none() {
             // No reply at all (CI saw one such exchange among 1,500 on a loaded machine, its
-            // request answered in every other run): sent once more. A request the edge cannot
-            // answer fails twice, and more than MAY_SEND_AGAIN such exchanges fail the test.
+            // request replied to in every other run): sent once more. A request the edge
+            // cannot reply to fails twice, and more than MAY_SEND_AGAIN such exchanges fail the
+            // test.
             sent_again.push(index);
             reply = test_harness::mutations::send_raw(&addr, request).await;
         }
