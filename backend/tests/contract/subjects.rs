@@ -2,39 +2,40 @@
 //! Auth0 (`auth0|…`), Firebase (a 28-character uid) and Cognito or Keycloak (a UUID) pay, replay
 //! and read as themselves, one key each, with no mapping service; and a token naming no usable
 //! user is refused with a 401 that says why, before anything is stored. Counted at the bank
-//! simulator's ledger and in the tables, on both stores.
+//! simulator's ledger and in the tables, on both stores, directly and through the edge in each
+//! of its modes.
 
 use serde_json::{Value, json};
 use test_harness::PROVIDER_SUBJECTS;
 
-use crate::support::{Received, StoreKind, TestApp, new_key, payment_body};
+use crate::support::{Received, Setup, TestApp, new_key, payment_body};
 
 async fn pay_as(app: &TestApp, token: &str, key: &str, body: &Value) -> Received {
     let reply = app
         .http
-        .post(format!("{}/v1/bills/elec-1/pay", app.url))
+        .post(format!("{}/v1/bills/elec-1/pay", app.entry_url))
         .bearer_auth(token)
         .header("Idempotency-Key", key)
         .json(body)
         .send()
         .await
-        .expect("backend replies");
+        .expect("a reply");
     Received::from(reply).await
 }
 
 async fn read_as(app: &TestApp, token: &str, payment_id: &str) -> u16 {
     let reply = app
         .http
-        .get(format!("{}/v1/payments/{payment_id}", app.url))
+        .get(format!("{}/v1/payments/{payment_id}", app.entry_url))
         .bearer_auth(token)
         .send()
         .await
-        .expect("backend replies");
+        .expect("a reply");
     reply.status().as_u16()
 }
 
-async fn each_subject_pays_once_under_the_same_key_and_reads_only_its_own(store: StoreKind) {
-    let app = TestApp::spawn_on(store).await;
+async fn each_subject_pays_once_under_the_same_key_and_reads_only_its_own(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let (key, body) = (new_key(), payment_body(230_000));
     let tokens: Vec<String> = PROVIDER_SUBJECTS
         .iter()
@@ -72,8 +73,8 @@ async fn each_subject_pays_once_under_the_same_key_and_reads_only_its_own(store:
     assert_eq!(stored, expected, "each key under its subject as written");
 }
 
-async fn a_token_naming_no_usable_user_is_refused_saying_why(store: StoreKind) {
-    let app = TestApp::spawn_on(store).await;
+async fn a_token_naming_no_usable_user_is_refused_saying_why(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let (key, body) = (new_key(), payment_body(230_000));
     let too_long = "a".repeat(256);
     for (claims, why) in [
@@ -96,7 +97,7 @@ async fn a_token_naming_no_usable_user_is_refused_saying_why(store: StoreKind) {
     assert!(app.ledger().await.debits.is_empty(), "nothing charged");
 }
 
-for_each_store!(
+for_each_store_and_entry!(
     each_subject_pays_once_under_the_same_key_and_reads_only_its_own,
     a_token_naming_no_usable_user_is_refused_saying_why,
 );

@@ -5,9 +5,12 @@
 //! SQLite a file in a temporary directory of its own.
 //!
 //! The contract suite is written once, as `async fn(StoreKind)` test bodies, and
-//! [`for_each_store!`](crate::for_each_store) runs each against both stores.
+//! [`for_each_store!`](crate::for_each_store) runs each against both stores; SPEC §4's rows are
+//! `async fn(Setup)` bodies that [`for_each_store_and_entry!`](crate::for_each_store_and_entry)
+//! also runs through the edge ([`edge_in_front`]).
 #![allow(dead_code)] // The two test binaries use different parts of the harness.
 
+pub mod edge_in_front;
 pub mod load;
 pub mod process;
 
@@ -19,6 +22,8 @@ use backend::startup::Application;
 use backend::state::AppState;
 use backend::store::{ClaimResult, ClaimToken, KeyRef, NewPayment};
 use bank_simulator::{BankSimulator, Knobs, Ledger, RunningBank};
+pub use edge_in_front::{EdgeInFront, Entry, Setup};
+use secret_settings::SecretString;
 use serde_json::{Value, json};
 use shared::{IdempotencyKey, Policy, UserId};
 use tokio::sync::oneshot;
@@ -43,6 +48,42 @@ macro_rules! for_each_store {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $test() {
                     super::$test($crate::support::StoreKind::Sqlite).await
+                }
+            )+
+        }
+    };
+}
+
+/// Instantiates each named `async fn(Setup)` test body on both stores, directly
+/// (`on_postgres::NAME`, `on_sqlite::NAME`) and through the edge keeping replies
+/// (`through_the_edge_on_*`) and keeping none (`through_the_residency_edge_on_*`). The bodies
+/// after `only_directly:` run on both stores directly, for a reason their call site gives.
+#[macro_export]
+macro_rules! for_each_store_and_entry {
+    ($($test:ident),+ $(,)?) => {
+        $crate::for_each_store_and_entry!(@all [$($test),+] [$($test),+]);
+    };
+    ($($test:ident),+ $(,)?; only_directly: $($direct:ident),+ $(,)?) => {
+        $crate::for_each_store_and_entry!(@all [$($test),+] [$($test,)+ $($direct),+]);
+    };
+    (@all [$($through:ident),+] [$($direct:ident),+]) => {
+        $crate::for_each_store_and_entry!(@at on_postgres, Postgres, Backend; $($direct),+);
+        $crate::for_each_store_and_entry!(@at on_sqlite, Sqlite, Backend; $($direct),+);
+        $crate::for_each_store_and_entry!(@at through_the_edge_on_postgres, Postgres, EdgeKeepingReplies; $($through),+);
+        $crate::for_each_store_and_entry!(@at through_the_edge_on_sqlite, Sqlite, EdgeKeepingReplies; $($through),+);
+        $crate::for_each_store_and_entry!(@at through_the_residency_edge_on_postgres, Postgres, EdgeKeepingNone; $($through),+);
+        $crate::for_each_store_and_entry!(@at through_the_residency_edge_on_sqlite, Sqlite, EdgeKeepingNone; $($through),+);
+    };
+    (@at $module:ident, $store:ident, $entry:ident; $($test:ident),+) => {
+        mod $module {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test($crate::support::Setup {
+                        store: $crate::support::StoreKind::$store,
+                        entry: $crate::support::Entry::$entry,
+                    })
+                    .await
                 }
             )+
         }
@@ -101,6 +142,8 @@ pub struct Options {
     pub run_workers: bool,
     /// The origins whose pages may call the API from a browser (`CORS_ALLOWED_ORIGINS`): none.
     pub cors_allowed_origins: AllowedOrigins,
+    /// Where the test's customer requests enter: the backend, or an edge in front of it.
+    pub entry: Entry,
 }
 
 /// The policy tests run under (`tests/policy-for-tests.yaml`): the shipped one with the rail's
@@ -130,11 +173,28 @@ impl Default for Options {
             database_via: None,
             postgres_server: None,
             identity: Identity::with_secrets(SECRET, Some(OPERATOR_SECRET)),
+            entry: Entry::Backend,
         }
     }
 }
 
+impl Setup {
+    /// The default options on this store and entry.
+    pub fn options(self) -> Options {
+        Options::default().entering(self)
+    }
+}
+
 impl Options {
+    /// These options on `setup`'s store, entered where it says.
+    pub fn entering(self, setup: Setup) -> Options {
+        Options {
+            store: setup.store,
+            entry: setup.entry,
+            ..self
+        }
+    }
+
     /// On `store`, a bank that debits but holds every reply back for 3 s, past the backend's
     /// 300 ms bank timeout: every payment's key ends `unknown`, with its debit at the bank.
     pub fn replies_lost_past_the_timeout(store: StoreKind) -> Options {
@@ -202,8 +262,10 @@ impl TestDb {
 
 /// A running backend with its database and bank.
 pub struct TestApp {
-    /// `http://127.0.0.1:PORT`.
+    /// The backend's `http://127.0.0.1:PORT`.
     pub url: String,
+    /// Where customer requests enter ([`Options::entry`]): the edge's URL, or the backend's.
+    pub entry_url: String,
     /// The admin listener's `http://127.0.0.1:PORT` (metrics, detailed readiness).
     pub admin_url: String,
     /// A client with a short timeout.
@@ -219,6 +281,8 @@ pub struct TestApp {
     /// A pool of the test's own on that database, to count and change rows directly.
     pub db: TestDb,
     _stop: oneshot::Sender<()>,
+    /// The edge in front, if the test enters through one.
+    _edge: Option<EdgeInFront>,
     /// The database or SQLite file, dropped when the app is dropped.
     _store: FreshStore,
 }
@@ -306,7 +370,11 @@ impl TestApp {
     }
 
     /// A backend with the given options.
-    pub async fn spawn_with(options: Options) -> TestApp {
+    pub async fn spawn_with(mut options: Options) -> TestApp {
+        if options.entry != Entry::Backend {
+            options.identity.edge_proof_secrets =
+                vec![SecretString::from(edge_in_front::PROOF_SECRET)];
+        }
         let bank = BankSimulator::spawn(options.knobs.clone())
             .await
             .expect("bank simulator starts");
@@ -337,7 +405,15 @@ impl TestApp {
             .await
             .expect("backend serves");
         });
+        let edge = match options.entry {
+            Entry::Backend => None,
+            mode => Some(EdgeInFront::start(mode, &url).await),
+        };
         TestApp {
+            entry_url: edge
+                .as_ref()
+                .map_or_else(|| url.clone(), |edge| edge.url.clone()),
+            _edge: edge,
             url,
             admin_url,
             http: reqwest::Client::builder()
@@ -386,14 +462,14 @@ impl TestApp {
 
     /// `POST /v1/bills/{bill}/pay` as `user` with `key` (sent bare) and `body`.
     pub async fn pay(&self, user: u64, key: Option<&str>, bill: &str, body: &Value) -> Received {
-        send_pay(&self.http, &self.url, user, key, bill, body)
+        send_pay(&self.http, &self.entry_url, user, key, bill, body)
             .await
             .expect("backend replies")
     }
 
     /// `POST /v1/payments/{payment}/refunds`.
     pub async fn refund(&self, user: u64, key: &str, payment_id: &str, amount: u64) -> Received {
-        send_refund(&self.http, &self.url, user, key, payment_id, amount)
+        send_refund(&self.http, &self.entry_url, user, key, payment_id, amount)
             .await
             .expect("backend replies")
     }
@@ -402,7 +478,7 @@ impl TestApp {
     pub async fn read_payment(&self, user: u64, payment_id: &str) -> Received {
         let response = self
             .http
-            .get(format!("{}/v1/payments/{payment_id}", self.url))
+            .get(format!("{}/v1/payments/{payment_id}", self.entry_url))
             .bearer_auth(Self::token(user))
             .send()
             .await
