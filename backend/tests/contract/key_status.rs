@@ -1,10 +1,11 @@
 //! `GET /v1/idempotency-keys/{key}` over HTTP: a finished key gets its saved outcome (201 or
 //! the 402 decline) exactly as a replay would, a pending key its state with `Retry-After`, and a
-//! key is only ever found for the user who sent it. Reading never moves money.
+//! key is only ever found for the user who sent it. Reading never moves money. On both stores,
+//! directly and through the edge in each of its modes.
 
 use std::time::Duration;
 
-use crate::support::{Options, Received, TestApp, new_key, payment_body, wait_for};
+use crate::support::{Options, Received, Setup, TestApp, new_key, payment_body, wait_for};
 use backend::reconcile::try_reconcile_once;
 use bank_simulator::Knobs;
 use serde_json::{Value, json};
@@ -13,11 +14,14 @@ use serde_json::{Value, json};
 async fn key_status(app: &TestApp, user: u64, key_in_path: &str) -> Received {
     let response = app
         .http
-        .get(format!("{}/v1/idempotency-keys/{key_in_path}", app.url))
+        .get(format!(
+            "{}/v1/idempotency-keys/{key_in_path}",
+            app.entry_url
+        ))
         .bearer_auth(TestApp::token(user))
         .send()
         .await
-        .expect("backend replies");
+        .expect("a reply");
     Received::from(response).await
 }
 
@@ -44,9 +48,8 @@ fn assert_state(reply: &Received, state: &str) -> Value {
     body
 }
 
-#[tokio::test]
-async fn finished_payment_replies_with_the_saved_201_for_bare_and_quoted_keys() {
-    let app = TestApp::spawn().await;
+async fn finished_payment_replies_with_the_saved_201_for_bare_and_quoted_keys(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let key = new_key();
     let paid = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
@@ -68,9 +71,8 @@ async fn finished_payment_replies_with_the_saved_201_for_bare_and_quoted_keys() 
     assert_eq!(app.ledger().await.debits.len(), 1, "reading moved no money");
 }
 
-#[tokio::test]
-async fn declined_payment_replies_with_the_saved_402_problem() {
-    let app = TestApp::spawn().await;
+async fn declined_payment_replies_with_the_saved_402_problem(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let key = new_key();
     let body = json!({"amount_paise": 230_000, "payer_vpa": "decline@okbank"});
     let declined = app.pay(7, Some(&key), "elec-1", &body).await;
@@ -82,9 +84,8 @@ async fn declined_payment_replies_with_the_saved_402_problem() {
     assert_eq!(status["answer"], status["reply"]);
 }
 
-#[tokio::test]
-async fn finished_refund_replies_with_the_saved_refund() {
-    let app = TestApp::spawn().await;
+async fn finished_refund_replies_with_the_saved_refund(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let paid = app
         .pay(7, Some(&new_key()), "elec-1", &payment_body(10_000))
         .await;
@@ -102,15 +103,14 @@ async fn finished_refund_replies_with_the_saved_refund() {
     assert_eq!(status["reply"], refunded.json());
 }
 
-#[tokio::test]
-async fn key_whose_bank_reply_was_lost_is_unknown_until_reconciled() {
+async fn key_whose_bank_reply_was_lost_is_unknown_until_reconciled(setup: Setup) {
     let app = TestApp::spawn_with(Options {
         knobs: Knobs {
             lost_reply_rate: 1.0,
             ..Knobs::default()
         },
         bank_timeout: Duration::from_millis(300),
-        ..Options::default()
+        ..setup.options()
     })
     .await;
     let key = new_key();
@@ -142,19 +142,18 @@ async fn key_whose_bank_reply_was_lost_is_unknown_until_reconciled() {
     assert_eq!(app.ledger().await.debits.len(), 1);
 }
 
-#[tokio::test]
-async fn key_still_running_is_started_with_retry_after() {
+async fn key_still_running_is_started_with_retry_after(setup: Setup) {
     let app = TestApp::spawn_with(Options {
         knobs: Knobs {
             latency_ms: 1_500,
             ..Knobs::default()
         },
-        ..Options::default()
+        ..setup.options()
     })
     .await;
     let key = new_key();
     let paying = tokio::spawn({
-        let (http, url, key) = (app.http.clone(), app.url.clone(), key.clone());
+        let (http, url, key) = (app.http.clone(), app.entry_url.clone(), key.clone());
         async move {
             crate::support::send_pay(&http, &url, 7, Some(&key), "elec-1", &payment_body(500)).await
         }
@@ -173,15 +172,14 @@ async fn key_still_running_is_started_with_retry_after() {
     );
     assert_eq!(started.header("retry-after"), Some("1"));
 
-    let paid = paying.await.expect("task").expect("backend replies");
+    let paid = paying.await.expect("task").expect("a reply");
     assert_eq!(paid.status, 201);
     let done = assert_state(&key_status(&app, 7, &key).await, "done");
     assert_eq!(done["reply"], paid.json());
 }
 
-#[tokio::test]
-async fn another_users_key_is_the_same_404_as_a_key_never_sent() {
-    let app = TestApp::spawn().await;
+async fn another_users_key_is_the_same_404_as_a_key_never_sent(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     let key = new_key();
     let paid = app
         .pay(7, Some(&key), "elec-1", &payment_body(230_000))
@@ -196,9 +194,8 @@ async fn another_users_key_is_the_same_404_as_a_key_never_sent() {
     );
 }
 
-#[tokio::test]
-async fn malformed_key_is_400_and_a_missing_token_is_401() {
-    let app = TestApp::spawn().await;
+async fn malformed_key_is_400_and_a_missing_token_is_401(setup: Setup) {
+    let app = TestApp::spawn_with(setup.options()).await;
     for malformed in [
         "order-1234",
         "c232ab00-9414-11ec-b3c8-9f6bdeced846",
@@ -210,11 +207,25 @@ async fn malformed_key_is_400_and_a_missing_token_is_401() {
     }
     let anonymous = app
         .http
-        .get(format!("{}/v1/idempotency-keys/{}", app.url, new_key()))
+        .get(format!(
+            "{}/v1/idempotency-keys/{}",
+            app.entry_url,
+            new_key()
+        ))
         .send()
         .await
-        .expect("backend replies");
+        .expect("a reply");
     Received::from(anonymous)
         .await
         .assert_problem(401, "unauthenticated");
 }
+
+for_each_store_and_entry!(
+    finished_payment_replies_with_the_saved_201_for_bare_and_quoted_keys,
+    declined_payment_replies_with_the_saved_402_problem,
+    finished_refund_replies_with_the_saved_refund,
+    key_whose_bank_reply_was_lost_is_unknown_until_reconciled,
+    key_still_running_is_started_with_retry_after,
+    another_users_key_is_the_same_404_as_a_key_never_sent,
+    malformed_key_is_400_and_a_missing_token_is_401,
+);
