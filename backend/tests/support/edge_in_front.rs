@@ -66,6 +66,7 @@ impl EdgeInFront {
             bindings: (
                 edge::runtime::COORDINATOR_BINDING,
                 edge::runtime::RATE_LIMITER_BINDING,
+                edge::trace::REQUESTS_DATASET_BINDING,
             ),
             extra: vec![
                 ("EDGE_PROOF_SECRET", PROOF_SECRET.to_owned()),

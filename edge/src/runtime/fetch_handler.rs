@@ -15,7 +15,9 @@
 //! `traceparent` is well formed, else a new one; every forward names the edge's span as the
 //! backend's parent. Each branch says how the edge replied ([`EdgeHandling`]: forwarded,
 //! replayed, held, refused, forward failed, edge error), and when the settings name a collector
-//! (`OTEL_EXPORTER_OTLP_ENDPOINT`) the span is exported after the reply.
+//! (`OTEL_EXPORTER_OTLP_ENDPOINT`) the span is exported after the reply. Every request is also
+//! one data point in the edge's Analytics Engine dataset, where one is bound
+//! ([`crate::trace::RequestPoint`]): the dashboard's count of the edge's refusals.
 
 use std::time::Duration;
 
@@ -31,6 +33,7 @@ use super::cross_origin::readable_by_listed_origin;
 use super::forward::{BackendReply, forward_buffered, forward_unchanged};
 use super::identity;
 use super::rate_limiter_client::take_token;
+use super::request_points::write_request_point;
 use super::response::reply_response;
 use super::trace_export::{export_span, trace_of};
 use crate::config::{EdgeConfig, JWT_SECRET_VAR, PROOF_SECRET_VAR, compiled_policy};
@@ -41,7 +44,7 @@ use crate::header_bytes::header_bytes;
 use crate::operator_routes::{self, is_operator_route};
 use crate::rate_limit::{CLIENT_ADDRESS_HEADER, ClientAddress, Limit, Requester};
 use crate::reply::Reply;
-use crate::trace::{EdgeHandling, EdgeSpan, TraceContext};
+use crate::trace::{EdgeHandling, EdgeSpan, RequestPoint, TraceContext};
 
 /// The entry point: replies to every request, turning an unexpected error into a 500 problem. A
 /// body nothing read (the reply did not need it) is read to its end first, so the client,
@@ -75,7 +78,7 @@ impl Served {
 }
 
 /// Reads the settings and serves the request as the edge's span of its trace, exported after
-/// the reply when a collector is configured.
+/// the reply when a collector is configured, and counts it in the requests' dataset.
 async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Result<Response> {
     let start_ms = now_ms();
     let config = match edge_config(env) {
@@ -93,13 +96,21 @@ async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Resul
             Served::reply(EdgeHandling::EdgeError, Reply::problem(&internal_problem()))?
         }
     };
+    let (method, path) = (request.method().to_string(), request.path());
+    let status = served.response.status_code();
+    let operation = Gate::new(compiled_policy())
+        .route(&method, &path)
+        .map(|route| route.operation);
+    write_request_point(
+        env,
+        RequestPoint::new(served.handling, status, &method, operation),
+    );
     if let Some(export) = config.span_export() {
-        let (method, path) = (request.method().to_string(), request.path());
         let span = EdgeSpan {
             trace: &trace,
             method: &method,
             path: &path,
-            status: served.response.status_code(),
+            status,
             handling: served.handling,
             start_ms,
             end_ms: now_ms(),

@@ -19,6 +19,7 @@ mod outgoing;
 mod provider_keys;
 mod rate_limiter;
 mod rate_limiter_client;
+mod request_points;
 mod response;
 mod trace_export;
 mod web_crypto;

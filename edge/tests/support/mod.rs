@@ -19,7 +19,7 @@ use edge::rate_limit::Limit;
 use serde_json::Value;
 use shared::UserId;
 use shared::auth::sign_token;
-use test_harness::workerd::{WorkerSettings, start_workerd};
+use test_harness::workerd::{REQUESTS_DATASET, WorkerSettings, dataset_points, start_workerd};
 use test_harness::{
     BankGateway, ServerProcess, TestDatabase, listening_url, listening_urls, server_binary,
 };
@@ -238,6 +238,7 @@ impl Stack {
             bindings: (
                 edge::runtime::COORDINATOR_BINDING,
                 edge::runtime::RATE_LIMITER_BINDING,
+                edge::trace::REQUESTS_DATASET_BINDING,
             ),
             extra: shared_settings,
             durable_objects_on_disk: options.durable_objects_on_disk.then(|| {
@@ -287,6 +288,11 @@ impl Stack {
     /// Kills every process and drops the database.
     pub async fn stop(self) {
         drop(self);
+    }
+
+    /// Every data point the Worker has written to its requests' dataset, in order.
+    pub fn request_points(&self) -> Vec<Value> {
+        dataset_points(&self.workerd.log(), REQUESTS_DATASET)
     }
 
     /// Runs `sql` on the backend's database (after its migrations): a test's trigger, say.

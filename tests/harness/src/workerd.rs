@@ -2,7 +2,9 @@
 //! runs: its settings as bindings, its Durable Objects in memory (or in SQLite files in a
 //! directory, for a test that reads what they store), outbound fetch limited to this
 //! machine, on port 0 of 127.0.0.1 (workerd reports the port it bound through its control
-//! messages). Used by the edge's end-to-end tests and the soak.
+//! messages). Used by the edge's end-to-end tests and the soak. The Worker's Analytics Engine
+//! dataset is a stand-in that prints each point it is given (`analytics_engine_sink.js`), read
+//! back with [`dataset_points`].
 //!
 //! Nothing is skipped: a missing Worker build or `workerd` fails with the command that makes it.
 
@@ -27,9 +29,10 @@ pub struct WorkerSettings {
     pub user_limit: (u32, u32),
     /// `RATE_LIMIT_ADDRESS_PER_MINUTE` and `RATE_LIMIT_ADDRESS_BURST`.
     pub address_limit: (u32, u32),
-    /// The binding names of the key coordinator and rate limiter namespaces (the edge crate's
-    /// `COORDINATOR_BINDING` and `RATE_LIMITER_BINDING`).
-    pub bindings: (&'static str, &'static str),
+    /// The binding names of the key coordinator and rate limiter namespaces and of the requests'
+    /// dataset (the edge crate's `COORDINATOR_BINDING`, `RATE_LIMITER_BINDING` and
+    /// `REQUESTS_DATASET_BINDING`).
+    pub bindings: (&'static str, &'static str, &'static str),
     /// Further text bindings: `AUTH_JWKS_URL`, `EDGE_PROOF_SECRET`, the token rules…
     pub extra: Vec<(&'static str, String)>,
     /// A directory (which must exist) for the Durable Objects' storage, each object's SQLite
@@ -55,6 +58,7 @@ pub async fn start_workerd(
         std::fs::copy(&built, scratch.join(file)).expect("copy the Worker build");
     }
     std::fs::write(scratch.join("edge.capnp"), config(settings)).expect("write the config");
+    std::fs::write(scratch.join(DATASET_SINK_FILE), DATASET_SINK).expect("write the dataset");
     let binary = repo_root.join("node_modules/@cloudflare/workerd-linux-64/bin/workerd");
     assert!(
         binary.is_file(),
@@ -68,6 +72,23 @@ pub async fn start_workerd(
         .arg(scratch.join("edge.capnp"))
         .args(["--control-fd", "1"]);
     ServerProcess::start("workerd", command, listen_port).await
+}
+
+/// The dataset's stand-in module, written beside the config.
+const DATASET_SINK: &str = include_str!("analytics_engine_sink.js");
+const DATASET_SINK_FILE: &str = "analytics-engine-sink.js";
+
+/// The name `wrangler.toml` gives the requests' dataset, as the stand-in prints it: the edge's
+/// `trace::REQUESTS_DATASET` (`edge/tests/request_points.rs` checks they agree).
+pub const REQUESTS_DATASET: &str = "payments_edge_requests";
+
+/// Every data point the Worker wrote to `dataset`, in order, from workerd's output `log`.
+pub fn dataset_points(log: &str, dataset: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["analytics_engine_dataset"] == dataset)
+        .map(|mut line| line["point"].take())
+        .collect()
 }
 
 /// The port in workerd's control message `{"event":"listen","socket":"http","port":N}`.
@@ -84,7 +105,7 @@ fn config(settings: &WorkerSettings) -> String {
         jwt_secret,
         user_limit: (user_per_minute, user_burst),
         address_limit: (address_per_minute, address_burst),
-        bindings: (coordinator, limiter),
+        bindings: (coordinator, limiter, requests_dataset),
         extra,
         durable_objects_on_disk,
     } = settings;
@@ -112,6 +133,9 @@ const config :Workerd.Config = (
     (name = "edge", worker = .edge),
     (name = "loopback", network = (allow = ["local"])),
 {storage_service}  ],
+  extensions = [(modules = [
+    (name = "test-dataset:sink", esModule = embed "{DATASET_SINK_FILE}", internal = true),
+  ])],
   sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "edge")],
 );
 
@@ -131,6 +155,10 @@ const edge :Workerd.Worker = (
     (name = "RATE_LIMIT_ADDRESS_BURST", text = "{address_burst}"),
     (name = "{coordinator}", durableObjectNamespace = "KeyCoordinator"),
     (name = "{limiter}", durableObjectNamespace = "RateLimiter"),
+    (name = "{requests_dataset}", wrapped = (
+      moduleName = "test-dataset:sink",
+      innerBindings = [(name = "dataset", text = "{REQUESTS_DATASET}")],
+    )),
   ],
   durableObjectNamespaces = [
     (className = "KeyCoordinator", uniqueKey = "safe-retries-edge-KeyCoordinator", enableSql = true),

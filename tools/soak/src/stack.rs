@@ -296,6 +296,7 @@ impl Stack {
             bindings: (
                 edge::runtime::COORDINATOR_BINDING,
                 edge::runtime::RATE_LIMITER_BINDING,
+                edge::trace::REQUESTS_DATASET_BINDING,
             ),
             extra: vec![("EDGE_PROOF_SECRET", self.proof_secret())],
         };
