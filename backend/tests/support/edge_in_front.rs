@@ -8,10 +8,8 @@
 //! runs a body once per store directly and once per store through the edge in each of the
 //! edge's two modes (replies kept, and none kept: the residency mode of docs/edge.md).
 
-use std::path::PathBuf;
-
 use test_harness::ServerProcess;
-use test_harness::workerd::{WorkerSettings, start_workerd};
+use test_harness::workerd::{WorkerSettings, repo_root_of, start_workerd};
 
 use crate::support::{SECRET, StoreKind};
 
@@ -48,14 +46,9 @@ pub struct EdgeInFront {
 }
 
 impl EdgeInFront {
-    /// Starts the Worker in `mode` (not [`Entry::Backend`]) forwarding to `backend_url`, with
+    /// Starts the Worker, keeping finished replies or not, forwarding to `backend_url`, with
     /// the test tokens' secret, the proof's secret and limits no contract test reaches.
-    pub async fn start(mode: Entry, backend_url: &str) -> EdgeInFront {
-        let keeps_replies = match mode {
-            Entry::Backend => panic!("the backend entry has no edge in front"),
-            Entry::EdgeKeepingReplies => true,
-            Entry::EdgeKeepingNone => false,
-        };
+    pub async fn start(keeps_replies: bool, backend_url: &str) -> EdgeInFront {
         let scratch = tempfile::tempdir().expect("a scratch directory");
         let settings = WorkerSettings {
             backend_url: backend_url.to_owned(),
@@ -74,7 +67,8 @@ impl EdgeInFront {
             ],
             durable_objects_on_disk: None,
         };
-        let (workerd, port) = start_workerd(&repo_root(), scratch.path(), &settings).await;
+        let repo_root = repo_root_of(env!("CARGO_MANIFEST_DIR"));
+        let (workerd, port) = start_workerd(&repo_root, scratch.path(), &settings).await;
         EdgeInFront {
             url: format!("http://127.0.0.1:{port}"),
             _workerd: workerd,
@@ -86,7 +80,3 @@ impl EdgeInFront {
 /// Per minute and burst: the rows send bursts from one user and one address, and are not
 /// about rate limits (edge/tests/end_to_end.rs is).
 const UNREACHED_LIMIT: (u32, u32) = (1_000_000, 10_000);
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}

@@ -407,7 +407,8 @@ impl TestApp {
         });
         let edge = match options.entry {
             Entry::Backend => None,
-            mode => Some(EdgeInFront::start(mode, &url).await),
+            Entry::EdgeKeepingReplies => Some(EdgeInFront::start(true, &url).await),
+            Entry::EdgeKeepingNone => Some(EdgeInFront::start(false, &url).await),
         };
         TestApp {
             entry_url: edge

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use shared::prefer::{PREFER_HEADER, requested_wait};
-use shared::{Problem, ProblemKind};
+use shared::{Operation, Problem, ProblemKind};
 use worker::{Env, Request, Response, Result, console_error, console_log, event};
 
 use super::body::{discard_unread_body, read_body_within};
@@ -98,9 +98,7 @@ async fn serve(request: &Request, env: &Env, context: &worker::Context) -> Resul
     };
     let (method, path) = (request.method().to_string(), request.path());
     let status = served.response.status_code();
-    let operation = Gate::new(compiled_policy())
-        .route(&method, &path)
-        .map(|route| route.operation);
+    let operation = Operation::match_path(&method, &path).map(|(operation, _)| operation);
     write_request_point(
         env,
         RequestPoint::new(served.handling, status, &method, operation),

@@ -21,7 +21,7 @@ pub const BLOB_COLUMNS: [&str; 4] = ["handling", "status", "method", "operation"
 /// The production dataset's name (`wrangler.toml`), which the dashboard's edge panels read.
 pub const REQUESTS_DATASET: &str = "payments_edge_requests";
 
-/// The `operation` blob of a request to no guarded operation.
+/// The `operation` blob of a request whose path names no operation.
 pub const NO_OPERATION: &str = "other";
 
 /// One request as the dataset stores it.
@@ -35,7 +35,7 @@ pub struct RequestPoint {
 }
 
 impl RequestPoint {
-    /// The point of a request with `method`, to `operation` (if a guarded one), handled as
+    /// The point of a request with `method`, to `operation` (if its path names one), handled as
     /// `handling` with reply `status`.
     pub fn new(
         handling: EdgeHandling,
