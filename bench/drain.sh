@@ -35,36 +35,7 @@ APP_ENV=development DATABASE_URL=$database_url POLICY_FILE=policy.yaml RUST_LOG=
 "$bin/bank-simulator" --listen 127.0.0.1:18081 >/dev/null 2>&1 & pids+=($!)
 for _ in $(seq 1 100); do curl -sf "$bank/healthz" >/dev/null && break; sleep 0.1; done
 
-# The backlog: keys claimed a minute ago, one per payment, and the bank's debit of each.
-psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$db" -v keys="$keys" <<'SQL'
-WITH lost AS (
-    SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key,
-           gen_random_uuid() AS payment_id,
-           now() - interval '1 minute' + g * interval '1 millisecond' AS at
-    FROM generate_series(1, :keys) AS g),
-paid AS (
-    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
-                          bank_reference, created_at)
-    SELECT payment_id, user_id, 'elec-' || g, 230000, 'asha@okbank', 'pending',
-           'pay-' || payment_id, at
-    FROM lost)
-INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
-                              created_at, claimed_at, bank_call_ended)
-SELECT user_id, key, 'pay_bill', 'unknown', sha256(key::text::bytea), payment_id, at, at, false
-FROM lost;
-SQL
-psql -h 127.0.0.1 -U postgres -d "$db" -Atc "SELECT bank_reference FROM payments" | python3 -c '
-import http.client, json, sys
-bank = http.client.HTTPConnection("127.0.0.1", 18081)
-for reference in sys.stdin.read().split():
-    bank.request("POST", "/debits", json.dumps(
-        {"reference": reference, "amount_paise": 230000, "account": "asha@okbank"}),
-        {"Content-Type": "application/json"})
-    reply = bank.getresponse()
-    reply.read()
-    if reply.status != 201 and reply.status != 200:
-        sys.exit(f"the bank refused a debit: {reply.status}")
-'
+unknown_backlog "$db" "$keys"
 
 unknown() { sql_value "SELECT count(*) FROM idempotency_keys WHERE state = 'unknown'"; }
 drain() { # concurrency lookups-per-second [policy]: keys per second

@@ -181,3 +181,38 @@ check_money() {
   echo "check: bank debits $debits, succeeded payments $payments (must be equal), unfinished keys $unfinished"
   [ "$debits" = "$payments" ]
 }
+
+# unknown_backlog DATABASE KEYS: KEYS payments whose replies were all lost, on a migrated
+# PostgreSQL database: each key `unknown` (claimed a minute ago), its payment `pending`, and its
+# debit held by the bank simulator on 127.0.0.1:18081 under the payment's reference.
+unknown_backlog() {
+  psql -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -d "$1" -v keys="$2" <<'SQL'
+WITH lost AS (
+    SELECT g, 1000 + g % 100 AS user_id, gen_random_uuid() AS key,
+           gen_random_uuid() AS payment_id,
+           now() - interval '1 minute' + g * interval '1 millisecond' AS at
+    FROM generate_series(1, :keys) AS g),
+paid AS (
+    INSERT INTO payments (payment_id, user_id, bill_id, amount_paise, payer_vpa, status,
+                          bank_reference, created_at)
+    SELECT payment_id, user_id, 'elec-' || g, 230000, 'asha@okbank', 'pending',
+           'pay-' || payment_id, at
+    FROM lost)
+INSERT INTO idempotency_keys (user_id, key, operation, state, fingerprint, resource_id,
+                              created_at, claimed_at, bank_call_ended)
+SELECT user_id, key, 'pay_bill', 'unknown', sha256(key::text::bytea), payment_id, at, at, false
+FROM lost;
+SQL
+  psql -h 127.0.0.1 -U postgres -d "$1" -Atc "SELECT bank_reference FROM payments" | python3 -c '
+import http.client, json, sys
+bank = http.client.HTTPConnection("127.0.0.1", 18081)
+for reference in sys.stdin.read().split():
+    bank.request("POST", "/debits", json.dumps(
+        {"reference": reference, "amount_paise": 230000, "account": "asha@okbank"}),
+        {"Content-Type": "application/json"})
+    reply = bank.getresponse()
+    reply.read()
+    if reply.status != 201 and reply.status != 200:
+        sys.exit(f"the bank refused a debit: {reply.status}")
+'
+}
