@@ -1,4 +1,4 @@
-//! Two releases side by side, as a rolling upgrade runs them (docs/operations.md, "Upgrades"):
+//! Two releases side by side, as a rolling upgrade runs them (docs/operations.md, "upgrades"):
 //! the previous release's backend (`PREVIOUS_RELEASE_BACKEND`, built by
 //! `scripts/two-releases.sh` from the commit `deploy/previous-release` names) migrates a fresh
 //! database and takes payments; then this release's `backend migrate` runs as the release step
@@ -7,7 +7,9 @@
 //! the rules hold across them: a payment made on one is replayed by the other byte for byte;
 //! the same payment sent to both at once debits once (many rounds); a refund of a payment the
 //! other release made, its replay on the other; a changed body refused by both; a key's status
-//! alike on both; never a 5xx. The bank's ledger has one debit per payment key.
+//! alike on both; never a 5xx. The bank's ledger has one debit per payment key. Both read this
+//! release's policy file, as replicas sharing a mounted one do: a field the previous release
+//! does not know would stop it at start-up (policies refuse unknown fields).
 //!
 //! Run by `scripts/two-releases.sh` (the test command runs it); without the previous release's
 //! binary this test fails, saying how to build it, rather than pass.
