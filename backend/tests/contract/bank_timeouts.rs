@@ -126,8 +126,17 @@ async fn lost_and_late_bank_replies_under_load_end_in_one_debit_per_succeeded_pa
 /// Lost replies at 30% against a deduplicating bank whose look-ups reply `lookup_status`:
 /// every key ends resolved, whichever success status the bank's look-ups use.
 async fn lost_replies_resolve_with_look_ups_replying(store: StoreKind, lookup: LookupStatus) {
+    // On a loaded machine a call can outlast the 150 ms timeout before the bank has executed
+    // it; the backend's dropped connection then cancels it, and the bank never sees it. Such a
+    // key is released only once its claim is `stuck_after` old (SPEC §4): at the shipped 5
+    // minutes, longer than the clients' deadline (a CI run's key waited 240 s and failed).
+    let policy = Policy {
+        stuck_after: Duration::from_secs(1),
+        ..crate::support::test_policy()
+    };
     let app = TestApp::spawn_with(Options {
         store,
+        policy,
         knobs: Knobs {
             latency_ms: 5,
             jitter_ms: 20,

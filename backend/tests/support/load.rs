@@ -91,7 +91,15 @@ pub async fn pay_until_final(app: &TestApp, user: u64, key: String) -> ClientRun
         );
         match CLIENT_RETRIES.next_step(failed_attempts, started.elapsed(), None, random_unit()) {
             NextStep::RetryAfter(wait) => tokio::time::sleep(wait).await,
-            NextStep::CheckStatus => panic!("key {}: no final reply within the deadline", run.key),
+            NextStep::CheckStatus => panic!(
+                "key {}: no final reply within the deadline; replies until then: {} outcome \
+                 pending, {} in progress, {} service unavailable, {} bank unavailable",
+                run.key,
+                run.outcome_pending,
+                run.in_progress,
+                run.service_unavailable,
+                run.bank_unavailable
+            ),
         }
     }
     unreachable!("the loop returns or panics")
