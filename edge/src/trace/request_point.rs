@@ -112,6 +112,11 @@ mod tests {
                 query.contains(&format!("FROM {REQUESTS_DATASET} ")),
                 "{query}"
             );
+            // The time picker's range (the Altinity plugin's macro), not a window of its own.
+            assert!(
+                query.contains("$timeFilterByColumn(timestamp)") && !query.contains("NOW()"),
+                "{query}"
+            );
             for (at, _) in query.match_indices("blob") {
                 let digits: String = query[at + 4..]
                     .chars()
