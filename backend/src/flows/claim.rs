@@ -1,5 +1,5 @@
 //! The steps that take hold of a key, the same for payments and refunds: a new claim with a
-//! fresh pending movement ([`Claiming`] says which), a re-claim of a released key under its
+//! fresh pending movement (`work::Claiming` says which), a re-claim of a released key under its
 //! claim's own movement and reference, and a read of the key. A claim or re-claim calls the bank
 //! next, so the bank's breaker admits the call first: while it refuses, nothing is claimed.
 
@@ -10,8 +10,7 @@ use shared::server_path::{Event, SeenKey};
 use shared::{Problem, ProblemKind};
 use uuid::Uuid;
 
-use super::held_claim::HeldClaim;
-use super::work::Work;
+use super::work::{HeldClaim, Work};
 use crate::bank;
 use crate::domain::Cause;
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! The steps before any write: admission, and the replay cache. A repeat that sends the very
+//! The steps before any write: admission ([`Memory::admit`]), and the replay cache. A repeat that sends the very
 //! bytes of one already replayed from memory is looked up before its body is parsed
 //! ([`Memory::recall_same_bytes`]: the same bytes pass the same checks and fingerprint the same,
 //! `replay_cache`, "The same bytes again"); any other request is admitted, then looked up
@@ -7,23 +7,33 @@
 
 use std::sync::Arc;
 
-use shared::Operation;
+use shared::admission::Admission;
 use shared::decision::Attempt;
 use shared::fingerprint::SentBytes;
 use shared::server_path::{Ending, Event, SeenKey, ServerPath};
+use shared::{IdempotencyKey, Operation};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::Caller;
-use super::admit::{Submitted, admit};
-use super::claiming::Claiming;
 use super::replies::{ReplyParts, refuse_mismatch};
-use super::work::{Work, out_of_order};
+use super::work::{Claiming, Work, out_of_order};
 use crate::domain::{Cause, EventKind, Reply};
 use crate::metrics::Metrics;
 use crate::replay_cache::Remembered;
 use crate::state::AppState;
 use crate::store::KeyRef;
 use crate::telemetry::traces;
+
+/// A payment or refund request as it arrived, unchecked: the values of its key header, its
+/// path parameter (the bill, or the payment refunded) and its body.
+pub struct Submitted<'a> {
+    /// Every value of the policy's key header, raw (a repeated header is refused).
+    pub key_header_values: Vec<&'a [u8]>,
+    /// The path parameter, percent-decoded.
+    pub path_parameter: &'a str,
+    /// The body, as sent.
+    pub body: &'a [u8],
+}
 
 /// The trail's word for a replay from the replay cache.
 const REPLAYED_FROM_MEMORY: &str = "from memory (the replay cache)";
@@ -91,26 +101,56 @@ impl<'r> Memory<'r> {
         Event::RecalledSameBytes(Some((seen, attempt)))
     }
 
-    /// The checks before any database work ([`admit`]); a refusal's reply goes into `parts`.
+    /// The checks before any database work, in the order [`shared::admission::admit`] keeps
+    /// for the edge and the backend alike: the body's size, depth and JSON syntax (413/400),
+    /// the key (400), the fields (422), then a refund's payment id (404). A refusal's reply goes
+    /// into `parts`. The checks run in a span of their own (`checks`) when traces are exported:
+    /// no log line is written in it, and on a replay every span is a measurable share of the
+    /// work (docs/figures.md). Records the key on the operation's span once known.
     pub(super) fn admit(&mut self, parts: &mut ReplyParts) -> Event {
-        let (state, submitted) = (self.state, self.submitted);
-        let admitted = admit(state, self.operation, submitted).map_err(Reply::problem);
-        let claiming = admitted.and_then(|(admitted, fields)| {
-            let claiming = Claiming::of(fields, submitted.path_parameter)?;
-            Ok((admitted, claiming))
-        });
-        match claiming {
-            Ok((admitted, claiming)) => {
-                self.key = Some(KeyRef::new(self.caller.user.clone(), &admitted.key));
-                let event = Event::Admitted(admitted.attempt.clone());
-                self.admitted = Some((admitted.attempt, claiming, admitted.sent));
-                event
+        let operation_span = tracing::Span::current();
+        let checked = {
+            let _checks = traces::exporting().then(|| tracing::info_span!("checks").entered());
+            self.check()
+        };
+        match checked {
+            Ok((attempt, key, claiming)) => {
+                operation_span.record("key", tracing::field::display(&key));
+                self.key = Some(KeyRef::new(self.caller.user.clone(), &key));
+                let submitted = self.submitted;
+                let sent = SentBytes::of(self.operation, submitted.path_parameter, submitted.body);
+                self.admitted = Some((attempt.clone(), claiming, sent));
+                Event::Admitted(attempt)
             }
             Err(refused) => {
                 parts.not_admitted = Some(refused);
                 Event::Refused
             }
         }
+    }
+
+    /// The checks themselves: the attempt, its key, and what it claims; or the refusal. The key
+    /// is the client's, or one minted here when the policy does not require a key and none was
+    /// sent (so the work is still claimed and crash-safe, just not replayable).
+    fn check(&self) -> Result<(Attempt, IdempotencyKey, Claiming), Reply> {
+        let submitted = self.submitted;
+        let Admission {
+            key,
+            fingerprint,
+            fields,
+        } = shared::admission::admit(
+            (&self.state.policy, self.state.body_limits),
+            (self.operation, submitted.path_parameter),
+            submitted.key_header_values.iter().copied(),
+            submitted.body,
+        )
+        .map_err(Reply::problem)?;
+        let claiming = Claiming::of(fields, submitted.path_parameter)?;
+        let attempt = Attempt {
+            key: Ok(key.clone()),
+            fingerprint,
+        };
+        Ok((attempt, key.unwrap_or_else(IdempotencyKey::mint), claiming))
     }
 
     /// The admitted key's entry in the replay cache, if any.

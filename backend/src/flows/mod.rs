@@ -3,22 +3,17 @@
 //! body, and returns a [`Reply`](crate::domain::Reply) for the HTTP layer to send. The shared
 //! state machine [`shared::server_path`] says every step; these modules only do them.
 //!
-//! A payment goes: [`pay_bill`] or [`refund_payment`] → `path` (the interpreter: each step the
-//! machine names, and what came of it fed back) → the steps: `memory` (admission by `admit`, and
-//! the replay cache), `claim` (claim, re-claim, read), `stored_key` (replay from the database,
-//! ask the bank now, delete an expired key), `bank_call` (the call, the save, the mark
-//! `unknown`, the release), `waiting` (`Prefer: wait`). What the steps share is a `work::Work`;
-//! `replies` renders every reply.
+//! A payment goes: [`pay_bill`] or [`refund_payment`] in `path` (the interpreter: each step the
+//! machine names, and what came of it fed back) → the steps: `memory` (admission, and the
+//! replay cache), `claim` (claim, re-claim, read), `bank_call` (the call, the save, the mark
+//! `unknown`, the release), `stored_key` (replay from the database, ask the bank now, delete an
+//! expired key), `waiting` (`Prefer: wait`). What the steps share (the work, what it claims, the
+//! claim it holds) is in `work`; `replies` renders every reply.
 
-mod admit;
 mod bank_call;
 mod claim;
-mod claiming;
-mod held_claim;
 mod memory;
 mod path;
-mod pay_bill;
-mod refund_payment;
 mod replies;
 mod stored_key;
 mod waiting;
@@ -30,9 +25,8 @@ use shared::UserId;
 
 use crate::domain::{Cause, RequestId, TraceId};
 
-pub use admit::Submitted;
-pub use pay_bill::pay_bill;
-pub use refund_payment::refund_payment;
+pub use memory::Submitted;
+pub use path::{pay_bill, refund_payment};
 pub use replies::{payment_body, refund_body, saved_reply};
 pub use waiting::{POLL_INTERVAL, Waiting};
 

@@ -1,5 +1,6 @@
-//! A request's path carried out: the pure [`ServerPath`] in `shared` says every step, and this
-//! module does each one (through the step modules) and feeds back what came of it. No rule of
+//! A request's path carried out, for [`pay_bill`] and [`refund_payment`] alike: the pure
+//! [`ServerPath`] in `shared` says every step, and this module does each one (through the step
+//! modules, which share a `Work`) and feeds back what came of it. No rule of
 //! the path is written here: which step follows which is the state machine's, and its test
 //! vectors (`shared/vectors/server-path.json`) walk every path.
 //!
@@ -14,8 +15,7 @@ use shared::Operation;
 use shared::server_path::{Ending, Event, ServerPath, Step};
 use tracing::Instrument;
 
-use super::admit::Submitted;
-use super::memory::Memory;
+use super::memory::{Memory, Submitted};
 use super::replies::ReplyParts;
 use super::waiting::Waiting;
 use super::work::Work;
@@ -25,9 +25,27 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::state::AppState;
 
+/// Pays `bill_id` for the caller once per key; a repeat of a key still in progress waits up to
+/// the caller's wait for its reply (`Prefer: wait`).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user, bill_id = bill.path_parameter, key))]
+pub async fn pay_bill(state: &AppState, caller: &Caller, bill: Submitted<'_>) -> Result<Reply> {
+    carry_out(state, caller, Operation::PayBill, bill).await
+}
+
+/// Refunds part of `payment_id` for the caller once per key; a repeat of a key still in
+/// progress waits up to the caller's wait for its reply (`Prefer: wait`).
+#[tracing::instrument(skip_all, fields(user_id = %caller.user, payment_id = refund.path_parameter, key))]
+pub async fn refund_payment(
+    state: &AppState,
+    caller: &Caller,
+    refund: Submitted<'_>,
+) -> Result<Reply> {
+    carry_out(state, caller, Operation::RefundPayment, refund).await
+}
+
 /// Carries out `operation` for `caller` on the `submitted` request, step by step as
 /// [`ServerPath`] says, to its reply.
-pub(super) async fn carry_out(
+async fn carry_out(
     state: &AppState,
     caller: &Caller,
     operation: Operation,
