@@ -26,10 +26,15 @@
 //!   second. A probe that succeeded and was not slow counts towards
 //!   [`BreakerSettings::probes_to_close`]; that many in a row go **HalfOpen → Closed** with an
 //!   empty window. A probe that failed or was slow goes **HalfOpen → Open** for a full
-//!   `open_for` from then. A probe given up unsent ([`Breaker::abandon`]) only frees the slot. A
-//!   probe that has been out for `max(open_for, slow_call)` without a result is treated as a
-//!   failed one at the next admission (**HalfOpen → Open**): it could only end slow by then, and
-//!   a lost probe must not keep the breaker refusing every payment for ever.
+//!   `open_for` from then. A probe given up unsent ([`Breaker::abandon`]) only frees the slot.
+//!   A probe's *lease* is `max(open_for, slow_call)`, counted from when its bank call left
+//!   ([`Breaker::sending`]), not from its admission: the claim before the call is the
+//!   database's time, not the bank's. A probe whose call has been out for its lease without a
+//!   result is treated as a failed one at the next admission (**HalfOpen → Open**): it could
+//!   only end slow by then, and a lost probe must not keep the breaker refusing every payment
+//!   for ever. A probe not yet sent a lease after its admission (its claim stalled on the
+//!   database) says nothing about the bank: the next caller takes its slot as the new probe, and
+//!   the old one's result, if it is ever sent, counts nothing.
 //!
 //! # Tickets and generations
 //!
@@ -38,7 +43,7 @@
 //! *generation*, and a ticket remembers the generation it was issued in. Only tickets of the
 //! current generation count: a call admitted while closed that ends after the breaker opened
 //! (or after it closed again, with a fresh window) is ignored, and only the probe's own ticket
-//! can move a half-open breaker or free its probe slot.
+//! (each probe has an id of its own) can move a half-open breaker or free its probe slot.
 //!
 //! # Time is passed in
 //!
@@ -184,16 +189,16 @@ impl BreakerState {
     }
 }
 
-/// An admitted call's receipt, to be given back exactly once: to [`Breaker::record`] when the
-/// call ended, or to [`Breaker::abandon`] when it was never sent. A ticket belongs to the
-/// [`Breaker`] that issued it.
+/// An admitted call's receipt, shown to [`Breaker::sending`] when its call leaves and given back
+/// exactly once: to [`Breaker::record`] when the call ended, or to [`Breaker::abandon`] when it
+/// was never sent. A ticket belongs to the [`Breaker`] that issued it.
 #[derive(Debug)]
 #[must_use = "a ticket must be given back to `record` or `abandon`, or a probe slot stays taken"]
 pub struct Ticket {
     /// The generation (one per state entered) the ticket was issued in.
     generation: u64,
-    /// Whether the ticket is the half-open breaker's probe.
-    probe: bool,
+    /// The probe's id if the ticket is the half-open breaker's probe.
+    probe: Option<u64>,
 }
 
 /// What [`Breaker::admit`] decided.
@@ -231,11 +236,22 @@ enum Phase {
     },
     /// Admitting one probe at a time.
     HalfOpen {
-        /// When the probe now out was admitted; `None` when no probe is out.
-        probe_since: Option<Instant>,
+        /// The probe now out; `None` when no probe is out.
+        probe: Option<Probe>,
         /// Successful probes so far in this half-open spell.
         successes: u32,
     },
+}
+
+/// The half-open breaker's probe now out.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// Its own id: only its ticket moves the breaker.
+    id: u64,
+    /// When it was admitted.
+    admitted_at: Instant,
+    /// When its bank call left; `None` while it is claiming its key.
+    sent_at: Option<Instant>,
 }
 
 /// The counts of one bucket of the window, or the window's totals.
@@ -336,6 +352,8 @@ pub struct Breaker {
     phase: Phase,
     /// Bumped on every transition; tickets of earlier generations count nothing.
     generation: u64,
+    /// The id the next probe gets.
+    next_probe: u64,
     window: Window,
 }
 
@@ -346,6 +364,7 @@ impl Breaker {
             settings,
             phase: Phase::Closed,
             generation: 0,
+            next_probe: 0,
             window: Window::new(settings.window),
         }
     }
@@ -364,11 +383,12 @@ impl Breaker {
     ///
     /// Closed: always a call. Open: refused until `open_for` has passed since it opened; then it
     /// turns half-open (the transition is returned) and this caller is the probe. Half-open: a
-    /// call (the probe) if no probe is out, else refused with `retry_after` 1 s; a probe out for
-    /// `max(open_for, slow_call)` is taken as failed and the breaker re-opens (returned).
+    /// call (the probe) if no probe is out, else refused with `retry_after` 1 s. A probe whose
+    /// call left `max(open_for, slow_call)` ago is taken as failed and the breaker re-opens
+    /// (returned); a probe admitted that long ago and never sent is replaced by this caller.
     pub fn admit(&mut self, now: Instant) -> (Admission, Option<Transition>) {
         match self.phase {
-            Phase::Closed => (Admission::Call(self.ticket(false)), None),
+            Phase::Closed => (Admission::Call(self.ticket(None)), None),
             Phase::Open { since } => {
                 let open = now.saturating_duration_since(since);
                 if open < self.settings.open_for {
@@ -376,33 +396,41 @@ impl Breaker {
                     return (Admission::Refused { retry_after }, None);
                 }
                 let transition = self.enter(Phase::HalfOpen {
-                    probe_since: Some(now),
+                    probe: None,
                     successes: 0,
                 });
-                (Admission::Call(self.ticket(true)), Some(transition))
+                (Admission::Call(self.new_probe(now)), Some(transition))
             }
+            Phase::HalfOpen { probe: None, .. } => (Admission::Call(self.new_probe(now)), None),
             Phase::HalfOpen {
-                probe_since: None,
-                successes,
+                probe: Some(probe), ..
             } => {
-                self.phase = Phase::HalfOpen {
-                    probe_since: Some(now),
-                    successes,
-                };
-                (Admission::Call(self.ticket(true)), None)
-            }
-            Phase::HalfOpen {
-                probe_since: Some(probe_since),
-                ..
-            } => {
-                if now.saturating_duration_since(probe_since) < self.probe_lease() {
-                    let retry_after = PROBE_BUSY_RETRY;
-                    return (Admission::Refused { retry_after }, None);
+                let lease = self.probe_lease();
+                match probe.sent_at {
+                    Some(sent_at) if now.saturating_duration_since(sent_at) >= lease => {
+                        let transition = self.enter(Phase::Open { since: now });
+                        let retry_after = self.settings.open_for.max(MIN_RETRY);
+                        (Admission::Refused { retry_after }, Some(transition))
+                    }
+                    None if now.saturating_duration_since(probe.admitted_at) >= lease => {
+                        (Admission::Call(self.new_probe(now)), None)
+                    }
+                    _ => {
+                        let retry_after = PROBE_BUSY_RETRY;
+                        (Admission::Refused { retry_after }, None)
+                    }
                 }
-                let transition = self.enter(Phase::Open { since: now });
-                let retry_after = self.settings.open_for.max(MIN_RETRY);
-                (Admission::Refused { retry_after }, Some(transition))
             }
+        }
+    }
+
+    /// Notes that the call of `ticket` leaves for the bank at `now`: a probe's lease runs from
+    /// here. Any other ticket's call changes nothing.
+    pub fn sending(&mut self, ticket: &Ticket, now: Instant) {
+        if let Some(probe) = self.probe_of(ticket)
+            && probe.sent_at.is_none()
+        {
+            probe.sent_at = Some(now);
         }
     }
 
@@ -426,8 +454,12 @@ impl Breaker {
         }
         let failed = result == CallResult::Failed;
         let slow = took >= self.settings.slow_call;
+        if ticket.probe.is_some() && self.probe_of(&ticket).is_none() {
+            // A probe replaced while it was still unsent counts nothing.
+            return None;
+        }
         match (self.phase, ticket.probe) {
-            (Phase::Closed, false) => {
+            (Phase::Closed, None) => {
                 let totals = self.window.add(now, failed, slow);
                 if self.should_open(totals) {
                     Some(self.enter(Phase::Open { since: now }))
@@ -435,13 +467,7 @@ impl Breaker {
                     None
                 }
             }
-            (
-                Phase::HalfOpen {
-                    probe_since: Some(_),
-                    successes,
-                },
-                true,
-            ) => {
+            (Phase::HalfOpen { successes, .. }, Some(_)) => {
                 if failed || slow {
                     return Some(self.enter(Phase::Open { since: now }));
                 }
@@ -450,7 +476,7 @@ impl Breaker {
                     Some(self.enter(Phase::Closed))
                 } else {
                     self.phase = Phase::HalfOpen {
-                        probe_since: None,
+                        probe: None,
                         successes,
                     };
                     None
@@ -464,24 +490,42 @@ impl Breaker {
     /// Gives up an admitted call that was never sent (e.g. no capacity): counts nothing, and
     /// frees the probe slot if the ticket was the probe.
     pub fn abandon(&mut self, ticket: Ticket) {
-        if ticket.probe
-            && ticket.generation == self.generation
-            && let Phase::HalfOpen {
-                probe_since: Some(_),
-                successes,
-            } = self.phase
+        if self.probe_of(&ticket).is_some()
+            && let Phase::HalfOpen { probe, .. } = &mut self.phase
         {
-            self.phase = Phase::HalfOpen {
-                probe_since: None,
-                successes,
-            };
+            *probe = None;
         }
     }
 
-    fn ticket(&self, probe: bool) -> Ticket {
+    fn ticket(&self, probe: Option<u64>) -> Ticket {
         Ticket {
             generation: self.generation,
             probe,
+        }
+    }
+
+    /// The half-open breaker's probe, admitted at `now`, and its ticket.
+    fn new_probe(&mut self, now: Instant) -> Ticket {
+        let id = self.next_probe;
+        self.next_probe = self.next_probe.wrapping_add(1);
+        if let Phase::HalfOpen { probe, .. } = &mut self.phase {
+            *probe = Some(Probe {
+                id,
+                admitted_at: now,
+                sent_at: None,
+            });
+        }
+        self.ticket(Some(id))
+    }
+
+    /// The probe out now, if `ticket` is its ticket (of this generation, with its id).
+    fn probe_of(&mut self, ticket: &Ticket) -> Option<&mut Probe> {
+        let generation = self.generation;
+        match &mut self.phase {
+            Phase::HalfOpen {
+                probe: Some(probe), ..
+            } if ticket.generation == generation && ticket.probe == Some(probe.id) => Some(probe),
+            _ => None,
         }
     }
 
@@ -564,6 +608,13 @@ pub struct CallTicket {
 }
 
 impl CallTicket {
+    /// Notes that the call leaves for the bank now (see [`Breaker::sending`]).
+    pub fn sending(&self) {
+        if let Some(ticket) = &self.ticket {
+            lock(&self.breaker).sending(ticket, Instant::now());
+        }
+    }
+
     /// Records how the call ended, having taken `took` (see [`Breaker::record`]); returns the
     /// transition it caused, for the caller to log and count.
     pub fn finish(mut self, result: CallResult, took: Duration) -> Option<Transition> {
@@ -636,7 +687,7 @@ mod tests {
     fn first_probe(breaker: &mut Breaker, now: Instant) -> Ticket {
         match breaker.admit(now) {
             (Admission::Call(ticket), Some(t)) if t == transition(Open, HalfOpen) => {
-                assert!(ticket.probe);
+                assert!(ticket.probe.is_some());
                 ticket
             }
             other => panic!("expected the first probe, got {other:?}"),
@@ -747,7 +798,7 @@ mod tests {
         assert_eq!(breaker.state(), Closed);
         // Calls are still admitted.
         let ticket = call(&mut breaker, t0 + secs(1));
-        assert!(!ticket.probe);
+        assert!(ticket.probe.is_none());
         breaker.abandon(ticket);
     }
 
@@ -799,7 +850,7 @@ mod tests {
         // Results of calls admitted before it opened change nothing.
         let stale = Ticket {
             generation: 0,
-            probe: false,
+            probe: None,
         };
         assert_eq!(breaker.record(stale, Succeeded, FAST, t0 + secs(2)), None);
         assert_eq!(refused(&mut breaker, t0 + secs(2)), secs(3));
@@ -818,7 +869,7 @@ mod tests {
         assert_eq!(breaker.record(probe, Succeeded, FAST, t0 + secs(6)), None);
         assert_eq!(breaker.state(), HalfOpen);
         let second = call(&mut breaker, t0 + secs(6));
-        assert!(second.probe);
+        assert!(second.probe.is_some());
         assert_eq!(refused(&mut breaker, t0 + secs(6)), secs(1));
         breaker.abandon(second);
     }
@@ -838,7 +889,7 @@ mod tests {
         // The four failures that opened it (5 s ago, inside a 10 s window) are forgotten:
         // three new failures do not open it, the fourth does.
         let ticket = call(&mut breaker, t0 + secs(5));
-        assert!(!ticket.probe);
+        assert!(ticket.probe.is_none());
         breaker.abandon(ticket);
         for _ in 0..3 {
             assert_eq!(one(&mut breaker, t0 + secs(6), Failed, FAST), None);
@@ -909,7 +960,7 @@ mod tests {
         assert_eq!(breaker.state(), HalfOpen);
         // The next caller is the probe; the abandoned one counted nothing towards closing.
         let probe = call(&mut breaker, t0 + secs(5));
-        assert!(probe.probe);
+        assert!(probe.probe.is_some());
         assert_eq!(breaker.record(probe, Succeeded, FAST, t0 + secs(5)), None);
         assert_eq!(breaker.state(), HalfOpen);
         let probe = call(&mut breaker, t0 + secs(5));
@@ -996,6 +1047,7 @@ mod tests {
         let t0 = Instant::now();
         let mut breaker = opened_at(t0);
         let probe = first_probe(&mut breaker, t0 + secs(5));
+        breaker.sending(&probe, t0 + secs(5));
         // The probe is lost: after its lease (`open_for`, 5 s) the next caller re-opens it.
         match breaker.admit(t0 + secs(10)) {
             (Admission::Refused { retry_after }, Some(t)) => {
@@ -1012,6 +1064,64 @@ mod tests {
             breaker.record(next_probe, Failed, FAST, t0 + secs(16)),
             Some(transition(HalfOpen, Open))
         );
+    }
+
+    #[test]
+    fn a_probe_lease_runs_from_its_call_not_its_admission() {
+        let t0 = Instant::now();
+        let mut breaker = opened_at(t0);
+        let probe = first_probe(&mut breaker, t0 + secs(5));
+        // Its claim takes 4 s (a slow database); the call leaves at 9 s.
+        breaker.sending(&probe, t0 + secs(9));
+        // 8 s after its admission but 4 s into its call: still the probe.
+        assert_eq!(refused(&mut breaker, t0 + secs(13)), secs(1));
+        assert_eq!(breaker.state(), HalfOpen);
+        // A lease after its call left, it is taken as failed.
+        match breaker.admit(t0 + secs(14)) {
+            (Admission::Refused { .. }, Some(t)) => assert_eq!(t, transition(HalfOpen, Open)),
+            other => panic!("expected the lost probe to re-open the breaker, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_probe_never_sent_within_its_lease_is_replaced_not_failed() {
+        let t0 = Instant::now();
+        let mut breaker = opened_at(t0);
+        let stalled = first_probe(&mut breaker, t0 + secs(5));
+        assert_eq!(refused(&mut breaker, t0 + ms(9_999)), secs(1));
+        // Its claim stalled on the database for a whole lease: the bank is not to blame. The
+        // next caller becomes the probe, and the breaker stays half-open.
+        let replacement = call(&mut breaker, t0 + secs(10));
+        assert!(replacement.probe.is_some());
+        assert_eq!(breaker.state(), HalfOpen);
+        // The stalled probe, sent and ended at last, counts nothing and frees no slot...
+        breaker.sending(&stalled, t0 + secs(11));
+        assert_eq!(breaker.record(stalled, Failed, FAST, t0 + secs(11)), None);
+        assert_eq!(breaker.state(), HalfOpen);
+        assert_eq!(refused(&mut breaker, t0 + secs(11)), secs(1));
+        // ...while the replacement's result does.
+        breaker.sending(&replacement, t0 + secs(11));
+        assert_eq!(
+            breaker.record(replacement, Succeeded, FAST, t0 + secs(11)),
+            None
+        );
+        let last = call(&mut breaker, t0 + secs(11));
+        assert_eq!(
+            breaker.record(last, Succeeded, FAST, t0 + secs(11)),
+            Some(transition(HalfOpen, Closed))
+        );
+    }
+
+    #[test]
+    fn an_abandoned_replaced_probe_frees_nothing() {
+        let t0 = Instant::now();
+        let mut breaker = opened_at(t0);
+        let stalled = first_probe(&mut breaker, t0 + secs(5));
+        let replacement = call(&mut breaker, t0 + secs(10));
+        breaker.abandon(stalled);
+        assert_eq!(refused(&mut breaker, t0 + secs(10)), secs(1));
+        breaker.abandon(replacement);
+        let _next = call(&mut breaker, t0 + secs(10));
     }
 
     #[test]
@@ -1157,7 +1267,7 @@ mod tests {
         let Ok(first) = first else {
             panic!("a closed breaker admits");
         };
-        assert!(first.ticket.as_ref().is_some_and(|t| !t.probe));
+        assert!(first.ticket.as_ref().is_some_and(|t| t.probe.is_none()));
         assert_eq!(first.finish(Failed, FAST), None);
         let (second, _) = bank.admit();
         let Ok(second) = second else {
@@ -1173,7 +1283,7 @@ mod tests {
         let Ok(probe) = probe else {
             panic!("the first caller after open_for is the probe");
         };
-        assert!(probe.ticket.as_ref().is_some_and(|t| t.probe));
+        assert!(probe.ticket.as_ref().is_some_and(|t| t.probe.is_some()));
         let (busy, _) = bank.admit();
         assert_eq!(busy.err(), Some(secs(1)));
         drop(probe);

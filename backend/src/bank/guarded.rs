@@ -152,6 +152,9 @@ impl Bank {
     /// Makes `call` under `permit`, which is given back when the call ends, and records how it
     /// ended in the breaker.
     pub async fn move_money(&self, permit: CallPermit, call: MoneyCall<'_>) -> CallOutcome {
+        if let Some(ticket) = &permit.admitted.ticket {
+            ticket.sending();
+        }
         let started = Instant::now();
         let outcome = self.port.move_money(call).await;
         let took = started.elapsed();
