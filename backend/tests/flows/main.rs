@@ -116,10 +116,21 @@ impl Flows {
         wait: Option<Duration>,
     ) -> backend::error::Result<Reply> {
         let key = key.to_string();
+        self.pay_as_sent(vec![key.as_bytes()], body.as_bytes(), wait)
+            .await
+    }
+
+    /// `pay_bill` of a request with these key header values and body, as sent.
+    async fn pay_as_sent(
+        &self,
+        key_header_values: Vec<&[u8]>,
+        body: &[u8],
+        wait: Option<Duration>,
+    ) -> backend::error::Result<Reply> {
         let submitted = Submitted {
-            key_header_values: vec![key.as_bytes()],
+            key_header_values,
             path_parameter: "bill-1",
-            body: body.as_bytes(),
+            body,
         };
         pay_bill(&self.state, &caller(wait), submitted).await
     }
@@ -308,6 +319,85 @@ async fn a_request_that_fails_admission_touches_nothing() {
     let missing_vpa = flows.pay(&key, r#"{"amount_paise":100}"#, None).await;
     assert_eq!(missing_vpa.status, 422);
     assert_eq!(flows.bank.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_nothing() {
+    let flows = Flows::against(LedgerBank::replying([])).await;
+    let refusals = [
+        (
+            vec![],
+            BODY.as_bytes().to_vec(),
+            400,
+            "idempotency-key-missing",
+        ),
+        (
+            vec![&b"not-a-uuid"[..]],
+            BODY.as_bytes().to_vec(),
+            400,
+            "idempotency-key-malformed",
+        ),
+        (vec![], vec![b' '; 64 * 1024], 413, "body-too-large"),
+    ];
+    for (key_header_values, body, status, problem) in refusals {
+        let refused = flows
+            .pay_as_sent(key_header_values, &body, None)
+            .await
+            .expect("a reply");
+        assert_eq!(refused.status, status, "{problem}");
+        let kind = json(&refused)["type"].as_str().unwrap_or("").to_owned();
+        assert!(kind.ends_with(problem), "{kind} is not {problem}");
+    }
+    assert_eq!(flows.bank.calls(), 0);
+    assert_eq!(flows.rows("idempotency_keys").await, 0);
+}
+
+#[tokio::test]
+async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing() {
+    let not_executed = CallOutcome::NotExecuted {
+        reason: "connection refused".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([not_executed])).await;
+    let key = IdempotencyKey::mint();
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    let reused = flows.pay(&key, OTHER_BODY, None).await;
+    assert_eq!(reused.status, 422);
+    assert!(
+        json(&reused)["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("idempotency-key-reused")
+    );
+    assert_eq!(flows.bank.calls(), 1, "only the first, released call");
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 201, "the released claim is still the key's");
+    assert_eq!(flows.bank.references().len(), 1);
+}
+
+#[tokio::test]
+async fn two_attempts_at_the_same_instant_debit_once_over_many_rounds() {
+    let flows = Arc::new(Flows::against(LedgerBank::replying([])).await);
+    for round in 1..=25 {
+        let key = IdempotencyKey::mint();
+        let attempts = (0..2).map(|_| {
+            let (flows, key) = (Arc::clone(&flows), key.clone());
+            tokio::spawn(async move { flows.pay(&key, BODY, None).await })
+        });
+        let mut statuses = Vec::new();
+        for attempt in attempts {
+            let reply = attempt.await.expect("an attempt");
+            statuses.push((reply.status, reply.replayed));
+        }
+        statuses.sort();
+        let one_claimed = statuses.contains(&(201, false));
+        let other = statuses.iter().find(|status| **status != (201, false));
+        assert!(
+            one_claimed && matches!(other, Some((409, false)) | Some((201, true))),
+            "round {round}: {statuses:?}"
+        );
+        assert_eq!(flows.bank.calls(), round, "round {round}: one call per key");
+    }
+    assert_eq!(flows.rows("idempotency_keys").await, 25);
 }
 
 #[tokio::test]
