@@ -71,7 +71,7 @@ impl Flows {
         }
     }
 
-    /// The rows of `table` in the store.
+    /// The rows of `table` in the store (a `WHERE` clause may follow its name).
     async fn rows(&self, table: &str) -> i64 {
         let mut connection = sqlx::SqliteConnection::connect(&store_url(&self.directory))
             .await
@@ -235,6 +235,40 @@ async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
     let repeat = flows.pay(&key, BODY, None).await;
     assert_eq!(repeat.status, 503);
     assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_true_reply() {
+    // The bank debits but its reply is lost, and the process dies with the key `started`,
+    // claimed ten minutes ago (past `stuck_after` and the rail's first check).
+    let lost = CallOutcome::MayBeInFlight {
+        reason: "timed out".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([lost])).await;
+    let key = IdempotencyKey::mint();
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    let ten_minutes_us = 600_000_000;
+    let stuck = format!(
+        "UPDATE idempotency_keys SET state = 'started', bank_call_ended = 0, \
+         created_at = created_at - {ten_minutes_us}, claimed_at = claimed_at - {ten_minutes_us}, \
+         next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL, status_checks = 0, \
+         last_status_check_at = NULL;"
+    );
+    let flows = flows.reopened_after(&stuck).await;
+    let started = "idempotency_keys WHERE state = 'started'";
+    assert_eq!(flows.rows(started).await, 1);
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(
+        retry.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&retry.body)
+    );
+    assert_eq!(json(&retry)["amount_paise"], 25_000);
+    assert_eq!(flows.bank.calls(), 1, "a look-up, never a second debit");
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+    let repeat = flows.pay(&key, BODY, None).await;
+    assert_eq!((repeat.status, repeat.replayed), (201, true));
 }
 
 #[tokio::test]
