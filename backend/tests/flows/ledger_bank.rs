@@ -22,6 +22,7 @@ pub struct LedgerBank {
     /// Every reference called, in order.
     called: Mutex<Vec<String>>,
     calls: AtomicUsize,
+    look_ups: AtomicUsize,
     call_arrived: Notify,
     /// While set, calls wait for a permit, which [`LedgerBank::let_calls_go`] gives.
     hold: Option<Semaphore>,
@@ -35,6 +36,7 @@ impl LedgerBank {
             ledger: Mutex::default(),
             called: Mutex::default(),
             calls: AtomicUsize::new(0),
+            look_ups: AtomicUsize::new(0),
             call_arrived: Notify::new(),
             hold: None,
         }
@@ -51,6 +53,11 @@ impl LedgerBank {
     /// Money calls received.
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Look-ups (status checks) received.
+    pub fn look_ups(&self) -> usize {
+        self.look_ups.load(Ordering::SeqCst)
     }
 
     /// The distinct references called.
@@ -111,6 +118,7 @@ impl BankPort for LedgerBank {
     }
 
     async fn look_up(&self, _operation: Operation, reference: &str) -> Result<LookUp, LookUpError> {
+        self.look_ups.fetch_add(1, Ordering::SeqCst);
         let ledger = self.ledger.lock().expect("unpoisoned");
         Ok(match ledger.contains_key(reference) {
             true => LookUp::Succeeded,

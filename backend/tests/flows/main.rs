@@ -272,6 +272,53 @@ async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_
 }
 
 #[tokio::test]
+async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_file() {
+    let lost = CallOutcome::MayBeInFlight {
+        reason: "timed out".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([lost])).await;
+    let key = IdempotencyKey::mint();
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    // Every check the rail allows was made with no final reply: the settlement file is due in
+    // a day. A check would otherwise be due (the call is ten minutes old).
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros();
+    let (ten_minutes_us, a_day_us) = (600_000_000, 86_400_000_000_u128);
+    let exhausted = format!(
+        "UPDATE idempotency_keys SET status_checks = 3, \
+         created_at = created_at - {ten_minutes_us}, claimed_at = claimed_at - {ten_minutes_us}, \
+         next_lookup_at = NULL, last_status_check_at = NULL, \
+         settlement_due_at = {};",
+        now_us + a_day_us
+    );
+    let flows = flows.reopened_after(&exhausted).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 503);
+    let problem = json(&retry);
+    assert!(
+        problem["type"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("outcome-awaiting-settlement"),
+        "{problem}"
+    );
+    assert!(problem["settlement_due_at"].is_string(), "{problem}");
+    let retry_after = retry.retry_after.expect("a Retry-After");
+    assert!(
+        retry_after > Duration::from_secs(23 * 3600),
+        "{retry_after:?}"
+    );
+    assert_eq!(flows.bank.calls(), 1, "no second money call");
+    assert_eq!(
+        flows.bank.look_ups(),
+        0,
+        "and no status check past the rail's limit"
+    );
+}
+
+#[tokio::test]
 async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once() {
     let not_executed = CallOutcome::NotExecuted {
         reason: "connection refused".into(),
