@@ -102,6 +102,18 @@ impl Flows {
         Flows::open(bank, directory, &[]).await
     }
 
+    /// Flows whose first payment's debit was made and its reply lost (503, the key `unknown`),
+    /// with that payment's key.
+    async fn with_a_lost_reply() -> (Flows, IdempotencyKey) {
+        let lost = CallOutcome::MayBeInFlight {
+            reason: "timed out".into(),
+        };
+        let flows = Flows::against(LedgerBank::replying([lost])).await;
+        let key = IdempotencyKey::mint();
+        assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+        (flows, key)
+    }
+
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
         self.try_pay(key, body, wait)
             .await
@@ -163,6 +175,11 @@ fn caller(wait: Option<Duration>) -> Caller {
 
 const BODY: &str = r#"{"amount_paise":25000,"payer_vpa":"asha@okbank"}"#;
 const OTHER_BODY: &str = r#"{"amount_paise":26000,"payer_vpa":"asha@okbank"}"#;
+
+/// SQL setting a key's claim ten minutes back (SQLite keeps microseconds), past `stuck_after`
+/// and the rail's first status check, with no check made or planned.
+const TEN_MINUTES_AGO: &str = "created_at = created_at - 600000000, \
+     claimed_at = claimed_at - 600000000, next_lookup_at = NULL, last_status_check_at = NULL";
 
 fn json(reply: &Reply) -> serde_json::Value {
     serde_json::from_slice(&reply.body).expect("a JSON body")
@@ -241,18 +258,10 @@ async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
 async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_true_reply() {
     // The bank debits but its reply is lost, and the process dies with the key `started`,
     // claimed ten minutes ago (past `stuck_after` and the rail's first check).
-    let lost = CallOutcome::MayBeInFlight {
-        reason: "timed out".into(),
-    };
-    let flows = Flows::against(LedgerBank::replying([lost])).await;
-    let key = IdempotencyKey::mint();
-    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
-    let ten_minutes_us = 600_000_000;
+    let (flows, key) = Flows::with_a_lost_reply().await;
     let stuck = format!(
-        "UPDATE idempotency_keys SET state = 'started', bank_call_ended = 0, \
-         created_at = created_at - {ten_minutes_us}, claimed_at = claimed_at - {ten_minutes_us}, \
-         next_lookup_at = NULL, lease_owner = NULL, lease_until = NULL, status_checks = 0, \
-         last_status_check_at = NULL;"
+        "UPDATE idempotency_keys SET state = 'started', bank_call_ended = 0, {TEN_MINUTES_AGO}, \
+         lease_owner = NULL, lease_until = NULL, status_checks = 0;"
     );
     let flows = flows.reopened_after(&stuck).await;
     let started = "idempotency_keys WHERE state = 'started'";
@@ -273,23 +282,16 @@ async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_
 
 #[tokio::test]
 async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_file() {
-    let lost = CallOutcome::MayBeInFlight {
-        reason: "timed out".into(),
-    };
-    let flows = Flows::against(LedgerBank::replying([lost])).await;
-    let key = IdempotencyKey::mint();
-    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    let (flows, key) = Flows::with_a_lost_reply().await;
     // Every check the rail allows was made with no final reply: the settlement file is due in
     // a day. A check would otherwise be due (the call is ten minutes old).
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_micros();
-    let (ten_minutes_us, a_day_us) = (600_000_000, 86_400_000_000_u128);
+    let a_day_us = 86_400_000_000_u128;
     let exhausted = format!(
-        "UPDATE idempotency_keys SET status_checks = 3, \
-         created_at = created_at - {ten_minutes_us}, claimed_at = claimed_at - {ten_minutes_us}, \
-         next_lookup_at = NULL, last_status_check_at = NULL, \
+        "UPDATE idempotency_keys SET status_checks = 3, {TEN_MINUTES_AGO}, \
          settlement_due_at = {};",
         now_us + a_day_us
     );
