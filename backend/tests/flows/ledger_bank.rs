@@ -72,6 +72,13 @@ impl LedgerBank {
         self.ledger.lock().expect("unpoisoned").values().sum()
     }
 
+    /// Records `paise` moved under `reference`: a call the bank said it had not executed, done
+    /// after all (a late debit).
+    pub fn debit_late(&self, reference: &str, paise: i64) {
+        let mut ledger = self.ledger.lock().expect("unpoisoned");
+        ledger.insert(reference.to_owned(), paise);
+    }
+
     /// Waits until `count` calls have arrived.
     pub async fn wait_for_calls(&self, count: usize) {
         while self.calls() < count {

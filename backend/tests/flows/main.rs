@@ -108,7 +108,22 @@ impl Flows {
         let lost = CallOutcome::MayBeInFlight {
             reason: "timed out".into(),
         };
-        let flows = Flows::against(LedgerBank::replying([lost])).await;
+        Flows::after_a_503_to(lost).await
+    }
+
+    /// Flows whose first payment's call the bank did not execute (503, the claim released),
+    /// with that payment's key; the bank's next calls succeed.
+    async fn with_a_released_claim() -> (Flows, IdempotencyKey) {
+        let not_executed = CallOutcome::NotExecuted {
+            reason: "connection refused".into(),
+        };
+        Flows::after_a_503_to(not_executed).await
+    }
+
+    /// Flows whose first payment's bank call replied `outcome`, which the payment's reply
+    /// shows as a 503, with that payment's key.
+    async fn after_a_503_to(outcome: CallOutcome) -> (Flows, IdempotencyKey) {
+        let flows = Flows::against(LedgerBank::replying([outcome])).await;
         let key = IdempotencyKey::mint();
         assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
         (flows, key)
@@ -185,6 +200,26 @@ fn json(reply: &Reply) -> serde_json::Value {
     serde_json::from_slice(&reply.body).expect("a JSON body")
 }
 
+/// Now, as SQLite keeps times: microseconds since 1970.
+fn now_us() -> i64 {
+    let since_1970 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970");
+    i64::try_from(since_1970.as_micros()).expect("before the year 294,000")
+}
+
+/// The slug of the problem `reply` is (`idempotency-key-reused` for
+/// `/problems/idempotency-key-reused`).
+fn problem_slug(reply: &Reply) -> String {
+    slug_of(&json(reply))
+}
+
+/// The slug of the problem document `problem`.
+fn slug_of(problem: &serde_json::Value) -> String {
+    let kind = problem["type"].as_str().unwrap_or("");
+    kind.strip_prefix("/problems/").unwrap_or(kind).to_owned()
+}
+
 #[tokio::test]
 async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
     let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
@@ -208,12 +243,7 @@ async fn another_body_under_the_key_is_refused_and_calls_nothing() {
     assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
-    assert!(
-        json(&reused)["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("idempotency-key-reused")
-    );
+    assert_eq!(problem_slug(&reused), "idempotency-key-reused");
     assert_eq!(flows.bank.calls(), 1);
 }
 
@@ -241,12 +271,7 @@ async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
     let first = flows.pay(&key, BODY, None).await;
     assert_eq!(first.status, 503);
     let problem = json(&first);
-    assert!(
-        problem["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("outcome-pending")
-    );
+    assert_eq!(slug_of(&problem), "outcome-pending", "{problem}");
     assert!(problem["next_check_at"].is_string(), "{problem}");
     // The repeat does not call the bank again: the rail's first check is not due.
     let repeat = flows.pay(&key, BODY, None).await;
@@ -285,25 +310,19 @@ async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_fil
     let (flows, key) = Flows::with_a_lost_reply().await;
     // Every check the rail allows was made with no final reply: the settlement file is due in
     // a day. A check would otherwise be due (the call is ten minutes old).
-    let now_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_micros();
-    let a_day_us = 86_400_000_000_u128;
+    let a_day_us = 86_400_000_000_i64;
     let exhausted = format!(
         "UPDATE idempotency_keys SET status_checks = 3, {TEN_MINUTES_AGO}, \
          settlement_due_at = {};",
-        now_us + a_day_us
+        now_us() + a_day_us
     );
     let flows = flows.reopened_after(&exhausted).await;
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!(retry.status, 503);
     let problem = json(&retry);
-    assert!(
-        problem["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("outcome-awaiting-settlement"),
+    assert_eq!(
+        slug_of(&problem),
+        "outcome-awaiting-settlement",
         "{problem}"
     );
     assert!(problem["settlement_due_at"].is_string(), "{problem}");
@@ -428,8 +447,7 @@ async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_
             .await
             .expect("a reply");
         assert_eq!(refused.status, status, "{problem}");
-        let kind = json(&refused)["type"].as_str().unwrap_or("").to_owned();
-        assert!(kind.ends_with(problem), "{kind} is not {problem}");
+        assert_eq!(problem_slug(&refused), problem);
     }
     assert_eq!(flows.bank.calls(), 0);
     assert_eq!(flows.rows("idempotency_keys").await, 0);
@@ -437,24 +455,77 @@ async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_
 
 #[tokio::test]
 async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing() {
-    let not_executed = CallOutcome::NotExecuted {
-        reason: "connection refused".into(),
-    };
-    let flows = Flows::against(LedgerBank::replying([not_executed])).await;
-    let key = IdempotencyKey::mint();
-    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    let (flows, key) = Flows::with_a_released_claim().await;
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
-    assert!(
-        json(&reused)["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("idempotency-key-reused")
-    );
+    assert_eq!(problem_slug(&reused), "idempotency-key-reused");
     assert_eq!(flows.bank.calls(), 1, "only the first, released call");
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!(retry.status, 201, "the released claim is still the key's");
     assert_eq!(flows.bank.references().len(), 1);
+}
+
+#[tokio::test]
+async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew() {
+    let (flows, key) = Flows::with_a_released_claim().await;
+    // The bank executed the call it said it had not (a late debit), and the key expired with
+    // its last late-debit check still to come (the claim ten minutes old, so the rail allows it).
+    let first_reference = flows.bank.references()[0].clone();
+    flows.bank.debit_late(&first_reference, 25_000);
+    let expired = format!(
+        "UPDATE idempotency_keys SET created_at = created_at - 600000000, \
+         claimed_at = claimed_at - 600000000, expires_at = {};",
+        now_us() - 1
+    );
+    let flows = flows.reopened_after(&expired).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    let body = String::from_utf8_lossy(&retry.body);
+    assert_eq!((retry.status, retry.replayed), (201, false), "{body}");
+    assert_eq!(flows.bank.look_ups(), 1, "the last check, inline");
+    assert_eq!(
+        flows.bank.calls(),
+        2,
+        "the released call and the new payment's"
+    );
+    let references = flows.bank.references();
+    assert_eq!(
+        references.len(),
+        2,
+        "the new payment has a reference of its own"
+    );
+    assert_eq!(json(&retry)["bank_reference"], references[1].as_str());
+    let settled = "payments WHERE status = 'succeeded'";
+    assert_eq!(
+        flows.rows(settled).await,
+        2,
+        "the old movement settled by its check"
+    );
+    assert_eq!(flows.rows("idempotency_keys").await, 1, "the key replaced");
+}
+
+#[tokio::test]
+async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_void() {
+    let (flows, key) = Flows::with_a_released_claim().await;
+    // The last late-debit check found nothing: the movement void, the key's checks ended, and
+    // the key expired.
+    let voided = format!(
+        "UPDATE payments SET status = 'void'; \
+         UPDATE idempotency_keys SET next_lookup_at = NULL, expires_at = {};",
+        now_us() - 1
+    );
+    let flows = flows.reopened_after(&voided).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!((retry.status, retry.replayed), (201, false));
+    assert_eq!(flows.bank.look_ups(), 0, "the void needs no check");
+    let references = flows.bank.references();
+    assert_eq!(
+        references.len(),
+        2,
+        "never a call under the void reference again"
+    );
+    assert_eq!(json(&retry)["bank_reference"], references[1].as_str());
+    assert_eq!(flows.rows("payments WHERE status = 'void'").await, 1);
+    assert_eq!(flows.bank.moved_paise(), 25_000);
 }
 
 #[tokio::test]
@@ -546,12 +617,7 @@ async fn a_key_reused_past_its_last_generation_is_refused_and_calls_nothing() {
         .await
         .expect("the problem's body");
     let problem: serde_json::Value = serde_json::from_slice(&body).expect("a JSON problem");
-    assert!(
-        problem["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("idempotency-key-reused")
-    );
+    assert_eq!(slug_of(&problem), "idempotency-key-reused", "{problem}");
     assert!(
         problem["detail"]
             .as_str()
@@ -583,14 +649,7 @@ async fn while_the_bank_fails_the_breaker_refuses_before_any_claim() {
     }
     let refused = flows.pay(&IdempotencyKey::mint(), BODY, None).await;
     assert_eq!(refused.status, 503);
-    assert!(
-        json(&refused)["type"]
-            .as_str()
-            .unwrap_or("")
-            .ends_with("bank-unavailable"),
-        "{}",
-        json(&refused)
-    );
+    assert_eq!(problem_slug(&refused), "bank-unavailable");
     assert_eq!(
         flows.bank.calls(),
         2,
