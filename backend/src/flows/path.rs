@@ -11,8 +11,8 @@
 //! happens in the request's future (a client that hangs up drops it at once), with a watch on
 //! the key taken before the round read it, so a change committed in between still wakes it.
 
-use shared::Operation;
 use shared::server_path::{Ending, Event, ServerPath, Step};
+use shared::{Operation, Policy};
 use tracing::Instrument;
 
 use super::memory::{Memory, Submitted};
@@ -54,7 +54,7 @@ async fn carry_out(
     let policy = &state.policy;
     let mut path = ServerPath::new(caller.wait.is_some());
     let mut memory = Memory::new(state, caller, operation, &submitted);
-    let mut step = path.next(policy, Event::Arrived);
+    let mut step = next(&mut path, policy, Event::Arrived);
     let mut parts = ReplyParts::default();
     // Before any write: admission and the replay cache.
     let first_round = loop {
@@ -67,7 +67,7 @@ async fn carry_out(
             Step::Reply(ending) => return Ok(memory.reply(ending, &path, parts)),
             round_step => break round_step,
         };
-        step = path.next(policy, event);
+        step = next(&mut path, policy, event);
     };
     let Some(work) = memory.into_work(parts) else {
         return Err(Error::PathGaveUp);
@@ -94,7 +94,7 @@ async fn in_rounds(
                     Some(watch) => waiting.wait(work.key.clone(), watch, &work.cause).await,
                     None => false,
                 };
-                path.next(&state.policy, Event::Waited(waited))
+                next(&mut path, &state.policy, Event::Waited(waited))
             }
             round_step => {
                 watch = waiting.watch(work.key.clone());
@@ -132,8 +132,16 @@ async fn round(
             | Step::Forget
             | Step::ReplayFromMemory => return Ok((path, work, Step::GiveUp)),
         };
-        step = path.next(&work.state.policy, event);
+        step = next(&mut path, &work.state.policy, event);
     }
+}
+
+/// The machine's next step after `event`, logged at debug level as the vectors label it
+/// (`RUST_LOG=backend::flows=debug` shows each request's path; the flows' tests read it).
+fn next(path: &mut ServerPath, policy: &Policy, event: Event) -> Step {
+    let step = path.next(policy, event);
+    tracing::debug!(step = %step.label(), "the path's next step");
+    step
 }
 
 /// The request's reply for `ending`, counted, and marked with the wait it was given.

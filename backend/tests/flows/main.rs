@@ -6,6 +6,7 @@
 //! change to a flow: `cargo test -p backend --test flows`.
 
 mod ledger_bank;
+mod walked;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use backend::state::AppState;
 use backend::store;
 
 use self::ledger_bank::LedgerBank;
+use self::walked::Walked;
 
 /// The backend's settings as the command line reads them, in development mode.
 #[derive(Parser)]
@@ -222,15 +224,26 @@ fn slug_of(problem: &serde_json::Value) -> String {
 
 #[tokio::test]
 async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
     let key = IdempotencyKey::mint();
     let first = flows.pay(&key, BODY, None).await;
     assert_eq!((first.status, first.replayed), (201, false));
-    // The first repeat reads the database; the next ones come from memory, the very bytes.
-    for _ in 0..3 {
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
+    // The first attempt's reply is remembered: the first repeat comes from memory after
+    // admission, and the next ones, the very bytes again, before it.
+    let repeats = [
+        "a repeat remembered in memory is replayed from there, after admission",
+        "the very bytes of a repeat already replayed from memory are replayed before admission",
+        "the very bytes of a repeat already replayed from memory are replayed before admission",
+    ];
+    for case in repeats {
         let repeat = flows.pay(&key, BODY, None).await;
         assert_eq!((repeat.status, repeat.replayed), (201, true));
         assert_eq!(repeat.body, first.body);
+        walked.assert_took(case);
     }
     assert_eq!(flows.bank.calls(), 1);
     assert_eq!(flows.bank.moved_paise(), 25_000);
@@ -238,12 +251,17 @@ async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
 
 #[tokio::test]
 async fn another_body_under_the_key_is_refused_and_calls_nothing() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
     let key = IdempotencyKey::mint();
     assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
     assert_eq!(problem_slug(&reused), "idempotency-key-reused");
+    walked.assert_took("another body under a remembered key is refused from memory");
     assert_eq!(flows.bank.calls(), 1);
 }
 
@@ -252,17 +270,23 @@ async fn a_decline_is_a_402_replayed_as_such() {
     let declined = CallOutcome::Declined {
         reason: "insufficient funds".into(),
     };
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([declined])).await;
     let key = IdempotencyKey::mint();
     let first = flows.pay(&key, BODY, None).await;
     assert_eq!(first.status, 402);
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
     let repeat = flows.pay(&key, BODY, None).await;
     assert_eq!((repeat.status, repeat.replayed), (402, true));
+    walked.assert_took("a repeat remembered in memory is replayed from there, after admission");
     assert_eq!(flows.bank.calls(), 1);
 }
 
 #[tokio::test]
 async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
+    let (walked, _collecting) = Walked::collect();
     let lost = CallOutcome::MayBeInFlight {
         reason: "timed out".into(),
     };
@@ -273,9 +297,15 @@ async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
     let problem = json(&first);
     assert_eq!(slug_of(&problem), "outcome-pending", "{problem}");
     assert!(problem["next_check_at"].is_string(), "{problem}");
+    walked.assert_took(
+        "no final word from the bank leaves the key unknown, with when its first check is due",
+    );
     // The repeat does not call the bank again: the rail's first check is not due.
     let repeat = flows.pay(&key, BODY, None).await;
     assert_eq!(repeat.status, 503);
+    walked.assert_took(
+        "an unknown key whose next check is not due is 503 outcome pending, saying when it will be known",
+    );
     assert_eq!(flows.bank.calls(), 1);
 }
 
@@ -283,7 +313,11 @@ async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
 async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_true_reply() {
     // The bank debits but its reply is lost, and the process dies with the key `started`,
     // claimed ten minutes ago (past `stuck_after` and the rail's first check).
+    let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_lost_reply().await;
+    walked.assert_took(
+        "no final word from the bank leaves the key unknown, with when its first check is due",
+    );
     let stuck = format!(
         "UPDATE idempotency_keys SET state = 'started', bank_call_ended = 0, {TEN_MINUTES_AGO}, \
          lease_owner = NULL, lease_until = NULL, status_checks = 0;"
@@ -299,6 +333,7 @@ async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_
         String::from_utf8_lossy(&retry.body)
     );
     assert_eq!(json(&retry)["amount_paise"], 25_000);
+    walked.assert_took("a key started past stuck_after is asked about inline");
     assert_eq!(flows.bank.calls(), 1, "a look-up, never a second debit");
     assert_eq!(flows.bank.moved_paise(), 25_000);
     let repeat = flows.pay(&key, BODY, None).await;
@@ -306,8 +341,32 @@ async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_
 }
 
 #[tokio::test]
-async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_file() {
+async fn an_unknown_key_whose_check_is_due_is_asked_and_the_debit_found_is_its_reply() {
+    let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_lost_reply().await;
+    walked.assert_took(
+        "no final word from the bank leaves the key unknown, with when its first check is due",
+    );
+    // The call is ten minutes old: the rail allows its first status check.
+    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
+    let flows = flows.reopened_after(&due).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!((retry.status, retry.replayed), (201, true));
+    walked.assert_took(
+        "an unknown key whose check is due is asked about, and the bank's final word replayed",
+    );
+    assert_eq!(json(&retry)["amount_paise"], 25_000);
+    assert_eq!((flows.bank.calls(), flows.bank.look_ups()), (1, 1));
+    assert_eq!(flows.rows("idempotency_keys WHERE state = 'done'").await, 1);
+}
+
+#[tokio::test]
+async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_file() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_lost_reply().await;
+    walked.assert_took(
+        "no final word from the bank leaves the key unknown, with when its first check is due",
+    );
     // Every check the rail allows was made with no final reply: the settlement file is due in
     // a day. A check would otherwise be due (the call is ten minutes old).
     let a_day_us = 86_400_000_000_i64;
@@ -326,6 +385,7 @@ async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_fil
         "{problem}"
     );
     assert!(problem["settlement_due_at"].is_string(), "{problem}");
+    walked.assert_took("an unknown key whose checks ran out waits for the settlement file");
     let retry_after = retry.retry_after.expect("a Retry-After");
     assert!(
         retry_after > Duration::from_secs(23 * 3600),
@@ -341,6 +401,7 @@ async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_fil
 
 #[tokio::test]
 async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once() {
+    let (walked, _collecting) = Walked::collect();
     let not_executed = CallOutcome::NotExecuted {
         reason: "connection refused".into(),
     };
@@ -353,8 +414,12 @@ async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once()
         "{}",
         String::from_utf8_lossy(&first.body)
     );
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!(retry.status, 201);
+    walked.assert_took(
+        "a released key with the same body is claimed again under its reference and called",
+    );
     assert_eq!(flows.bank.calls(), 2);
     assert_eq!(
         flows.bank.references().len(),
@@ -366,6 +431,7 @@ async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once()
 
 #[tokio::test]
 async fn a_repeat_while_the_first_attempt_runs_is_409_or_waits_for_its_reply() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Arc::new(Flows::against(LedgerBank::holding([CallOutcome::Succeeded])).await);
     let key = IdempotencyKey::mint();
     let first = tokio::spawn({
@@ -375,6 +441,12 @@ async fn a_repeat_while_the_first_attempt_runs_is_409_or_waits_for_its_reply() {
     flows.bank.wait_for_calls(1).await;
     let at_once = flows.pay(&key, BODY, None).await;
     assert_eq!(at_once.status, 409);
+    // The first attempt's steps so far, then the repeat's.
+    let first_steps = ["recall_same_bytes", "admit", "recall", "claim", "call_bank"];
+    walked.assert_took_after(
+        &first_steps,
+        "a repeat while the first attempt runs gets 409 when it does not wait",
+    );
     let waiting = tokio::spawn({
         let (flows, key) = (Arc::clone(&flows), key.clone());
         async move { flows.pay(&key, BODY, Some(Duration::from_secs(10))).await }
@@ -397,10 +469,12 @@ async fn a_refund_beyond_what_remains_is_422_and_calls_nothing() {
         .expect("an id")
         .to_owned();
     let too_much = r#"{"amount_paise":30000}"#;
+    let (walked, _collecting) = Walked::collect();
     let refused = flows
         .refund(&IdempotencyKey::mint(), &payment_id, too_much)
         .await;
     assert_eq!(refused.status, 422);
+    walked.assert_took("a refund larger than what remains is 422");
     let unknown = flows
         .refund(
             &IdempotencyKey::mint(),
@@ -409,22 +483,39 @@ async fn a_refund_beyond_what_remains_is_422_and_calls_nothing() {
         )
         .await;
     assert_eq!(unknown.status, 404);
+    let someone_elses = uuid::Uuid::new_v4().to_string();
+    let unknown = flows
+        .refund(
+            &IdempotencyKey::mint(),
+            &someone_elses,
+            r#"{"amount_paise":1}"#,
+        )
+        .await;
+    assert_eq!(unknown.status, 404);
+    walked.assert_took_after(
+        &["recall_same_bytes", "admit", "reply not_admitted"],
+        "a refund of a payment the user does not have is 404",
+    );
     assert_eq!(flows.bank.calls(), 1);
 }
 
 #[tokio::test]
 async fn a_request_that_fails_admission_touches_nothing() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([])).await;
     let key = IdempotencyKey::mint();
     let refused = flows.pay(&key, r#"{"amount_paise":"#, None).await;
     assert_eq!(refused.status, 400);
+    walked.assert_took("a request that fails admission is refused before any look-up");
     let missing_vpa = flows.pay(&key, r#"{"amount_paise":100}"#, None).await;
     assert_eq!(missing_vpa.status, 422);
+    walked.assert_took("a request that fails admission is refused before any look-up");
     assert_eq!(flows.bank.calls(), 0);
 }
 
 #[tokio::test]
 async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_nothing() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([])).await;
     let refusals = [
         (
@@ -448,6 +539,7 @@ async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_
             .expect("a reply");
         assert_eq!(refused.status, status, "{problem}");
         assert_eq!(problem_slug(&refused), problem);
+        walked.assert_took("a request that fails admission is refused before any look-up");
     }
     assert_eq!(flows.bank.calls(), 0);
     assert_eq!(flows.rows("idempotency_keys").await, 0);
@@ -455,10 +547,13 @@ async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_
 
 #[tokio::test]
 async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing() {
+    let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
     assert_eq!(problem_slug(&reused), "idempotency-key-reused");
+    walked.assert_took("another body under a released key is refused");
     assert_eq!(flows.bank.calls(), 1, "only the first, released call");
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!(retry.status, 201, "the released claim is still the key's");
@@ -467,7 +562,9 @@ async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing
 
 #[tokio::test]
 async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew() {
+    let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
     // The bank executed the call it said it had not (a late debit), and the key expired with
     // its last late-debit check still to come (the claim ten minutes old, so the rail allows it).
     let first_reference = flows.bank.references()[0].clone();
@@ -482,6 +579,9 @@ async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew()
     let body = String::from_utf8_lossy(&retry.body);
     assert_eq!((retry.status, retry.replayed), (201, false), "{body}");
     assert_eq!(flows.bank.look_ups(), 1, "the last check, inline");
+    walked.assert_took(
+        "an expired released key whose last check finds a late debit settles it, then makes way for a new claim",
+    );
     assert_eq!(
         flows.bank.calls(),
         2,
@@ -505,7 +605,9 @@ async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew()
 
 #[tokio::test]
 async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_void() {
+    let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
     // The last late-debit check found nothing: the movement void, the key's checks ended, and
     // the key expired.
     let voided = format!(
@@ -517,6 +619,8 @@ async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_voi
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!((retry.status, retry.replayed), (201, false));
     assert_eq!(flows.bank.look_ups(), 0, "the void needs no check");
+    walked
+        .assert_took("an expired released key whose movement was voided makes way for a new claim");
     let references = flows.bank.references();
     assert_eq!(
         references.len(),
@@ -567,8 +671,12 @@ async fn a_claim_lost_with_the_database_is_made_again_under_its_first_reference(
             "DELETE FROM key_events; DELETE FROM idempotency_keys; DELETE FROM payments;",
         )
         .await;
+    let (walked, _collecting) = Walked::collect();
     let again = flows.pay(&key, BODY, None).await;
     assert_eq!((again.status, again.replayed), (201, false));
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
     for field in ["payment_id", "bank_reference", "amount_paise"] {
         assert_eq!(json(&again)[field], json(&first)[field], "{field}");
     }
@@ -579,14 +687,21 @@ async fn a_claim_lost_with_the_database_is_made_again_under_its_first_reference(
 
 #[tokio::test]
 async fn a_key_reused_after_it_expired_is_a_new_payment_under_a_new_reference() {
+    let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([])).await;
     let key = IdempotencyKey::mint();
     let first = flows.pay(&key, BODY, None).await;
-    // Expiry deletes the key row and keeps its payment (SPEC §3): the same request again is a
-    // new one, whose first-choice id is the kept payment's.
-    let flows = flows.reopened_after("DELETE FROM idempotency_keys;").await;
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
+    // The key passes the expiry on its row before the sweep deletes it (which keeps its
+    // payment, SPEC §3): the same request again deletes it and is a new one, whose
+    // first-choice id is the kept payment's.
+    let expired = format!("UPDATE idempotency_keys SET expires_at = {};", now_us() - 1);
+    let flows = flows.reopened_after(&expired).await;
     let again = flows.pay(&key, BODY, None).await;
     assert_eq!((again.status, again.replayed), (201, false));
+    walked.assert_took("an expired finished key makes way for a new claim, whatever the body");
     assert_ne!(json(&again)["payment_id"], json(&first)["payment_id"]);
     assert_ne!(
         json(&again)["bank_reference"],
@@ -647,9 +762,13 @@ async fn while_the_bank_fails_the_breaker_refuses_before_any_claim() {
             503
         );
     }
+    let (walked, _collecting) = Walked::collect();
     let refused = flows.pay(&IdempotencyKey::mint(), BODY, None).await;
     assert_eq!(refused.status, 503);
     assert_eq!(problem_slug(&refused), "bank-unavailable");
+    walked.assert_took(
+        "while the breaker refuses, a new key is 503 bank unavailable and nothing is claimed",
+    );
     assert_eq!(
         flows.bank.calls(),
         2,
