@@ -1,0 +1,121 @@
+//! Released claims (the bank did not execute the call): re-claimed by the same body, refused to
+//! another, and reused after expiry with a late debit found or the movement voided.
+
+use super::*;
+
+#[tokio::test]
+async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once() {
+    let (walked, _collecting) = Walked::collect();
+    let not_executed = CallOutcome::NotExecuted {
+        reason: "connection refused".into(),
+    };
+    let flows = Flows::against(LedgerBank::replying([not_executed, CallOutcome::Succeeded])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 503);
+    assert!(
+        String::from_utf8_lossy(&first.body).contains("no money moved"),
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 201);
+    walked.assert_took(
+        "a released key with the same body is claimed again under its reference and called",
+    );
+    assert_eq!(flows.bank.calls(), 2);
+    assert_eq!(
+        flows.bank.references().len(),
+        1,
+        "the retry reuses the claim's reference"
+    );
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    let reused = flows.pay(&key, OTHER_BODY, None).await;
+    assert_eq!(reused.status, 422);
+    assert_eq!(problem_slug(&reused), "idempotency-key-reused");
+    walked.assert_took("another body under a released key is refused");
+    assert_eq!(flows.bank.calls(), 1, "only the first, released call");
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 201, "the released claim is still the key's");
+    assert_eq!(flows.bank.references().len(), 1);
+}
+
+#[tokio::test]
+async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    // The bank executed the call it said it had not (a late debit), and the key expired with
+    // its last late-debit check still to come (the claim ten minutes old, so the rail allows it).
+    let first_reference = flows.bank.references()[0].clone();
+    flows.bank.debit_late(&first_reference, 25_000);
+    let expired = format!(
+        "UPDATE idempotency_keys SET created_at = created_at - 600000000, \
+         claimed_at = claimed_at - 600000000, expires_at = {};",
+        now_us() - 1
+    );
+    let flows = flows.reopened_after(&expired).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    let body = String::from_utf8_lossy(&retry.body);
+    assert_eq!((retry.status, retry.replayed), (201, false), "{body}");
+    assert_eq!(flows.bank.look_ups(), 1, "the last check, inline");
+    walked.assert_took(
+        "an expired released key whose last check finds a late debit settles it, then makes way for a new claim",
+    );
+    assert_eq!(
+        flows.bank.calls(),
+        2,
+        "the released call and the new payment's"
+    );
+    let references = flows.bank.references();
+    assert_eq!(
+        references.len(),
+        2,
+        "the new payment has a reference of its own"
+    );
+    assert_eq!(json(&retry)["bank_reference"], references[1].as_str());
+    let settled = "payments WHERE status = 'succeeded'";
+    assert_eq!(
+        flows.rows(settled).await,
+        2,
+        "the old movement settled by its check"
+    );
+    assert_eq!(flows.rows("idempotency_keys").await, 1, "the key replaced");
+}
+
+#[tokio::test]
+async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_void() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim().await;
+    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    // The last late-debit check found nothing: the movement void, the key's checks ended, and
+    // the key expired.
+    let voided = format!(
+        "UPDATE payments SET status = 'void'; \
+         UPDATE idempotency_keys SET next_lookup_at = NULL, expires_at = {};",
+        now_us() - 1
+    );
+    let flows = flows.reopened_after(&voided).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!((retry.status, retry.replayed), (201, false));
+    assert_eq!(flows.bank.look_ups(), 0, "the void needs no check");
+    walked
+        .assert_took("an expired released key whose movement was voided makes way for a new claim");
+    let references = flows.bank.references();
+    assert_eq!(
+        references.len(),
+        2,
+        "never a call under the void reference again"
+    );
+    assert_eq!(json(&retry)["bank_reference"], references[1].as_str());
+    assert_eq!(flows.rows("payments WHERE status = 'void'").await, 1);
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
