@@ -66,24 +66,23 @@ async fn a_decline_is_a_402_replayed_as_such() {
 }
 
 #[tokio::test]
-async fn a_request_that_fails_admission_touches_nothing() {
+async fn a_request_admission_refuses_touches_nothing() {
     let (walked, _collecting) = Walked::collect();
     let flows = Flows::against(LedgerBank::replying([])).await;
-    let key = IdempotencyKey::mint();
-    let refused = flows.pay(&key, r#"{"amount_paise":"#, None).await;
-    assert_eq!(refused.status, 400);
-    walked.assert_took("a request that fails admission is refused before any look-up");
-    let missing_vpa = flows.pay(&key, r#"{"amount_paise":100}"#, None).await;
-    assert_eq!(missing_vpa.status, 422);
-    walked.assert_took("a request that fails admission is refused before any look-up");
-    assert_eq!(flows.bank.calls(), 0);
-}
-
-#[tokio::test]
-async fn a_missing_or_malformed_key_or_an_oversized_body_is_refused_and_touches_nothing() {
-    let (walked, _collecting) = Walked::collect();
-    let flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint().to_string();
     let refusals = [
+        (
+            vec![key.as_bytes()],
+            br#"{"amount_paise":"#.to_vec(),
+            400,
+            "body-not-json",
+        ),
+        (
+            vec![key.as_bytes()],
+            br#"{"amount_paise":100}"#.to_vec(),
+            422,
+            "invalid-field",
+        ),
         (
             vec![],
             BODY.as_bytes().to_vec(),

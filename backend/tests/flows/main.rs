@@ -116,29 +116,36 @@ impl Flows {
     }
 
     /// Flows whose first payment's debit was made and its reply lost (503, the key `unknown`),
-    /// with that payment's key.
-    async fn with_a_lost_reply() -> (Flows, IdempotencyKey) {
+    /// with that payment's key; its steps checked on `walked`.
+    async fn with_a_lost_reply(walked: &Walked) -> (Flows, IdempotencyKey) {
         let lost = CallOutcome::MayBeInFlight {
             reason: "timed out".into(),
         };
-        Flows::after_a_503_to(lost).await
+        let case =
+            "no final word from the bank leaves the key unknown, with when its first check is due";
+        Flows::after_a_503_to(lost, (walked, case)).await
     }
 
     /// Flows whose first payment's call the bank did not execute (503, the claim released),
-    /// with that payment's key; the bank's next calls succeed.
-    async fn with_a_released_claim() -> (Flows, IdempotencyKey) {
+    /// with that payment's key; its steps checked on `walked`. The bank's next calls succeed.
+    async fn with_a_released_claim(walked: &Walked) -> (Flows, IdempotencyKey) {
         let not_executed = CallOutcome::NotExecuted {
             reason: "connection refused".into(),
         };
-        Flows::after_a_503_to(not_executed).await
+        let case = "a call the bank did not execute is released at once: nothing charged";
+        Flows::after_a_503_to(not_executed, (walked, case)).await
     }
 
     /// Flows whose first payment's bank call replied `outcome`, which the payment's reply
-    /// shows as a 503, with that payment's key.
-    async fn after_a_503_to(outcome: CallOutcome) -> (Flows, IdempotencyKey) {
+    /// shows as a 503, with that payment's key; its steps are the vector `case`'s.
+    async fn after_a_503_to(
+        outcome: CallOutcome,
+        (walked, case): (&Walked, &str),
+    ) -> (Flows, IdempotencyKey) {
         let flows = Flows::against(LedgerBank::replying([outcome])).await;
         let key = IdempotencyKey::mint();
         assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+        walked.assert_took(case);
         (flows, key)
     }
 

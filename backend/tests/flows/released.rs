@@ -36,8 +36,7 @@ async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once()
 #[tokio::test]
 async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing() {
     let (walked, _collecting) = Walked::collect();
-    let (flows, key) = Flows::with_a_released_claim().await;
-    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
     assert_eq!(problem_slug(&reused), "idempotency-key-reused");
@@ -51,8 +50,7 @@ async fn a_released_claim_retried_with_another_body_is_refused_and_calls_nothing
 #[tokio::test]
 async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew() {
     let (walked, _collecting) = Walked::collect();
-    let (flows, key) = Flows::with_a_released_claim().await;
-    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
     // The bank executed the call it said it had not (a late debit), and the key expired with
     // its last late-debit check still to come (the claim ten minutes old, so the rail allows it).
     let first_reference = flows.bank.references()[0].clone();
@@ -94,8 +92,7 @@ async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew()
 #[tokio::test]
 async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_void() {
     let (walked, _collecting) = Walked::collect();
-    let (flows, key) = Flows::with_a_released_claim().await;
-    walked.assert_took("a call the bank did not execute is released at once: nothing charged");
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
     // The last late-debit check found nothing: the movement void, the key's checks ended, and
     // the key expired.
     let voided = format!(

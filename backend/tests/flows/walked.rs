@@ -7,7 +7,6 @@
 
 use std::sync::{Arc, Mutex, Once};
 
-use serde::Deserialize;
 use tracing::field::{Field, Visit};
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -86,24 +85,17 @@ impl Visit for StepField {
     }
 }
 
-#[derive(Deserialize)]
-struct Vectors {
-    cases: Vec<Case>,
-}
-
-#[derive(Deserialize)]
-struct Case {
-    name: String,
-    path: Vec<(serde_json::Value, String)>,
-}
-
-/// The labels of the steps of the vector case named `name`.
+/// The labels of the steps of the vector case named `name` (each step of a case's `path` is
+/// an event and the label of the step it leads to).
 fn vector_steps(name: &str) -> Vec<String> {
-    let vectors: Vectors = serde_json::from_str(VECTORS).expect("the vectors parse");
-    let case = vectors
-        .cases
-        .into_iter()
-        .find(|case| case.name == name)
+    let vectors: serde_json::Value = serde_json::from_str(VECTORS).expect("the vectors parse");
+    let cases = vectors["cases"].as_array().expect("a list of cases");
+    let case = cases
+        .iter()
+        .find(|case| case["name"] == name)
         .unwrap_or_else(|| panic!("no vector case \"{name}\""));
-    case.path.into_iter().map(|(_, step)| step).collect()
+    let path = case["path"].as_array().expect("a case's path");
+    path.iter()
+        .map(|step| step[1].as_str().expect("a step's label").to_owned())
+        .collect()
 }
