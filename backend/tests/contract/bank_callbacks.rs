@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use backend::config::BankConfig;
-use bank_api::callback::{SIGNATURE_HEADER, sign};
+use bank_api::callback::{MAX_CALLBACK_AGE_SECONDS, SIGNATURE_HEADER, sign};
 use bank_simulator::Knobs;
 use secret_settings::SecretString;
 use serde_json::{Value, json};
@@ -17,6 +17,11 @@ use crate::support::{Options, StoreKind, TestApp, new_key, payment_body};
 
 const CURRENT: &str = "the-bank's-callback-secret-of-32-bytes";
 const PREVIOUS: &str = "the-bank's-previous-secret-of-32-bytes";
+
+/// A time outside the accepted window by a clear minute. One second past the edge raced the
+/// receiver's clock: `now() + 301`, checked a second later, is 300 s away and accepted, and the
+/// callback is applied before the test means it to be.
+const OUTSIDE_THE_WINDOW: i64 = MAX_CALLBACK_AGE_SECONDS + 60;
 
 /// Lost replies past the timeout, and no status check for an hour: only a callback can settle
 /// a key within the test.
@@ -126,8 +131,11 @@ async fn each_bad_callback_gets_its_reply_and_nothing_is_applied_twice(store: St
             Some(("a-secret-the-bank-never-had-32-bytes!!", now())),
             "forged",
         ),
-        (Some((CURRENT, now() - 301)), "stale"),
-        (Some((CURRENT, now() + 301)), "from the future"),
+        (Some((CURRENT, now() - OUTSIDE_THE_WINDOW)), "stale"),
+        (
+            Some((CURRENT, now() + OUTSIDE_THE_WINDOW)),
+            "from the future",
+        ),
     ] {
         let (status, reply) = callback(&app, &debited, signed, &admin).await;
         assert_eq!(status, 401, "{what}: {reply}");
