@@ -1,24 +1,24 @@
-//! Attempts at once: a repeat while the first runs (409, or a wait for its reply), and two at the
-//! same instant over many rounds.
+//! Attempts at once: a repeat while the first runs (409, or a wait for its reply), another body
+//! meanwhile (refused), a payment finding no free place at the bank, and two at the same instant
+//! over many rounds.
 
 use super::*;
+
+/// The steps of a new key's first attempt until its bank call, which the bank holds.
+const FIRST_STEPS_UNTIL_THE_BANK: [&str; 5] =
+    ["recall_same_bytes", "admit", "recall", "claim", "call_bank"];
 
 #[tokio::test]
 async fn a_repeat_while_the_first_attempt_runs_is_409_or_waits_for_its_reply() {
     let (walked, _collecting) = Walked::collect();
     let flows = Arc::new(Flows::against(LedgerBank::holding([CallOutcome::Succeeded])).await);
     let key = IdempotencyKey::mint();
-    let first = tokio::spawn({
-        let (flows, key) = (Arc::clone(&flows), key.clone());
-        async move { flows.pay(&key, BODY, None).await }
-    });
-    flows.bank.wait_for_calls(1).await;
+    let first = flows.first_attempt_at_the_bank(&key).await;
     let at_once = flows.pay(&key, BODY, None).await;
     assert_eq!(at_once.status, 409);
     // The first attempt's steps so far, then the repeat's.
-    let first_steps = ["recall_same_bytes", "admit", "recall", "claim", "call_bank"];
     walked.assert_took_after(
-        &first_steps,
+        &FIRST_STEPS_UNTIL_THE_BANK,
         "a repeat while the first attempt runs gets 409 when it does not wait",
     );
     let waiting = tokio::spawn({
@@ -32,6 +32,57 @@ async fn a_repeat_while_the_first_attempt_runs_is_409_or_waits_for_its_reply() {
     assert_eq!((waited.status, waited.replayed), (201, true));
     assert_eq!(waited.body, first.body);
     assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn another_body_while_the_first_attempt_runs_is_refused_as_reused() {
+    let (walked, _collecting) = Walked::collect();
+    let flows = Arc::new(Flows::against(LedgerBank::holding([CallOutcome::Succeeded])).await);
+    let key = IdempotencyKey::mint();
+    let first = flows.first_attempt_at_the_bank(&key).await;
+    let reused = flows.pay(&key, OTHER_BODY, None).await;
+    assert_eq!(
+        reused.status, 422,
+        "the mismatch, not 409: the body decides first"
+    );
+    assert_eq!(problem_slug(&reused), "idempotency-key-reused");
+    walked.assert_took_after(
+        &FIRST_STEPS_UNTIL_THE_BANK,
+        "another body is refused even while the first attempt runs",
+    );
+    flows.bank.let_calls_go();
+    assert_eq!(first.await.expect("the first attempt").status, 201);
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_payment_with_no_free_place_at_the_bank_is_released_unsent() {
+    let (walked, _collecting) = Walked::collect();
+    let one_call_at_a_time = ["--max-bank-calls", "1", "--bank-queue-wait-ms", "50"];
+    let bank = LedgerBank::holding([CallOutcome::Succeeded]);
+    let flows = Arc::new(Flows::configured(bank, &one_call_at_a_time).await);
+    let first = flows
+        .first_attempt_at_the_bank(&IdempotencyKey::mint())
+        .await;
+    let key = IdempotencyKey::mint();
+    let queued = flows.pay(&key, BODY, None).await;
+    assert_eq!(queued.status, 503);
+    let problem = json(&queued);
+    assert_eq!(slug_of(&problem), "service-unavailable", "{problem}");
+    let detail = problem["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("nothing was sent"), "{problem}");
+    walked.assert_took_after(
+        &FIRST_STEPS_UNTIL_THE_BANK,
+        "a call that found no place at the bank is released: nothing was sent",
+    );
+    assert_eq!(flows.bank.calls(), 1, "the second payment was never sent");
+    let released = "idempotency_keys WHERE state = 'released'";
+    assert_eq!(flows.rows(released).await, 1);
+    flows.bank.let_calls_go();
+    assert_eq!(first.await.expect("the first payment").status, 201);
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 201, "its retry, with a place free, is sent");
+    assert_eq!(flows.bank.calls(), 2);
 }
 
 #[tokio::test]

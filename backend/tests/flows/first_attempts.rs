@@ -1,5 +1,6 @@
-//! A first attempt and its repeats: a new key, a decline, another body under the key, refusals before
-//! any look-up, and refunds the store refuses.
+//! A first attempt and its repeats: a new key, a decline, another body under the key, the
+//! repeats of a new process (from the database), refusals before any look-up, and refunds the
+//! store refuses.
 
 use super::*;
 
@@ -43,6 +44,30 @@ async fn another_body_under_the_key_is_refused_and_calls_nothing() {
     assert_eq!(reused.status, 422);
     assert_eq!(problem_slug(&reused), "idempotency-key-reused");
     walked.assert_took("another body under a remembered key is refused from memory");
+    assert_eq!(flows.bank.calls(), 1);
+}
+
+#[tokio::test]
+async fn after_a_restart_a_finished_key_is_decided_from_the_database() {
+    let (walked, _collecting) = Walked::collect();
+    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
+    let key = IdempotencyKey::mint();
+    let first = flows.pay(&key, BODY, None).await;
+    assert_eq!(first.status, 201);
+    walked.assert_took(
+        "a new key is claimed, the bank called once, its final word saved and rendered",
+    );
+    // A new process: nothing in memory, the key only in the database.
+    let flows = flows.reopened_after("").await;
+    let reused = flows.pay(&key, OTHER_BODY, None).await;
+    assert_eq!(reused.status, 422);
+    assert_eq!(problem_slug(&reused), "idempotency-key-reused");
+    walked.assert_took("another body under a stored finished key is refused");
+    let repeat = flows.pay(&key, BODY, None).await;
+    assert_eq!((repeat.status, repeat.replayed), (201, true));
+    assert_eq!(repeat.body, first.body);
+    walked
+        .assert_took("a repeat of a finished key found by the claim is replayed from the database");
     assert_eq!(flows.bank.calls(), 1);
 }
 

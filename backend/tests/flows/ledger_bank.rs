@@ -1,10 +1,10 @@
 //! An in-memory bank port for the flows' unit tests: it replies to money calls as the test
 //! scripts (then `Succeeded`), keeps a ledger of what moved by reference, and replies to look-ups
-//! from that ledger. It can hold calls open until the test lets them go, to make a first
-//! attempt that is still running. Only for unit tests: the contract suites use the bank
-//! simulator over HTTP.
+//! from that ledger (`Pending` for a reference the test makes it hold undecided). It can hold
+//! calls open until the test lets them go, to make a first attempt that is still running. Only
+//! for unit tests: the contract suites use the bank simulator over HTTP.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -19,6 +19,8 @@ pub struct LedgerBank {
     replies: Mutex<VecDeque<CallOutcome>>,
     /// Paise moved, by reference.
     ledger: Mutex<BTreeMap<String, i64>>,
+    /// References the bank holds and has not decided: look-ups reply `Pending`.
+    undecided: Mutex<BTreeSet<String>>,
     /// Every reference called, in order.
     called: Mutex<Vec<String>>,
     calls: AtomicUsize,
@@ -34,6 +36,7 @@ impl LedgerBank {
         LedgerBank {
             replies: Mutex::new(replies.into_iter().collect()),
             ledger: Mutex::default(),
+            undecided: Mutex::default(),
             called: Mutex::default(),
             calls: AtomicUsize::new(0),
             look_ups: AtomicUsize::new(0),
@@ -77,6 +80,18 @@ impl LedgerBank {
     pub fn debit_late(&self, reference: &str, paise: i64) {
         let mut ledger = self.ledger.lock().expect("unpoisoned");
         ledger.insert(reference.to_owned(), paise);
+    }
+
+    /// Takes back what moved under `reference`: the call never reached the bank after all, and
+    /// its look-ups find nothing.
+    pub fn forget(&self, reference: &str) {
+        self.ledger.lock().expect("unpoisoned").remove(reference);
+    }
+
+    /// Makes the bank hold `reference` undecided: its look-ups reply `Pending`.
+    pub fn hold_undecided(&self, reference: &str) {
+        let mut undecided = self.undecided.lock().expect("unpoisoned");
+        undecided.insert(reference.to_owned());
     }
 
     /// Waits until `count` calls have arrived.
@@ -126,6 +141,14 @@ impl BankPort for LedgerBank {
 
     async fn look_up(&self, _operation: Operation, reference: &str) -> Result<LookUp, LookUpError> {
         self.look_ups.fetch_add(1, Ordering::SeqCst);
+        if self
+            .undecided
+            .lock()
+            .expect("unpoisoned")
+            .contains(reference)
+        {
+            return Ok(LookUp::Pending);
+        }
         let ledger = self.ledger.lock().expect("unpoisoned");
         Ok(match ledger.contains_key(reference) {
             true => LookUp::Succeeded,

@@ -7,16 +7,18 @@
 //! against the server path's vector case of its row ([`Walked`]).
 //!
 //! The tests, by what they try: `first_attempts` (a new key, its repeats, refusals),
-//! `no_final_word` (outcome pending, stuck keys, status checks, the breaker), `released`,
-//! `concurrent` (attempts at once) and `reused` (a key whose row is gone). This file holds what
-//! they share: [`Flows`] and the helpers.
+//! `no_final_word` (outcome pending, stuck keys, status checks), `breaker`, `released`,
+//! `concurrent` (attempts at once), `reused` (a key whose row is gone) and `store_fails` (a
+//! write that fails on cue). This file holds what they share: [`Flows`] and the helpers.
 
+mod breaker;
 mod concurrent;
 mod first_attempts;
 mod ledger_bank;
 mod no_final_word;
 mod released;
 mod reused;
+mod store_fails;
 mod walked;
 
 use std::sync::Arc;
@@ -50,6 +52,8 @@ struct Flows {
     state: AppState,
     bank: Arc<LedgerBank>,
     directory: tempfile::TempDir,
+    /// The backend's flags beyond development mode, kept for a reopened process.
+    flags: Vec<String>,
 }
 
 impl Flows {
@@ -60,14 +64,20 @@ impl Flows {
     /// The same, with the backend's `flags` added to its command line.
     async fn configured(bank: LedgerBank, flags: &[&str]) -> Flows {
         let directory = tempfile::tempdir().expect("a temporary directory");
+        let flags = flags.iter().map(|flag| flag.to_string()).collect();
         Flows::open(Arc::new(bank), directory, flags).await
     }
 
     /// The flows of a new process on the store in `directory`, against `bank`.
-    async fn open(bank: Arc<LedgerBank>, directory: tempfile::TempDir, flags: &[&str]) -> Flows {
+    async fn open(
+        bank: Arc<LedgerBank>,
+        directory: tempfile::TempDir,
+        flags: Vec<String>,
+    ) -> Flows {
         let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/../policy.yaml");
         let arguments = ["backend", "--mode", "development", "--policy-file", policy];
-        let settings = TestSettings::try_parse_from(arguments.iter().chain(flags))
+        let arguments = arguments.iter().map(|argument| argument.to_string());
+        let settings = TestSettings::try_parse_from(arguments.chain(flags.iter().cloned()))
             .expect("settings")
             .settings;
         let config = settings.into_config().expect("a development config");
@@ -81,7 +91,14 @@ impl Flows {
             state,
             bank,
             directory,
+            flags,
         }
+    }
+
+    /// Runs `statements` on the store while the flows use it, as another process would (a
+    /// trigger that fails a write on cue, a row deleted mid-call).
+    async fn execute(&self, statements: &str) {
+        execute_on(&self.directory, statements).await;
     }
 
     /// The rows of `table` in the store (a `WHERE` clause may follow its name).
@@ -96,44 +113,32 @@ impl Flows {
     }
 
     /// A new process (nothing in memory) on this store after `statements` ran on it: the same
-    /// bank.
+    /// bank and flags.
     async fn reopened_after(self, statements: &str) -> Flows {
         let Flows {
             state,
             bank,
             directory,
+            flags,
         } = self;
         drop(state);
-        let mut connection = sqlx::SqliteConnection::connect(&store_url(&directory))
-            .await
-            .expect("SQLite opens");
-        sqlx::raw_sql(statements)
-            .execute(&mut connection)
-            .await
-            .expect("the statements run");
-        connection.close().await.expect("closes");
-        Flows::open(bank, directory, &[]).await
+        execute_on(&directory, statements).await;
+        Flows::open(bank, directory, flags).await
     }
 
     /// Flows whose first payment's debit was made and its reply lost (503, the key `unknown`),
     /// with that payment's key; its steps checked on `walked`.
     async fn with_a_lost_reply(walked: &Walked) -> (Flows, IdempotencyKey) {
-        let lost = CallOutcome::MayBeInFlight {
-            reason: "timed out".into(),
-        };
         let case =
             "no final word from the bank leaves the key unknown, with when its first check is due";
-        Flows::after_a_503_to(lost, (walked, case)).await
+        Flows::after_a_503_to(no_final_word(), (walked, case)).await
     }
 
     /// Flows whose first payment's call the bank did not execute (503, the claim released),
     /// with that payment's key; its steps checked on `walked`. The bank's next calls succeed.
     async fn with_a_released_claim(walked: &Walked) -> (Flows, IdempotencyKey) {
-        let not_executed = CallOutcome::NotExecuted {
-            reason: "connection refused".into(),
-        };
         let case = "a call the bank did not execute is released at once: nothing charged";
-        Flows::after_a_503_to(not_executed, (walked, case)).await
+        Flows::after_a_503_to(not_executed(), (walked, case)).await
     }
 
     /// Flows whose first payment's bank call replied `outcome`, which the payment's reply
@@ -147,6 +152,21 @@ impl Flows {
         assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
         walked.assert_took(case);
         (flows, key)
+    }
+
+    /// Pays `key` with [`BODY`] in a task of its own, once its bank call has arrived at a bank
+    /// that holds calls ([`LedgerBank::holding`]): a first attempt still running.
+    async fn first_attempt_at_the_bank(
+        self: &Arc<Flows>,
+        key: &IdempotencyKey,
+    ) -> tokio::task::JoinHandle<Reply> {
+        let calls = self.bank.calls();
+        let first = tokio::spawn({
+            let (flows, key) = (Arc::clone(self), key.clone());
+            async move { flows.pay(&key, BODY, None).await }
+        });
+        self.bank.wait_for_calls(calls + 1).await;
+        first
     }
 
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
@@ -199,6 +219,17 @@ fn store_url(directory: &tempfile::TempDir) -> String {
     format!("sqlite://{}", directory.path().join("flows.db").display())
 }
 
+async fn execute_on(directory: &tempfile::TempDir, statements: &str) {
+    let mut connection = sqlx::SqliteConnection::connect(&store_url(directory))
+        .await
+        .expect("SQLite opens");
+    sqlx::raw_sql(statements)
+        .execute(&mut connection)
+        .await
+        .expect("the statements run");
+    connection.close().await.expect("closes");
+}
+
 fn caller(wait: Option<Duration>) -> Caller {
     Caller {
         user: UserId::numbered(7),
@@ -215,6 +246,37 @@ const OTHER_BODY: &str = r#"{"amount_paise":26000,"payer_vpa":"asha@okbank"}"#;
 /// and the rail's first status check, with no check made or planned.
 const TEN_MINUTES_AGO: &str = "created_at = created_at - 600000000, \
      claimed_at = claimed_at - 600000000, next_lookup_at = NULL, last_status_check_at = NULL";
+
+/// SQL giving every key's lease to another replica for a minute: a reconciler asking the bank
+/// about it.
+fn held_by_another_replica() -> String {
+    let in_a_minute = now_us() + 60_000_000;
+    format!(
+        "UPDATE idempotency_keys SET lease_owner = randomblob(16), lease_until = {in_a_minute};"
+    )
+}
+
+/// The bank's reply when a call timed out: the money may have moved.
+fn no_final_word() -> CallOutcome {
+    CallOutcome::MayBeInFlight {
+        reason: "timed out".into(),
+    }
+}
+
+/// The bank's reply when it did not execute a call: nothing moved.
+fn not_executed() -> CallOutcome {
+    CallOutcome::NotExecuted {
+        reason: "connection refused".into(),
+    }
+}
+
+/// The problem `reply` is, checked to be the 503 `outcome-pending`.
+fn outcome_pending(reply: &Reply) -> serde_json::Value {
+    let problem = json(reply);
+    assert_eq!(reply.status, 503, "{problem}");
+    assert_eq!(slug_of(&problem), "outcome-pending", "{problem}");
+    problem
+}
 
 fn json(reply: &Reply) -> serde_json::Value {
     serde_json::from_slice(&reply.body).expect("a JSON body")

@@ -1,20 +1,15 @@
 //! Calls with no final word from the bank: outcome pending, a key stuck `started`, a status check
-//! due, every check the rail allows spent, and the breaker while the bank fails.
+//! due (the debit found, the bank never saw the call, or it holds it undecided), one a
+//! reconciler is making, and every check the rail allows spent.
 
 use super::*;
 
 #[tokio::test]
 async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
     let (walked, _collecting) = Walked::collect();
-    let lost = CallOutcome::MayBeInFlight {
-        reason: "timed out".into(),
-    };
-    let flows = Flows::against(LedgerBank::replying([lost])).await;
+    let flows = Flows::against(LedgerBank::replying([no_final_word()])).await;
     let key = IdempotencyKey::mint();
-    let first = flows.pay(&key, BODY, None).await;
-    assert_eq!(first.status, 503);
-    let problem = json(&first);
-    assert_eq!(slug_of(&problem), "outcome-pending", "{problem}");
+    let problem = outcome_pending(&flows.pay(&key, BODY, None).await);
     assert!(problem["next_check_at"].is_string(), "{problem}");
     walked.assert_took(
         "no final word from the bank leaves the key unknown, with when its first check is due",
@@ -110,38 +105,58 @@ async fn a_key_past_every_status_check_the_rail_allows_awaits_the_settlement_fil
 }
 
 #[tokio::test]
-async fn while_the_bank_fails_the_breaker_refuses_before_any_claim() {
-    let failing = (0..2).map(|_| CallOutcome::MayBeInFlight {
-        reason: "connection reset".into(),
-    });
-    let breaker = [
-        "--bank-breaker-min-calls",
-        "2",
-        "--bank-breaker-open-seconds",
-        "60",
-    ];
-    let flows = Flows::configured(LedgerBank::replying(failing), &breaker).await;
-    for _ in 0..2 {
-        assert_eq!(
-            flows.pay(&IdempotencyKey::mint(), BODY, None).await.status,
-            503
-        );
-    }
+async fn an_unknown_key_the_bank_never_saw_is_released_and_called_again_under_its_reference() {
     let (walked, _collecting) = Walked::collect();
-    let refused = flows.pay(&IdempotencyKey::mint(), BODY, None).await;
-    assert_eq!(refused.status, 503);
-    assert_eq!(problem_slug(&refused), "bank-unavailable");
+    let (flows, key) = Flows::with_a_lost_reply(&walked).await;
+    // The call that timed out never reached the bank, and its first check is due.
+    let reference = flows.bank.references()[0].clone();
+    flows.bank.forget(&reference);
+    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
+    let flows = flows.reopened_after(&due).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!((retry.status, retry.replayed), (201, false));
     walked.assert_took(
-        "while the breaker refuses, a new key is 503 bank unavailable and nothing is claimed",
+        "an unknown key the bank never saw is released, claimed again under its reference, and called",
     );
-    assert_eq!(
-        flows.bank.calls(),
-        2,
-        "the refused payment never reached the bank"
+    assert_eq!((flows.bank.calls(), flows.bank.look_ups()), (2, 1));
+    assert_eq!(flows.bank.references(), [reference], "the same reference");
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn an_unknown_key_the_bank_holds_undecided_is_pending_until_its_next_check() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_lost_reply(&walked).await;
+    flows.bank.hold_undecided(&flows.bank.references()[0]);
+    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
+    let flows = flows.reopened_after(&due).await;
+    let problem = outcome_pending(&flows.pay(&key, BODY, None).await);
+    assert!(problem["next_check_at"].is_string(), "{problem}");
+    walked.assert_took(
+        "an unknown key the bank still calls pending stays pending until its next check",
     );
+    // The next check is not due yet: the repeat asks nothing.
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 503);
+    walked.assert_took(
+        "an unknown key whose next check is not due is 503 outcome pending, saying when it will be known",
+    );
+    assert_eq!((flows.bank.calls(), flows.bank.look_ups()), (1, 1));
+}
+
+#[tokio::test]
+async fn an_unknown_key_a_reconciler_is_asking_about_is_pending_with_no_second_look_up() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_lost_reply(&walked).await;
+    let due_and_held = format!(
+        "UPDATE idempotency_keys SET {TEN_MINUTES_AGO}; {}",
+        held_by_another_replica()
+    );
+    let flows = flows.reopened_after(&due_and_held).await;
+    outcome_pending(&flows.pay(&key, BODY, None).await);
+    walked.assert_took("an unknown key asked about while someone else asks stays pending");
     assert_eq!(
-        flows.rows("idempotency_keys").await,
-        2,
-        "nor claimed its key"
+        flows.bank.look_ups(),
+        0,
+        "the reconciler's look-up is the only one"
     );
 }

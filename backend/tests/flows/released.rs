@@ -1,15 +1,27 @@
 //! Released claims (the bank did not execute the call): re-claimed by the same body, refused to
-//! another, and reused after expiry with a late debit found or the movement voided.
+//! another, and after expiry: reused once its check finds a late debit, nothing, or a void; kept
+//! while the bank holds the call undecided or a reconciler checks it.
 
 use super::*;
+
+/// SQL expiring the released key, its claim ten minutes old (so the rail allows its last check
+/// for a late debit) and that check still to come.
+fn expired_with_a_check_to_come() -> String {
+    format!(
+        "UPDATE idempotency_keys SET created_at = created_at - 600000000, \
+         claimed_at = claimed_at - 600000000, expires_at = {};",
+        now_us() - 1
+    )
+}
 
 #[tokio::test]
 async fn a_call_the_bank_did_not_execute_is_released_and_the_retry_debits_once() {
     let (walked, _collecting) = Walked::collect();
-    let not_executed = CallOutcome::NotExecuted {
-        reason: "connection refused".into(),
-    };
-    let flows = Flows::against(LedgerBank::replying([not_executed, CallOutcome::Succeeded])).await;
+    let flows = Flows::against(LedgerBank::replying([
+        not_executed(),
+        CallOutcome::Succeeded,
+    ]))
+    .await;
     let key = IdempotencyKey::mint();
     let first = flows.pay(&key, BODY, None).await;
     assert_eq!(first.status, 503);
@@ -55,12 +67,7 @@ async fn a_released_key_reused_after_it_expired_is_checked_once_then_paid_anew()
     // its last late-debit check still to come (the claim ten minutes old, so the rail allows it).
     let first_reference = flows.bank.references()[0].clone();
     flows.bank.debit_late(&first_reference, 25_000);
-    let expired = format!(
-        "UPDATE idempotency_keys SET created_at = created_at - 600000000, \
-         claimed_at = claimed_at - 600000000, expires_at = {};",
-        now_us() - 1
-    );
-    let flows = flows.reopened_after(&expired).await;
+    let flows = flows.reopened_after(&expired_with_a_check_to_come()).await;
     let retry = flows.pay(&key, BODY, None).await;
     let body = String::from_utf8_lossy(&retry.body);
     assert_eq!((retry.status, retry.replayed), (201, false), "{body}");
@@ -115,4 +122,51 @@ async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_voi
     assert_eq!(json(&retry)["bank_reference"], references[1].as_str());
     assert_eq!(flows.rows("payments WHERE status = 'void'").await, 1);
     assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn an_expired_released_key_whose_check_finds_nothing_is_voided_and_paid_anew() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
+    let flows = flows.reopened_after(&expired_with_a_check_to_come()).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!((retry.status, retry.replayed), (201, false));
+    walked.assert_took(
+        "an expired released key with a check to come is asked about before it is reused",
+    );
+    assert_eq!(flows.bank.look_ups(), 1, "the check, inline");
+    assert_eq!(flows.rows("payments WHERE status = 'void'").await, 1);
+    assert_eq!(flows.bank.references().len(), 2, "a new reference");
+    assert_eq!(flows.bank.moved_paise(), 25_000);
+}
+
+#[tokio::test]
+async fn an_expired_released_key_the_bank_holds_undecided_is_pending_and_not_reused() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
+    flows.bank.hold_undecided(&flows.bank.references()[0]);
+    let flows = flows.reopened_after(&expired_with_a_check_to_come()).await;
+    let problem = outcome_pending(&flows.pay(&key, BODY, None).await);
+    assert!(problem["next_check_at"].is_string(), "{problem}");
+    walked.assert_took(
+        "an expired released key whose last check finds the bank still pending is pending",
+    );
+    assert_eq!(
+        flows.bank.calls(),
+        1,
+        "no new call while the old one may land"
+    );
+    assert_eq!(flows.rows("idempotency_keys").await, 1, "the key kept");
+}
+
+#[tokio::test]
+async fn an_expired_released_key_a_reconciler_is_checking_is_409_at_work() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
+    let expired_and_held = expired_with_a_check_to_come() + &held_by_another_replica();
+    let flows = flows.reopened_after(&expired_and_held).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 409);
+    walked.assert_took("an expired released key a reconciler is checking is at work");
+    assert_eq!((flows.bank.calls(), flows.bank.look_ups()), (1, 0));
 }
