@@ -1,6 +1,7 @@
 //! Released claims (the bank did not execute the call): re-claimed by the same body, refused to
-//! another, and after expiry: reused once its check finds a late debit, nothing, or a void; kept
-//! while the bank holds the call undecided or a reconciler checks it.
+//! another, not re-claimed while a reconciler holds it, and after expiry: reused once its check
+//! finds a late debit, nothing, or a void; kept while the bank holds the call undecided or a
+//! reconciler checks it.
 
 use super::*;
 
@@ -102,10 +103,11 @@ async fn a_released_key_whose_movement_was_voided_is_paid_anew_and_keeps_the_voi
     let (flows, key) = Flows::with_a_released_claim(&walked).await;
     // The last late-debit check found nothing: the movement void, the key's checks ended, and
     // the key expired.
+    let now = now_us();
     let voided = format!(
-        "UPDATE payments SET status = 'void'; \
+        "UPDATE payments SET status = 'void', finished_at = {now}; \
          UPDATE idempotency_keys SET next_lookup_at = NULL, expires_at = {};",
-        now_us() - 1
+        now - 1
     );
     let flows = flows.reopened_after(&voided).await;
     let retry = flows.pay(&key, BODY, None).await;
@@ -169,4 +171,19 @@ async fn an_expired_released_key_a_reconciler_is_checking_is_409_at_work() {
     assert_eq!(retry.status, 409);
     walked.assert_took("an expired released key a reconciler is checking is at work");
     assert_eq!((flows.bank.calls(), flows.bank.look_ups()), (1, 0));
+}
+
+#[tokio::test]
+async fn a_released_key_a_reconciler_is_checking_is_not_claimed_again() {
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key) = Flows::with_a_released_claim(&walked).await;
+    // The re-claim is one conditional write, which misses when the key is not free: held by a
+    // reconciler checking for a late debit here, or claimed first by another retry.
+    let flows = flows.reopened_after(&held_by_another_replica()).await;
+    let retry = flows.pay(&key, BODY, None).await;
+    assert_eq!(retry.status, 409);
+    walked.assert_took("a released key another retry claimed first is at work");
+    assert_eq!(flows.bank.calls(), 1, "no second call");
+    let released = "idempotency_keys WHERE state = 'released'";
+    assert_eq!(flows.rows(released).await, 1);
 }

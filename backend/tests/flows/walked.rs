@@ -1,15 +1,19 @@
 //! The server path's vectors (`shared/vectors/server-path.json`) walked by the real
 //! interpreter: the flows log each step the machine gives (at debug level, labelled as the
 //! vectors label them), [`Walked`] collects them for the test's thread, and
-//! [`Walked::assert_took`] compares a request's steps with the vector case of the same SPEC row.
+//! [`Walked::assert_took`] compares a request's steps with the vector case of the same SPEC row
+//! (requests running at once are told apart by their outermost span).
 //! The vectors check the machine alone; this checks that the interpreter, on a real store, meets
 //! the events each case feeds it, in that order.
 
 use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
 
 use tracing::field::{Field, Visit};
+use tracing::span::Id;
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
 const VECTORS: &str = include_str!("../../../shared/vectors/server-path.json");
@@ -17,7 +21,13 @@ const VECTORS: &str = include_str!("../../../shared/vectors/server-path.json");
 /// The steps the path took on this thread since the last check.
 #[derive(Clone, Default)]
 pub struct Walked {
-    steps: Arc<Mutex<Vec<String>>>,
+    steps: Arc<Mutex<Vec<Taken>>>,
+}
+
+/// A step, and the request that took it (its outermost span, `pay_bill` or `refund_payment`).
+struct Taken {
+    request: Option<Id>,
+    step: String,
 }
 
 impl Walked {
@@ -37,40 +47,100 @@ impl Walked {
     }
 
     /// Checks that the requests since the last check took the steps of the vector case named
-    /// `case`: all of them, or, for a case that stops before the reply (the rest is another
-    /// case's, such as a new key's), its steps first.
+    /// `case`, one request after another: all of them, or, for a case that stops before the
+    /// reply (the rest is another case's, such as a new key's), its steps first.
     pub fn assert_took(&self, case: &str) {
-        self.assert_took_after(&[], case);
+        let took: Vec<String> = self.take().into_iter().map(|taken| taken.step).collect();
+        assert_case(&took, case);
     }
 
-    /// The same, for requests whose steps since the last check begin with `before` (those of
-    /// a request still running, say) and go on with the case's.
-    pub fn assert_took_after(&self, before: &[&str], case: &str) {
-        let took = std::mem::take(&mut *self.steps.lock().expect("unpoisoned"));
-        let (took_before, took) = took.split_at(before.len().min(took.len()));
-        assert_eq!(took_before, before, "the steps before \"{case}\"");
-        let expected = vector_steps(case);
-        let whole_case = expected
-            .last()
-            .is_some_and(|last| last.starts_with("reply") || last == "give_up");
-        let compared = match whole_case {
-            true => took,
-            false => &took[..expected.len().min(took.len())],
-        };
-        assert_eq!(compared, &expected[..], "the steps of \"{case}\"");
+    /// The same for two requests running at once: one took `other` (a first attempt still
+    /// running, say), the other the case's steps, however their steps interleaved.
+    pub fn assert_took_alongside(&self, other: &[&str], case: &str) {
+        let requests = self.took_by_request();
+        assert_eq!(
+            requests.len(),
+            2,
+            "two requests beside \"{case}\": {requests:?}"
+        );
+        let (others, cases): (Vec<_>, Vec<_>) =
+            requests.into_iter().partition(|steps| steps == other);
+        assert_eq!(
+            others.len(),
+            1,
+            "a request took {other:?}, beside \"{case}\""
+        );
+        let case_steps = cases.first().or(others.get(1)).expect("the case's request");
+        assert_case(case_steps, case);
+    }
+
+    /// The steps since the last check, one list per request, in the order of their first steps.
+    pub fn took_by_request(&self) -> Vec<Vec<String>> {
+        let mut requests: Vec<(Option<Id>, Vec<String>)> = Vec::new();
+        for Taken { request, step } in self.take() {
+            match requests.iter_mut().find(|(id, _)| *id == request) {
+                Some((_, steps)) => steps.push(step),
+                None => requests.push((request, vec![step])),
+            }
+        }
+        requests.into_iter().map(|(_, steps)| steps).collect()
+    }
+
+    /// Waits, a few seconds at most, until the requests have taken `step` `times` since the last
+    /// check: a request running in another task has got that far.
+    pub async fn until_taken(&self, step: &str, times: usize) {
+        for _ in 0..5_000 {
+            if self.times_taken(step) >= times {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("no request took \"{step}\" {times} times");
+    }
+
+    fn times_taken(&self, step: &str) -> usize {
+        let steps = self.steps.lock().expect("unpoisoned");
+        steps.iter().filter(|taken| taken.step == step).count()
+    }
+
+    fn take(&self) -> Vec<Taken> {
+        std::mem::take(&mut *self.steps.lock().expect("unpoisoned"))
     }
 }
 
-impl<S: tracing::Subscriber> Layer<S> for Walked {
-    fn on_event(&self, event: &tracing::Event<'_>, _context: Context<'_, S>) {
+/// Checks that `took` are the steps of the vector case named `case`: all of them, or, for a
+/// case that stops before the reply, its steps first.
+pub fn assert_case(took: &[String], case: &str) {
+    let expected = vector_steps(case);
+    let whole_case = expected
+        .last()
+        .is_some_and(|last| last.starts_with("reply") || last == "give_up");
+    let compared = match whole_case {
+        true => took,
+        false => &took[..expected.len().min(took.len())],
+    };
+    assert_eq!(compared, &expected[..], "the steps of \"{case}\"");
+}
+
+impl<S> Layer<S> for Walked
+where
+    S: tracing::Subscriber + for<'lookup> LookupSpan<'lookup>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, context: Context<'_, S>) {
         if !event.metadata().target().starts_with("backend::flows") {
             return;
         }
         let mut step = StepField(None);
         event.record(&mut step);
-        if let Some(step) = step.0 {
-            self.steps.lock().expect("unpoisoned").push(step);
-        }
+        let Some(step) = step.0 else {
+            return;
+        };
+        let request = context
+            .event_scope(event)
+            .and_then(|scope| scope.from_root().next())
+            .map(|outermost| outermost.id());
+        let taken = Taken { request, step };
+        self.steps.lock().expect("unpoisoned").push(taken);
     }
 }
 
