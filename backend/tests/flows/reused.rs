@@ -1,5 +1,5 @@
-//! A key used again after its row is gone: lost with the database, expired, and past its last
-//! generation.
+//! A key used again after its row is gone: lost with the database, expired (read from the
+//! database, or its bytes remembered in memory), and past its last generation.
 
 use super::*;
 
@@ -87,4 +87,38 @@ async fn a_key_reused_past_its_last_generation_is_refused_and_calls_nothing() {
     assert_eq!(flows.bank.references().len(), movements as usize);
     assert_eq!(flows.rows("payments").await, i64::from(movements));
     assert_eq!(flows.rows("idempotency_keys").await, 0, "nothing claimed");
+}
+
+#[tokio::test]
+async fn remembered_bytes_of_a_key_past_its_expiry_are_not_replayed_but_paid_anew() {
+    let flows = Flows::against(LedgerBank::replying([])).await;
+    let key = IdempotencyKey::mint();
+    assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
+    // A new process, the key's expiry three seconds away: its repeats put its reply, then its
+    // very bytes, in memory, which keeps them until a second (`CLOCK_MARGIN`) before that.
+    let expires_at = now_us() + 3_000_000;
+    let expiring = format!("UPDATE idempotency_keys SET expires_at = {expires_at};");
+    let flows = flows.reopened_after(&expiring).await;
+    let (walked, _collecting) = Walked::collect();
+    let repeats = [
+        "a repeat of a finished key found by the claim is replayed from the database",
+        "a repeat remembered in memory is replayed from there, after admission",
+        "the very bytes of a repeat already replayed from memory are replayed before admission",
+    ];
+    for case in repeats {
+        let repeat = flows.pay(&key, BODY, None).await;
+        assert_eq!((repeat.status, repeat.replayed), (201, true));
+        walked.assert_took(case);
+    }
+    let past_the_expiry = expires_at - now_us() + 100_000;
+    let past_the_expiry = u64::try_from(past_the_expiry).expect("the repeats took under 3 s");
+    tokio::time::sleep(Duration::from_micros(past_the_expiry)).await;
+    // The memory has forgotten the key (it never hands out an entry past its key's expiry, so
+    // the machine's own check of one, the vector case "remembered bytes of an expired key go
+    // through admission and the database", is walked by the machine alone); the database
+    // deletes it, and the same bytes are a new payment.
+    let again = flows.pay(&key, BODY, None).await;
+    assert_eq!((again.status, again.replayed), (201, false));
+    walked.assert_took("an expired finished key makes way for a new claim, whatever the body");
+    assert_eq!(flows.bank.references().len(), 2, "a new payment");
 }
