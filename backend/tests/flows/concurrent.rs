@@ -68,10 +68,7 @@ async fn waiting_repeat(
     key: &IdempotencyKey,
     walked: &Walked,
 ) -> JoinHandle<Reply> {
-    let waiting = tokio::spawn({
-        let (flows, key) = (Arc::clone(flows), key.clone());
-        async move { flows.pay(&key, BODY, Some(Duration::from_secs(10))).await }
-    });
+    let waiting = flows.pay_in_a_task(key, Some(Duration::from_secs(10)));
     walked.until_taken("wait", 2).await;
     waiting
 }
@@ -132,10 +129,7 @@ async fn two_attempts_at_the_same_instant_debit_once_over_many_rounds() {
     let flows = Arc::new(Flows::against(LedgerBank::replying([])).await);
     for round in 1..=25 {
         let key = IdempotencyKey::mint();
-        let attempts = (0..2).map(|_| {
-            let (flows, key) = (Arc::clone(&flows), key.clone());
-            tokio::spawn(async move { flows.pay(&key, BODY, None).await })
-        });
+        let attempts = [(); 2].map(|_| flows.pay_in_a_task(&key, None));
         let mut statuses = Vec::new();
         for attempt in attempts {
             let reply = attempt.await.expect("an attempt");

@@ -7,13 +7,7 @@ use super::*;
 #[tokio::test]
 async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
     let (walked, _collecting) = Walked::collect();
-    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
-    let key = IdempotencyKey::mint();
-    let first = flows.pay(&key, BODY, None).await;
-    assert_eq!((first.status, first.replayed), (201, false));
-    walked.assert_took(
-        "a new key is claimed, the bank called once, its final word saved and rendered",
-    );
+    let (flows, key, first) = Flows::with_a_paid_key(&walked).await;
     // The first attempt's reply is remembered: the first repeat comes from memory after
     // admission, and the next ones, the very bytes again, before it.
     let repeats = [
@@ -34,12 +28,7 @@ async fn a_new_key_debits_once_and_its_repeats_replay_the_same_bytes() {
 #[tokio::test]
 async fn another_body_under_the_key_is_refused_and_calls_nothing() {
     let (walked, _collecting) = Walked::collect();
-    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
-    let key = IdempotencyKey::mint();
-    assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
-    walked.assert_took(
-        "a new key is claimed, the bank called once, its final word saved and rendered",
-    );
+    let (flows, key, _) = Flows::with_a_paid_key(&walked).await;
     let reused = flows.pay(&key, OTHER_BODY, None).await;
     assert_eq!(reused.status, 422);
     assert_eq!(problem_slug(&reused), "idempotency-key-reused");
@@ -50,13 +39,7 @@ async fn another_body_under_the_key_is_refused_and_calls_nothing() {
 #[tokio::test]
 async fn after_a_restart_a_finished_key_is_decided_from_the_database() {
     let (walked, _collecting) = Walked::collect();
-    let flows = Flows::against(LedgerBank::replying([CallOutcome::Succeeded])).await;
-    let key = IdempotencyKey::mint();
-    let first = flows.pay(&key, BODY, None).await;
-    assert_eq!(first.status, 201);
-    walked.assert_took(
-        "a new key is claimed, the bank called once, its final word saved and rendered",
-    );
+    let (flows, key, first) = Flows::with_a_paid_key(&walked).await;
     // A new process: nothing in memory, the key only in the database.
     let flows = flows.reopened_after("").await;
     let reused = flows.pay(&key, OTHER_BODY, None).await;

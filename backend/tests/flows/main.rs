@@ -103,9 +103,7 @@ impl Flows {
 
     /// The rows of `table` in the store (a `WHERE` clause may follow its name).
     async fn rows(&self, table: &str) -> i64 {
-        let mut connection = sqlx::SqliteConnection::connect(&store_url(&self.directory))
-            .await
-            .expect("SQLite opens");
+        let mut connection = connect_to(&self.directory).await;
         sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
             .fetch_one(&mut connection)
             .await
@@ -124,6 +122,19 @@ impl Flows {
         drop(state);
         execute_on(&directory, statements).await;
         Flows::open(bank, directory, flags).await
+    }
+
+    /// Flows whose first payment was debited and its reply saved (201), with that payment's key
+    /// and reply; its steps checked on `walked`. The bank's next calls succeed too.
+    async fn with_a_paid_key(walked: &Walked) -> (Flows, IdempotencyKey, Reply) {
+        let flows = Flows::against(LedgerBank::replying([])).await;
+        let key = IdempotencyKey::mint();
+        let first = flows.pay(&key, BODY, None).await;
+        assert_eq!((first.status, first.replayed), (201, false));
+        walked.assert_took(
+            "a new key is claimed, the bank called once, its final word saved and rendered",
+        );
+        (flows, key, first)
     }
 
     /// Flows whose first payment's debit was made and its reply lost (503, the key `unknown`),
@@ -161,12 +172,19 @@ impl Flows {
         key: &IdempotencyKey,
     ) -> tokio::task::JoinHandle<Reply> {
         let calls = self.bank.calls();
-        let first = tokio::spawn({
-            let (flows, key) = (Arc::clone(self), key.clone());
-            async move { flows.pay(&key, BODY, None).await }
-        });
+        let first = self.pay_in_a_task(key, None);
         self.bank.wait_for_calls(calls + 1).await;
         first
+    }
+
+    /// Pays `key` with [`BODY`], allowed to wait `wait`, in a task of its own.
+    fn pay_in_a_task(
+        self: &Arc<Flows>,
+        key: &IdempotencyKey,
+        wait: Option<Duration>,
+    ) -> tokio::task::JoinHandle<Reply> {
+        let (flows, key) = (Arc::clone(self), key.clone());
+        tokio::spawn(async move { flows.pay(&key, BODY, wait).await })
     }
 
     async fn pay(&self, key: &IdempotencyKey, body: &str, wait: Option<Duration>) -> Reply {
@@ -219,10 +237,15 @@ fn store_url(directory: &tempfile::TempDir) -> String {
     format!("sqlite://{}", directory.path().join("flows.db").display())
 }
 
-async fn execute_on(directory: &tempfile::TempDir, statements: &str) {
-    let mut connection = sqlx::SqliteConnection::connect(&store_url(directory))
+/// A connection of its own to the store in `directory`, as another process's.
+async fn connect_to(directory: &tempfile::TempDir) -> sqlx::SqliteConnection {
+    sqlx::SqliteConnection::connect(&store_url(directory))
         .await
-        .expect("SQLite opens");
+        .expect("SQLite opens")
+}
+
+async fn execute_on(directory: &tempfile::TempDir, statements: &str) {
+    let mut connection = connect_to(directory).await;
     sqlx::raw_sql(statements)
         .execute(&mut connection)
         .await

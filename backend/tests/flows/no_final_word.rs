@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// SQL making the lost reply's call ten minutes old: the rail allows its first status check.
+fn due_for_its_first_check() -> String {
+    format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};")
+}
+
 #[tokio::test]
 async fn no_final_word_is_outcome_pending_with_when_it_will_be_known() {
     let (walked, _collecting) = Walked::collect();
@@ -55,9 +60,7 @@ async fn a_key_stuck_started_past_stuck_after_is_asked_of_the_bank_and_gets_its_
 async fn an_unknown_key_whose_check_is_due_is_asked_and_the_debit_found_is_its_reply() {
     let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_lost_reply(&walked).await;
-    // The call is ten minutes old: the rail allows its first status check.
-    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
-    let flows = flows.reopened_after(&due).await;
+    let flows = flows.reopened_after(&due_for_its_first_check()).await;
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!((retry.status, retry.replayed), (201, true));
     walked.assert_took(
@@ -111,8 +114,7 @@ async fn an_unknown_key_the_bank_never_saw_is_released_and_called_again_under_it
     // The call that timed out never reached the bank, and its first check is due.
     let reference = flows.bank.references()[0].clone();
     flows.bank.forget(&reference);
-    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
-    let flows = flows.reopened_after(&due).await;
+    let flows = flows.reopened_after(&due_for_its_first_check()).await;
     let retry = flows.pay(&key, BODY, None).await;
     assert_eq!((retry.status, retry.replayed), (201, false));
     walked.assert_took(
@@ -128,8 +130,7 @@ async fn an_unknown_key_the_bank_holds_undecided_is_pending_until_its_next_check
     let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_lost_reply(&walked).await;
     flows.bank.hold_undecided(&flows.bank.references()[0]);
-    let due = format!("UPDATE idempotency_keys SET {TEN_MINUTES_AGO};");
-    let flows = flows.reopened_after(&due).await;
+    let flows = flows.reopened_after(&due_for_its_first_check()).await;
     let problem = outcome_pending(&flows.pay(&key, BODY, None).await);
     assert!(problem["next_check_at"].is_string(), "{problem}");
     walked.assert_took(
@@ -147,10 +148,7 @@ async fn an_unknown_key_the_bank_holds_undecided_is_pending_until_its_next_check
 async fn an_unknown_key_a_reconciler_is_asking_about_is_pending_with_no_second_look_up() {
     let (walked, _collecting) = Walked::collect();
     let (flows, key) = Flows::with_a_lost_reply(&walked).await;
-    let due_and_held = format!(
-        "UPDATE idempotency_keys SET {TEN_MINUTES_AGO}; {}",
-        held_by_another_replica()
-    );
+    let due_and_held = due_for_its_first_check() + &held_by_another_replica();
     let flows = flows.reopened_after(&due_and_held).await;
     outcome_pending(&flows.pay(&key, BODY, None).await);
     walked.assert_took("an unknown key asked about while someone else asks stays pending");

@@ -33,12 +33,7 @@ async fn a_claim_lost_with_the_database_is_made_again_under_its_first_reference(
 #[tokio::test]
 async fn a_key_reused_after_it_expired_is_a_new_payment_under_a_new_reference() {
     let (walked, _collecting) = Walked::collect();
-    let flows = Flows::against(LedgerBank::replying([])).await;
-    let key = IdempotencyKey::mint();
-    let first = flows.pay(&key, BODY, None).await;
-    walked.assert_took(
-        "a new key is claimed, the bank called once, its final word saved and rendered",
-    );
+    let (flows, key, first) = Flows::with_a_paid_key(&walked).await;
     // The key passes the expiry on its row before the sweep deletes it (which keeps its
     // payment, SPEC §3): the same request again deletes it and is a new one, whose
     // first-choice id is the kept payment's.
@@ -91,15 +86,13 @@ async fn a_key_reused_past_its_last_generation_is_refused_and_calls_nothing() {
 
 #[tokio::test]
 async fn remembered_bytes_of_a_key_past_its_expiry_are_not_replayed_but_paid_anew() {
-    let flows = Flows::against(LedgerBank::replying([])).await;
-    let key = IdempotencyKey::mint();
-    assert_eq!(flows.pay(&key, BODY, None).await.status, 201);
+    let (walked, _collecting) = Walked::collect();
+    let (flows, key, _) = Flows::with_a_paid_key(&walked).await;
     // A new process, the key's expiry three seconds away: its repeats put its reply, then its
     // very bytes, in memory, which keeps them until a second (`CLOCK_MARGIN`) before that.
     let expires_at = now_us() + 3_000_000;
     let expiring = format!("UPDATE idempotency_keys SET expires_at = {expires_at};");
     let flows = flows.reopened_after(&expiring).await;
-    let (walked, _collecting) = Walked::collect();
     let repeats = [
         "a repeat of a finished key found by the claim is replayed from the database",
         "a repeat remembered in memory is replayed from there, after admission",
